@@ -1,0 +1,119 @@
+"""The three roles genEval plugs together, and the tensor contract they share.
+
+Contract (every backend obeys it; the engine checks it at run time):
+
+* Images are float tensors ``(B, C, H, W)`` with values in ``[0, 1]`` everywhere. Each adapter
+  converts to its backend's range (``[-1, 1]`` for VQGAN / SD-VAE, mean/std normalisation for
+  classifiers) *inside* itself.
+* A :class:`Classifier` is an ``nn.Module`` mapping ``[0, 1]`` images of any size to
+  ``(B, num_classes)`` logits. It owns its resize and normalisation (torchattacks' rule).
+* A :class:`Generator` is an ``nn.Module`` with ``encode(images) -> latents`` and
+  ``decode(latents) -> images``; ``decode`` is differentiable in the latents (paper Sec. 3.2:
+  the search walks the latent ``z`` of ``x = D(z)``).
+* An :class:`Oracle` judges whether an image still depicts its label (paper Sec. 3.2, the
+  foundation model that vetoes steps): ``prepare(class_names)`` once, then
+  ``judge(images, labels) -> Judgement``.
+
+These are ``typing.Protocol`` classes: the roles share no machinery, so there is no base class
+to inherit from. Any object with the right attributes works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Tested model ``f``: ``forward(images in [0,1], (B,C,H,W)) -> logits (B, num_classes)``."""
+
+    num_classes: int
+
+    def __call__(self, images: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Latent space ``(E, D)``.
+
+    ``name``: a stable id recorded in results (e.g. ``"taef2"``, ``"vqgan:<hash>"``).
+    ``downsample``: spatial factor between image and latent (image sides must be multiples).
+    """
+
+    name: str
+    downsample: int
+
+    def encode(self, images: Tensor) -> Tensor: ...
+
+    def decode(self, latents: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class ImageDataset(Protocol):
+    """Evaluation data: lazily loaded, indexable.
+
+    ``dataset[i] -> (image (C, H, W) float in [0, 1], label int, source_id str)``; ``source_id``
+    is stable across runs (e.g. the file path relative to the root, or ``"test/00042"``).
+    ``class_names[label]`` names the class; ``name`` identifies the dataset in results.
+    """
+
+    name: str
+    class_names: list[str]
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int, str]: ...
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What an oracle says about a batch.
+
+    accept: (B,) bool, True when the image still depicts its label.
+    scores: (B,) float, the oracle's confidence in the true label (probability in [0, 1]).
+    predictions: (B,) long, the oracle's own class decision.
+    """
+
+    accept: Tensor
+    scores: Tensor
+    predictions: Tensor
+
+
+@runtime_checkable
+class Oracle(Protocol):
+    """Foundation model ``O`` that vetoes steps which change what an image depicts."""
+
+    def prepare(self, class_names: list[str]) -> None: ...
+
+    def judge(self, images: Tensor, labels: Tensor) -> Judgement: ...
+
+
+def check_images(images: Tensor, where: str, tol: float = 1e-4) -> None:
+    """Raise a teaching error when ``images`` break the ``[0, 1]``, ``(B, C, H, W)`` contract."""
+    if images.ndim != 4:
+        raise ValueError(f"{where}: expected images shaped (B, C, H, W), got {tuple(images.shape)}.")
+    if not torch.is_floating_point(images):
+        raise ValueError(f"{where}: expected float images in [0, 1], got dtype {images.dtype}. "
+                         "Convert with images.float() / 255.")
+    lo, hi = float(images.min()), float(images.max())
+    if lo < -tol or hi > 1 + tol:
+        raise ValueError(
+            f"{where}: images must lie in [0, 1] but range over [{lo:.4g}, {hi:.4g}]. "
+            "genEval's contract is float images in [0, 1]; undo any normalisation before "
+            "passing them (classifiers normalise inside themselves).")
+
+
+def resize_images(images: Tensor, size: int | tuple[int, int] | None) -> Tensor:
+    """Bilinear (antialiased when shrinking) resize of ``[0,1]`` images; ``None`` or same size is a no-op."""
+    if size is None:
+        return images
+    hw = (size, size) if isinstance(size, int) else tuple(size)
+    if tuple(images.shape[-2:]) == hw:
+        return images
+    shrink = hw[0] < images.shape[-2] or hw[1] < images.shape[-1]
+    return torch.nn.functional.interpolate(images, size=hw, mode="bilinear", align_corners=False,
+                                           antialias=shrink).clamp(0, 1)

@@ -1,0 +1,238 @@
+"""What a run writes, and how (STYLE.md "Results are data").
+
+A run directory holds:
+
+* ``results.json`` - schema version, scores with intervals, per-class table, seed, resolved config,
+  component ids, package versions, environment, timings. Written last: its presence marks a complete run.
+* ``samples.jsonl`` - one record per sample (source id, label, predictions, steps, distances...).
+  While the run is in progress it grows as ``samples.partial.jsonl`` and is renamed at the end.
+* ``grid.png`` - originals over perturbed images for a few samples.
+
+Every final file is written to a temporary name in the same directory and renamed (atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import tempfile
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from genEval.metrics import Scores
+
+SCHEMA_VERSION = 1
+PACKAGES = ("geneval", "torch", "torchvision", "hydra-core", "open_clip_torch", "timm", "diffusers",
+            "scikit-learn", "taming-transformers-rom1504", "numpy", "scipy", "safetensors", "pillow")
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """Per-sample outcome (METHOD.md "records per sample"). Steps: -1 means "never"."""
+
+    source_id: str
+    label: int
+    clean_pred: int
+    recon_pred: int
+    start_ok: bool
+    validated: bool
+    accepted_steps: int
+    rejected_at: int
+    first_fooled: int
+    final_pred: int
+    oracle_start_pred: int
+    oracle_score: float
+    latent_dist: float
+    image_dist: float
+    image_linf: float
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The result of one evaluation: what ``genEval.evaluate`` returns and the CLI writes."""
+
+    scores: Scores
+    per_class: list[dict]
+    seed: int
+    seed_drawn: bool
+    components: dict[str, str]
+    class_names: list[str]
+    config: dict[str, Any]
+    versions: dict[str, str]
+    environment: dict[str, Any]
+    timings: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+    run_dir: str | None = None
+    samples: list[SampleRecord] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of everything but the per-sample records (those go to samples.jsonl)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "scores": self.scores.to_dict(),
+            "per_class": self.per_class,
+            "seed": self.seed,
+            "seed_drawn": self.seed_drawn,
+            "components": self.components,
+            "class_names": self.class_names,
+            "config": self.config,
+            "versions": self.versions,
+            "environment": self.environment,
+            "timings": self.timings,
+            "warnings": self.warnings,
+            "run_dir": self.run_dir,
+        }
+
+    @property
+    def metrics(self) -> dict[str, float | None]:
+        """Point values in percent: ``{"sa": ..., "ra": ..., "vr": ..., "pa": ..., "fmr": ...}``."""
+        s = self.scores
+        return {"sa": s.sa.value, "ra": s.ra.value, "vr": s.vr.value, "pa": s.pa.value,
+                "fmr": s.fmr.value, "fmr_chance_corrected": s.fmr_chance_corrected.value}
+
+    def summary(self) -> str:
+        """The one-screen summary printed at the end of a run."""
+        s = self.scores
+        lines = [
+            f"genEval  seed={self.seed}{' (drawn)' if self.seed_drawn else ''}  n={s.n}  classes={s.num_classes}",
+            f"  classifier: {self.components.get('classifier')}",
+            f"  generator:  {self.components.get('generator')}",
+            f"  oracle:     {self.components.get('oracle')}",
+            "  score (95% CI)",
+            f"  SA   {s.sa.fmt()}   ({s.n_clean_correct}/{s.n})",
+            f"  RA   {s.ra.fmt()}   (accuracy on reconstructions)",
+            f"  VR   {s.vr.fmt()}   ({s.n_validated}/{s.n} validated, {s.n_validatable} passed the start check)",
+            f"  PA   {s.pa.fmt()}   ({s.n_perturbed_correct}/{s.n_validated})",
+            f"  FMR  {s.fmr.fmt()}",
+            f"  FMR chance-corrected  {s.fmr_chance_corrected.fmt()}",
+        ]
+        if "total_s" in self.timings:
+            lines.append(f"  time {self.timings['total_s']:.1f}s")
+        lines += [f"  WARNING: {w}" for w in self.warnings]
+        if self.run_dir:
+            lines.append(f"  run directory: {self.run_dir}")
+        return "\n".join(lines)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, allow_nan=False, default=_json_default) + "\n").encode())
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    raise TypeError(f"cannot serialise {type(o).__name__} to JSON")
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {"platform": platform.platform(), "device": device,
+                           "torch_threads": torch.get_num_threads()}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return env
+
+
+def ensure_writable_dir(path: str | Path) -> Path:
+    """Create ``path`` and prove it is writable, or raise a teaching error before any work is done."""
+    p = Path(path).expanduser()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        raise PermissionError(f"output directory '{p}' is not writable ({err.strerror}). "
+                              "Choose another with output_dir=/some/writable/path "
+                              "(CLI: hydra.run.dir=...).") from err
+    return p
+
+
+class SampleWriter:
+    """Appends sample records as JSON lines to ``samples.partial.jsonl``; ``finish()`` renames it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.final = run_dir / "samples.jsonl"
+        self.partial = run_dir / "samples.partial.jsonl"
+        self._fh = open(self.partial, "w", encoding="utf-8")
+
+    def write(self, records: list[SampleRecord]) -> None:
+        for r in records:
+            self._fh.write(json.dumps(asdict(r), allow_nan=False) + "\n")
+        self._fh.flush()
+
+    def finish(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self.partial, self.final)
+
+    def abort(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+def save_grid(path: Path, originals, perturbed, nrow: int = 8) -> None:
+    """Originals (row pairs: top original, bottom perturbed) as one PNG, written atomically."""
+    import torch
+    from PIL import Image
+    from torchvision.utils import make_grid
+
+    from genEval.interfaces import resize_images
+
+    k = min(len(originals), nrow)
+    if k == 0:
+        return
+    size = tuple(perturbed.shape[-2:])
+    a = resize_images(originals[:k].float(), size)
+    b = perturbed[:k].float()
+    if a.shape[1] != b.shape[1]:
+        a, b = (t.expand(-1, 3, -1, -1) if t.shape[1] == 1 else t for t in (a, b))
+    scale = max(1, 64 // size[0])
+    both = torch.cat([a, b])
+    if scale > 1:
+        both = torch.nn.functional.interpolate(both, scale_factor=scale, mode="nearest")
+    grid = make_grid(both, nrow=k, padding=2, pad_value=1.0)
+    arr = (grid.clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy())
+    img = Image.fromarray(arr.squeeze(-1) if arr.shape[-1] == 1 else arr)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
