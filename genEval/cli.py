@@ -49,7 +49,7 @@ def run_evaluate(cfg: DictConfig) -> Any:
     """The main job: build the four roles, evaluate, print the summary."""
     from hydra.core.hydra_config import HydraConfig
 
-    from genEval.evaluate import evaluate
+    from genEval.driver import evaluate
     from genEval.perturb import SearchConfig
 
     try:

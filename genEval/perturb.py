@@ -15,7 +15,7 @@ Engineering choices (STYLE.md, "the loop lives in one place"):
   gradient at step ``t + 1``, so its graph is kept and reused.
 * Samples that stop (rejected, fooled with ``early_stop``, or out of budget) leave the active batch;
   nothing is recomputed for them. Adam moments are per sample, so removing rows is exact.
-* No I/O and no progress bar here; :func:`genEval.evaluate.evaluate` owns batching and writing.
+* No I/O and no progress bar here; :func:`genEval.driver.evaluate` owns batching and writing.
 """
 
 from __future__ import annotations

@@ -1,0 +1,108 @@
+"""The driver: reproducibility, run directory, and the errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
+
+from genEval import evaluate
+from genEval.perturb import SearchConfig
+
+CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
+
+
+def roles(oracle_seed=1):
+    return dict(classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(),
+                oracle=ModelOracle(LinearClassifier(seed=oracle_seed)))
+
+
+def test_same_seed_same_results_and_run_directory(tmp_path):
+    a = evaluate(data=toy_data(50), search=CFG, seed=7, batch_size=16, output_dir=tmp_path / "a", **roles())
+    b = evaluate(data=toy_data(50), search=CFG, seed=7, batch_size=16, output_dir=tmp_path / "b", **roles())
+    ja, jb = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
+    assert ja["scores"] == jb["scores"] and ja["seed"] == 7 and ja["seed_drawn"] is False
+    assert ja["schema_version"] == 1 and torch.__version__.startswith(ja["versions"]["torch"])
+    lines = (tmp_path / "a" / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 50 and json.loads(lines[0])["source_id"] == "toy/0000"
+    assert not (tmp_path / "a" / "samples.partial.jsonl").exists()
+    assert (tmp_path / "a" / "grid.png").stat().st_size > 0
+    assert a.metrics == b.metrics
+    # the counts in the JSON agree with the per-sample records
+    recs = [json.loads(line) for line in lines]
+    assert ja["scores"]["n_validated"] == sum(r["validated"] for r in recs)
+    assert ja["scores"]["sa"]["k"] == sum(r["clean_pred"] == r["label"] for r in recs)
+
+
+def test_no_seed_draws_a_fresh_one_and_records_it():
+    runs = [evaluate(data=toy_data(20), search=CFG, **roles()) for _ in range(2)]
+    assert all(r.seed_drawn for r in runs)
+    assert runs[0].seed != runs[1].seed
+    again = evaluate(data=toy_data(20), search=CFG, seed=runs[0].seed, **roles())
+    assert again.metrics == runs[0].metrics
+
+
+def test_batch_size_does_not_change_the_scores_without_noise():
+    cfg = SearchConfig(budget=8, step_size=0.3)
+    a = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=30, **roles())
+    b = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=7, **roles())
+    assert a.metrics == b.metrics
+
+
+def test_oracle_equal_to_model_gives_pa_100_and_budget_zero_leaves_pa_undefined():
+    clf = LinearClassifier(seed=0)
+    r = evaluate(clf, toy_data(40), SigmoidGenerator(), ModelOracle(clf), CFG, seed=0)
+    assert r.scores.pa.value == 100.0 and r.scores.n_validated > 0
+    r0 = evaluate(data=toy_data(40), search=SearchConfig(budget=0), seed=0, **roles())
+    assert r0.scores.n_validated == 0 and r0.scores.pa.value is None and r0.scores.fmr.value is None
+    assert "PA   undefined" in r0.summary()
+
+
+def test_classifier_with_wrong_number_of_outputs(tmp_path):
+    with pytest.raises(ValueError, match=r"classifier returned 3 logits but the dataset has 4 classes"):
+        evaluate(data=toy_data(8, classes=4), search=CFG, seed=0, output_dir=tmp_path, **roles())
+    assert not (tmp_path / "results.json").exists() and not list(tmp_path.glob("samples*"))
+
+
+def test_images_outside_unit_range():
+    d = toy_data(8)
+    d.x = d.x * 2 - 0.5
+    with pytest.raises(ValueError, match=r"images must lie in \[0, 1\] but range over \[-0.4\d*, 1.4\d*\]"):
+        evaluate(data=d, search=CFG, seed=0, **roles())
+
+
+def test_label_outside_class_list():
+    d = ListDataset(torch.rand(4, 3, 2, 2), [0, 1, 5, 2], ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"label 5 of sample toy/0002 is outside the class list \(0..2"):
+        evaluate(data=d, search=CFG, seed=0, **roles())
+
+
+def test_empty_dataset():
+    with pytest.raises(ValueError, match="dataset 'toy' is empty"):
+        evaluate(data=ListDataset(torch.rand(0, 3, 2, 2), [], ["a"]), search=CFG, **roles())
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PermissionError, match=r"output directory '.*file/run' is not writable.*output_dir="):
+        evaluate(data=toy_data(4), search=CFG, output_dir=blocker / "run", **roles())
+
+
+def test_interrupted_run_leaves_no_complete_looking_results(tmp_path):
+    class Broken(ListDataset):
+        def __getitem__(self, i):
+            if i == 25:
+                raise OSError("disk unplugged")
+            return super().__getitem__(i)
+
+    d = toy_data(40)
+    with pytest.raises(OSError, match="disk unplugged"):
+        evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=10,
+                 output_dir=tmp_path, **roles())
+    assert not (tmp_path / "results.json").exists()
+    assert not (tmp_path / "samples.jsonl").exists()
+    partial = (tmp_path / "samples.partial.jsonl").read_text().splitlines()
+    assert len(partial) == 20  # the two finished batches are kept, clearly named as partial
