@@ -1,0 +1,126 @@
+"""Any strong classifier used as the oracle ``O`` (paper Sec. 3.2: "a foundation model, or any strong
+classifier, vetoes steps that change what the image depicts"; METHOD.md "Actors").
+
+The oracle accepts an image when its own prediction equals the true label and, optionally, its
+softmax probability for that label reaches an acceptance threshold (METHOD.md "oracle acceptance
+threshold"). The small helpers here (threshold and label checks, turning logits into a
+:class:`~genEval.interfaces.Judgement`) are shared by the other oracles in this package.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import Tensor, nn
+
+from genEval.interfaces import Judgement, check_images
+
+log = logging.getLogger(__name__)
+
+
+def check_threshold(threshold: float | None, who: str) -> float | None:
+    """Validate an acceptance threshold: ``None`` (off) or a probability in ``[0, 1]``."""
+    if threshold is None:
+        return None
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: threshold must be a number in [0, 1] or null, got {threshold!r}. "
+                         "Set oracle.threshold=0.5 (for example) or oracle.threshold=null to turn it off.") \
+            from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{who}: threshold must lie in [0, 1] (it is compared with the oracle's "
+                         f"probability for the true label), got {value}. Set oracle.threshold to a value "
+                         "in [0, 1], or null to accept on the prediction alone.")
+    return value
+
+
+def check_labels(labels: Tensor, batch: int, num_classes: int | None, where: str) -> Tensor:
+    """Return ``labels`` as a (B,) long tensor, raising a teaching error on bad shape or range."""
+    if not isinstance(labels, Tensor):
+        labels = torch.as_tensor(labels)
+    if labels.ndim != 1 or labels.shape[0] != batch:
+        raise ValueError(f"{where}: expected labels shaped ({batch},) to match the images, "
+                         f"got {tuple(labels.shape)}.")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ValueError(f"{where}: labels must be integer class indices, got dtype {labels.dtype}. "
+                         "Convert with labels.long().")
+    labels = labels.long()
+    if batch and num_classes is not None:
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < 0 or hi >= num_classes:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"{where}: label {bad} is outside the {num_classes} classes "
+                             f"(valid labels are 0..{num_classes - 1}). Check that the oracle was prepared "
+                             "with the dataset's class_names.")
+    return labels
+
+
+def judgement_from_logits(logits: Tensor, labels: Tensor, threshold: float | None) -> Judgement:
+    """Softmax ``logits`` (B, C): accept where argmax == label (and p(label) >= threshold when set)."""
+    probs = logits.float().softmax(dim=-1)
+    labels = labels.to(probs.device)
+    scores = probs.gather(1, labels[:, None]).squeeze(1)
+    predictions = probs.argmax(dim=-1)
+    accept = predictions == labels
+    if threshold is not None:
+        accept = accept & (scores >= threshold)
+    return Judgement(accept=accept, scores=scores, predictions=predictions)
+
+
+class ClassifierOracle(nn.Module):
+    """Use any classifier (``[0, 1]`` images -> ``(B, num_classes)`` logits) as a judge.
+
+    Args:
+        classifier: an ``nn.Module`` obeying genEval's classifier contract, with ``num_classes``.
+            It owns its resize and normalisation. It is put in eval mode here; its parameters are
+            left as they are (the same module may also be the tested classifier).
+        threshold: when set, an image is accepted only if the classifier's softmax probability for
+            the true label is at least this value (in ``[0, 1]``); ``None`` accepts on argmax alone.
+        name: stable id recorded in results; default ``"classifier:<name or class name>"``.
+    """
+
+    def __init__(self, classifier: nn.Module, threshold: float | None = None,
+                 name: str | None = None) -> None:
+        super().__init__()
+        if not isinstance(classifier, nn.Module):
+            raise TypeError(f"ClassifierOracle needs an nn.Module classifier, got "
+                            f"{type(classifier).__name__}. Wrap your model in an nn.Module that maps "
+                            "[0, 1] images to logits.")
+        num_classes = getattr(classifier, "num_classes", None)
+        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
+            raise ValueError(f"ClassifierOracle: the classifier {type(classifier).__name__} has no positive "
+                             f"integer `num_classes` attribute (got {num_classes!r}). Set "
+                             "classifier.num_classes to the number of logits it returns.")
+        self.classifier = classifier.eval()
+        self.num_classes = num_classes
+        self.threshold = check_threshold(threshold, "ClassifierOracle")
+        inner = getattr(classifier, "name", None)
+        self.name = name or f"classifier:{inner if isinstance(inner, str) else type(classifier).__name__}"
+        self.class_names: list[str] | None = None
+
+    def prepare(self, class_names: list[str]) -> None:
+        """Check that the classifier has one logit per class of the dataset."""
+        n = len(class_names)
+        if n != self.num_classes:
+            raise ValueError(
+                f"oracle {self.name} has {self.num_classes} classes but the dataset has {n} "
+                f"({', '.join(map(str, list(class_names)[:5]))}{', ...' if n > 5 else ''}). Use an oracle "
+                "classifier trained on the dataset's classes, or set data.class_names to match.")
+        self.class_names = list(class_names)
+
+    @torch.no_grad()
+    def judge(self, images: Tensor, labels: Tensor) -> Judgement:
+        """Judge ``images`` (B, C, H, W) in [0, 1] against ``labels`` (B,) long."""
+        check_images(images, f"oracle {self.name}")
+        labels = check_labels(labels, images.shape[0], self.num_classes, f"oracle {self.name}")
+        logits = self.classifier(images)
+        if logits.ndim != 2 or logits.shape != (images.shape[0], self.num_classes):
+            raise ValueError(f"oracle {self.name}: the classifier returned logits shaped "
+                             f"{tuple(logits.shape)}, expected ({images.shape[0]}, {self.num_classes}). "
+                             "Check classifier.num_classes.")
+        return judgement_from_logits(logits, labels, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, num_classes={self.num_classes}, threshold={self.threshold}"

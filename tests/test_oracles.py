@@ -1,0 +1,541 @@
+"""Oracles: CLIP zero-shot (tiny random open_clip model, no downloads), classifier judge, zoo rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genEval.interfaces import Judgement, Oracle
+from oracles.classifier import ClassifierOracle
+from oracles.zoo import ZooOracle, majority_vote
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf" / "oracle"
+TINY = "genEval-test-tiny-clip"
+CLASSES = ["cat", "dog", "ship"]
+
+
+# ------------------------------------------------------------------------------------------- helpers
+class FixedLogits(nn.Module):
+    """A classifier that ignores the image and returns row ``i`` of ``logits`` for sample ``i``."""
+
+    def __init__(self, logits: list[list[float]]) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.tensor(logits, dtype=torch.float32))
+        self.num_classes = self.table.shape[1]
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.table[: images.shape[0]].to(images.device)
+
+
+def onehot_logits(preds: list[int], num_classes: int = 3, margin: float = 4.0) -> list[list[float]]:
+    return [[margin if c == p else 0.0 for c in range(num_classes)] for p in preds]
+
+
+def member(preds: list[int], threshold: float | None = None, name: str | None = None) -> ClassifierOracle:
+    return ClassifierOracle(FixedLogits(onehot_logits(preds)), threshold=threshold, name=name)
+
+
+IMAGES = torch.rand(4, 3, 8, 8)
+
+
+# ---------------------------------------------------------------------------------------- classifier
+def test_classifier_oracle_known_answers():
+    logits = [[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0]]
+    o = ClassifierOracle(FixedLogits(logits))
+    assert isinstance(o, Oracle)
+    o.prepare(CLASSES)
+    j = o.judge(IMAGES, torch.tensor([0, 0, 2, 1]))
+    assert isinstance(j, Judgement)
+    assert j.accept.dtype == torch.bool and j.predictions.dtype == torch.long
+    assert j.accept.tolist() == [True, False, True, False]  # row 3 ties -> argmax 0, not 1
+    assert j.predictions.tolist() == [0, 1, 2, 0]
+    expected = torch.tensor(logits).softmax(-1)[torch.arange(4), torch.tensor([0, 0, 2, 1])]
+    torch.testing.assert_close(j.scores, expected)
+    assert o.name == "classifier:FixedLogits"
+    assert "threshold=None" in repr(o) and "num_classes=3" in repr(o)
+
+
+def test_classifier_oracle_threshold():
+    # p(label) for the accepted rows: softmax([2,0,0])[0] = 0.787, softmax([0,0,3])[2] = 0.909
+    o = ClassifierOracle(FixedLogits([[2.0, 0, 0], [0, 1.0, 0], [0, 0, 3.0], [1.0, 1, 1]]), threshold=0.8)
+    j = o.judge(IMAGES, torch.tensor([0, 0, 2, 1]))
+    assert j.accept.tolist() == [False, False, True, False]
+    assert ClassifierOracle(FixedLogits([[5.0, 0, 0]]), threshold=0.0).judge(
+        IMAGES[:1], torch.tensor([1])).accept.tolist() == [False]  # a threshold never rescues a wrong argmax
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "high"])
+def test_threshold_validation(bad):
+    with pytest.raises(ValueError, match=r"threshold must"):
+        ClassifierOracle(FixedLogits([[1.0, 0.0]]), threshold=bad)
+    with pytest.raises(ValueError, match=r"threshold must"):
+        ZooOracle([member([0])], threshold=bad)
+
+
+def test_classifier_oracle_class_count_mismatch():
+    o = ClassifierOracle(FixedLogits([[1.0, 0.0, 0.0]]), name="small")
+    with pytest.raises(ValueError, match=r"oracle small has 3 classes but the dataset has 10"):
+        o.prepare([str(i) for i in range(10)])
+
+
+def test_classifier_oracle_input_errors():
+    with pytest.raises(ValueError, match=r"no positive integer `num_classes`"):
+        ClassifierOracle(nn.Linear(3, 2))
+    with pytest.raises(TypeError, match=r"needs an nn.Module"):
+        ClassifierOracle(lambda x: x)
+    o = member([0, 1])
+    with pytest.raises(ValueError, match=r"label 3 is outside the 3 classes"):
+        o.judge(IMAGES[:2], torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match=r"expected labels shaped \(2,\)"):
+        o.judge(IMAGES[:2], torch.tensor([0]))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
+        o.judge(IMAGES[:2] * 255, torch.tensor([0, 1]))
+    wrong = ClassifierOracle(FixedLogits([[1.0, 0.0, 0.0]]))
+    wrong.num_classes = 4
+    with pytest.raises(ValueError, match=r"returned logits shaped \(1, 3\), expected \(1, 4\)"):
+        wrong.judge(IMAGES[:1], torch.tensor([0]))
+
+
+def test_judge_builds_no_graph():
+    clf = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3))
+    clf.num_classes = 3
+    x = IMAGES.clone().requires_grad_(True)
+    j = ClassifierOracle(clf).judge(x, torch.tensor([0, 1, 2, 0]))
+    assert not j.scores.requires_grad
+
+
+# ----------------------------------------------------------------------------------------------- zoo
+def test_majority_vote_ties_go_to_lowest_class():
+    preds = torch.tensor([[2, 1, 0, 4], [1, 1, 3, 2], [2, 0, 3, 4], [1, 0, 0, 2]])  # (M=4, B=4)
+    # col 0: 2,1,2,1 tie -> 1; col 1: 1,1,0,0 tie -> 0; col 2: 0,3,3,0 tie -> 0; col 3: 4,2,4,2 tie -> 2
+    assert majority_vote(preds).tolist() == [1, 0, 0, 2]
+    assert majority_vote(torch.tensor([[2, 5], [2, 1], [0, 5]])).tolist() == [2, 5]
+
+
+def test_zoo_rules_all_vs_majority():
+    labels = torch.tensor([0, 1, 2, 0])
+    a = member([0, 1, 2, 1], name="a")  # accepts samples 0, 1, 2
+    b = member([0, 1, 0, 2], name="b")  # accepts samples 0, 1
+    c = member([0, 2, 0, 0], name="c")  # accepts samples 0, 3
+    zoo_all = ZooOracle([a, b, c])
+    zoo_maj = ZooOracle([a, b, c], rule="majority")
+    assert zoo_all.name == "zoo(all):[a, b, c]" and zoo_maj.name == "zoo(majority):[a, b, c]"
+    assert isinstance(zoo_all, Oracle)
+    ja, jm = zoo_all.judge(IMAGES, labels), zoo_maj.judge(IMAGES, labels)
+    assert ja.accept.tolist() == [True, False, False, False]
+    assert jm.accept.tolist() == [True, True, False, False]  # 3/3, 2/3, 1/3, 1/3
+    # predictions: majority vote (sample 2: votes 2,0,0 -> 0; sample 3: votes 1,2,0 tie -> 0)
+    assert ja.predictions.tolist() == [0, 1, 0, 0]
+    expected = torch.stack([m.judge(IMAGES, labels).scores for m in (a, b, c)]).mean(0)
+    torch.testing.assert_close(ja.scores, expected)
+    # strict majority: with two members, one accepting is not a majority
+    pair = ZooOracle([a, c], rule="majority")
+    assert pair.judge(IMAGES, labels).accept.tolist() == [True, False, False, False]
+
+
+def test_zoo_thresholds():
+    labels = torch.tensor([0, 1])
+    sure = ClassifierOracle(FixedLogits([[9.0, 0, 0], [0, 9.0, 0]]), name="sure")
+    unsure = ClassifierOracle(FixedLogits([[1.0, 0, 0], [0, 3.0, 0]]), name="unsure")  # p=0.58, 0.91
+    assert ZooOracle([sure, unsure]).judge(IMAGES[:2], labels).accept.tolist() == [True, True]
+    strict = ClassifierOracle(FixedLogits([[1.0, 0, 0], [0, 3.0, 0]]), threshold=0.7)
+    assert ZooOracle([sure, strict]).judge(IMAGES[:2], labels).accept.tolist() == [False, True]
+    # zoo-level threshold acts on the mean score: (1.0 + 0.58) / 2 = 0.79, (1.0 + 0.91) / 2 = 0.95
+    assert ZooOracle([sure, unsure], threshold=0.9).judge(IMAGES[:2], labels).accept.tolist() == [False, True]
+
+
+def test_zoo_errors():
+    with pytest.raises(ValueError, match=r"unknown rule 'any'; choose one of all, majority"):
+        ZooOracle([member([0])], rule="any")
+    with pytest.raises(ValueError, match=r"at least one member"):
+        ZooOracle([])
+    with pytest.raises(TypeError, match=r"member 1 is a str"):
+        ZooOracle([member([0]), "clip"])
+
+
+def test_zoo_prepare_forwards_to_members():
+    zoo = ZooOracle([member([0]), ClassifierOracle(FixedLogits([[0.0] * 10]), name="ten")])
+    with pytest.raises(ValueError, match=r"oracle ten has 10 classes but the dataset has 3"):
+        zoo.prepare(CLASSES)
+    ok = ZooOracle([member([0]), member([1])])
+    ok.prepare(CLASSES)
+    assert all(m.class_names == CLASSES for m in ok.members)
+
+
+def test_zoo_to_moves_members():
+    zoo = ZooOracle([member([0, 1]), member([1, 1])])
+    assert isinstance(zoo.members, nn.ModuleList)
+    zoo.to(torch.float64)
+    assert all(m.classifier.table.dtype == torch.float64 for m in zoo.members)
+    assert "rule='all'" in repr(zoo) and "FixedLogits" in repr(zoo)
+
+
+@pytest.mark.gpu
+def test_zoo_to_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    zoo = ZooOracle([member([0, 1]), member([1, 1])]).to("cuda")
+    assert all(m.classifier.table.is_cuda for m in zoo.members)
+    j = zoo.judge(IMAGES[:2].cuda(), torch.tensor([0, 1], device="cuda"))
+    assert j.accept.is_cuda and j.accept.tolist() == [False, True]
+
+
+# ---------------------------------------------------------------------------------------------- CLIP
+@pytest.fixture(scope="module")
+def tiny_clip_name(tmp_path_factory) -> str:
+    """Register a tiny ViT CLIP config with open_clip (random init, no download)."""
+    import open_clip
+
+    cfg = {"embed_dim": 32,
+           "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8},
+           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 2}}
+    path = tmp_path_factory.mktemp("open_clip_cfg") / f"{TINY}.json"
+    path.write_text(json.dumps(cfg))
+    open_clip.add_model_config(path)
+    assert TINY in open_clip.list_models()
+    return TINY
+
+
+def make_clip(name: str, **kwargs):
+    from oracles.clip import CLIPOracle
+
+    torch.manual_seed(0)
+    return CLIPOracle(model_name=name, pretrained=kwargs.pop("pretrained", None), **kwargs)
+
+
+def manual_logits(oracle, images: torch.Tensor, class_names: list[str], templates: list[str]) -> torch.Tensor:
+    """Zero-shot logits written out longhand (images already at the model's size)."""
+    import open_clip
+
+    model, tok = oracle.model, open_clip.get_tokenizer(oracle.model_name)
+    mean = torch.tensor(open_clip.OPENAI_DATASET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(open_clip.OPENAI_DATASET_STD).view(1, 3, 1, 1)
+    with torch.no_grad():
+        img = F.normalize(model.encode_image((images - mean) / std), dim=-1)
+        per_class = []
+        for c in class_names:
+            e = F.normalize(model.encode_text(tok([t.replace("{}", c) for t in templates])), dim=-1)
+            per_class.append(F.normalize(e.mean(0), dim=-1))
+        return model.logit_scale.exp() * img @ torch.stack(per_class).T
+
+
+def test_clip_zero_shot_matches_longhand(tiny_clip_name):
+    o = make_clip(tiny_clip_name)
+    assert isinstance(o, Oracle)
+    assert o.name == f"clip:{tiny_clip_name}:random" and o.templates == ("an image of {}",)
+    assert o.image_size == (32, 32)
+    o.prepare(CLASSES)
+    x = torch.rand(5, 3, 32, 32)
+    expected = manual_logits(o, x, CLASSES, ["an image of {}"])
+    torch.testing.assert_close(o.logits(x), expected, rtol=1e-4, atol=1e-4)
+    labels = torch.tensor([0, 1, 2, 0, 1])
+    j = o.judge(x, labels)
+    probs = expected.softmax(-1)
+    torch.testing.assert_close(j.scores, probs[torch.arange(5), labels], rtol=1e-4, atol=1e-5)
+    assert j.predictions.tolist() == probs.argmax(-1).tolist()
+    assert j.accept.tolist() == (probs.argmax(-1) == labels).tolist()
+    assert "templates=['an image of {}']" in repr(o) and "threshold=None" in repr(o)
+
+
+def test_clip_templates_average_and_placeholders(tiny_clip_name):
+    templates = ["an image of {}", "a blurry photo of a {}."]
+    o = make_clip(tiny_clip_name, templates=templates)
+    o.prepare(CLASSES)
+    x = torch.rand(3, 3, 32, 32)
+    torch.testing.assert_close(o.logits(x), manual_logits(o, x, CLASSES, templates), rtol=1e-4, atol=1e-4)
+    # "{class}" and "{}" name the same slot
+    o2 = make_clip(tiny_clip_name, templates=["an image of {class}", "a blurry photo of a {class}."])
+    torch.testing.assert_close(o2.class_embeddings(CLASSES), o.class_embeddings(CLASSES))
+    # averaging differs from either single template
+    single = make_clip(tiny_clip_name).class_embeddings(CLASSES)
+    assert not torch.allclose(single, o.class_embeddings(CLASSES))
+
+
+def test_clip_text_embeddings_are_cached(tiny_clip_name, monkeypatch):
+    o = make_clip(tiny_clip_name)
+    calls = []
+    encode = o.model.encode_text
+    monkeypatch.setattr(o.model, "encode_text", lambda *a, **k: calls.append(1) or encode(*a, **k))
+    o.prepare(CLASSES)
+    o.prepare(list(CLASSES))
+    for _ in range(3):
+        o.judge(torch.rand(2, 3, 32, 32), torch.tensor([0, 1]))
+    assert len(calls) == 1
+    assert list(o.text_cache) == [(tuple(CLASSES), ("an image of {}",))]
+    o.prepare(["plane", "car"])
+    assert len(calls) == 2 and len(o.text_cache) == 2
+    o.prepare(CLASSES)
+    assert len(calls) == 2
+
+
+def test_clip_threshold(tiny_clip_name):
+    o = make_clip(tiny_clip_name)
+    o.prepare(CLASSES)
+    x = torch.rand(4, 3, 32, 32)
+    j = o.judge(x, o.judge(x, torch.zeros(4, dtype=torch.long)).predictions)  # label = own prediction
+    assert j.accept.all()
+    cut = float(j.scores.median())
+    o_thr = make_clip(tiny_clip_name, threshold=cut)
+    o_thr.prepare(CLASSES)
+    jt = o_thr.judge(x, j.predictions)
+    assert jt.accept.tolist() == (j.scores >= cut).tolist()
+    o_one = make_clip(tiny_clip_name, threshold=1.0)
+    o_one.prepare(CLASSES)
+    assert not o_one.judge(x, j.predictions).accept.any()  # three classes: p(label) < 1 always
+    with pytest.raises(ValueError, match=r"threshold must lie in \[0, 1\].*got 2.0"):
+        make_clip(tiny_clip_name, threshold=2.0)
+
+
+def test_clip_grayscale_and_resize(tiny_clip_name):
+    o = make_clip(tiny_clip_name)
+    o.prepare(CLASSES)
+    gray = torch.rand(2, 1, 32, 32)
+    labels = torch.tensor([0, 2])
+    torch.testing.assert_close(o.judge(gray, labels).scores, o.judge(gray.repeat(1, 3, 1, 1), labels).scores)
+    # other sizes are resized (shortest side) and centre-cropped to the model's 32 px
+    assert o.preprocess(torch.rand(2, 3, 16, 24)).shape == (2, 3, 32, 32)
+    assert o.preprocess(torch.rand(2, 1, 64, 64)).shape == (2, 3, 32, 32)
+    flat = torch.full((1, 3, 32, 32), 0.5)
+    expected = (0.5 - torch.tensor(o.mean.flatten().tolist())) / o.std.flatten()
+    torch.testing.assert_close(o.preprocess(flat)[0, :, 0, 0], expected)
+    with pytest.raises(ValueError, match=r"expected 1 or 3 image channels, got 2"):
+        o.judge(torch.rand(1, 2, 32, 32), torch.tensor([0]))
+
+
+def test_clip_judge_errors(tiny_clip_name):
+    o = make_clip(tiny_clip_name)
+    with pytest.raises(RuntimeError, match=r"call prepare\(class_names\) before judge"):
+        o.judge(torch.rand(1, 3, 32, 32), torch.tensor([0]))
+    o.prepare(CLASSES)
+    with pytest.raises(ValueError, match=r"label 5 is outside the 3 classes"):
+        o.judge(torch.rand(1, 3, 32, 32), torch.tensor([5]))
+    with pytest.raises(ValueError, match=r"class names must be non-empty strings"):
+        o.prepare(["cat", ""])
+    with pytest.raises(ValueError, match=r"needs the dataset's class names"):
+        o.prepare([])
+
+
+def test_clip_checkpoint_round_trip(tiny_clip_name, tmp_path):
+    o = make_clip(tiny_clip_name)
+    path = tmp_path / "open_clip_pytorch_model.bin"
+    torch.save(o.model.state_dict(), path)
+    torch.manual_seed(123)  # a different random init, overwritten by the checkpoint
+    from oracles.clip import CLIPOracle
+
+    o2 = CLIPOracle(model_name=tiny_clip_name, pretrained=str(path))
+    assert o2.name == f"clip:{tiny_clip_name}:open_clip_pytorch_model.bin"
+    x, labels = torch.rand(4, 3, 32, 32), torch.tensor([0, 1, 2, 1])
+    o.prepare(CLASSES)
+    o2.prepare(CLASSES)
+    j1, j2 = o.judge(x, labels), o2.judge(x, labels)
+    torch.testing.assert_close(j1.scores, j2.scores)
+    assert j1.predictions.tolist() == j2.predictions.tolist()
+    # a checkpoint of another architecture is refused with the file named
+    bad = tmp_path / "other.bin"
+    torch.save({"visual.conv1.weight": torch.zeros(1)}, bad)
+    with pytest.raises(ValueError, match=r"other.bin' does not fit open_clip model"):
+        CLIPOracle(model_name=tiny_clip_name, pretrained=str(bad))
+
+
+def test_clip_construction_errors(tmp_path):
+    from oracles.clip import CLIPOracle
+
+    with pytest.raises(ValueError, match=r"no model named 'ViT-B-33'.*ViT-B-32.*list_models"):
+        CLIPOracle(model_name="ViT-B-33")
+    with pytest.raises(ValueError, match=r"'laion5b' is neither a pretrained tag of ViT-B-32.*openai.*"
+                       r"laion2b_s34b_b79k"):
+        CLIPOracle(model_name="ViT-B-32", pretrained="laion5b")
+    missing = tmp_path / "nowhere" / "open_clip_pytorch_model.bin"
+    with pytest.raises(FileNotFoundError, match=r"nowhere/open_clip_pytorch_model.bin"):
+        CLIPOracle(model_name="ViT-B-32", pretrained=str(missing))
+    with pytest.raises(ValueError, match=r"template 'an image' has no class placeholder"):
+        CLIPOracle(model_name="ViT-B-32", templates=["an image"])
+    with pytest.raises(ValueError, match=r"templates is empty"):
+        CLIPOracle(model_name="ViT-B-32", templates=[])
+    with pytest.raises(ValueError, match=r"unknown precision 'fp8'; choose one of fp32, fp16, bf16"):
+        CLIPOracle(model_name="ViT-B-32", precision="fp8")
+
+
+def test_clip_offline_tag_explains_how_to_pass_a_file(monkeypatch):
+    import open_clip
+
+    from oracles.clip import CLIPOracle
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("Failed to resolve 'huggingface.co'")
+
+    monkeypatch.setattr(open_clip, "download_pretrained", unreachable)
+    with pytest.raises(RuntimeError, match=r"(?s)hub is unreachable.*ConnectionError.*"
+                       r"oracle.pretrained=/path/to/open_clip_pytorch_model.bin oracle.quick_gelu=true"):
+        CLIPOracle(model_name="ViT-B-32", pretrained="openai")
+
+
+def test_clip_official_tag_uses_quick_gelu(monkeypatch, tiny_clip_name):
+    """OpenAI weights were trained with QuickGELU; the tag's setting must reach open_clip."""
+    import open_clip
+
+    from oracles.clip import CLIPOracle
+
+    seen = {}
+    tiny = open_clip.create_model(tiny_clip_name)
+
+    def fake_create(name, pretrained=None, **kwargs):
+        seen.update(name=name, pretrained=pretrained, **kwargs)
+        return tiny
+
+    monkeypatch.setattr(open_clip, "download_pretrained", lambda cfg, cache_dir=None: "/cache/model.bin")
+    monkeypatch.setattr(open_clip, "create_model", fake_create)
+    monkeypatch.setattr(open_clip, "get_tokenizer", lambda name: open_clip.SimpleTokenizer())
+    o = CLIPOracle(model_name="ViT-B-32", pretrained="openai", cache_dir="/somewhere")
+    assert o.name == "clip:ViT-B-32:openai"
+    assert seen["pretrained"] == "openai" and seen["force_quick_gelu"] is True
+    assert seen["cache_dir"] == "/somewhere"
+    CLIPOracle(model_name="ViT-B-32", pretrained="laion2b_s34b_b79k")
+    assert seen["force_quick_gelu"] is False
+    CLIPOracle(model_name="ViT-B-32", pretrained="laion2b_s34b_b79k", quick_gelu=True)
+    assert seen["force_quick_gelu"] is True
+
+
+@pytest.mark.gpu
+def test_clip_on_cuda(tiny_clip_name):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    o = make_clip(tiny_clip_name)
+    o.prepare(CLASSES)
+    x, labels = torch.rand(3, 3, 24, 24), torch.tensor([0, 1, 2])
+    cpu = o.judge(x, labels)
+    o.to("cuda")
+    assert next(iter(o.text_cache.values())).is_cuda and o.mean.is_cuda
+    gpu = o.judge(x.cuda(), labels.cuda())
+    assert gpu.accept.is_cuda
+    torch.testing.assert_close(gpu.scores.cpu(), cpu.scores, rtol=1e-3, atol=1e-4)
+    half = make_clip(tiny_clip_name, precision="fp16").to("cuda")
+    half.prepare(CLASSES)
+    scores = half.judge(x.cuda(), labels.cuda()).scores.cpu()
+    torch.testing.assert_close(scores, cpu.scores, rtol=0, atol=2e-2)
+
+
+# ------------------------------------------------------------------------------------------- configs
+def _load(name: str):
+    from conftest import ASSETS
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.merge({"assets": str(ASSETS)}, {"oracle": OmegaConf.load(CONF / f"{name}.yaml")})
+    return cfg.oracle
+
+
+def _targets(node) -> list:
+    """Every ``_target_`` node in a config tree."""
+    from omegaconf import DictConfig, ListConfig
+
+    found = []
+    if isinstance(node, DictConfig):
+        if "_target_" in node:
+            found.append(node)
+        for key in node:
+            found += _targets(node[key])
+    elif isinstance(node, ListConfig):
+        for item in node:
+            found += _targets(item)
+    return found
+
+
+@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "classifier", "digits_zoo", "cifar_resnet_zoo"])
+def test_oracle_configs_resolve(name):
+    """Each target exists and accepts exactly the keys its config gives it."""
+    import inspect
+
+    from hydra.utils import get_method
+    from omegaconf import OmegaConf
+
+    nodes = _targets(_load(name))
+    assert nodes, f"{name}.yaml has no _target_"
+    for node in nodes:
+        fn = get_method(node._target_)
+        keys = {k: None for k in node if k != "_target_"}
+        inspect.signature(fn).bind(**keys)  # raises TypeError on a misspelt key
+    OmegaConf.to_container(_load(name), resolve=True)  # ${assets} resolves
+
+
+def test_clip_configs_instantiate(tiny_clip_name):
+    from hydra.utils import instantiate
+
+    from oracles.clip import CLIPOracle
+
+    paper = _load("clip_vit_b32")
+    assert (paper.model_name, paper.pretrained) == ("ViT-B-32", "openai")
+    assert list(paper.templates) == ["an image of {}"]
+    for name in ("clip_vit_b32", "clip"):
+        cfg = _load(name)
+        cfg.model_name, cfg.pretrained = tiny_clip_name, None
+        o = instantiate(cfg)
+        assert isinstance(o, CLIPOracle) and o.templates == tuple(cfg.templates)
+        o.prepare(CLASSES)
+        assert o.judge(torch.rand(2, 3, 32, 32), torch.tensor([0, 1])).accept.shape == (2,)
+
+
+def test_zoo_config_instantiates_members():
+    """Hydra builds the nested members list into a ZooOracle (classifiers swapped for quick random ones)."""
+    from hydra.utils import instantiate
+
+    cfg = _load("digits_zoo")
+    assert [m.classifier.arch for m in cfg.members] == ["mlp", "wide_cnn"]
+    assert all(m.classifier.seed == 1 for m in cfg.members) and cfg.rule == "all"
+    for m in cfg.members:
+        m.classifier = {"_target_": "genEval.classifiers.cifar_resnet", "depth": 20}
+    zoo = instantiate(cfg)
+    assert isinstance(zoo, ZooOracle) and isinstance(zoo.members, nn.ModuleList) and len(zoo.members) == 2
+    zoo.prepare([str(i) for i in range(10)])
+    assert zoo.judge(torch.rand(3, 3, 32, 32), torch.tensor([0, 1, 2])).accept.shape == (3,)
+
+
+@pytest.mark.slow
+def test_digits_zoo_instantiates_and_judges():
+    from hydra.utils import instantiate
+
+    from genEval.data import DigitsData
+
+    zoo = instantiate(_load("digits_zoo"))
+    assert zoo.name == "zoo(all):[classifier:digits_mlp:seed1, classifier:digits_wide_cnn:seed1]"
+    data = DigitsData(split="test")
+    zoo.prepare(data.class_names)
+    items = [data[i] for i in range(100)]
+    x, y = torch.stack([it[0] for it in items]), torch.tensor([it[1] for it in items])
+    assert zoo.judge(x, y).accept.float().mean() > 0.8  # both members are accurate on clean digits
+
+
+def _cifar_pngs():
+    import numpy as np
+    from conftest import asset
+    from PIL import Image
+
+    files = sorted(asset("samples/foolbox").glob("cifar10_*.png"))
+    x = torch.stack([torch.from_numpy(np.asarray(Image.open(f).convert("RGB")).copy()).permute(2, 0, 1)
+                     for f in files]).float() / 255
+    return x, torch.tensor([int(f.stem.split("_")[-1]) for f in files])
+
+
+@pytest.mark.weights
+def test_cifar_resnet_zoo_on_real_weights():
+    """Shared ResNet-32 / -56 get 19/20 and 20/20 of the lossless CIFAR PNGs (assets README)."""
+    from conftest import asset
+    from hydra.utils import instantiate
+
+    asset("weights/cifar10-resnet")
+    x, y = _cifar_pngs()
+    assert len(y) == 20
+    zoo = instantiate(_load("cifar_resnet_zoo"))
+    zoo.prepare(["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"])
+    per_member = [int(m.judge(x, y).accept.sum()) for m in zoo.members]
+    assert per_member == [19, 20]
+    j = zoo.judge(x, y)
+    assert int(j.accept.sum()) == 19 and bool((j.scores > 0).all())
+    single = instantiate(_load("classifier"))
+    single.prepare([str(i) for i in range(10)])
+    assert int(single.judge(x, y).accept.sum()) == 20
