@@ -63,7 +63,7 @@ def run_evaluate(cfg: DictConfig) -> Any:
             seed=cfg.seed, batch_size=cfg.batch_size, device=cfg.device,
             output_dir=HydraConfig.get().runtime.output_dir, progress=cfg.progress,
             interval=cfg.interval, n_boot=cfg.n_boot, grid_size=cfg.grid_size,
-            gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers,
+            gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers, save_latents=cfg.save_latents,
             config=OmegaConf.to_container(cfg, resolve=True))
     except _user_errors() as err:
         print(f"geneval: error: {err}", file=sys.stderr)

@@ -31,6 +31,7 @@ from genEval.results import (
     environment,
     package_versions,
     save_grid,
+    save_latent_file,
 )
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ def evaluate(
     grid_size: int = 8,
     gap_warn_points: float = 10.0,
     num_workers: int = 0,
+    save_latents: bool = False,
     config: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
@@ -88,6 +90,8 @@ def evaluate(
     ``seed=None`` draws a fresh seed (a dynamic benchmark: new samples every run) and records it;
     the same seed gives identical scores. ``progress=None`` shows a bar only on a terminal.
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
+    ``save_latents``: also write ``latents.safetensors`` (start and final latents of every sample, in
+    sample order, with the source ids) so a style mask can be fitted from the run (paper 3.2.1).
     """
     t_start = time.perf_counter()
     search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
@@ -125,6 +129,7 @@ def evaluate(
     grid_pert: list[torch.Tensor] = []
     t_loop = 0.0
     all_records: list[SampleRecord] = []
+    latents: dict[str, list[torch.Tensor]] = {"start": [], "final": []}
     try:
         for bi, (x, y, ids) in enumerate(loader):
             check_images(x, f"data {components['data']} (samples {ids[0]}..{ids[-1]})")
@@ -158,6 +163,9 @@ def evaluate(
                 image_dist=float(out.image_dist[i]), image_linf=float(out.image_linf[i]),
             ) for i in range(len(ids))]
             all_records += records
+            if save_latents:
+                latents["start"].append(out.start_latents.float())
+                latents["final"].append(out.latents.float())
             if run_dir is not None:
                 writer = writer or SampleWriter(run_dir)
                 writer.write(records)
@@ -216,6 +224,10 @@ def evaluate(
     if run_dir is not None:
         if grid_orig:
             save_grid(run_dir / "grid.png", torch.cat(grid_orig), torch.cat(grid_pert), nrow=grid_size)
+        if save_latents and latents["start"]:
+            save_latent_file(run_dir / "latents.safetensors", torch.cat(latents["start"]),
+                             torch.cat(latents["final"]), torch.tensor(cols["valid"]), cols["id"],
+                             components["generator"])
         if writer is not None:
             writer.finish()
         atomic_write_json(run_dir / "results.json", result.to_dict())  # written last: marks completion

@@ -236,3 +236,30 @@ def save_grid(path: Path, originals, perturbed, nrow: int = 8) -> None:
 
 def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def save_latent_file(path: Path, start, final, validated, source_ids: list[str], generator: str) -> None:
+    """``latents.safetensors``: ``start`` = E(x) and ``final`` = last accepted z, (N, *latent_shape)."""
+    import torch
+    from safetensors.torch import save
+
+    meta = {"source_ids": json.dumps(source_ids), "generator": generator, "schema_version": str(SCHEMA_VERSION)}
+    data = save({"start": start.contiguous(), "final": final.contiguous(),
+                 "validated": validated.to(dtype=torch.uint8)}, metadata=meta)
+    atomic_write_bytes(path, data)
+
+
+def load_latent_file(path: str | Path) -> dict[str, Any]:
+    """Inverse of :func:`save_latent_file`: tensors plus ``source_ids`` and ``generator``."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no latents file at '{p}'; rerun the evaluation with save_latents=true.")
+    with safe_open(str(p), framework="pt") as fh:
+        meta = fh.metadata() or {}
+        out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
+    out["validated"] = out["validated"].bool()
+    out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
+    out["generator"] = meta.get("generator", "")
+    return out

@@ -106,3 +106,17 @@ def test_interrupted_run_leaves_no_complete_looking_results(tmp_path):
     assert not (tmp_path / "samples.jsonl").exists()
     partial = (tmp_path / "samples.partial.jsonl").read_text().splitlines()
     assert len(partial) == 20  # the two finished batches are kept, clearly named as partial
+
+
+def test_saved_latents_round_trip(tmp_path):
+    from genEval.results import load_latent_file
+
+    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True,
+                 **roles())
+    lat = load_latent_file(tmp_path / "latents.safetensors")
+    assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
+    assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
+    assert lat["generator"] == "sigmoid"
+    assert int(lat["validated"].sum()) == r.scores.n_validated
+    moved = (lat["final"] - lat["start"]).flatten(1).norm(dim=1)
+    assert bool((moved[lat["validated"]] > 0).all())
