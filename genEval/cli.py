@@ -1,7 +1,8 @@
 """``geneval``: the command line. Hydra composes ``conf/``; this file only dispatches and reports.
 
-Commands: ``geneval [overrides]`` (the main job, ``conf/config.yaml``) and
-``geneval train-generator [overrides]`` (``conf/train_generator.yaml``).
+Commands: ``geneval [overrides]`` (the main job, ``conf/config.yaml``),
+``geneval train-generator [overrides]`` (``conf/train_generator.yaml``) and
+``geneval fit-mask run=<run dir> [overrides]`` (``conf/fit_mask.yaml``).
 """
 
 from __future__ import annotations
@@ -58,18 +59,69 @@ def run_evaluate(cfg: DictConfig) -> Any:
         classifier = build(cfg.classifier, "classifier")
         generator = build(cfg.generator, "generator")
         oracle = build(cfg.oracle, "oracle")
-        result = evaluate(
-            classifier=classifier, data=data, generator=generator, oracle=oracle, search=search,
+        kwargs = dict(
             seed=cfg.seed, batch_size=cfg.batch_size, device=cfg.device,
             output_dir=HydraConfig.get().runtime.output_dir, progress=cfg.progress,
             interval=cfg.interval, n_boot=cfg.n_boot, grid_size=cfg.grid_size,
             gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers, save_latents=cfg.save_latents,
             config=OmegaConf.to_container(cfg, resolve=True))
+        result = _evaluate_with_mask(cfg.mask, classifier, data, generator, oracle, search, kwargs)
     except _user_errors() as err:
         print(f"geneval: error: {err}", file=sys.stderr)
         sys.exit(2)
     print(result.summary())
     return result.metrics
+
+
+MASK_MODES = ("none", "sparse", "auto")
+
+
+def _evaluate_with_mask(mask_cfg: DictConfig, classifier, data, generator, oracle, search, kwargs):
+    """``mask=none`` (all latent dims move), ``mask=sparse mask.path=...`` or ``mask=auto`` (paper 3.2.1)."""
+    from genEval import style_mask
+    from genEval.driver import evaluate
+
+    mode = mask_cfg.get("mode", "none")
+    if mode not in MASK_MODES:
+        raise ValueError(f"unknown mask.mode={mode!r}; choose one of {', '.join(MASK_MODES)} (mask=none|sparse|auto).")
+    if mode == "none":
+        return evaluate(classifier=classifier, data=data, generator=generator, oracle=oracle, search=search, **kwargs)
+    if mode == "sparse":
+        m = style_mask.load_mask_for_run(mask_cfg.path, generator, data)
+        return evaluate(classifier=classifier, data=data, generator=generator, oracle=oracle, search=search,
+                        mask=m.as_tensor(), mask_id=f"{mask_cfg.path}#{m.sha256[:16]}", **kwargs)
+    opts = OmegaConf.to_container(mask_cfg, resolve=True)
+    fit_kwargs = {k: opts[k] for k in ("C", "solver", "target_sparsity", "target_score", "test_fraction",
+                                       "max_iter") if k in opts}
+    output_dir, seed = kwargs.pop("output_dir"), kwargs.pop("seed")
+    return style_mask.evaluate_with_auto_mask(
+        classifier, data, generator, oracle, search, output_dir=output_dir, seed=seed,
+        fit_fraction=opts.get("fit_fraction", 0.2), fit_budget=opts.get("fit_budget"), fit_kwargs=fit_kwargs,
+        **kwargs)
+
+
+def run_fit_mask(cfg: DictConfig) -> Any:
+    """``geneval fit-mask run=<run dir>``: fit a sparse style mask from a run saved with save_latents=true."""
+    from pathlib import Path
+
+    from genEval import style_mask
+
+    try:
+        if cfg.get("run") is None:
+            raise ValueError("geneval fit-mask needs run=<directory of a finished run made with save_latents=true>.")
+        opts = OmegaConf.to_container(cfg, resolve=True)
+        fit_kwargs = {k: opts[k] for k in ("C", "solver", "target_sparsity", "target_score", "test_fraction",
+                                           "max_iter", "seed") if k in opts}
+        m = style_mask.fit_mask_from_run(cfg.run, **fit_kwargs)
+        out = Path(cfg.out) if cfg.get("out") else Path(cfg.run) / "style_mask.safetensors"
+        m.save(out)
+        style_mask.plot_style_mask(m, out.with_suffix(".png"))
+    except _user_errors() as err:
+        print(f"geneval fit-mask: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{m!r}\nsparsity {m.sparsity:.2f}% zero dims, held-out accuracy {m.heldout_accuracy:.1f}%, C={m.C}\n"
+          f"mask written to {out} (plot: {out.with_suffix('.png')})\nuse it with: geneval mask=sparse mask.path={out}")
+    return str(out)
 
 
 def run_train_generator(cfg: DictConfig) -> Any:
@@ -91,7 +143,8 @@ def run_train_generator(cfg: DictConfig) -> Any:
     return report
 
 
-COMMANDS = {"evaluate": ("config", run_evaluate), "train-generator": ("train_generator", run_train_generator)}
+COMMANDS = {"evaluate": ("config", run_evaluate), "train-generator": ("train_generator", run_train_generator),
+            "fit-mask": ("fit_mask", run_fit_mask)}
 
 
 def main(argv: list[str] | None = None) -> None:

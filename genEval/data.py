@@ -404,3 +404,21 @@ class DigitsData(_ImageData):
 
     def _read(self, index: int) -> tuple[Tensor, str]:
         return self._images[index], f"digits/{self._orig[index]:04d}"
+
+
+class SubsetData:
+    """A fixed subset of another dataset (same classes, same source ids), e.g. the fit/score split of
+    ``mask=auto``. ``name`` gets ``suffix`` so results say which part was scored."""
+
+    def __init__(self, data, indices: Sequence[int], suffix: str = "subset") -> None:
+        self.data, self.indices = data, [int(i) for i in indices]
+        self.class_names = list(data.class_names)
+        self.name = f"{getattr(data, 'name', type(data).__name__)}[{suffix}]"
+        base = getattr(data, "labels", None)
+        self.labels = [base[i] for i in self.indices] if base is not None else None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int):
+        return self.data[self.indices[index]]

@@ -76,6 +76,7 @@ def evaluate(
     device: str = "auto",
     output_dir: str | Path | None = None,
     mask: torch.Tensor | None = None,
+    mask_id: str | None = None,
     progress: bool | None = None,
     interval: str = "wilson",
     n_boot: int = 1000,
@@ -113,7 +114,8 @@ def evaluate(
             m.to(dev).eval()
     oracle.prepare(class_names)
     components = {"classifier": _component_id(classifier), "generator": _component_id(generator),
-                  "oracle": _component_id(oracle), "data": _component_id(data)}
+                  "oracle": _component_id(oracle), "data": _component_id(data),
+                  "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}")}
     log.info("genEval seed=%d device=%s n=%d\n classifier=%r\n generator=%r\n oracle=%r", seed, dev,
              len(data), classifier, generator, oracle)
 

@@ -1,0 +1,127 @@
+"""Time one step of the search loop and its parts; report the engine's overhead over their sum.
+
+One step of ``genEval.perturb.perturb`` (paper Algorithm 1) costs one decode with a graph, one classifier
+forward + backward through classifier and decoder, and one oracle judgement. This script times those
+three parts alone, then the loop itself (``(T(budget=B) - T(budget=0)) / B`` with an oracle that judges
+but accepts everything, so the batch stays full), and prints ``overhead = loop step / sum of parts - 1``.
+
+    python benchmarks/step_cost.py experiment=cifar10_taef2 --batch 16 --budget 5
+    python benchmarks/step_cost.py --batch 64 --budget 10            # the offline digits default
+
+Arguments starting with ``--`` are this script's; the rest are Hydra overrides of ``conf/config.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def _timed(fn, repeats: int, sync) -> float:
+    fn()  # warm-up
+    ts = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+class AcceptAll(torch.nn.Module):
+    """Runs the real oracle (so its cost is paid) but accepts every step, keeping the batch full."""
+
+    def __init__(self, oracle):
+        super().__init__()
+        self.oracle = oracle
+
+    def prepare(self, class_names):
+        self.oracle.prepare(class_names)
+
+    def judge(self, x, y):
+        from genEval.interfaces import Judgement
+
+        j = self.oracle.judge(x, y)
+        return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--budget", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--json", default=None, help="also write the numbers to this file")
+    args, overrides = ap.parse_known_args()
+
+    from hydra import compose, initialize_config_dir
+
+    from genEval.cli import CONF_DIR, build
+    from genEval.driver import _collate, resolve_device
+    from genEval.perturb import SearchConfig, perturb
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    dev = resolve_device(args.device)
+    data = build(cfg.data, "data")
+    clf, gen, orc = (build(cfg[k], k).to(dev).eval() for k in ("classifier", "generator", "oracle"))
+    orc.prepare(list(data.class_names))
+    x, y, _ = _collate([data[i] for i in range(min(args.batch, len(data)))])
+    x, y = x.to(dev), y.to(dev)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    with torch.no_grad():
+        z0 = gen.encode(x)
+
+    def decode():
+        return gen.decode(z0.detach().requires_grad_(True))
+
+    def decode_and_grad():
+        z = z0.detach().requires_grad_(True)
+        torch.autograd.grad(F.cross_entropy(clf(gen.decode(z)), y, reduction="sum"), z)
+
+    with torch.no_grad():
+        x_dec = gen.decode(z0)
+
+    def oracle():
+        with torch.no_grad():
+            orc.judge(x_dec, y)
+
+    t_dec = _timed(decode, args.repeats, sync)
+    t_grad = max(0.0, _timed(decode_and_grad, args.repeats, sync) - t_dec)
+    t_orc = _timed(oracle, args.repeats, sync)
+    parts = t_dec + t_grad + t_orc
+
+    judge_all = AcceptAll(orc)
+    search = SearchConfig(**{**dict(cfg.search), "budget": args.budget, "early_stop": False})
+    run = lambda b: perturb(x, y, clf, gen, judge_all, SearchConfig(**{**search.__dict__, "budget": b}))  # noqa: E731
+    t_b = _timed(lambda: run(args.budget), args.repeats, sync)
+    t_0 = _timed(lambda: run(0), args.repeats, sync)
+    step = (t_b - t_0) / args.budget
+    res = {
+        "device": str(dev), "batch": len(x), "budget": args.budget, "overrides": overrides,
+        "generator": getattr(gen, "name", type(gen).__name__), "image_size": list(x.shape[-2:]),
+        "decode_s": t_dec, "classifier_fwd_bwd_s": t_grad, "oracle_s": t_orc, "sum_of_parts_s": parts,
+        "loop_step_s": step, "overhead": step / parts - 1, "threads": torch.get_num_threads(),
+    }
+    print(f"| part | seconds / step (batch {len(x)}, {dev}) |\n|---|---|")
+    for k in ("decode_s", "classifier_fwd_bwd_s", "oracle_s", "sum_of_parts_s", "loop_step_s"):
+        print(f"| {k[:-2]} | {res[k]:.4f} |")
+    print(f"| engine overhead over the sum of parts | {100 * res['overhead']:+.1f}% |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(res, fh, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

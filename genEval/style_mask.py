@@ -1,0 +1,721 @@
+"""The sparse style mask: which latent dims the search may move (paper Sec. 3.2.1 and Appendix I).
+
+The paper observes that perturbing every latent dim sometimes changes what an image depicts, so the
+oracle rejects the step and the work is wasted. It therefore fits a sparse linear classifier that
+tells the encoder's latents ``E(x)`` (label 0) from the final perturbed latents (label 1) of a
+previous run. The dims with a non-zero weight are the *style dims*; the loop then updates only those
+(``z <- z + a * step(g) * M`` in :mod:`genEval.perturb`, with ``M = 1`` on style dims, 0 elsewhere).
+
+Paper, Appendix I: a balanced two-class data set of flattened latents, a held-out split, an
+L1-regularised logistic regression ("LASSO", solver saga). Reported sparsity (percent of zero
+weights) / held-out score: MNIST 97.99 / 78.5, CIFAR-10 98.45 / 78.0, 9-class ImageNet 99.31 / 72.0,
+ImageNet 99.32 / 69.0. Masks do not transfer between data sets, so every mask records the generator,
+latent shape and data set it was fitted on (:meth:`StyleMask.check_compatible` refuses a mismatch).
+
+Choices the paper leaves open (recorded in every mask file):
+
+* Features are standardised (a ``StandardScaler`` fitted on the training split) so that ``C`` means
+  the same for every generator regardless of the scale of its latents.
+* The held-out split is by *source sample*: both latents of a sample land on the same side, so the
+  test score never rewards recognising a sample seen in training.
+* ``C`` is scikit-learn's inverse regularisation strength (the loss is summed over the training rows);
+  with ``C=None`` it is searched to reach a target sparsity or held-out score.
+
+scikit-learn API churn is fenced here: 1.8 deprecated ``penalty=`` (removed in 1.10); a pure L1
+penalty is spelled ``l1_ratio=1`` from 1.8 on, ``penalty="l1"`` before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import re
+import time
+import warnings
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+SOLVERS = ("saga", "liblinear")
+MIN_SAMPLES = 10
+FORMAT = "geneval-style-mask"
+FORMAT_VERSION = 1
+_C_GRID = tuple(float(c) for c in np.logspace(-4, 2, 13))  # half-decade steps from 1e-4 to 1e2
+_BISECT_STEPS = 8
+
+
+# --------------------------------------------------------------------------------------------------------
+# scikit-learn version fence
+# --------------------------------------------------------------------------------------------------------
+def _sklearn_version() -> str:
+    import sklearn
+
+    return sklearn.__version__
+
+
+def _version_tuple(v: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", v)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _l1_penalty_kwargs(version: str | None = None) -> dict[str, Any]:
+    """The keyword(s) that ask ``LogisticRegression`` for a pure L1 penalty in this scikit-learn version."""
+    if _version_tuple(version or _sklearn_version()) >= (1, 8):
+        return {"l1_ratio": 1.0}  # 1.8 deprecated `penalty`; l1_ratio=1 is pure L1
+    return {"penalty": "l1"}
+
+
+def _make_logreg(C: float, solver: str, seed: int, max_iter: int, tol: float):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, solver=solver, max_iter=max_iter, tol=tol, random_state=seed,
+                              **_l1_penalty_kwargs())
+
+
+# --------------------------------------------------------------------------------------------------------
+# The mask
+# --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class StyleMask:
+    """A fitted style mask and its provenance.
+
+    ``mask``: bool tensor of the latent shape, True on style dims (non-zero weight).
+    ``coef``: float32 tensor of the latent shape, the logistic-regression weights on *standardised* latents.
+    ``sparsity``, ``heldout_accuracy``, ``train_accuracy``: percent. ``C``, ``solver``: the fit that made the
+    mask; ``search_path``: every ``C`` tried when ``C`` was searched (empty when given).
+    ``sha256``: hash of the mask and coefficient bytes plus all metadata; computed when empty, verified
+    otherwise (so :meth:`load` detects an edited file). Use ``dataclasses.replace(m, ..., sha256="")`` to
+    derive a modified mask.
+    """
+
+    mask: Tensor
+    coef: Tensor
+    intercept: float
+    sparsity: float
+    heldout_accuracy: float
+    train_accuracy: float
+    C: float
+    solver: str
+    generator: str
+    latent_shape: tuple[int, ...]
+    dataset: str
+    n_samples: int
+    n_train: int
+    n_test: int
+    seed: int
+    created: str
+    sklearn_version: str
+    test_fraction: float = 0.2
+    max_iter: int = 0
+    converged: bool = True
+    source: str = ""
+    search_path: tuple[dict[str, Any], ...] = ()
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        mask = torch.as_tensor(self.mask).detach().cpu().bool().contiguous()
+        coef = torch.as_tensor(self.coef).detach().cpu().to(torch.float32).contiguous()
+        shape = tuple(int(s) for s in self.latent_shape)
+        if tuple(mask.shape) != shape or tuple(coef.shape) != shape:
+            raise ValueError(f"style mask tensors do not match latent_shape {shape}: mask "
+                             f"{tuple(mask.shape)}, coef {tuple(coef.shape)}.")
+        object.__setattr__(self, "mask", mask)
+        object.__setattr__(self, "coef", coef)
+        object.__setattr__(self, "latent_shape", shape)
+        object.__setattr__(self, "search_path", tuple(dict(p) for p in self.search_path))
+        for key in ("intercept", "sparsity", "heldout_accuracy", "train_accuracy", "C", "test_fraction"):
+            object.__setattr__(self, key, float(getattr(self, key)))
+        for key in ("n_samples", "n_train", "n_test", "seed", "max_iter"):
+            object.__setattr__(self, key, int(getattr(self, key)))
+        object.__setattr__(self, "converged", bool(self.converged))
+        digest = self._digest()
+        if not self.sha256:
+            object.__setattr__(self, "sha256", digest)
+        elif self.sha256 != digest:
+            raise ValueError(f"style mask hash mismatch: stored sha256 {self.sha256[:16]}... but the content "
+                             f"hashes to {digest[:16]}...; the mask or its metadata was modified or "
+                             "corrupted. Refit it with geneval fit-mask.")
+
+    # ---- identity -------------------------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        """Every field but the tensors and the hash, as JSON-ready values."""
+        out = {}
+        for f in fields(self):
+            if f.name in ("mask", "coef", "sha256"):
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) and f.name == "latent_shape" else v
+        out["search_path"] = [dict(p) for p in self.search_path]
+        return out
+
+    def _digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(f"{FORMAT}/{FORMAT_VERSION}".encode())
+        h.update(self.mask.to(torch.uint8).numpy().tobytes())
+        h.update(self.coef.numpy().tobytes())
+        h.update(_canonical_json(self.metadata()).encode())
+        return h.hexdigest()
+
+    @property
+    def n_selected(self) -> int:
+        return int(self.mask.sum())
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.mask.numel())
+
+    def __repr__(self) -> str:
+        return (f"StyleMask(generator={self.generator!r}, dataset={self.dataset!r}, "
+                f"latent_shape={self.latent_shape}, selected={self.n_selected}/{self.n_dims}, "
+                f"sparsity={self.sparsity:.2f}%, heldout_accuracy={self.heldout_accuracy:.1f}%, "
+                f"C={self.C:.4g}, solver={self.solver!r}, n_samples={self.n_samples}, "
+                f"sha256={self.sha256[:12]})")
+
+    # ---- use ------------------------------------------------------------------------------------------
+    def as_tensor(self) -> Tensor:
+        """Float 0/1 tensor of the latent shape, for ``evaluate(..., mask=...)`` / ``perturb(mask=...)``."""
+        return self.mask.to(torch.float32)
+
+    def check_compatible(self, generator: str, latent_shape, dataset: str | None = None) -> None:
+        """Refuse a run whose generator id or latent shape differs from the ones the mask was fitted for.
+
+        A different ``dataset`` only logs a warning: the paper finds masks transfer poorly between data sets,
+        but a mask fitted on one split of a data set legitimately serves another split of it.
+        """
+        shape = tuple(int(s) for s in latent_shape)
+        if str(generator) != self.generator or shape != self.latent_shape:
+            raise ValueError(
+                f"mask was fitted for generator '{self.generator}' with latent shape {self.latent_shape}, "
+                f"but this run uses generator '{generator}' with latent shape {shape}. A style mask only "
+                "fits the generator and image size it was made for. Refit with geneval fit-mask on a run of "
+                "this generator (or use mask=auto).")
+        if dataset is not None and str(dataset) != self.dataset:
+            log.warning("style mask %s was fitted on data set %r but this run uses %r; the paper (App. I) "
+                        "finds style dims differ between data sets, consider refitting.", self.sha256[:12],
+                        self.dataset, dataset)
+
+    # ---- storage --------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write one ``.safetensors`` file (``mask`` uint8, ``coef`` float32, metadata as JSON strings),
+        atomically (temp file + rename). Returns the path."""
+        from safetensors.torch import save
+
+        from genEval.results import atomic_write_bytes
+
+        p = Path(path).expanduser()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        meta = {k: json.dumps(v, allow_nan=False) for k, v in self.metadata().items()}
+        meta.update({"format": FORMAT, "format_version": str(FORMAT_VERSION), "sha256": self.sha256})
+        data = save({"mask": self.mask.to(torch.uint8), "coef": self.coef}, metadata=meta)
+        atomic_write_bytes(p, data)
+        log.info("saved %r to %s", self, p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> StyleMask:
+        """Read a mask written by :meth:`save` and verify its hash (an edited file raises ``ValueError``)."""
+        from safetensors import safe_open
+
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise FileNotFoundError(f"no style mask file at '{p}'. Fit one with geneval fit-mask (or "
+                                    "genEval.style_mask.fit_mask_from_run) and pass its path as "
+                                    "mask.path=...")
+        try:
+            with safe_open(str(p), framework="pt") as fh:
+                meta = dict(fh.metadata() or {})
+                tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+        except Exception as err:  # safetensors raises its own error types for damaged headers
+            raise ValueError(f"'{p}' is not a readable safetensors file ({err}); it is not a genEval style "
+                             "mask or it is damaged. Refit it with geneval fit-mask.") from err
+        if meta.get("format") != FORMAT or set(tensors) != {"mask", "coef"}:
+            raise ValueError(f"'{p}' is not a genEval style mask (format={meta.get('format')!r}, tensors "
+                             f"{sorted(tensors)}); expected format {FORMAT!r} with tensors mask and coef.")
+        version = int(meta.get("format_version", "0"))
+        if version > FORMAT_VERSION:
+            raise ValueError(f"'{p}' has style mask format version {version}, newer than this genEval reads "
+                             f"({FORMAT_VERSION}); upgrade genEval.")
+        known = {f.name for f in fields(cls)} - {"mask", "coef", "sha256"}
+        try:
+            kwargs = {k: json.loads(v) for k, v in meta.items() if k in known}
+        except json.JSONDecodeError as err:
+            raise ValueError(f"style mask '{p}' has damaged metadata ({err}); refit it with geneval "
+                             "fit-mask.") \
+                from err
+        kwargs["latent_shape"] = tuple(kwargs.get("latent_shape", tensors["mask"].shape))
+        kwargs["search_path"] = tuple(kwargs.get("search_path", ()))
+        try:
+            return cls(mask=tensors["mask"].bool(), coef=tensors["coef"],
+                       sha256=meta.get("sha256", "") or "-", **kwargs)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"style mask '{p}' failed verification: {err}") from err
+
+
+def _canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Fitting
+# --------------------------------------------------------------------------------------------------------
+def _as_float_array(x: Any, name: str) -> np.ndarray:
+    if isinstance(x, Tensor):
+        x = x.detach().cpu().float().numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} latents must be a tensor or array of numbers, "
+                         f"got {type(x).__name__}.") from err
+    return arr
+
+
+def _split_groups(groups: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train / test sample indices with every group (source sample) wholly on one side."""
+    uniq, inverse = np.unique(groups, return_inverse=True)
+    n_test_groups = min(len(uniq) - 1, max(1, int(round(test_fraction * len(uniq)))))
+    perm = np.random.default_rng(np.random.SeedSequence([seed, 0x53504C54])).permutation(len(uniq))
+    test_groups = np.zeros(len(uniq), dtype=bool)
+    test_groups[perm[:n_test_groups]] = True
+    is_test = test_groups[inverse]
+    return np.flatnonzero(~is_test), np.flatnonzero(is_test)
+
+
+def _fit_once(data: dict[str, np.ndarray], C: float, solver: str, seed: int, max_iter: int, tol: float):
+    """One L1 logistic regression; returns the model and a JSON-ready summary of it."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    clf = _make_logreg(C, solver, seed, max_iter, tol)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.fit(data["x_train"], data["y_train"])
+    converged = True
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            converged = False  # reported once, in words, by the caller; recorded in the mask
+        else:  # anything else is not ours to swallow
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    nz = int(np.count_nonzero(clf.coef_[0]))
+    n_dims = clf.coef_.shape[1]
+    info = {"C": float(C), "n_selected": nz, "sparsity": 100.0 * (n_dims - nz) / n_dims,
+            "heldout_accuracy": 100.0 * float(clf.score(data["x_test"], data["y_test"])),
+            "train_accuracy": 100.0 * float(clf.score(data["x_train"], data["y_train"])),
+            "converged": converged, "seconds": round(time.perf_counter() - t0, 4)}
+    log.debug("style mask fit %s", info)
+    return clf, info
+
+
+def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_score):
+    """Choose ``C`` on a log grid refined by bisection in log C; returns (model, info, path).
+
+    ``target_sparsity`` (fraction): the largest C (least regularised) whose sparsity still reaches it and that
+    keeps at least one dim. ``target_score`` (percent): the smallest C (sparsest) whose held-out score
+    reaches it. The bisection runs on the bound alone (sparse enough / accurate enough), which holds on one
+    side of a boundary in C; the pick is then the best fit tried that also keeps at least one dim.
+    """
+    path: list[dict[str, Any]] = []
+    fits: dict[float, tuple[Any, dict]] = {}
+
+    def run(c: float) -> dict:
+        if c not in fits:
+            fits[c] = _fit_once(data, c, solver, seed, max_iter, tol)
+            path.append(fits[c][1])
+        return fits[c][1]
+
+    by_sparsity = target_sparsity is not None
+    if by_sparsity:
+        def bound(info: dict) -> bool:  # holds for small C
+            return info["sparsity"] >= 100.0 * target_sparsity
+    else:
+        def bound(info: dict) -> bool:  # holds for large C
+            return info["heldout_accuracy"] >= target_score
+
+    grid = [(c, run(c)) for c in _C_GRID]
+    inside = [c for c, info in grid if bound(info)]
+    if not inside and not by_sparsity:
+        best_c, best = max(grid, key=lambda ci: (ci[1]["heldout_accuracy"], -ci[1]["n_selected"]))
+        raise ValueError(
+            f"no C in {_C_GRID[0]:g}..{_C_GRID[-1]:g} reaches target_score={target_score}% held-out "
+            f"accuracy; the best was {best['heldout_accuracy']:.1f}% at C={best_c:.4g} ({best['n_selected']} "
+            "dims). Lower target_score, give C directly, or fit on more samples (raise data.limit).")
+    if inside:
+        good = max(inside) if by_sparsity else min(inside)
+        across = [c for c in _C_GRID if (c > good if by_sparsity else c < good)]
+        if across:
+            bad = min(across) if by_sparsity else max(across)
+            for _ in range(_BISECT_STEPS):
+                mid = math.sqrt(good * bad)
+                if bound(run(mid)):
+                    good = mid
+                else:
+                    bad = mid
+    usable = [c for c, (_, info) in fits.items() if bound(info) and info["n_selected"] >= 1]
+    if not usable:
+        dims = data["x_train"].shape[1]
+        raise ValueError(
+            f"no C in {_C_GRID[0]:g}..{_C_GRID[-1]:g} reaches target_sparsity={target_sparsity} while "
+            f"keeping a style dim: the latent has {dims} dims, so at most "
+            f"{math.floor(dims * (1 - target_sparsity))} may stay selected, and the fits jump from 0 to more "
+            "dims. Lower target_sparsity or give C directly (see the search path in the log).")
+    chosen = max(usable) if by_sparsity else min(usable)
+    clf, info = fits[chosen]
+    return clf, info, path
+
+
+def fit_style_mask(
+    start: Tensor | np.ndarray,
+    final: Tensor | np.ndarray,
+    *,
+    generator: str,
+    dataset: str,
+    C: float | None = 1.0,
+    solver: str = "saga",
+    target_sparsity: float | None = None,
+    target_score: float | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    max_iter: int = 2000,
+    tol: float = 1e-4,
+    only_changed: bool = True,
+    validated: Tensor | np.ndarray | None = None,
+    source_ids: list[str] | None = None,
+    source: str = "",
+) -> StyleMask:
+    """Fit the sparse style mask of paper Sec. 3.2.1 / Appendix I from start and final latents.
+
+    ``start``: ``(N, *latent_shape)`` encoder latents ``E(x)`` (label 0); ``final``: the same samples' final
+    perturbed latents (label 1). Both are flattened; a ``StandardScaler`` fitted on the training split
+    standardises every dim, so ``C`` (scikit-learn's inverse L1 strength; the loss is summed over training
+    rows) means the same for every generator whatever the scale of its latents. ``coef`` is stored in that
+    standardised space.
+
+    The held-out split (``test_fraction`` of the source samples, seeded by ``seed``) is by source sample: both
+    latents of a sample, and all samples sharing a ``source_ids`` entry, go to the same side. Accuracies are
+    percent. ``only_changed``: use only samples whose final latent differs from the start (and that are
+    ``validated`` when given); unchanged samples would add identical rows with opposite labels.
+
+    ``C=None`` searches C (log grid 1e-4..1e2, then bisection in log C), recording every fit in
+    ``search_path``: give ``target_sparsity`` (fraction of zero weights, e.g. 0.98) for the least regularised
+    fit that is at least that sparse, or ``target_score`` (held-out percent, e.g. 78) for the sparsest fit
+    that scores at least that. ``solver``: ``saga`` (paper) or ``liblinear``.
+    Returns a :class:`StyleMask` with mask = 1 on dims with a non-zero weight.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} (paper: saga).")
+    if C is not None:
+        if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0 or not math.isfinite(C):
+            raise ValueError(f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
+                             "C=None with target_sparsity / target_score to search it.")
+        if target_sparsity is not None or target_score is not None:
+            raise ValueError(f"C={C} was given together with a target (target_sparsity={target_sparsity}, "
+                             f"target_score={target_score}); set C=None (mask.C=null) to search C for the "
+                             "target, or drop the target to use C as given.")
+    else:
+        if (target_sparsity is None) == (target_score is None):
+            raise ValueError("C=None searches C and needs exactly one target: target_sparsity (fraction of "
+                             "zero weights, e.g. 0.98) or target_score (held-out accuracy in percent, e.g. "
+                             f"78); got target_sparsity={target_sparsity}, target_score={target_score}.")
+        if target_sparsity is not None and not 0 < target_sparsity < 1:
+            raise ValueError("target_sparsity is a fraction of zero weights in (0, 1), e.g. 0.98 for the "
+                             f"paper's 98% sparse masks; got {target_sparsity!r}.")
+        if target_score is not None and not 50 < target_score <= 100:
+            raise ValueError("target_score is a held-out accuracy in percent above chance (50 < t <= 100), "
+                             f"e.g. 78 as for the paper's CIFAR-10 mask; got {target_score!r}.")
+    if not 0 < test_fraction < 1:
+        raise ValueError("test_fraction must lie in (0, 1), e.g. 0.2 (the paper's held-out split); got "
+                         f"{test_fraction!r}.")
+    if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}.")
+
+    s, f = _as_float_array(start, "start"), _as_float_array(final, "final")
+    if s.shape != f.shape:
+        raise ValueError(f"start latents have shape {s.shape} but final latents {f.shape}; both must be (N, "
+                         "*latent_shape) for the same N samples in the same order (as in "
+                         "latents.safetensors).")
+    if s.ndim < 2:
+        raise ValueError(f"latents must be shaped (N, *latent_shape) with N samples, got shape {s.shape}.")
+    n, latent_shape = s.shape[0], tuple(int(d) for d in s.shape[1:])
+    if not (np.isfinite(s).all() and np.isfinite(f).all()):
+        raise ValueError("start/final latents contain NaN or inf; refit from a run whose search stayed "
+                         "finite.")
+    s2, f2 = s.reshape(n, -1), f.reshape(n, -1)
+    changed = (s2 != f2).any(axis=1)
+    if validated is not None:
+        v = validated.cpu().numpy() if isinstance(validated, Tensor) else np.asarray(validated)
+        v = v.astype(bool).reshape(-1)
+        if len(v) != n:
+            raise ValueError(f"validated has {len(v)} entries but there are {n} samples.")
+        changed &= v
+    groups = np.asarray([str(i) for i in source_ids] if source_ids is not None else np.arange(n))
+    if len(groups) != n:
+        raise ValueError(f"source_ids has {len(groups)} entries but there are {n} samples.")
+    n_changed = int(changed.sum())
+    if n_changed == 0:
+        raise ValueError(
+            f"no latent changed: every final latent equals its start in all {n} samples, so both classes are "
+            "identical and there is nothing to fit. This happens with search.budget=0 or when the oracle "
+            "rejected every first step (VR = 0). Run the search with search.budget > 0 and a step size the "
+            "oracle accepts (lower search.step_size), then fit again.")
+    keep = changed if only_changed else np.ones(n, dtype=bool)
+    n_used = int(keep.sum())
+    if n_used < MIN_SAMPLES:
+        raise ValueError(
+            f"too few samples to fit a style mask: at least {MIN_SAMPLES} changed samples are needed, got "
+            f"{n_used} (of {n}; {n - n_changed} unchanged). Evaluate more images (raise data.limit, or "
+            "mask.fit_fraction for mask=auto) or let more samples move (raise search.budget / fit_budget).")
+    s2, f2, groups = s2[keep], f2[keep], groups[keep]
+    tr, te = _split_groups(groups, test_fraction, seed)
+
+    from sklearn.preprocessing import StandardScaler
+
+    def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = np.concatenate([s2[idx], f2[idx]])
+        y = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(idx), dtype=np.int64)])
+        return x, y
+
+    x_tr, y_tr = rows(tr)
+    x_te, y_te = rows(te)
+    scaler = StandardScaler().fit(x_tr)
+    data = {"x_train": scaler.transform(x_tr), "y_train": y_tr,
+            "x_test": scaler.transform(x_te), "y_test": y_te}
+
+    t0 = time.perf_counter()
+    if C is None:
+        clf, info, path = _search_C(data, solver=solver, seed=seed, max_iter=int(max_iter), tol=tol,
+                                    target_sparsity=target_sparsity, target_score=target_score)
+    else:
+        clf, info = _fit_once(data, float(C), solver, seed, int(max_iter), tol)
+        path = []
+    if not info["converged"]:
+        log.warning("the %s solver did not converge in max_iter=%d at C=%.4g; the mask may be noisier than "
+                    "it should be. Raise max_iter (mask.max_iter) or try solver=liblinear.",
+                    solver, max_iter, info["C"])
+    coef = clf.coef_[0]
+    selected = coef != 0
+    if not selected.any():
+        raise ValueError(f"C={info['C']:.4g} regularises so strongly that every weight is zero: no style "
+                         "dims selected, so the masked search could move nothing. Raise C (e.g. 10x), or "
+                         "set C=None with target_sparsity=0.98 to search it.")
+    result = StyleMask(
+        mask=torch.from_numpy(selected.reshape(latent_shape)),
+        coef=torch.from_numpy(coef.astype(np.float32).reshape(latent_shape)),
+        intercept=float(clf.intercept_[0]), sparsity=info["sparsity"],
+        heldout_accuracy=info["heldout_accuracy"],
+        train_accuracy=info["train_accuracy"], C=info["C"], solver=solver, generator=str(generator),
+        latent_shape=latent_shape, dataset=str(dataset), n_samples=n_used, n_train=len(tr), n_test=len(te),
+        seed=int(seed), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        sklearn_version=_sklearn_version(), test_fraction=test_fraction, max_iter=int(max_iter),
+        converged=info["converged"], source=str(source), search_path=tuple(path),
+    )
+    log.info("fitted %r in %.2fs (%d fit%s)", result, time.perf_counter() - t0, max(1, len(path)),
+             "s" if len(path) != 1 else "")
+    return result
+
+
+def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_kwargs: Any) -> StyleMask:
+    """Fit a style mask from a finished run directory written with ``save_latents=True``.
+
+    Reads ``latents.safetensors`` (start and final latents, validated flags, source ids, generator id) and
+    ``results.json`` (the data set id, ``components.data``, unless ``dataset`` is given). ``fit_kwargs`` go to
+    :func:`fit_style_mask` (``C``, ``solver``, ``target_sparsity``, ``seed``, ...). Only validated samples
+    that moved are used; with ``search.start_noise > 0`` the start noise is part of every difference
+    (``start`` is the noiseless ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
+    """
+    from genEval.results import load_latent_file
+
+    d = Path(run_dir).expanduser()
+    if not d.is_dir():
+        raise FileNotFoundError(f"run directory '{d}' does not exist; pass the directory of a finished "
+                                "geneval run.")
+    results_path = d / "results.json"
+    if not results_path.is_file():
+        partial = " (samples.partial.jsonl is there: the run was interrupted)" \
+            if (d / "samples.partial.jsonl").exists() else ""
+        raise FileNotFoundError(f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
+                                "finish (or rerun it with save_latents=true) before fitting a mask from it.")
+    latents_path = d / "latents.safetensors"
+    if not latents_path.is_file():
+        raise FileNotFoundError(f"run '{d}' has no latents.safetensors: it was run without saving latents. "
+                                "Rerun it with save_latents=true (CLI: geneval ... save_latents=true), then "
+                                "fit the mask.")
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    components = results.get("components", {})
+    lat = load_latent_file(latents_path)
+    generator = lat["generator"] or str(components.get("generator", ""))
+    if components.get("generator") and lat["generator"] and components["generator"] != lat["generator"]:
+        raise ValueError(f"run '{d}' is inconsistent: results.json names generator "
+                         f"{components['generator']!r} but latents.safetensors {lat['generator']!r}; rerun "
+                         "the evaluation.")
+    ds = dataset if dataset is not None else str(components.get("data", ""))
+    if not ds:
+        raise ValueError(f"results.json in '{d}' names no data set (components.data); pass dataset=... "
+                         "explicitly.")
+    return fit_style_mask(lat["start"], lat["final"], generator=generator, dataset=ds,
+                          validated=lat["validated"], source_ids=lat["source_ids"],
+                          source=str(fit_kwargs.pop("source", d)), **fit_kwargs)
+
+
+# --------------------------------------------------------------------------------------------------------
+# mask=auto: which samples fit the mask, which are scored
+# --------------------------------------------------------------------------------------------------------
+def split_for_auto(n: int, fit_fraction: float, seed: int, labels=None) -> tuple[list[int], list[int]]:
+    """Split ``n`` sample indices into (fit, eval) for ``mask=auto``, deterministically from ``seed``.
+
+    ``mask=auto`` first searches ``fit_fraction`` of the samples without a mask to fit one, then scores the
+    remaining samples with it, so no scored image helped choose its own mask. Without ``labels`` the split is
+    a seeded permutation (class-agnostic); with ``labels`` (length ``n``) it is stratified: every class puts
+    ``round(fit_fraction * n_class)`` of its samples in the fit part. Both parts are non-empty and sorted;
+    the same ``(n, fit_fraction, seed, labels)`` always gives the same split.
+    """
+    if isinstance(n, bool) or int(n) != n or n < 2:
+        raise ValueError(f"split_for_auto needs at least 2 samples (one to fit, one to score), got n={n!r}; "
+                         "raise data.limit.")
+    if not 0 < fit_fraction < 1:
+        raise ValueError(f"mask.fit_fraction must lie in (0, 1), e.g. 0.2, got {fit_fraction!r}.")
+    n = int(n)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x6D61736B]))
+    if labels is None:
+        perm = rng.permutation(n)
+        k = min(n - 1, max(1, int(round(fit_fraction * n))))
+        fit = perm[:k]
+    else:
+        lab = np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels).reshape(-1)
+        if len(lab) != n:
+            raise ValueError(f"labels has {len(lab)} entries but n={n}.")
+        parts = []
+        for c in np.unique(lab):
+            idx = np.flatnonzero(lab == c)
+            parts.append(rng.permutation(idx)[:int(round(fit_fraction * len(idx)))])
+        fit = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        if len(fit) == 0:  # every class too small to contribute: fall back to one sample
+            fit = rng.permutation(n)[:1]
+        elif len(fit) == n:
+            fit = fit[:-1]
+    in_fit = np.zeros(n, dtype=bool)
+    in_fit[fit] = True
+    return np.flatnonzero(in_fit).tolist(), np.flatnonzero(~in_fit).tolist()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Picture
+# --------------------------------------------------------------------------------------------------------
+def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
+    """PNG summary of a mask, written atomically: (a) selected dims per latent channel, (b) a heat map of the
+    number of selected channels at each spatial position, (c) a histogram of the non-zero coefficients."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from genEval.results import atomic_write_bytes
+
+    m = mask.mask.numpy()
+    if m.ndim == 1:
+        m = m.reshape(-1, 1, 1)
+    elif m.ndim == 2:
+        m = m[:, None, :]
+    elif m.ndim > 3:
+        m = m.reshape(m.shape[0], m.shape[1], -1)
+    per_channel = m.sum(axis=(1, 2))
+    spatial = m.sum(axis=0)
+    nz = mask.coef.numpy()[mask.mask.numpy()]
+
+    fig = Figure(figsize=(13, 4), dpi=100)
+    FigureCanvasAgg(fig)  # attaches an Agg canvas: no pyplot, no global backend switch
+    ax_a, ax_b, ax_c = fig.subplots(1, 3)
+    ax_a.bar(np.arange(len(per_channel)), per_channel, color="tab:blue")
+    ax_a.set_xlabel("latent channel")
+    ax_a.set_ylabel("selected dims")
+    ax_a.set_title(f"(a) style dims per channel ({mask.n_selected}/{mask.n_dims})")
+    im = ax_b.imshow(spatial, cmap="viridis", interpolation="nearest", vmin=0)
+    fig.colorbar(im, ax=ax_b, label="selected channels", ticks=MaxNLocator(integer=True))
+    ax_b.set_title("(b) selected channels per position")
+    ax_b.set_xlabel("x")
+    ax_b.set_ylabel("y")
+    if nz.size:
+        ax_c.hist(nz, bins=min(50, max(5, nz.size // 2)), color="tab:orange")
+    else:
+        ax_c.text(0.5, 0.5, "no non-zero coefficients", ha="center", va="center", transform=ax_c.transAxes)
+    ax_c.set_xlabel("coefficient (standardised latents)")
+    ax_c.set_ylabel("count")
+    ax_c.set_title("(c) non-zero coefficients")
+    fig.suptitle(f"style mask: {mask.generator} on {mask.dataset}, sparsity {mask.sparsity:.2f}%, held-out "
+                 f"{mask.heldout_accuracy:.1f}%, C={mask.C:.3g} ({mask.solver})", fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(p, buf.getvalue())
+    return p
+
+
+__all__ = ["MIN_SAMPLES", "SOLVERS", "StyleMask", "fit_mask_from_run", "fit_style_mask", "plot_style_mask",
+           "split_for_auto"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Using a mask in a run
+# --------------------------------------------------------------------------------------------------------
+def latent_shape(generator, data) -> tuple[int, ...]:
+    """Shape of one latent of ``generator`` for the images of ``data`` (encodes the first image)."""
+    x = data[0][0][None]
+    p = next(iter(generator.parameters()), None) if isinstance(generator, torch.nn.Module) else None
+    with torch.no_grad():
+        z = generator.encode(x.to(p.device) if p is not None else x)
+    return tuple(z.shape[1:])
+
+
+def load_mask_for_run(path: str | Path, generator, data) -> StyleMask:
+    """Load a saved mask and refuse it unless it was fitted for this generator and latent shape."""
+    m = StyleMask.load(path)
+    m.check_compatible(str(getattr(generator, "name", "")), latent_shape(generator, data),
+                       dataset=getattr(data, "name", None))
+    return m
+
+
+def evaluate_with_auto_mask(classifier, data, generator, oracle, search, *, output_dir: str | Path | None,
+                            fit_fraction: float = 0.2, fit_budget: int | None = None,
+                            seed: int | None = None, fit_kwargs: dict[str, Any] | None = None,
+                            **evaluate_kwargs: Any):
+    """``mask=auto``: fit a style mask on a dense pass over ``fit_fraction`` of the data, score the rest.
+
+    The fit samples are searched without a mask (budget ``fit_budget`` or the search budget) into
+    ``<output_dir>/mask_fit`` with their latents saved; :func:`fit_mask_from_run` fits the mask (saved as
+    ``style_mask.safetensors`` with its plot ``style_mask.png``); the remaining samples are then scored with
+    it, so no scored image helped choose its own mask (paper 3.2.1: fit per dataset and generator).
+    """
+    import secrets
+    import tempfile
+    from dataclasses import replace
+
+    from genEval.data import SubsetData
+    from genEval.driver import evaluate
+    from genEval.perturb import SearchConfig
+
+    search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    fit_idx, eval_idx = split_for_auto(len(data), fit_fraction, seed, getattr(data, "labels", None))
+    base = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="geneval-mask-"))
+    fit_dir = base / "mask_fit"
+    fit_search = replace(search, budget=search.budget if fit_budget is None else int(fit_budget))
+    log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx),
+             len(eval_idx))
+    evaluate(classifier, SubsetData(data, fit_idx, "mask-fit"), generator, oracle, fit_search, seed=seed,
+             output_dir=fit_dir, save_latents=True, **{k: v for k, v in evaluate_kwargs.items()
+                                                       if k not in ("config", "mask", "mask_id")})
+    mask = fit_mask_from_run(fit_dir, dataset=getattr(data, "name", None), **(fit_kwargs or {}))
+    mask.save(base / "style_mask.safetensors")
+    plot_style_mask(mask, base / "style_mask.png")
+    return evaluate(classifier, SubsetData(data, eval_idx, "mask-scored"), generator, oracle, search,
+                    seed=seed, output_dir=output_dir, mask=mask.as_tensor(),
+                    mask_id=f"auto:{mask.sha256[:16]}", **evaluate_kwargs)
