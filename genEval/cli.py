@@ -64,6 +64,7 @@ def run_evaluate(cfg: DictConfig) -> Any:
             output_dir=HydraConfig.get().runtime.output_dir, progress=cfg.progress,
             interval=cfg.interval, n_boot=cfg.n_boot, grid_size=cfg.grid_size,
             gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers, save_latents=cfg.save_latents,
+            save_images=cfg.save_images,
             config=OmegaConf.to_container(cfg, resolve=True))
         result = _evaluate_with_mask(cfg.mask, classifier, data, generator, oracle, search, kwargs)
     except _user_errors() as err:

@@ -31,7 +31,9 @@ from genEval.results import (
     environment,
     package_versions,
     save_grid,
+    save_image_file,
     save_latent_file,
+    to_uint8,
 )
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ def evaluate(
     gap_warn_points: float = 10.0,
     num_workers: int = 0,
     save_latents: bool = False,
+    save_images: bool = False,
     config: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
@@ -93,6 +96,8 @@ def evaluate(
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
     ``save_latents``: also write ``latents.safetensors`` (start and final latents of every sample, in
     sample order, with the source ids) so a style mask can be fitted from the run (paper 3.2.1).
+    ``save_images``: also write ``images.safetensors`` (original and final image of every sample as uint8,
+    in sample order) so the run can be exported as a static benchmark snapshot (paper App. O).
     """
     t_start = time.perf_counter()
     search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
@@ -132,6 +137,7 @@ def evaluate(
     t_loop = 0.0
     all_records: list[SampleRecord] = []
     latents: dict[str, list[torch.Tensor]] = {"start": [], "final": []}
+    images: dict[str, list[torch.Tensor]] = {"original": [], "perturbed": []}
     try:
         for bi, (x, y, ids) in enumerate(loader):
             check_images(x, f"data {components['data']} (samples {ids[0]}..{ids[-1]})")
@@ -168,6 +174,9 @@ def evaluate(
             if save_latents:
                 latents["start"].append(out.start_latents.float())
                 latents["final"].append(out.latents.float())
+            if save_images:
+                images["original"].append(to_uint8(x.cpu()))
+                images["perturbed"].append(to_uint8(out.images))
             if run_dir is not None:
                 writer = writer or SampleWriter(run_dir)
                 writer.write(records)
@@ -230,6 +239,9 @@ def evaluate(
             save_latent_file(run_dir / "latents.safetensors", torch.cat(latents["start"]),
                              torch.cat(latents["final"]), torch.tensor(cols["valid"]), cols["id"],
                              components["generator"])
+        if save_images and images["original"]:
+            save_image_file(run_dir / "images.safetensors", images, torch.tensor(cols["valid"]), cols["id"],
+                            torch.tensor(cols["label"]))
         if writer is not None:
             writer.finish()
         atomic_write_json(run_dir / "results.json", result.to_dict())  # written last: marks completion

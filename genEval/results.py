@@ -263,3 +263,38 @@ def load_latent_file(path: str | Path) -> dict[str, Any]:
     out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
     out["generator"] = meta.get("generator", "")
     return out
+
+
+def to_uint8(images) -> Any:
+    """[0,1] float images -> uint8 (round to nearest), the lossless-PNG representation of a snapshot."""
+    import torch
+
+    return images.clamp(0, 1).mul(255).round().to(dtype=torch.uint8)
+
+
+def save_image_file(path: Path, images: dict[str, list], validated, source_ids: list[str], labels) -> None:
+    """``images.safetensors``: uint8 ``original`` and ``perturbed`` images (lists of batches; sizes may differ
+    between the two, never within one), ``validated`` and ``labels`` per sample, source ids in metadata."""
+    import torch
+    from safetensors.torch import save
+
+    tensors = {k: torch.cat(v).contiguous() for k, v in images.items()}
+    tensors["validated"] = validated.to(torch.uint8)
+    tensors["labels"] = labels.to(torch.int64)
+    atomic_write_bytes(path, save(tensors, metadata={"source_ids": json.dumps(source_ids),
+                                                     "schema_version": str(SCHEMA_VERSION)}))
+
+
+def load_image_file(path: str | Path) -> dict[str, Any]:
+    """Inverse of :func:`save_image_file`."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no images file at '{p}'; rerun the evaluation with save_images=true.")
+    with safe_open(str(p), framework="pt") as fh:
+        meta = fh.metadata() or {}
+        out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
+    out["validated"] = out["validated"].bool()
+    out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
+    return out

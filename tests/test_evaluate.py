@@ -120,3 +120,14 @@ def test_saved_latents_round_trip(tmp_path):
     assert int(lat["validated"].sum()) == r.scores.n_validated
     moved = (lat["final"] - lat["start"]).flatten(1).norm(dim=1)
     assert bool((moved[lat["validated"]] > 0).all())
+
+
+def test_saved_images_round_trip(tmp_path):
+    from genEval.results import load_image_file
+
+    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True,
+                 **roles())
+    im = load_image_file(tmp_path / "images.safetensors")
+    assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
+    assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))
+    assert im["labels"].tolist() == toy_data(12).y and int(im["validated"].sum()) == r.scores.n_validated
