@@ -62,6 +62,13 @@ def _collate(items: list[tuple[torch.Tensor, int, str]]):
     return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids)
 
 
+def _describe(obj: Any) -> str:
+    """One line for the log: the component's settings, not its whole module tree."""
+    if isinstance(obj, torch.nn.Module):
+        return f"{type(obj).__name__}({obj.extra_repr()}) [{_component_id(obj)}]"
+    return repr(obj)
+
+
 def _component_id(obj: Any) -> str:
     return str(getattr(obj, "name", None) or type(obj).__name__)
 
@@ -121,8 +128,8 @@ def evaluate(
     components = {"classifier": _component_id(classifier), "generator": _component_id(generator),
                   "oracle": _component_id(oracle), "data": _component_id(data),
                   "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}")}
-    log.info("genEval seed=%d device=%s n=%d\n classifier=%r\n generator=%r\n oracle=%r", seed, dev,
-             len(data), classifier, generator, oracle)
+    log.info("genEval seed=%d device=%s n=%d search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed, dev,
+             len(data), search, *(_describe(m) for m in (classifier, generator, oracle)))
 
     loader = torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                                          collate_fn=_collate)
