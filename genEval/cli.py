@@ -50,7 +50,6 @@ def run_evaluate(cfg: DictConfig) -> Any:
     """The main job: build the four roles, evaluate, print the summary."""
     from hydra.core.hydra_config import HydraConfig
 
-    from genEval.driver import evaluate
     from genEval.perturb import SearchConfig
 
     try:

@@ -120,7 +120,7 @@ def bootstrap_fmr(clean: np.ndarray, valid: np.ndarray, final: np.ndarray, group
                 draws[i].append(v)
     out = []
     a = (1 - level) / 2
-    for i, name in enumerate(("FMR", "chance-corrected FMR")):
+    for i in range(2):  # FMR, chance-corrected FMR
         if point[i] is None:
             out.append(Estimate(None, None, None, n, None, "bootstrap",
                                 "SA equals chance (100/C)" if i == 1 else "SA is 0"))
