@@ -143,8 +143,24 @@ def run_train_generator(cfg: DictConfig) -> Any:
     return report
 
 
-COMMANDS = {"evaluate": ("config", run_evaluate), "train-generator": ("train_generator", run_train_generator),
-            "fit-mask": ("fit_mask", run_fit_mask)}
+def _snapshot_command(name: str):
+    """The snapshot commands live in genEval/snapshot_cli.py (imported only when used)."""
+
+    def run(cfg: DictConfig) -> Any:
+        from genEval import snapshot_cli
+
+        return getattr(snapshot_cli, f"run_{name}")(cfg)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
+COMMANDS = {
+    "evaluate": ("config", run_evaluate),
+    "train-generator": ("train_generator", run_train_generator),
+    "fit-mask": ("fit_mask", run_fit_mask),
+    **{name: (name, _snapshot_command(name)) for name in ("export", "verify", "score", "transfer", "filter")},
+}
 
 
 def main(argv: list[str] | None = None) -> None:
