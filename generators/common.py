@@ -1,0 +1,64 @@
+"""Input checks and precision handling shared by the generator backends (one backend per file; this is
+the small shared helper they all import)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from genEval.interfaces import resize_images
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float32" | "float16" | "bfloat16"`` (or a torch dtype) -> torch dtype, with a teaching error."""
+    if isinstance(dtype, torch.dtype):
+        if dtype in _DTYPES.values():
+            return dtype
+        raise ValueError(f"dtype {dtype} is not a floating dtype a generator can run in; "
+                         f"use one of {sorted(_DTYPES)}.")
+    key = str(dtype).removeprefix("torch.")
+    if key not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; allowed: {sorted(_DTYPES)} "
+                         "(set generator.dtype=float32 for example).")
+    return _DTYPES[key]
+
+
+def _valid_sides(side: int, multiple: int) -> str:
+    lower = (side // multiple) * multiple
+    upper = lower + multiple
+    near = [s for s in (lower, upper) if s > 0]
+    return " or ".join(str(s) for s in near)
+
+
+def prepare_generator_input(images: Tensor, *, name: str, channels: int, downsample: int,
+                            image_size: int | None) -> Tensor:
+    """Resize (when ``image_size`` is set) and validate images for ``encode``.
+
+    Raises ValueError naming the problem and the fix when the tensor is not ``(B, C, H, W)``, has
+    the wrong channel count, or has sides that are not multiples of ``downsample``.
+    """
+    if images.ndim != 4:
+        raise ValueError(f"generator '{name}': expected images shaped (B, C, H, W), got "
+                         f"{tuple(images.shape)}. Add a batch dimension with images.unsqueeze(0).")
+    c = images.shape[1]
+    if c != channels:
+        if c == 1 and channels == 3:
+            fix = "set data.channels=3 so grey images are repeated to RGB"
+        elif c == 3 and channels == 1:
+            fix = "set data.channels=1 (convert to grey) or use a generator trained on RGB images"
+        else:
+            fix = f"give the generator {channels}-channel images"
+        raise ValueError(f"generator '{name}' expects {channels}-channel images but got {c} channels "
+                         f"(shape {tuple(images.shape)}); {fix}.")
+    images = resize_images(images, image_size)
+    h, w = images.shape[-2:]
+    if h % downsample or w % downsample:
+        raise ValueError(
+            f"generator '{name}' down-samples by {downsample}, so image height and width must be "
+            f"multiples of {downsample}, but got {h}x{w}. Sizes that work: {downsample}, "
+            f"{2 * downsample}, {3 * downsample}, ... (nearest: height {_valid_sides(h, downsample)}, "
+            f"width {_valid_sides(w, downsample)}). Set generator.image_size=<multiple of {downsample}> "
+            "to resize the images inside the generator.")
+    return images

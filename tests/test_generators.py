@@ -1,0 +1,365 @@
+"""Generators: TAEF2 (real weights + random init) and taming VQGAN (tiny random configs, own checkpoints)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import ASSETS, ROOT, asset
+from PIL import Image
+
+from generators.taef2 import TAEF2Generator
+from generators.vqgan import (
+    IMAGENET_F16_16384_CKPT_URL,
+    VQGANGenerator,
+    from_taming_config,
+    read_taming_config,
+    vqgan_imagenet_f16_16384,
+)
+from genEval.interfaces import Generator, resize_images
+
+TINY_DD = dict(ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3,
+               resolution=16, z_channels=8, dropout=0.0, double_z=False)
+N_EMBED, EMBED_DIM = 32, 8
+EXACT = "donot_use_mm_for_euclid_dist"
+
+
+def tiny_vq(**kw) -> VQGANGenerator:
+    torch.manual_seed(0)
+    return VQGANGenerator(TINY_DD, n_embed=N_EMBED, embed_dim=EMBED_DIM, **kw)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return -10 * torch.log10((a - b).pow(2).flatten(1).mean(1))
+
+
+# ---------------------------------------------------------------- TAEF2
+
+@pytest.fixture(scope="module")
+def random_taef2() -> TAEF2Generator:
+    torch.manual_seed(0)
+    return TAEF2Generator()
+
+
+def test_taef2_random_init_shapes_range_and_gradient(random_taef2):
+    g = random_taef2
+    assert isinstance(g, Generator) and g.name == "taef2" and g.downsample == 8
+    assert not g.training and not any(p.requires_grad for p in g.parameters())
+    x = torch.rand(2, 3, 16, 24)
+    z = g.encode(x)
+    assert z.shape == (2, 32, 2, 3)
+    z = z.detach().requires_grad_(True)
+    y = g.decode(z * 5)
+    assert y.shape == (2, 3, 16, 24)
+    assert float(y.detach().min()) >= 0 and float(y.detach().max()) <= 1
+    (grad,) = torch.autograd.grad(y.square().sum(), z)
+    assert grad.shape == z.shape and float(grad.abs().sum()) > 0
+
+
+def test_taef2_image_size_resizes_inside_encode():
+    torch.manual_seed(0)
+    g = TAEF2Generator(image_size=16)
+    z = g.encode(torch.rand(1, 3, 8, 8))
+    assert z.shape == (1, 32, 2, 2) and g.decode(z).shape == (1, 3, 16, 16)
+    assert "image_size=16" in repr(g)
+
+
+def test_taef2_state_dict_round_trip(tmp_path, random_taef2):
+    enc, dec = tmp_path / "enc.pth", tmp_path / "dec.pth"
+    # the release stores fp16 tensors: loading must cast them to the module's float32
+    torch.save({k: v.half() for k, v in random_taef2.encoder.state_dict().items()}, enc)
+    torch.save({k: v.half() for k, v in random_taef2.decoder.state_dict().items()}, dec)
+    g = TAEF2Generator(enc, dec)
+    assert all(p.dtype == torch.float32 for p in g.parameters())
+    for a, b in zip(g.state_dict().values(), random_taef2.state_dict().values(), strict=True):
+        assert torch.equal(a, b.half().float())
+    x = torch.rand(1, 3, 16, 16)
+    assert g(x).shape == x.shape
+
+
+def test_taef2_wrong_keys_named(tmp_path, random_taef2):
+    sd = dict(random_taef2.encoder.state_dict())
+    sd.pop("11.pool.0.weight")
+    sd["99.weight"] = torch.zeros(1)
+    bad = tmp_path / "enc.pth"
+    torch.save(sd, bad)
+    with pytest.raises(ValueError, match=r"missing keys: 11\.pool\.0\.weight.*unexpected keys: 99\.weight"):
+        TAEF2Generator(encoder_path=bad)
+    with pytest.raises(FileNotFoundError, match="TAEF2 decoder weights not found"):
+        TAEF2Generator(decoder_path=tmp_path / "nope.pth")
+
+
+def test_taef2_input_errors_teach(random_taef2):
+    with pytest.raises(ValueError, match=r"multiples of 8, but got 20x16.*nearest: height 16 or 24.*"
+                                         r"generator\.image_size="):
+        random_taef2.encode(torch.rand(1, 3, 20, 16))
+    with pytest.raises(ValueError, match=r"expects 3-channel images but got 1.*data\.channels=3"):
+        random_taef2.encode(torch.rand(1, 1, 16, 16))
+    with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
+        random_taef2.encode(torch.rand(3, 16, 16))
+    with pytest.raises(ValueError, match=r"decode expects latents shaped \(B, 32, h, w\)"):
+        random_taef2.decode(torch.rand(1, 4, 2, 2))
+    with pytest.raises(ValueError, match=r"image_size=30 must be a positive multiple of 8"):
+        TAEF2Generator(image_size=30)
+    with pytest.raises(ValueError, match=r"unknown dtype 'float8'.*bfloat16"):
+        TAEF2Generator(dtype="float8")
+
+
+def test_taef2_low_precision_keeps_caller_dtype():
+    torch.manual_seed(0)
+    g = TAEF2Generator(dtype="bfloat16")
+    z = g.encode(torch.rand(1, 3, 8, 8))
+    assert z.dtype == torch.float32 and g.decode(z).dtype == torch.float32
+
+
+def _cifar_pngs() -> torch.Tensor:
+    folder = asset("samples/foolbox")
+    files = sorted(folder.glob("cifar10_*.png"))
+    assert len(files) == 20
+    arrays = [np.asarray(Image.open(f).convert("RGB"), dtype=np.float32) / 255 for f in files]
+    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
+
+
+@pytest.mark.weights
+def test_taef2_real_weights_reconstruct_cifar_at_known_psnr():
+    enc = asset("weights/taef2/taef2_encoder.pth")
+    dec = asset("weights/taef2/taef2_decoder.pth")
+    g = TAEF2Generator(enc, dec, image_size=64)
+    x = _cifar_pngs()
+    with torch.no_grad():
+        z = g.encode(x)
+        rec = g.decode(z)
+    assert z.shape == (20, 32, 8, 8)
+    value = float(psnr(rec, resize_images(x, 64)).mean())
+    assert 30.0 <= value <= 34.0, value  # measured 31.3 dB (bilinear up-sampling to 64 px)
+
+
+@pytest.mark.weights
+def test_taef2_hydra_config_instantiates():
+    asset("weights/taef2/taef2_encoder.pth")
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(ROOT / "conf" / "generator" / "taef2.yaml")
+    root = OmegaConf.create({"assets": str(ASSETS), "generator": cfg})
+    g = instantiate(root.generator)
+    assert isinstance(g, TAEF2Generator) and g.image_size == 64
+
+
+# ---------------------------------------------------------------- VQGAN
+
+@pytest.mark.parametrize("quantize", ["none", "straight_through"])
+def test_vqgan_shapes_range_and_gradient(quantize):
+    g = tiny_vq(quantize=quantize)
+    assert isinstance(g, Generator) and g.downsample == 2 and g.name.startswith("vqgan:random-")
+    assert not g.training and not any(p.requires_grad for p in g.parameters())
+    z = g.encode(torch.rand(2, 3, 16, 12))
+    assert z.shape == (2, EMBED_DIM, 8, 6)
+    z = z.detach().requires_grad_(True)
+    y = g.decode(z)
+    assert y.shape == (2, 3, 16, 12) and float(y.detach().min()) >= 0 and float(y.detach().max()) <= 1
+    (grad,) = torch.autograd.grad(y.sum(), z)
+    assert float(grad.abs().sum()) > 0
+
+
+def test_vqgan_straight_through_lands_on_codebook():
+    g = tiny_vq(quantize="straight_through")
+    z = g.encode(torch.rand(2, 3, 16, 16)).requires_grad_(True)
+    zq, vq_loss = g.quantize_latents(z)
+    book = g.quantize.embedding.weight  # (n_embed, embed_dim)
+    flat = zq.detach().permute(0, 2, 3, 1).reshape(-1, EMBED_DIM)
+    assert float(torch.cdist(flat, book, compute_mode=EXACT).min(1).values.max()) < 1e-5
+    nearest = book[torch.cdist(z.detach().permute(0, 2, 3, 1).reshape(-1, EMBED_DIM), book,
+                               compute_mode=EXACT).argmin(1)]
+    assert torch.allclose(flat, nearest, atol=1e-5)
+    (grad,) = torch.autograd.grad(zq.sum(), z)  # identity gradient
+    assert torch.allclose(grad, torch.ones_like(grad))
+    assert float(vq_loss.detach()) > 0
+    # decode in straight_through mode == decode of the snapped latent in "none" mode
+    plain = tiny_vq()
+    assert torch.allclose(g.decode(z.detach()), plain.decode(zq.detach()), atol=1e-5)
+
+
+def test_vqgan_quantize_mode_validated():
+    with pytest.raises(ValueError, match=r"quantize='nearest'.*allowed: \['none', 'straight_through'\]"):
+        tiny_vq(quantize="nearest")
+
+
+def test_vqgan_ddconfig_errors_teach():
+    with pytest.raises(ValueError, match=r"multiple of 32"):
+        VQGANGenerator({**TINY_DD, "ch": 16}, N_EMBED, EMBED_DIM)
+    with pytest.raises(ValueError, match=r"lacks \['z_channels'\]"):
+        VQGANGenerator({k: v for k, v in TINY_DD.items() if k != "z_channels"}, N_EMBED, EMBED_DIM)
+    with pytest.raises(ValueError, match=r"double_z=true.*KL autoencoder"):
+        VQGANGenerator({**TINY_DD, "double_z": True}, N_EMBED, EMBED_DIM)
+
+
+def _lightning_like(g: VQGANGenerator, **extra) -> dict:
+    sd = dict(g.state_dict())
+    sd["loss.discriminator.main.0.weight"] = torch.zeros(3)  # taming stores its loss modules too
+    return {"state_dict": sd, "epoch": 3, "global_step": 10, **extra}
+
+
+def test_vqgan_checkpoint_round_trip(tmp_path):
+    src = tiny_vq()
+    with torch.no_grad():
+        for p in src.parameters():  # make sure it is not the same random init by accident
+            p.add_(0.01 * torch.randn_like(p))
+    ckpt = tmp_path / "last.ckpt"
+    torch.save(_lightning_like(src), ckpt)
+    torch.manual_seed(123)
+    g = VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt)
+    z = torch.randn(2, EMBED_DIM, 4, 4)
+    assert torch.equal(g.decode(z), src.decode(z))
+    x = torch.rand(1, 3, 8, 8)
+    assert torch.equal(g.encode(x), src.encode(x))
+    assert g.name.startswith("vqgan:") and len(g.name) == len("vqgan:") + 8
+    assert g.name == VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt).name  # stable id
+
+
+class CustomCallbackState:
+    """Stands in for the pytorch-lightning objects inside official taming checkpoints."""
+
+    def __init__(self, best: float = 0.5) -> None:
+        self.best = best
+
+
+def test_vqgan_pickled_checkpoint_needs_allow_pickle(tmp_path):
+    src = tiny_vq()
+    ckpt = tmp_path / "official.ckpt"
+    torch.save(_lightning_like(src, callbacks={"cb": CustomCallbackState()}), ckpt)
+    with pytest.raises(ValueError, match=r"pickled Python objects.*allow_pickle=true"):
+        VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt)
+    g = VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt, allow_pickle=True)
+    z = torch.randn(1, EMBED_DIM, 2, 2)
+    assert torch.equal(g.decode(z), src.decode(z))
+
+
+def test_vqgan_pickled_classes_from_missing_modules_get_stand_ins(tmp_path, monkeypatch):
+    """Official checkpoints reference pytorch-lightning classes that may not be importable."""
+    mod_dir = tmp_path / "mods"
+    mod_dir.mkdir()
+    (mod_dir / "vanishing_lightning.py").write_text("class ModelCheckpoint:\n    def __init__(self):\n"
+                                                    "        self.best = 1.0\n")
+    monkeypatch.syspath_prepend(str(mod_dir))
+    import vanishing_lightning
+
+    src = tiny_vq()
+    ckpt = tmp_path / "official.ckpt"
+    torch.save(_lightning_like(src, callbacks={vanishing_lightning.ModelCheckpoint: {"best": 1.0},
+                                               "obj": vanishing_lightning.ModelCheckpoint()}), ckpt)
+    monkeypatch.delitem(sys.modules, "vanishing_lightning")
+    (mod_dir / "vanishing_lightning.py").unlink()
+    with pytest.raises(ValueError, match="allow_pickle=true"):
+        VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt)
+    g = VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=ckpt, allow_pickle=True)
+    z = torch.randn(1, EMBED_DIM, 2, 2)
+    assert torch.equal(g.decode(z), src.decode(z))
+
+
+def test_vqgan_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError,
+                       match=r"VQGAN checkpoint not found: .*missing\.ckpt.*generator\.checkpoint"):
+        VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=tmp_path / "missing.ckpt")
+    sd = dict(tiny_vq().state_dict())
+    sd.pop("quant_conv.bias")
+    sd["extra.weight"] = torch.zeros(1)
+    bad = tmp_path / "bad.ckpt"
+    torch.save({"state_dict": sd}, bad)
+    with pytest.raises(ValueError, match=r"missing keys: quant_conv\.bias; unexpected keys: extra\.weight"):
+        VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=bad)
+    other = tmp_path / "other.ckpt"
+    torch.save({"state_dict": tiny_vq().state_dict()}, other)
+    with pytest.raises(ValueError, match=r"shape mismatches: quantize\.embedding\.weight"):
+        VQGANGenerator(TINY_DD, 2 * N_EMBED, EMBED_DIM, checkpoint=other)
+
+
+def test_vqgan_size_and_channel_errors():
+    g = tiny_vq()
+    with pytest.raises(ValueError, match=r"down-samples by 2.*got 15x16.*image_size"):
+        g.encode(torch.rand(1, 3, 15, 16))
+    with pytest.raises(ValueError, match=r"data\.channels=3"):
+        g.encode(torch.rand(1, 1, 16, 16))
+    with pytest.raises(ValueError, match=r"image_size=15 must be a positive multiple of 2"):
+        tiny_vq(image_size=15)
+    resized = tiny_vq(image_size=8)
+    assert resized.encode(torch.rand(1, 3, 16, 16)).shape == (1, EMBED_DIM, 4, 4)
+
+
+def _taming_yaml(tmp_path: Path, **params) -> Path:
+    dd = "\n".join(f"      {k}: {v}" for k, v in TINY_DD.items())
+    extra = "\n".join(f"    {k}: {v}" for k, v in params.items())
+    text = textwrap.dedent("""\
+        model:
+          base_learning_rate: 4.5e-06
+          target: taming.models.vqgan.VQModel
+          params:
+            embed_dim: {e}
+            n_embed: {n}
+        """).format(e=EMBED_DIM, n=N_EMBED) + "    ddconfig:\n" + dd.replace("False", "false") + "\n" + \
+        "    lossconfig:\n      target: taming.modules.losses.vqperceptual.VQLPIPSWithDiscriminator\n" + \
+        (extra + "\n" if extra else "")
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_from_taming_config(tmp_path):
+    yaml_path = _taming_yaml(tmp_path)
+    params = read_taming_config(yaml_path)
+    assert params["n_embed"] == N_EMBED and params["ddconfig"]["ch_mult"] == [1, 2]
+    src = tiny_vq()
+    ckpt = tmp_path / "last.ckpt"
+    torch.save(_lightning_like(src), ckpt)
+    g = from_taming_config(yaml_path, ckpt, quantize="straight_through", name="my-vq")
+    assert g.name == "my-vq" and g.quantize_mode == "straight_through"
+    z = torch.randn(1, EMBED_DIM, 2, 2)
+    assert torch.allclose(g.decode(z), VQGANGenerator.from_taming_config(yaml_path, ckpt,
+                                                                          quantize="straight_through").decode(z))
+    with pytest.raises(ValueError, match=r"codebook remap"):
+        read_taming_config(_taming_yaml(tmp_path, remap="used.npy"))
+    with pytest.raises(FileNotFoundError, match="taming config not found"):
+        read_taming_config(tmp_path / "nope.yaml")
+    with pytest.raises(ValueError, match=r"lacks model\.params\.\['ddconfig'\]"):
+        read_taming_config({"model": {"params": {"n_embed": 1, "embed_dim": 1}}})
+
+
+def test_vqgan_imagenet_missing_files_error_says_how_to_get_them():
+    with pytest.raises(FileNotFoundError) as info:
+        vqgan_imagenet_f16_16384()
+    msg = str(info.value)
+    assert "vqgan_imagenet_f16_16384" in msg and "download=true" in msg
+    assert IMAGENET_F16_16384_CKPT_URL in msg and "generator.checkpoint=" in msg
+    with pytest.raises(FileNotFoundError, match=r"looked at '.*elsewhere\.ckpt'"):
+        vqgan_imagenet_f16_16384(checkpoint="/elsewhere.ckpt")
+
+
+def test_vqgan_imagenet_uses_cached_files(tmp_path, monkeypatch):
+    """Files in cache_dir('vqgan_imagenet_f16_16384') are found; the yaml there wins over the built-in."""
+    from genEval.checkpoints import cache_dir
+
+    folder = cache_dir("vqgan_imagenet_f16_16384")
+    yaml_path = _taming_yaml(tmp_path)
+    (folder / "model.yaml").write_text(yaml_path.read_text())
+    torch.save(_lightning_like(tiny_vq()), folder / "last.ckpt")
+    try:
+        g = vqgan_imagenet_f16_16384(quantize="straight_through")
+        assert g.name == "vqgan_imagenet_f16_16384" and g.n_embed == N_EMBED
+    finally:
+        (folder / "model.yaml").unlink()
+        (folder / "last.ckpt").unlink()
+
+
+def test_generator_configs_point_at_real_callables():
+    import importlib
+
+    from omegaconf import OmegaConf
+
+    for path in sorted((ROOT / "conf" / "generator").glob("*.yaml")):
+        target = OmegaConf.load(path)["_target_"]
+        module, _, attr = target.rpartition(".")
+        assert callable(getattr(importlib.import_module(module), attr)), path.name
