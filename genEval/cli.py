@@ -1,8 +1,9 @@
 """``geneval``: the command line. Hydra composes ``conf/``; this file only dispatches and reports.
 
-Commands: ``geneval [overrides]`` (the main job, ``conf/config.yaml``),
-``geneval train-generator [overrides]`` (``conf/train_generator.yaml``) and
-``geneval fit-mask run=<run dir> [overrides]`` (``conf/fit_mask.yaml``).
+Commands (each composes ``conf/<command>.yaml``): ``geneval [overrides]`` (the main job,
+``conf/config.yaml``), ``train-generator``, ``fit-mask run=<run dir>``, ``export run=<run dir>``,
+``verify snapshot=<dir>``, ``score snapshot=<dir> classifier=<name>``, ``transfer``, ``filter``,
+``compare`` and ``report input=<dir>``.
 """
 
 from __future__ import annotations
@@ -143,13 +144,13 @@ def run_train_generator(cfg: DictConfig) -> Any:
     return report
 
 
-def _snapshot_command(name: str):
-    """The snapshot commands live in genEval/snapshot_cli.py (imported only when used)."""
+def _lazy_command(module: str, name: str):
+    """Commands implemented in other modules, imported only when used."""
 
     def run(cfg: DictConfig) -> Any:
-        from genEval import snapshot_cli
+        import importlib
 
-        return getattr(snapshot_cli, f"run_{name}")(cfg)
+        return getattr(importlib.import_module(module), f"run_{name}")(cfg)
 
     run.__name__ = f"run_{name}"
     return run
@@ -159,7 +160,10 @@ COMMANDS = {
     "evaluate": ("config", run_evaluate),
     "train-generator": ("train_generator", run_train_generator),
     "fit-mask": ("fit_mask", run_fit_mask),
-    **{name: (name, _snapshot_command(name)) for name in ("export", "verify", "score", "transfer", "filter")},
+    **{name: (name, _lazy_command("genEval.snapshot_cli", name))
+       for name in ("export", "verify", "score", "transfer", "filter")},
+    "compare": ("compare", _lazy_command("genEval.compare", "compare")),
+    "report": ("report", _lazy_command("genEval.report", "report")),
 }
 
 
