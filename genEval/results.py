@@ -238,30 +238,41 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def save_latent_file(path: Path, start, final, validated, source_ids: list[str], generator: str) -> None:
-    """``latents.safetensors``: ``start`` = E(x) and ``final`` = last accepted z, (N, *latent_shape)."""
+def _save_tensors(path: Path, tensors: dict[str, Any], validated, source_ids: list[str], **meta: str) -> None:
+    """One safetensors file per run artefact: tensors + per-sample ``validated`` + source ids, atomically."""
     import torch
     from safetensors.torch import save
 
-    meta = {"source_ids": json.dumps(source_ids), "generator": generator, "schema_version": str(SCHEMA_VERSION)}
-    data = save({"start": start.contiguous(), "final": final.contiguous(),
-                 "validated": validated.to(dtype=torch.uint8)}, metadata=meta)
-    atomic_write_bytes(path, data)
+    tensors = {k: v.contiguous() for k, v in tensors.items()}
+    tensors["validated"] = validated.to(torch.uint8)
+    meta = {"source_ids": json.dumps(source_ids), "schema_version": str(SCHEMA_VERSION), **meta}
+    atomic_write_bytes(path, save(tensors, metadata=meta))
 
 
-def load_latent_file(path: str | Path) -> dict[str, Any]:
-    """Inverse of :func:`save_latent_file`: tensors plus ``source_ids`` and ``generator``."""
+def _load_tensors(path: str | Path, flag: str) -> dict[str, Any]:
     from safetensors import safe_open
 
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"no latents file at '{p}'; rerun the evaluation with save_latents=true.")
+        raise FileNotFoundError(f"no {p.stem} file at '{p}'; rerun the evaluation with {flag}=true.")
     with safe_open(str(p), framework="pt") as fh:
         meta = fh.metadata() or {}
         out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
     out["validated"] = out["validated"].bool()
-    out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
-    out["generator"] = meta.get("generator", "")
+    out["source_ids"] = json.loads(meta.pop("source_ids", "[]"))
+    out.update({k: v for k, v in meta.items() if k != "schema_version"})
+    return out
+
+
+def save_latent_file(path: Path, start, final, validated, source_ids: list[str], generator: str) -> None:
+    """``latents.safetensors``: ``start`` = E(x) and ``final`` = last accepted z, (N, *latent_shape)."""
+    _save_tensors(path, {"start": start, "final": final}, validated, source_ids, generator=generator)
+
+
+def load_latent_file(path: str | Path) -> dict[str, Any]:
+    """Inverse of :func:`save_latent_file`: tensors plus ``source_ids`` and ``generator``."""
+    out = _load_tensors(path, "save_latents")
+    out.setdefault("generator", "")
     return out
 
 
@@ -276,25 +287,12 @@ def save_image_file(path: Path, images: dict[str, list], validated, source_ids: 
     """``images.safetensors``: uint8 ``original`` and ``perturbed`` images (lists of batches; sizes may differ
     between the two, never within one), ``validated`` and ``labels`` per sample, source ids in metadata."""
     import torch
-    from safetensors.torch import save
 
-    tensors = {k: torch.cat(v).contiguous() for k, v in images.items()}
-    tensors["validated"] = validated.to(torch.uint8)
+    tensors = {k: torch.cat(v) for k, v in images.items()}
     tensors["labels"] = labels.to(torch.int64)
-    atomic_write_bytes(path, save(tensors, metadata={"source_ids": json.dumps(source_ids),
-                                                     "schema_version": str(SCHEMA_VERSION)}))
+    _save_tensors(path, tensors, validated, source_ids)
 
 
 def load_image_file(path: str | Path) -> dict[str, Any]:
     """Inverse of :func:`save_image_file`."""
-    from safetensors import safe_open
-
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no images file at '{p}'; rerun the evaluation with save_images=true.")
-    with safe_open(str(p), framework="pt") as fh:
-        meta = fh.metadata() or {}
-        out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
-    out["validated"] = out["validated"].bool()
-    out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
-    return out
+    return _load_tensors(path, "save_images")

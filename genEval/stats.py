@@ -147,20 +147,14 @@ def fit_effective_robustness(
     k = sum(use)
     none = [None] * n
     common = dict(n_baselines=k, baselines=mask, min_r2=min_r2, min_baselines=min_baselines, clip=clip)
+
+    def unfitted(reason: str) -> ERFit:
+        return ERFit(None, None, None, None, predicted=none, er=none, er_untrusted=none, trusted=False,
+                     reason=reason, **common)
+
     if k < 2:
-        return ERFit(
-            None,
-            None,
-            None,
-            None,
-            predicted=none,
-            er=none,
-            er_untrusted=none,
-            trusted=False,
-            reason=f"{k} baseline model(s) with defined SA and PA; a line needs at least 2 "
-            f"(and {min_baselines} to be trusted).",
-            **common,
-        )
+        return unfitted(f"{k} baseline model(s) with defined SA and PA; a line needs at least 2 "
+                        f"(and {min_baselines} to be trusted).")
     frac = lambda v: np.clip(
         np.asarray([0.0 if x is None else x for x in v], dtype=float) / 100.0, clip, 1 - clip
     )
@@ -168,18 +162,7 @@ def fit_effective_robustness(
     sel = np.asarray(use)
     xs, ys = x[sel], y[sel]
     if np.ptp(xs) < 1e-12:
-        return ERFit(
-            None,
-            None,
-            None,
-            None,
-            predicted=none,
-            er=none,
-            er_untrusted=none,
-            trusted=False,
-            reason="all baselines have the same SA, so the slope of the line is undefined.",
-            **common,
-        )
+        return unfitted("all baselines have the same SA, so the slope of the line is undefined.")
     w, b = np.polyfit(xs, ys, 1)
     resid = ys - (w * xs + b)
     ss_res, ss_tot = float(resid @ resid), float(((ys - ys.mean()) ** 2).sum())
