@@ -23,16 +23,19 @@ import torch
 import torch.nn.functional as F
 
 
-def _timed(fn, repeats: int, sync) -> float:
-    fn()  # warm-up
-    ts = []
+def _timed_interleaved(fns: dict, repeats: int, sync) -> dict[str, float]:
+    """Median seconds of each function; the functions take turns so load drift hits them all alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    ts: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        for k, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            ts[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in ts.items()}
 
 
 class AcceptAll(torch.nn.Module):
@@ -97,17 +100,15 @@ def main() -> None:
         with torch.no_grad():
             orc.judge(x_dec, y)
 
-    t_dec = _timed(decode, args.repeats, sync)
-    t_grad = max(0.0, _timed(decode_and_grad, args.repeats, sync) - t_dec)
-    t_orc = _timed(oracle, args.repeats, sync)
-    parts = t_dec + t_grad + t_orc
-
     judge_all = AcceptAll(orc)
     search = SearchConfig(**{**dict(cfg.search), "budget": args.budget, "early_stop": False})
     run = lambda b: perturb(x, y, clf, gen, judge_all, SearchConfig(**{**search.__dict__, "budget": b}))  # noqa: E731
-    t_b = _timed(lambda: run(args.budget), args.repeats, sync)
-    t_0 = _timed(lambda: run(0), args.repeats, sync)
-    step = (t_b - t_0) / args.budget
+    t = _timed_interleaved({"decode": decode, "decode_grad": decode_and_grad, "oracle": oracle,
+                            "loop_b": lambda: run(args.budget), "loop_0": lambda: run(0)}, args.repeats, sync)
+    t_dec, t_orc = t["decode"], t["oracle"]
+    t_grad = max(0.0, t["decode_grad"] - t_dec)
+    parts = t_dec + t_grad + t_orc
+    step = (t["loop_b"] - t["loop_0"]) / args.budget
     res = {
         "device": str(dev), "batch": len(x), "budget": args.budget, "overrides": overrides,
         "generator": getattr(gen, "name", type(gen).__name__), "image_size": list(x.shape[-2:]),
@@ -115,8 +116,10 @@ def main() -> None:
         "loop_step_s": step, "overhead": step / parts - 1, "threads": torch.get_num_threads(),
     }
     print(f"| part | seconds / step (batch {len(x)}, {dev}) |\n|---|---|")
-    for k in ("decode_s", "classifier_fwd_bwd_s", "oracle_s", "sum_of_parts_s", "loop_step_s"):
-        print(f"| {k[:-2]} | {res[k]:.4f} |")
+    labels = {"decode_s": "decode (with graph)", "classifier_fwd_bwd_s": "classifier fwd + bwd (through decoder)",
+              "oracle_s": "oracle judge", "sum_of_parts_s": "sum of parts", "loop_step_s": "loop step (perturb)"}
+    for k, label in labels.items():
+        print(f"| {label} | {res[k]:.4f} |")
     print(f"| engine overhead over the sum of parts | {100 * res['overhead']:+.1f}% |")
     if args.json:
         with open(args.json, "w") as fh:
