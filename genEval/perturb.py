@@ -37,6 +37,9 @@ class SearchConfig:
 
     update: ``adam`` (lr = step_size, per-sample moments), ``sgd`` (z += a*g) or ``sign`` (z += a*sign(g)).
     start_noise: std of the seeded Gaussian start noise, relative to each latent's own std (0 = none).
+        Default 0.05, chosen by measurement on the CIFAR-10 recipe (200 images, seed 0): 0.0 and 0.05 give
+        the same VR (69.5) and PA (27.34, 38/139), so the noise costs nothing measurable while making every
+        seed draw a different search (README "Defaults, measured").
     early_stop: stop a sample once the classifier is fooled (paper: off, the whole budget is spent).
     fgsm_start: when > 0, start from the FGSM image ``clip(x + eps*sign(grad_x CE))`` (paper App. E).
     """
@@ -44,7 +47,7 @@ class SearchConfig:
     budget: int = 50
     step_size: float = 1e-3
     update: str = "adam"
-    start_noise: float = 0.0
+    start_noise: float = 0.05
     early_stop: bool = False
     fgsm_start: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.999)
@@ -154,11 +157,6 @@ def perturb(
         x_in = (x + cfg.fgsm_start * g_x.sign()).clamp(0, 1)
     with torch.no_grad():
         z0 = generator.encode(x_in)
-    z_start = z0
-    if cfg.start_noise > 0:
-        std = z0.flatten(1).std(dim=1).view(-1, *([1] * (z0.ndim - 1)))
-        noise = torch.randn(z0.shape, generator=rng, device="cpu", dtype=z0.dtype).to(dev)
-        z_start = z0 + cfg.start_noise * std * noise
     if mask is not None:
         mask = mask.to(device=dev, dtype=z0.dtype)
         try:
@@ -168,6 +166,11 @@ def perturb(
         if not ok_shape:
             raise ValueError(f"mask shape {tuple(mask.shape)} does not match the latent shape "
                              f"{tuple(z0.shape[1:])}; refit the mask for this generator and image size.")
+    z_start = z0
+    if cfg.start_noise > 0:  # only the dims the search may move get start noise
+        std = z0.flatten(1).std(dim=1).view(-1, *([1] * (z0.ndim - 1)))
+        noise = torch.randn(z0.shape, generator=rng, device="cpu", dtype=z0.dtype).to(dev)
+        z_start = z0 + cfg.start_noise * std * (noise if mask is None else noise * mask)
 
     # `leaf` is the latent whose decode produced `x_cur` (its graph feeds the next gradient);
     # `sel` picks the still-active rows of `leaf` (None = all of them).

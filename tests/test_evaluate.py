@@ -45,7 +45,7 @@ def test_no_seed_draws_a_fresh_one_and_records_it():
 
 
 def test_batch_size_does_not_change_the_scores_without_noise():
-    cfg = SearchConfig(budget=8, step_size=0.3)
+    cfg = SearchConfig(budget=8, step_size=0.3, start_noise=0)
     a = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=30, **roles())
     b = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=7, **roles())
     assert a.metrics == b.metrics

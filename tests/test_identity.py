@@ -62,7 +62,7 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
     oracle = ModelOracle(LinearClassifier(in_features=12, num_classes=2, seed=3))
     data = toy_data(40, seed=1, classes=2)
     res = evaluate(classifier=clf, data=data, generator=IdentityGenerator(), oracle=oracle,
-                   search=SearchConfig(budget=budget, step_size=a, update="sign"), seed=0, batch_size=16,
+                   search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0), seed=0, batch_size=16,
                    device="cpu", output_dir=tmp_path, save_latents=True, progress=False)
     lat = load_latent_file(Path(tmp_path) / "latents.safetensors")
     assert lat["generator"] == "identity"

@@ -26,14 +26,14 @@ def run(cfg, oracle_seed=1, mask=None, x=None, y=None, clf=None):
 def test_oracle_equal_to_tested_model_gives_pa_100():
     x, y = batch(60)
     clf = LinearClassifier(seed=0)
-    out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=15, step_size=0.2))
+    out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(start_noise=0, budget=15, step_size=0.2))
     assert out.validated.sum() > 0
     assert bool((out.final_pred[out.validated] == y[out.validated]).all())
 
 
 def test_budget_zero_perturbs_nothing():
     x, y = batch()
-    out = run(SearchConfig(budget=0), x=x, y=y)
+    out = run(SearchConfig(start_noise=0, budget=0), x=x, y=y)
     assert out.validated.sum() == 0
     assert out.steps_run == 0
     assert torch.equal(out.images, out.start_images)
@@ -42,7 +42,7 @@ def test_budget_zero_perturbs_nothing():
 
 
 def test_step_size_zero_leaves_the_reconstruction_unchanged():
-    out = run(SearchConfig(budget=7, step_size=0.0))
+    out = run(SearchConfig(start_noise=0, budget=7, step_size=0.0))
     assert torch.equal(out.latents, out.start_latents)
     # decoding a smaller active batch may differ in the last float bit, never more
     torch.testing.assert_close(out.images, out.start_images, rtol=0, atol=1e-6)
@@ -55,7 +55,7 @@ def test_step_size_zero_leaves_the_reconstruction_unchanged():
 def test_batch_equals_one_sample_at_a_time(update, step):
     """Samples leaving the batch (rejected) must not change the others: per-row state is exact."""
     x, y = batch(16)
-    cfg = SearchConfig(budget=12, step_size=step, update=update)
+    cfg = SearchConfig(start_noise=0, budget=12, step_size=step, update=update)
     whole = run(cfg, x=x, y=y)
     assert (whole.rejected_at > 0).any() and (whole.rejected_at < 0).any(), "test needs mixed outcomes"
     for i in range(len(x)):
@@ -68,7 +68,7 @@ def test_batch_equals_one_sample_at_a_time(update, step):
 def test_rejection_keeps_last_accepted_step():
     x, y = batch(30)
     oracle_clf = LinearClassifier(seed=1)
-    out = run(SearchConfig(budget=20, step_size=0.3), x=x, y=y)
+    out = run(SearchConfig(start_noise=0, budget=20, step_size=0.3), x=x, y=y)
     rej = out.rejected_at > 0
     assert rej.any()
     assert bool((out.final_step[rej] == out.rejected_at[rej] - 1).all())
@@ -83,7 +83,7 @@ def test_rejection_keeps_last_accepted_step():
 def test_sign_update_moves_each_latent_by_step_times_steps():
     x, y = batch(8)
     clf = LinearClassifier(seed=0)
-    cfg = SearchConfig(budget=5, step_size=0.01, update="sign")
+    cfg = SearchConfig(start_noise=0, budget=5, step_size=0.01, update="sign")
     out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(LinearClassifier(seed=0)), cfg)
     dz = (out.latents - out.start_latents)[out.final_step == 5]
     assert len(dz) > 0
@@ -94,7 +94,7 @@ def test_mask_restricts_the_update():
     mask = torch.zeros(3, 2, 2)
     mask[0, 0, 0] = 1
     mask[2, 1, 1] = 1
-    out = run(SearchConfig(budget=5, step_size=0.2, update="sign"), mask=mask)
+    out = run(SearchConfig(start_noise=0, budget=5, step_size=0.2, update="sign"), mask=mask)
     dz = out.latents - out.start_latents
     assert torch.equal(dz * (1 - mask), torch.zeros_like(dz))
     assert (dz[out.validated] * mask).abs().sum() > 0
@@ -102,13 +102,13 @@ def test_mask_restricts_the_update():
 
 def test_mask_of_wrong_shape_is_refused():
     with pytest.raises(ValueError, match=r"mask shape \(4, 2, 2\) does not match the latent shape \(3, 2, 2\)"):
-        run(SearchConfig(budget=2), mask=torch.ones(4, 2, 2))
+        run(SearchConfig(start_noise=0, budget=2), mask=torch.ones(4, 2, 2))
 
 
 def test_early_stop_stops_once_fooled_and_records_the_step():
     x, y = batch(40)
-    full = run(SearchConfig(budget=25, step_size=0.3), x=x, y=y)
-    early = run(SearchConfig(budget=25, step_size=0.3, early_stop=True), x=x, y=y)
+    full = run(SearchConfig(start_noise=0, budget=25, step_size=0.3), x=x, y=y)
+    early = run(SearchConfig(start_noise=0, budget=25, step_size=0.3, early_stop=True), x=x, y=y)
     fooled = early.first_fooled > 0
     assert fooled.any()
     # with early stop the sample ends exactly at the first fooling step, with a wrong prediction
@@ -144,7 +144,7 @@ def test_non_finite_loss_names_the_samples():
             return Judgement(torch.ones(len(x), dtype=torch.bool), torch.ones(len(x)), y)
 
     with pytest.raises(NonFiniteError, match=r"non-finite loss for sample\(s\) \['b'\]"):
-        perturb(x, y, clf, SigmoidGenerator(), Yes(clf), SearchConfig(budget=2), ids=ids)
+        perturb(x, y, clf, SigmoidGenerator(), Yes(clf), SearchConfig(start_noise=0, budget=2), ids=ids)
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -155,3 +155,15 @@ def test_non_finite_loss_names_the_samples():
 def test_bad_search_settings_are_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         SearchConfig(**kw)
+
+
+def test_start_noise_touches_only_the_masked_dims():
+    mask = torch.zeros(3, 2, 2)
+    mask[1] = 1
+    x, y = batch(8)
+    clf = LinearClassifier(seed=0)
+    out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=2, start_noise=0.5),
+                  mask=mask, rng=torch.Generator().manual_seed(0))
+    dz = out.latents - out.start_latents
+    assert torch.equal(dz * (1 - mask), torch.zeros_like(dz))
+    assert (dz * mask).abs().sum() > 0
