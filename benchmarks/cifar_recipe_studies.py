@@ -29,7 +29,7 @@ from oracles.zoo import ZooOracle
 
 ROOT = Path(__file__).resolve().parents[1]
 A = ROOT.parent / "shared" / "assets"
-BUDGET = 50  # the paper preset (step 0.001, Adam); --budget changes it
+BUDGET, STEP = 50, 0.001  # the paper preset (Adam); --budget / --step change them
 CKPT = {20: "resnet20-12fca82f.th", 32: "resnet32-d509ac18.th", 56: "resnet56-4bfd9763.th"}
 
 
@@ -64,7 +64,7 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
     fit_set, eval_set = SubsetData(full, range(n, 2 * n), "fit"), SubsetData(full, range(n), "eval")
     clf, gen, orc = resnet(20), taef2(), zoo([32, 56])
     kw = dict(seed=seed, batch_size=50, progress=False)
-    evaluate(clf, fit_set, gen, orc, SearchConfig(budget=BUDGET), output_dir=out / "mask_fit", save_latents=True, **kw)
+    evaluate(clf, fit_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "mask_fit", save_latents=True, **kw)
     masks = {}
     for name, fit_kw in {"C=1": {"C": 1.0}, "paper-sparsity": {"C": None, "target_sparsity": 0.9845}}.items():
         t0 = time.perf_counter()
@@ -79,9 +79,9 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
     m = masks["paper-sparsity"]
     m.save(out / "style_mask.safetensors")
     plot_style_mask(m, out / "style_mask.png")
-    dense = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET), output_dir=out / "dense", **kw)
+    dense = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "dense", **kw)
     print("dense :", line(dense), flush=True)
-    masked = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET), output_dir=out / "masked", mask=m.as_tensor(),
+    masked = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "masked", mask=m.as_tensor(),
                       mask_id=m.sha256[:16], **kw)
     print("masked:", line(masked), flush=True)
     return {"dense": dense.to_dict(), "masked": masked.to_dict(),
@@ -94,7 +94,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
     snaps = {}
     for d in (20, 32, 56):
         others = [o for o in (20, 32, 56) if o != d]
-        r = evaluate(resnet(d), data(n), taef2(), zoo(others), SearchConfig(budget=BUDGET), seed=seed, batch_size=50,
+        r = evaluate(resnet(d), data(n), taef2(), zoo(others), SearchConfig(budget=BUDGET, step_size=STEP), seed=seed, batch_size=50,
                      output_dir=out / f"run_resnet{d}", save_images=True, progress=False)
         print(f"resnet{d} (oracle resnet{others[0]}+{others[1]}):", line(r), flush=True)
         snaps[f"resnet{d}"] = export_snapshot(out / f"run_resnet{d}", out / f"snapshot_resnet{d}", overwrite=True)
@@ -106,7 +106,7 @@ def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
     from genEval.compare import compare
 
     comp = compare({f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)}, data(n), taef2(), zoo([32, 56]),
-                   SearchConfig(budget=BUDGET), repetitions=reps, seeds=seed, out_dir=out, progress=False, batch_size=50)
+                   SearchConfig(budget=BUDGET, step_size=STEP), repetitions=reps, seeds=seed, out_dir=out, progress=False, batch_size=50)
     print(comp.summary(), flush=True)
     print(comp.markdown(), flush=True)
 
@@ -118,11 +118,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--budget", type=int, default=50)
+    ap.add_argument("--step", type=float, default=0.001)
     ap.add_argument("--only", nargs="*", default=["mask", "snapshots", "compare"])
     args = ap.parse_args()
     out = Path(args.out)
-    global BUDGET
-    BUDGET = args.budget
+    global BUDGET, STEP
+    BUDGET, STEP = args.budget, args.step
     if "mask" in args.only:
         res = study_mask(out / "mask", args.n, args.seed)
         (out / "mask" / "study.json").write_text(json.dumps(res, indent=2, default=str))
