@@ -19,11 +19,11 @@ import json
 import time
 from pathlib import Path
 
+from generators.taef2 import TAEF2Generator
 from genEval import evaluate
 from genEval.classifiers import cifar_resnet
 from genEval.data import CIFAR10_CLASSES, ImageFolderData, SubsetData
 from genEval.perturb import SearchConfig
-from generators.taef2 import TAEF2Generator
 from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle
 
@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 A = ROOT.parent / "shared" / "assets"
 BUDGET, STEP = 50, 0.001  # the paper preset (Adam); --budget / --step change them
 CKPT = {20: "resnet20-12fca82f.th", 32: "resnet32-d509ac18.th", 56: "resnet56-4bfd9763.th"}
+
+
+def search() -> SearchConfig:
+    return SearchConfig(budget=BUDGET, step_size=STEP)
 
 
 def resnet(d):
@@ -64,7 +68,7 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
     fit_set, eval_set = SubsetData(full, range(n, 2 * n), "fit"), SubsetData(full, range(n), "eval")
     clf, gen, orc = resnet(20), taef2(), zoo([32, 56])
     kw = dict(seed=seed, batch_size=50, progress=False)
-    evaluate(clf, fit_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "mask_fit", save_latents=True, **kw)
+    evaluate(clf, fit_set, gen, orc, search(), output_dir=out / "mask_fit", save_latents=True, **kw)
     masks = {}
     for name, fit_kw in {"C=1": {"C": 1.0}, "paper-sparsity": {"C": None, "target_sparsity": 0.9845}}.items():
         t0 = time.perf_counter()
@@ -79,9 +83,9 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
     m = masks["paper-sparsity"]
     m.save(out / "style_mask.safetensors")
     plot_style_mask(m, out / "style_mask.png")
-    dense = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "dense", **kw)
+    dense = evaluate(clf, eval_set, gen, orc, search(), output_dir=out / "dense", **kw)
     print("dense :", line(dense), flush=True)
-    masked = evaluate(clf, eval_set, gen, orc, SearchConfig(budget=BUDGET, step_size=STEP), output_dir=out / "masked", mask=m.as_tensor(),
+    masked = evaluate(clf, eval_set, gen, orc, search(), output_dir=out / "masked", mask=m.as_tensor(),
                       mask_id=m.sha256[:16], **kw)
     print("masked:", line(masked), flush=True)
     return {"dense": dense.to_dict(), "masked": masked.to_dict(),
@@ -94,7 +98,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
     snaps = {}
     for d in (20, 32, 56):
         others = [o for o in (20, 32, 56) if o != d]
-        r = evaluate(resnet(d), data(n), taef2(), zoo(others), SearchConfig(budget=BUDGET, step_size=STEP), seed=seed, batch_size=50,
+        r = evaluate(resnet(d), data(n), taef2(), zoo(others), search(), seed=seed, batch_size=50,
                      output_dir=out / f"run_resnet{d}", save_images=True, progress=False)
         print(f"resnet{d} (oracle resnet{others[0]}+{others[1]}):", line(r), flush=True)
         snaps[f"resnet{d}"] = export_snapshot(out / f"run_resnet{d}", out / f"snapshot_resnet{d}", overwrite=True)
@@ -106,7 +110,7 @@ def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
     from genEval.compare import compare
 
     comp = compare({f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)}, data(n), taef2(), zoo([32, 56]),
-                   SearchConfig(budget=BUDGET, step_size=STEP), repetitions=reps, seeds=seed, out_dir=out, progress=False, batch_size=50)
+                   search(), repetitions=reps, seeds=seed, out_dir=out, progress=False, batch_size=50)
     print(comp.summary(), flush=True)
     print(comp.markdown(), flush=True)
 

@@ -26,7 +26,8 @@ def run(cfg, oracle_seed=1, mask=None, x=None, y=None, clf=None):
 def test_oracle_equal_to_tested_model_gives_pa_100():
     x, y = batch(60)
     clf = LinearClassifier(seed=0)
-    out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(start_noise=0, budget=15, step_size=0.2))
+    cfg = SearchConfig(start_noise=0, budget=15, step_size=0.2)
+    out = perturb(x, y, clf, SigmoidGenerator(), ModelOracle(clf), cfg)
     assert out.validated.sum() > 0
     assert bool((out.final_pred[out.validated] == y[out.validated]).all())
 
