@@ -25,6 +25,7 @@ digits set and torchvision's CIFAR-10 pickles are held as arrays.
 
 from __future__ import annotations
 
+import abc
 import gzip
 import logging
 import os
@@ -76,7 +77,7 @@ def _to_channels(image: Tensor, channels: int | None) -> Tensor:
     raise ValueError(f"cannot convert an image with {image.shape[0]} channels to {channels} channels")
 
 
-class _ImageData:
+class _ImageData(abc.ABC):
     """Shared machinery: option checks, the round-robin ``limit`` subset, channel/size conversion.
 
     Subclasses set ``name``, ``class_names``, call :meth:`_select` with the labels of all samples, and
@@ -122,8 +123,9 @@ class _ImageData:
                              "order.")
         return names
 
+    @abc.abstractmethod
     def _read(self, index: int) -> tuple[Tensor, str]:
-        raise NotImplementedError
+        """Image (C, H, W) in [0, 1] and source id of raw sample ``index`` (before limit/order)."""
 
     def __len__(self) -> int:
         return len(self._indices)
