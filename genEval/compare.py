@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from genEval.metrics import per_class_table
+from genEval.metrics import format_estimate, per_class_table
 from genEval.stats import (
     METRIC_LABELS,
     METRICS,
@@ -358,11 +358,7 @@ def _fmt_signed(v: int | None) -> str:
 
 
 def _fmt_est(e: dict) -> str:
-    if e.get("value") is None:
-        return "undefined"
-    if e.get("low") is None or e.get("high") is None:
-        return f"{e['value']:.2f}"
-    return f"{e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}]"
+    return format_estimate(e)
 
 
 def _metric_entry(est: Any, per_rep: list[float | None]) -> dict:

@@ -39,11 +39,16 @@ class Estimate:
         return asdict(self)
 
     def fmt(self, digits: int = 2) -> str:
-        if self.value is None:
-            return f"undefined ({self.reason})"
-        if self.low is None or self.high is None:
-            return f"{self.value:.{digits}f}"
-        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+        return format_estimate(self.to_dict(), digits, with_reason=True)
+
+
+def format_estimate(e: dict, digits: int = 2, with_reason: bool = False) -> str:
+    """``"value [low, high]"`` for an estimate as a dict (results.json form); ``undefined`` without a value."""
+    if e.get("value") is None:
+        return f"undefined ({e.get('reason', '')})" if with_reason else "undefined"
+    if e.get("low") is None or e.get("high") is None:
+        return f"{e['value']:.{digits}f}"
+    return f"{e['value']:.{digits}f} [{e['low']:.{digits}f}, {e['high']:.{digits}f}]"
 
 
 def proportion(k: int, n: int, method: str = "wilson", level: float = 0.95, what: str = "") -> Estimate:

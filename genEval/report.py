@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from genEval.compare import Comparison, LoadedRun, load_runs, read_results, read_samples
+from genEval.metrics import format_estimate
 from genEval.stats import METRIC_LABELS, METRICS
 
 log = logging.getLogger(__name__)
@@ -540,11 +541,7 @@ def _table(head: list[str] | None, rows: list[list[Any]], left: int = 1) -> str:
 
 
 def _est(e: dict) -> str:
-    if e.get("value") is None:
-        return "undefined"
-    if e.get("low") is None or e.get("high") is None:
-        return f"{e['value']:.2f}"
-    return f"{e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}]"
+    return format_estimate(e)
 
 
 def _est_html(e: dict) -> _Html:
