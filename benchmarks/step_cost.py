@@ -66,7 +66,7 @@ def main() -> None:
 
     from hydra import compose, initialize_config_dir
 
-    from genEval.cli import CONF_DIR, build
+    from genEval.commands import CONF_DIR, build
     from genEval.driver import _collate, resolve_device
     from genEval.perturb import SearchConfig, perturb
 

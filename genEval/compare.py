@@ -35,7 +35,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from itertools import combinations
 from pathlib import Path
@@ -43,15 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from genEval.metrics import format_estimate, per_class_table
+from genEval.rundir import find_run_dirs, read_results, read_samples
 from genEval.stats import (
     METRIC_LABELS,
     METRICS,
     Outcomes,
     bootstrap_scores,
     fit_effective_robustness,
+    format_estimate,
     kendall_tau,
     metric_differences,
+    per_class_table,
     rank,
 )
 
@@ -77,45 +79,6 @@ class LoadedRun:
     @property
     def outcomes(self) -> Outcomes:
         return Outcomes.from_records(self.records)
-
-
-def read_samples(run_dir: str | Path) -> list[dict]:
-    """Per-sample records of a run (``samples.jsonl``)."""
-    p = Path(run_dir) / "samples.jsonl"
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
-            "(an interrupted run leaves samples.partial.jsonl and no results.json)."
-        )
-    with open(p, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def read_results(run_dir: str | Path) -> dict:
-    p = Path(run_dir) / "results.json"
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"'{run_dir}' has no results.json: not a finished genEval run directory. Pass run "
-            "directories (made by `geneval` or `geneval compare`) or a folder containing them."
-        )
-    return json.loads(p.read_text(encoding="utf-8"))
-
-
-def find_run_dirs(paths: Sequence[str | Path]) -> list[Path]:
-    """Expand paths: a run directory (has results.json) stays; any other directory is searched for runs."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw).expanduser()
-        if (p / "results.json").is_file():
-            out.append(p)
-        elif p.is_dir():
-            found = sorted(q.parent for q in p.rglob("results.json"))
-            if not found:
-                raise FileNotFoundError(f"no finished run (results.json) under '{p}'.")
-            out += found
-        else:
-            raise FileNotFoundError(f"run directory '{p}' does not exist.")
-    return out
 
 
 def _infer_identity(run_dir: Path, results: dict) -> tuple[str, int | None]:
@@ -612,7 +575,7 @@ def _stability(models: list[str], rows: dict[str, dict], diffs: list[dict]) -> d
 # ------------------------------------------------------------------------------------------ writing
 def write_comparison(comp: Comparison, out_dir: str | Path, report: bool = True) -> Path:
     """Write leaderboard.csv/.md, models/<name>.json, comparison.json (and report.html) into ``out_dir``."""
-    from genEval.results import atomic_write_bytes, atomic_write_json, ensure_writable_dir
+    from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 
     out = ensure_writable_dir(out_dir)
     comp.out_dir = str(out)
@@ -766,7 +729,7 @@ def compare(
                 f"baselines {sorted(unknown)} are not among the classifiers "
                 f"({', '.join(map(str, classifiers))})."
             )
-    search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
+    search = SearchConfig.coerce(search)
     out = Path(out_dir)
     evaluate_kwargs.setdefault("progress", False)
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -825,100 +788,3 @@ def compare(
         report=report,
         repetition_seeds=rep_seeds,
     )
-
-
-# ------------------------------------------------------------------------------------------ CLI
-def _classifier_entries(cfg: Any) -> dict[str, Callable[[], Any]]:
-    """``classifiers``: name -> config node with _target_, or name -> a conf/classifier file name."""
-    from omegaconf import DictConfig, OmegaConf, open_dict
-
-    from genEval.cli import CONF_DIR, build
-
-    node = cfg.get("classifiers")
-    if not isinstance(node, DictConfig) or len(node) == 0:
-        raise ValueError(
-            "geneval compare needs classifiers: a mapping name -> classifier config (with _target_) "
-            "or name -> a conf/classifier name, e.g. 'classifiers={a: digits_cnn, b: digits_mlp}'."
-        )
-    available = sorted(p.stem for p in (CONF_DIR / "classifier").glob("*.yaml"))
-    with open_dict(cfg):
-        for name in list(node.keys()):
-            v = node[name]
-            if isinstance(v, str):
-                if v not in available:
-                    raise ValueError(
-                        f"classifiers.{name}={v!r} is not a classifier config; available: "
-                        f"{', '.join(available)} (or give a mapping with _target_)."
-                    )
-                cfg.classifiers[name] = OmegaConf.load(CONF_DIR / "classifier" / f"{v}.yaml")
-            elif not isinstance(v, DictConfig) or "_target_" not in v:
-                raise ValueError(
-                    f"classifiers.{name} must be a config with _target_ or a conf/classifier name "
-                    f"({', '.join(available)}), got {v!r}."
-                )
-    return {
-        str(name): (lambda n=name: build(cfg.classifiers[n], f"classifier {n}")) for name in cfg.classifiers
-    }
-
-
-def _default_out_dir() -> str:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return HydraConfig.get().runtime.output_dir
-    except ValueError:  # not under @hydra.main (e.g. compose() in a notebook)
-        return str(Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S"))
-
-
-def run_compare(cfg: Any) -> Any:
-    """``geneval compare [overrides]`` (conf/compare.yaml): run and compare, or aggregate ``runs=[...]``."""
-    from omegaconf import OmegaConf
-
-    from genEval.cli import _user_errors, build
-    from genEval.perturb import SearchConfig
-
-    try:
-        out_dir = cfg.get("out_dir") or _default_out_dir()
-        baselines = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
-        common = dict(
-            out_dir=out_dir, baselines=baselines, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot)
-        )
-        if cfg.get("runs"):
-            runs = cfg.runs
-            runs = [str(runs)] if isinstance(runs, str) else [str(r) for r in runs]
-            comp = aggregate(runs, **common)
-        else:
-            entries = _classifier_entries(cfg)
-            search = SearchConfig(**OmegaConf.to_container(cfg.search, resolve=True))
-            data = build(cfg.data, "data")
-            generator = build(cfg.generator, "generator")
-            oracle = build(cfg.oracle, "oracle")
-            full = OmegaConf.to_container(cfg, resolve=True)
-            shared = {k: v for k, v in full.items() if k not in ("classifiers", "hydra")}
-            run_configs = {n: {**shared, "classifier": full["classifiers"][n]} for n in entries}
-            seeds = list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed")
-            comp = compare(
-                entries,
-                data,
-                generator,
-                oracle,
-                search,
-                repetitions=int(cfg.repetitions),
-                seeds=seeds,
-                progress=cfg.get("progress"),
-                run_configs=run_configs,
-                batch_size=int(cfg.batch_size),
-                device=str(cfg.device),
-                interval=str(cfg.interval),
-                grid_size=int(cfg.grid_size),
-                gap_warn_points=float(cfg.gap_warn_points),
-                num_workers=int(cfg.num_workers),
-                save_images=bool(cfg.save_images),
-                save_latents=bool(cfg.save_latents),
-                **common,
-            )
-    except _user_errors() as err:
-        print(f"geneval compare: error: {err}", file=sys.stderr)
-        sys.exit(2)
-    print(comp.summary())
-    return comp.out_dir

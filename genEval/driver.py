@@ -1,8 +1,8 @@
 """The driver: batching, seeding, checks, progress, writing (the loop itself is in ``perturb.py``).
 
 ``evaluate(classifier=..., data=..., generator=..., oracle=...)`` runs the paper's dynamic evaluation
-(Sec. 3) over a dataset and returns an :class:`~genEval.results.EvalResult`; with ``output_dir`` it also
-writes the run directory described in :mod:`genEval.results`. The CLI (``geneval``) calls this same
+(Sec. 3) over a dataset and returns an :class:`~genEval.rundir.EvalResult`; with ``output_dir`` it also
+writes the run directory described in :mod:`genEval.rundir`. The CLI (``geneval``) calls this same
 function, so notebook and command line give identical results for identical inputs and seeds.
 """
 
@@ -11,29 +11,39 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
+import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from genEval.data import SubsetData
+from genEval.fileio import atomic_write_json, ensure_writable_dir
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
-from genEval.metrics import compute_scores, per_class_table
 from genEval.perturb import SearchConfig, perturb
-from genEval.results import (
+from genEval.rundir import (
     EvalResult,
     SampleRecord,
     SampleWriter,
-    atomic_write_json,
-    ensure_writable_dir,
     environment,
     package_versions,
     save_grid,
     save_image_file,
     save_latent_file,
     to_uint8,
+)
+from genEval.stats import compute_scores, per_class_table
+from genEval.style_mask import (
+    AutoMask,
+    NoMask,
+    SparseMask,
+    StyleMask,
+    fit_mask_from_run,
+    plot_style_mask,
+    split_for_auto,
 )
 
 log = logging.getLogger(__name__)
@@ -84,7 +94,7 @@ def evaluate(
     batch_size: int = 64,
     device: str = "auto",
     output_dir: str | Path | None = None,
-    mask: torch.Tensor | None = None,
+    mask: torch.Tensor | StyleMask | NoMask | SparseMask | AutoMask | None = None,
     mask_id: str | None = None,
     progress: bool | None = None,
     interval: str = "wilson",
@@ -103,11 +113,26 @@ def evaluate(
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
     ``save_latents``: also write ``latents.safetensors`` (start and final latents of every sample, in
     sample order, with the source ids) so a style mask can be fitted from the run (paper 3.2.1).
+    ``mask``: a 0/1 tensor broadcastable to one latent, a fitted :class:`StyleMask`, or a ``mask`` config
+    object (:class:`NoMask`, :class:`SparseMask`, :class:`AutoMask`; paper 3.2.1).
     ``save_images``: also write ``images.safetensors`` (original and final image of every sample as uint8,
     in sample order) so the run can be exported as a static benchmark snapshot (paper App. O).
     """
+    if isinstance(mask, AutoMask):
+        return _evaluate_with_auto_mask(
+            mask, classifier, data, generator, oracle, search, seed=seed, output_dir=output_dir,
+            batch_size=batch_size, device=device, progress=progress, interval=interval, n_boot=n_boot,
+            grid_size=grid_size, gap_warn_points=gap_warn_points, num_workers=num_workers,
+            save_latents=save_latents, save_images=save_images, config=config)
+    if isinstance(mask, NoMask):
+        mask = None
+    elif isinstance(mask, SparseMask):
+        loaded = mask.load(generator, data)
+        mask, mask_id = loaded.as_tensor(), mask_id or f"{mask.path}#{loaded.sha256[:16]}"
+    elif isinstance(mask, StyleMask):
+        mask, mask_id = mask.as_tensor(), mask_id or f"mask#{mask.sha256[:16]}"
     t_start = time.perf_counter()
-    search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
+    search = SearchConfig.coerce(search)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     seed_drawn = seed is None
@@ -253,3 +278,28 @@ def evaluate(
             writer.finish()
         atomic_write_json(run_dir / "results.json", result.to_dict())  # written last: marks completion
     return result
+
+
+def _evaluate_with_auto_mask(auto: AutoMask, classifier, data, generator, oracle, search, *, seed: int | None,
+                             output_dir: str | Path | None, **evaluate_kwargs: Any) -> EvalResult:
+    """``mask=auto``: fit a style mask on a dense pass over ``auto.fit_fraction`` of the data, score the rest.
+
+    The fit samples are searched without a mask (budget ``auto.fit_budget`` or the search budget) into
+    ``<output_dir>/mask_fit`` with their latents saved; :func:`fit_mask_from_run` fits the mask (saved as
+    ``style_mask.safetensors`` with its plot ``style_mask.png``); the remaining samples are then scored with
+    it, so no scored image helped choose its own mask (paper 3.2.1: fit per dataset and generator).
+    """
+    search = SearchConfig.coerce(search)
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    fit_idx, eval_idx = split_for_auto(len(data), auto.fit_fraction, seed, getattr(data, "labels", None))
+    base = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="geneval-mask-"))
+    fit_search = replace(search, budget=search.budget if auto.fit_budget is None else int(auto.fit_budget))
+    log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx), len(eval_idx))
+    fit_kwargs = {k: v for k, v in evaluate_kwargs.items() if k not in ("config", "save_latents")}
+    evaluate(classifier, SubsetData(data, fit_idx, "mask-fit"), generator, oracle, fit_search, seed=seed,
+             output_dir=base / "mask_fit", save_latents=True, **fit_kwargs)
+    fitted = fit_mask_from_run(base / "mask_fit", dataset=getattr(data, "name", None), **auto.fit_kwargs())
+    fitted.save(base / "style_mask.safetensors")
+    plot_style_mask(fitted, base / "style_mask.png")
+    return evaluate(classifier, SubsetData(data, eval_idx, "mask-scored"), generator, oracle, search, seed=seed,
+                    output_dir=output_dir, mask=fitted, mask_id=f"auto:{fitted.sha256[:16]}", **evaluate_kwargs)

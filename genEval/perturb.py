@@ -20,7 +20,9 @@ Engineering choices (STYLE.md, "the loop lives in one place"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +68,21 @@ class SearchConfig:
             raise ValueError(f"unknown search.update={self.update!r}; choose one of {', '.join(UPDATE_RULES)} "
                              "(e.g. search.update=adam).")
         self.adam_betas = tuple(float(b) for b in self.adam_betas)  # type: ignore[assignment]
+
+    @classmethod
+    def coerce(cls, search: SearchConfig | Mapping[str, Any] | None) -> SearchConfig:
+        """The one way to get a SearchConfig: from itself, a mapping of its fields (a config node made
+        plain), or None (the paper preset). Unknown keys are named in the error."""
+        if search is None:
+            return cls()
+        if isinstance(search, cls):
+            return search
+        if not isinstance(search, Mapping):
+            raise ValueError(f"search must be a SearchConfig or a mapping of its fields, got {type(search).__name__}.")
+        unknown = sorted(set(search) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown search setting(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}.")
+        return cls(**search)
 
 
 @dataclass

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from genEval.compare import Comparison, LoadedRun, load_runs, read_results, read_samples
-from genEval.metrics import format_estimate
-from genEval.stats import METRIC_LABELS, METRICS
+from genEval.compare import Comparison, LoadedRun, load_runs
+from genEval.rundir import read_results, read_samples
+from genEval.stats import METRIC_LABELS, METRICS, format_estimate
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +468,7 @@ def _transfer(figs: _Figures, path: Path) -> str:
 def _images(figs: _Figures, m: ModelView, class_names: list[str], k: int) -> str | None:
     """Original / perturbed / amplified difference for up to ``k`` validated samples (fooled ones first)."""
     from genEval.interfaces import resize_images
-    from genEval.results import load_image_file
+    from genEval.rundir import load_image_file
 
     run = next((r for r in m.runs if (Path(r.run_dir) / "images.safetensors").is_file()), None)
     if run is None:
@@ -810,7 +810,7 @@ def write_report(
     ``path`` defaults to ``<input dir>/report.html``. ``transfer``: a transfer.csv (default: the one next
     to the input, when present).
     """
-    from genEval.results import atomic_write_bytes
+    from genEval.fileio import atomic_write_bytes
 
     if path is None:
         if isinstance(source, Comparison):
@@ -828,30 +828,6 @@ def write_report(
     return path
 
 
-def run_report(cfg: Any) -> Any:
-    """``geneval report input=<run dir or comparison dir> [out=<file>]`` (conf/report.yaml)."""
-    import sys
-
-    from omegaconf import OmegaConf
-
-    from genEval.cli import _user_errors
-
-    try:
-        if OmegaConf.is_missing(cfg, "input") or cfg.get("input") is None:
-            raise ValueError("geneval report needs input=<run directory or comparison directory>.")
-        path = write_report(
-            str(cfg.input),
-            cfg.get("out") or None,
-            grid_samples=int(cfg.get("grid_samples", 6)),
-            transfer=cfg.get("transfer") or None,
-        )
-    except _user_errors() as err:
-        print(f"geneval report: error: {err}", file=sys.stderr)
-        sys.exit(2)
-    print(f"report written to {path}")
-    return str(path)
-
-
 def expected_figures(html_text: str) -> int:
     """The figure count the report states in its ``geneval-figures`` meta tag."""
     import re
@@ -865,7 +841,6 @@ def expected_figures(html_text: str) -> int:
 __all__ = [
     "write_report",
     "render_report",
-    "run_report",
     "pa_by_budget",
     "read_transfer",
     "expected_figures",

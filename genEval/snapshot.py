@@ -46,8 +46,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from genEval.metrics import fmr_value, proportion
-from genEval.results import atomic_write_bytes, atomic_write_json, load_image_file, package_versions
+from genEval.fileio import atomic_write_bytes, atomic_write_json
+from genEval.rundir import load_image_file, package_versions
+from genEval.stats import fmr_value, proportion
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +277,7 @@ def _write_snapshot(
 
 
 def _write_latents(path: Path, latents: dict[str, Any]) -> None:
-    from genEval.results import save_latent_file
+    from genEval.rundir import save_latent_file
 
     final = latents["final"]
     save_latent_file(
@@ -365,7 +366,7 @@ def export_snapshot(
     components = dict(results.get("components", {}))
     latents = None
     if include_latents:
-        from genEval.results import load_latent_file
+        from genEval.rundir import load_latent_file
 
         lat = load_latent_file(run / "latents.safetensors")
         if list(lat["source_ids"]) != list(ids):
@@ -830,7 +831,7 @@ def score_snapshot(
 
 def format_score(result: dict[str, Any]) -> str:
     """The one-screen summary of :func:`score_snapshot`."""
-    from genEval.metrics import Estimate
+    from genEval.stats import Estimate
 
     pa, sa = Estimate(**result["pa"]), Estimate(**result["sa"])
     fmr = "undefined" if result["fmr"] is None else f"{result['fmr']:.2f}"

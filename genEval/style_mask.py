@@ -210,7 +210,7 @@ class StyleMask:
         atomically (temp file + rename). Returns the path."""
         from safetensors.torch import save
 
-        from genEval.results import atomic_write_bytes
+        from genEval.fileio import atomic_write_bytes
 
         p = Path(path).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -531,7 +531,7 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
     that moved are used; with ``search.start_noise > 0`` the start noise is part of every difference
     (``start`` is the noiseless ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
     """
-    from genEval.results import load_latent_file
+    from genEval.rundir import load_latent_file
 
     d = Path(run_dir).expanduser()
     if not d.is_dir():
@@ -616,7 +616,7 @@ def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    from genEval.results import atomic_write_bytes
+    from genEval.fileio import atomic_write_bytes
 
     m = mask.mask.numpy()
     if m.ndim == 1:
@@ -659,13 +659,63 @@ def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["MIN_SAMPLES", "SOLVERS", "StyleMask", "fit_mask_from_run", "fit_style_mask", "plot_style_mask",
-           "split_for_auto"]
+__all__ = ["MIN_SAMPLES", "SOLVERS", "AutoMask", "NoMask", "SparseMask", "StyleMask", "fit_mask_from_run",
+           "fit_style_mask", "plot_style_mask", "split_for_auto"]
 
 
 # --------------------------------------------------------------------------------------------------------
-# Using a mask in a run
+# The ``mask`` config group: what a run does about masks (conf/mask/*.yaml instantiate these)
 # --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoMask:
+    """``mask=none``: the search may move every latent dim (paper Algorithm 1 as written)."""
+
+    def describe(self) -> str:
+        return "none"
+
+
+@dataclass(frozen=True)
+class SparseMask:
+    """``mask=sparse mask.path=...``: move only the style dims of a mask fitted earlier."""
+
+    path: str
+
+    def load(self, generator: Any, data: Any) -> StyleMask:
+        """Load the mask and refuse it unless it was fitted for this generator and latent shape."""
+        m = StyleMask.load(self.path)
+        m.check_compatible(str(getattr(generator, "name", "")), latent_shape(generator, data),
+                           dataset=getattr(data, "name", None))
+        return m
+
+
+@dataclass(frozen=True)
+class AutoMask:
+    """``mask=auto``: fit a mask on a dense pass over ``fit_fraction`` of the data, score the rest with it.
+
+    ``fit_budget``: search budget of the dense pass (None = the search budget). The other fields go to
+    :func:`fit_style_mask`. The driver orchestrates the two passes (``genEval.driver.evaluate``).
+    """
+
+    fit_fraction: float = 0.2
+    fit_budget: int | None = None
+    C: float | None = 1.0
+    solver: str = "saga"
+    target_sparsity: float | None = None
+    target_score: float | None = None
+    test_fraction: float = 0.2
+    max_iter: int = 2000
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fit_fraction < 1:
+            raise ValueError(f"mask.fit_fraction must lie in (0, 1), e.g. 0.2, got {self.fit_fraction!r}.")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown mask.solver={self.solver!r}; choose one of {', '.join(SOLVERS)}.")
+
+    def fit_kwargs(self) -> dict[str, Any]:
+        return {"C": self.C, "solver": self.solver, "target_sparsity": self.target_sparsity,
+                "target_score": self.target_score, "test_fraction": self.test_fraction, "max_iter": self.max_iter}
+
+
 def latent_shape(generator, data) -> tuple[int, ...]:
     """Shape of one latent of ``generator`` for the images of ``data`` (encodes the first image)."""
     x = data[0][0][None]
@@ -673,49 +723,3 @@ def latent_shape(generator, data) -> tuple[int, ...]:
     with torch.no_grad():
         z = generator.encode(x.to(p.device) if p is not None else x)
     return tuple(z.shape[1:])
-
-
-def load_mask_for_run(path: str | Path, generator, data) -> StyleMask:
-    """Load a saved mask and refuse it unless it was fitted for this generator and latent shape."""
-    m = StyleMask.load(path)
-    m.check_compatible(str(getattr(generator, "name", "")), latent_shape(generator, data),
-                       dataset=getattr(data, "name", None))
-    return m
-
-
-def evaluate_with_auto_mask(classifier, data, generator, oracle, search, *, output_dir: str | Path | None,
-                            fit_fraction: float = 0.2, fit_budget: int | None = None,
-                            seed: int | None = None, fit_kwargs: dict[str, Any] | None = None,
-                            **evaluate_kwargs: Any):
-    """``mask=auto``: fit a style mask on a dense pass over ``fit_fraction`` of the data, score the rest.
-
-    The fit samples are searched without a mask (budget ``fit_budget`` or the search budget) into
-    ``<output_dir>/mask_fit`` with their latents saved; :func:`fit_mask_from_run` fits the mask (saved as
-    ``style_mask.safetensors`` with its plot ``style_mask.png``); the remaining samples are then scored with
-    it, so no scored image helped choose its own mask (paper 3.2.1: fit per dataset and generator).
-    """
-    import secrets
-    import tempfile
-    from dataclasses import replace
-
-    from genEval.data import SubsetData
-    from genEval.driver import evaluate
-    from genEval.perturb import SearchConfig
-
-    search = SearchConfig(**search) if isinstance(search, dict) else (search or SearchConfig())
-    seed = secrets.randbits(31) if seed is None else int(seed)
-    fit_idx, eval_idx = split_for_auto(len(data), fit_fraction, seed, getattr(data, "labels", None))
-    base = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="geneval-mask-"))
-    fit_dir = base / "mask_fit"
-    fit_search = replace(search, budget=search.budget if fit_budget is None else int(fit_budget))
-    log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx),
-             len(eval_idx))
-    evaluate(classifier, SubsetData(data, fit_idx, "mask-fit"), generator, oracle, fit_search, seed=seed,
-             output_dir=fit_dir, save_latents=True, **{k: v for k, v in evaluate_kwargs.items()
-                                                       if k not in ("config", "mask", "mask_id")})
-    mask = fit_mask_from_run(fit_dir, dataset=getattr(data, "name", None), **(fit_kwargs or {}))
-    mask.save(base / "style_mask.safetensors")
-    plot_style_mask(mask, base / "style_mask.png")
-    return evaluate(classifier, SubsetData(data, eval_idx, "mask-scored"), generator, oracle, search,
-                    seed=seed, output_dir=output_dir, mask=mask.as_tensor(),
-                    mask_id=f"auto:{mask.sha256[:16]}", **evaluate_kwargs)

@@ -11,7 +11,8 @@ import pytest
 import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
-from genEval.compare import Comparison, aggregate, compare, derive_seeds, run_compare
+from genEval.commands.compare import run_compare
+from genEval.compare import Comparison, aggregate, compare, derive_seeds
 from genEval.perturb import SearchConfig
 from genEval.stats import METRICS
 
@@ -224,7 +225,7 @@ def test_derive_seeds():
 def _compose(overrides):
     from hydra import compose, initialize_config_dir
 
-    from genEval.cli import CONF_DIR
+    from genEval.commands import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="compare", overrides=overrides)
@@ -233,9 +234,12 @@ def _compose(overrides):
 def test_compare_config_composes_with_the_three_digits_classifiers():
     from hydra.utils import get_method
 
+    from genEval.commands import classifier_nodes
+
     cfg = _compose([])
-    assert list(cfg.classifiers) == ["digits_cnn", "digits_mlp", "digits_wide_cnn"]
-    for node in cfg.classifiers.values():
+    nodes = classifier_nodes(cfg, "classifiers")
+    assert list(nodes) == ["digits_cnn", "digits_mlp", "digits_wide_cnn"]
+    for node in nodes.values():
         assert callable(get_method(node._target_))
     assert cfg.repetitions == 3 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
     assert cfg.generator._target_ and cfg.oracle._target_ and cfg.search.budget == 50
@@ -256,20 +260,18 @@ def test_cli_aggregates_runs_and_reports_user_errors(made, tmp_path, capsys):
     assert "geneval compare: error: run directory" in capsys.readouterr().err
 
     with pytest.raises(SystemExit):
-        run_compare(_compose(["~classifiers", "+classifiers={a: not_a_config}", f"out_dir={tmp_path / 'y'}"]))
+        run_compare(_compose(["classifiers={a: not_a_config}", f"out_dir={tmp_path / 'y'}"]))
     err = capsys.readouterr().err
-    assert (
-        "classifiers.a='not_a_config' is not a classifier config; available:" in err and "digits_cnn" in err
-    )
+    assert "unknown classifier config 'not_a_config' in classifiers; available:" in err and "digits_cnn" in err
 
 
 def test_classifier_entries_accept_conf_classifier_names():
-    from genEval.compare import _classifier_entries
+    from genEval.commands import classifier_nodes
 
-    cfg = _compose(["~classifiers", "+classifiers={r20: cifar_resnet20, cnn: digits_cnn}"])
-    entries = _classifier_entries(cfg)
-    assert list(entries) == ["r20", "cnn"]
-    assert (
-        cfg.classifiers.r20._target_ == "genEval.classifiers.cifar_resnet" and cfg.classifiers.r20.depth == 20
-    )
-    assert cfg.classifiers.r20.checkpoint.endswith("weights/cifar10-resnet/resnet20-12fca82f.th")  # ${assets}
+    cfg = _compose(["classifiers={r20: cifar_resnet20, cnn: digits_cnn}"])
+    nodes = classifier_nodes(cfg, "classifiers")
+    assert list(nodes) == ["r20", "cnn"]
+    assert nodes["r20"]._target_ == "genEval.classifiers.cifar_resnet" and nodes["r20"].depth == 20
+    as_list = classifier_nodes(_compose(["classifiers=[cifar_resnet20,cifar_resnet32]"]), "classifiers")
+    assert list(as_list) == ["cifar_resnet20", "cifar_resnet32"] and as_list["cifar_resnet32"].depth == 32
+    assert nodes["r20"].checkpoint.endswith("weights/cifar10-resnet/resnet20-12fca82f.th")  # ${assets}

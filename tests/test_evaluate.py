@@ -109,7 +109,7 @@ def test_interrupted_run_leaves_no_complete_looking_results(tmp_path):
 
 
 def test_saved_latents_round_trip(tmp_path):
-    from genEval.results import load_latent_file
+    from genEval.rundir import load_latent_file
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True,
                  **roles())
@@ -123,7 +123,7 @@ def test_saved_latents_round_trip(tmp_path):
 
 
 def test_saved_images_round_trip(tmp_path):
-    from genEval.results import load_image_file
+    from genEval.rundir import load_image_file
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True,
                  **roles())

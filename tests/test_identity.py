@@ -12,7 +12,7 @@ from generators.identity import IdentityGenerator, straight_through_clamp
 from genEval import evaluate
 from genEval.interfaces import Generator
 from genEval.perturb import SearchConfig
-from genEval.results import load_latent_file
+from genEval.rundir import load_latent_file
 
 
 def test_round_trip_is_exact_and_satisfies_the_protocol():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genEval.metrics import bootstrap_fmr, chance_corrected_fmr, compute_scores, fmr_value, proportion
+from genEval.stats import bootstrap_fmr, chance_corrected_fmr, compute_scores, fmr_value, proportion
 
 
 @pytest.mark.parametrize("sa,pa,fmr", [(76.26, 33.15, 43.47), (95.38, 52.34, 54.88), (99.09, 27.78, 28.04)])

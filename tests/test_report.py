@@ -12,6 +12,7 @@ import pytest
 import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
+from genEval.commands.report import run_report
 from genEval.compare import compare
 from genEval.perturb import SearchConfig
 from genEval.report import (
@@ -20,7 +21,6 @@ from genEval.report import (
     pa_by_budget,
     read_transfer,
     render_report,
-    run_report,
     write_report,
 )
 

@@ -23,11 +23,11 @@ from toys import ListDataset
 
 from genEval import evaluate
 from genEval import snapshot as snapmod
-from genEval.cli import CONF_DIR
+from genEval.commands import CONF_DIR
+from genEval.commands.snapshot import run_export, run_filter, run_score, run_transfer, run_verify
 from genEval.interfaces import Judgement
-from genEval.metrics import proportion
 from genEval.perturb import SearchConfig
-from genEval.results import load_image_file, load_latent_file
+from genEval.rundir import load_image_file, load_latent_file
 from genEval.snapshot import (
     SnapshotError,
     export_snapshot,
@@ -37,7 +37,7 @@ from genEval.snapshot import (
     transfer_matrix,
     verify_snapshot,
 )
-from genEval.snapshot_cli import run_export, run_filter, run_score, run_transfer, run_verify
+from genEval.stats import proportion
 
 CLASSES = ["cat", "dog", "originals"]  # a class named like the originals/ folder must not collide with it
 
@@ -506,8 +506,8 @@ def test_real_cifar_resnets_end_to_end(tmp_path):
     """Shared CIFAR-10 JPEGs and ResNets: originals score exactly like the run's clean predictions."""
     from conftest import asset
 
-    from genEval.cli import build
-    from genEval.snapshot_cli import build_classifiers
+    from genEval.commands import build
+    from genEval.commands.snapshot import build_classifiers
 
     asset("weights/cifar10-resnet/resnet56-4bfd9763.th")
     asset("cifar10/test-jpg")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genEval.metrics import proportion
 from genEval.stats import (
     Outcomes,
     bootstrap_scores,
@@ -16,6 +15,7 @@ from genEval.stats import (
     metric_differences,
     metric_from_sums,
     paired_difference,
+    proportion,
     rank,
 )
 

@@ -16,7 +16,7 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
 from genEval.perturb import SearchConfig
-from genEval.results import load_latent_file
+from genEval.rundir import load_latent_file
 from genEval.style_mask import (
     MIN_SAMPLES,
     StyleMask,
@@ -320,15 +320,23 @@ def test_split_for_auto_is_deterministic_disjoint_and_covers():
         split_for_auto(10, 0.2, seed=0, labels=[0, 1, 2])
 
 
-def test_mask_configs_name_real_parameters():
-    cfgs = {name: OmegaConf.load(ROOT / "conf" / "mask" / f"{name}.yaml")
-            for name in ("none", "sparse", "auto")}
-    assert cfgs["none"].mode == "none"
-    assert cfgs["sparse"].mode == "sparse" and OmegaConf.is_missing(cfgs["sparse"], "path")
-    auto = OmegaConf.to_container(cfgs["auto"])
-    assert auto["mode"] == "auto" and auto["fit_fraction"] == 0.2 and auto["fit_budget"] is None
-    assert auto["C"] == 1.0 and auto["solver"] == "saga" and auto["target_sparsity"] is None
+def test_mask_configs_instantiate_the_mask_settings():
+    from hydra.utils import instantiate
+
+    from genEval.style_mask import AutoMask, NoMask, SparseMask
+
+    cfgs = {name: OmegaConf.load(ROOT / "conf" / "mask" / f"{name}.yaml") for name in ("none", "sparse", "auto")}
+    assert isinstance(instantiate(cfgs["none"]), NoMask)
+    assert OmegaConf.is_missing(cfgs["sparse"], "path")
+    assert instantiate(cfgs["sparse"], path="m.safetensors") == SparseMask("m.safetensors")
+    auto = instantiate(cfgs["auto"])
+    assert isinstance(auto, AutoMask) and auto.fit_fraction == 0.2 and auto.fit_budget is None
     params = inspect.signature(fit_style_mask).parameters
-    fit_keys = {k: v for k, v in auto.items() if k not in ("mode", "fit_fraction", "fit_budget")}
+    fit_keys = auto.fit_kwargs()
     assert set(fit_keys) <= set(params)
     assert all(params[k].default == v for k, v in fit_keys.items())  # config defaults = library defaults
+    from genEval.commands import build
+
+    cfgs["auto"].fit_fraction = 1.5
+    with pytest.raises(ValueError, match=r"while building mask: mask.fit_fraction must lie in \(0, 1\)"):
+        build(cfgs["auto"], "mask")

@@ -1,4 +1,4 @@
-"""What a run writes, and how (STYLE.md "Results are data").
+"""The run directory: the one module that writes *and* reads it (STYLE.md "Results are data").
 
 A run directory holds:
 
@@ -18,13 +18,14 @@ import io
 import json
 import os
 import platform
-import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from genEval.metrics import Scores
+from genEval.fileio import atomic_write_bytes
+from genEval.stats import Scores
 
 SCHEMA_VERSION = 1
 PACKAGES = ("geneval", "torch", "torchvision", "hydra-core", "open_clip_torch", "timm", "diffusers",
@@ -119,35 +120,6 @@ class EvalResult:
         return "\n".join(lines)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, allow_nan=False, default=_json_default) + "\n").encode())
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    raise TypeError(f"cannot serialise {type(o).__name__} to JSON")
-
-
 def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -166,20 +138,6 @@ def environment(device: str) -> dict[str, Any]:
     if device.startswith("cuda") and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return env
-
-
-def ensure_writable_dir(path: str | Path) -> Path:
-    """Create ``path`` and prove it is writable, or raise a teaching error before any work is done."""
-    p = Path(path).expanduser()
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
-            pass
-    except OSError as err:
-        raise PermissionError(f"output directory '{p}' is not writable ({err.strerror}). "
-                              "Choose another with output_dir=/some/writable/path "
-                              "(CLI: hydra.run.dir=...).") from err
-    return p
 
 
 class SampleWriter:
@@ -296,3 +254,43 @@ def save_image_file(path: Path, images: dict[str, list], validated, source_ids: 
 def load_image_file(path: str | Path) -> dict[str, Any]:
     """Inverse of :func:`save_image_file`."""
     return _load_tensors(path, "save_images")
+
+
+# ------------------------------------------------------------------------------------------ reading
+def read_results(run_dir: str | Path) -> dict:
+    """``results.json`` of a finished run as a dict."""
+    p = Path(run_dir) / "results.json"
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"'{run_dir}' has no results.json: not a finished genEval run directory (an interrupted run "
+            "leaves samples.partial.jsonl and no results.json; rerun it to resume). Pass run directories "
+            "made by `geneval` or `geneval compare`, or a folder containing them.")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def read_samples(run_dir: str | Path) -> list[dict]:
+    """Per-sample records of a finished run (``samples.jsonl``), in the run's sample order."""
+    p = Path(run_dir) / "samples.jsonl"
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
+            "(an interrupted run leaves samples.partial.jsonl and no results.json).")
+    with open(p, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def find_run_dirs(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand paths: a run directory (has results.json) stays; any other directory is searched for runs."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if (p / "results.json").is_file():
+            out.append(p)
+        elif p.is_dir():
+            found = sorted(q.parent for q in p.rglob("results.json"))
+            if not found:
+                raise FileNotFoundError(f"no finished run (results.json) under '{p}'.")
+            out += found
+        else:
+            raise FileNotFoundError(f"run directory '{p}' does not exist.")
+    return out

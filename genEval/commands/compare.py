@@ -1,0 +1,42 @@
+"""``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from genEval.commands import (
+    build,
+    classifier_factories,
+    classifier_nodes,
+    command,
+    hydra_output_dir,
+    plain,
+)
+from genEval.compare import aggregate, compare
+from genEval.perturb import SearchConfig
+
+
+@command("compare", config="compare")
+def run_compare(cfg: DictConfig) -> str:
+    out_dir = cfg.get("out_dir") or str(hydra_output_dir())
+    baselines = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
+    common = dict(out_dir=out_dir, baselines=baselines, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot))
+    if cfg.get("runs"):
+        runs = cfg.runs
+        comp = aggregate([str(runs)] if isinstance(runs, str) else [str(r) for r in runs], **common)
+    else:
+        nodes = classifier_nodes(cfg, "classifiers")
+        full = plain(cfg)
+        shared = {k: v for k, v in full.items() if k not in ("classifiers", "hydra")}
+        run_configs = {name: {**shared, "classifier": plain(node)} for name, node in nodes.items()}
+        comp = compare(
+            classifier_factories(nodes, "classifiers"), build(cfg.data, "data"), build(cfg.generator, "generator"),
+            build(cfg.oracle, "oracle"), SearchConfig.coerce(plain(cfg.search)),
+            repetitions=int(cfg.repetitions),
+            seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
+            progress=cfg.get("progress"), run_configs=run_configs, batch_size=int(cfg.batch_size),
+            device=str(cfg.device), interval=str(cfg.interval), grid_size=int(cfg.grid_size),
+            gap_warn_points=float(cfg.gap_warn_points), num_workers=int(cfg.num_workers),
+            save_images=bool(cfg.save_images), save_latents=bool(cfg.save_latents), **common)
+    print(comp.summary())
+    return comp.out_dir

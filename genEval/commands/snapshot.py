@@ -1,0 +1,158 @@
+"""``geneval export|verify|score|transfer|filter``: the snapshot commands (genEval/snapshot.py).
+
+Each ``run_*`` takes the config composed from ``conf/<command>.yaml`` and prints a summary; ``verify`` exits
+1 when the snapshot does not match its manifest. Classifier lists (``targets``, ``surrogates``) name files of
+``conf/classifier/`` or give inline classifier config nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, require
+from genEval.fileio import atomic_write_json
+from genEval.snapshot import (
+    export_snapshot,
+    filter_snapshots,
+    format_score,
+    format_transfer,
+    load_snapshot,
+    score_snapshot,
+    transfer_matrix,
+    verify_snapshot,
+)
+
+
+def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
+    return {name: make() for name, make in classifier_factories(classifier_nodes(cfg, key), key).items()}
+
+
+@command("export", config="export")
+def run_export(cfg: DictConfig) -> Any:
+    """``geneval export run=<run dir> [out=...] [format=imagefolder|webdataset]``."""
+    run = Path(require(cfg, "run", "export", "run=outputs/2024-01-01/12-00-00"))
+    out = cfg.get("out") or run / ("snapshot" if cfg.format == "imagefolder" else f"snapshot-{cfg.format}")
+    path = export_snapshot(
+        run,
+        out,
+        format=cfg.format,
+        overwrite=cfg.overwrite,
+        include_latents=cfg.include_latents,
+        shard_size=cfg.shard_size,
+    )
+    snap = load_snapshot(path, lazy=True, verify=False)
+    m = snap.manifest
+    print(
+        f"snapshot: {len(snap)} validated samples of {m['counts']['run_samples']} "
+        f"from {run} ({m['format']})\n"
+        f"  written to {path}\n  tested model: {', '.join(m['tested_models'])}\n"
+        f"  check it:  geneval verify snapshot={path}\n  score it:  geneval score snapshot={path} classifier=<name>"
+    )
+    return str(path)
+
+
+@command("verify", config="verify")
+def run_verify(cfg: DictConfig) -> Any:
+    """``geneval verify snapshot=<snapshot>``: exit 0 when every file and count matches the manifest, else 1."""
+    report = verify_snapshot(require(cfg, "snapshot", "verify", "snapshot=outputs/.../snapshot"))
+    print(report.summary(limit=cfg.get("limit", 20)))
+    if not report.ok:
+        print(
+            f"geneval verify: snapshot {report.path} does not match its manifest; export it again.",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    return report.ok
+
+
+@command("score", config="score")
+def run_score(cfg: DictConfig) -> Any:
+    """``geneval score snapshot=<snapshot> classifier=<name>``: accuracy on the perturbed images and originals."""
+    path = require(cfg, "snapshot", "score", "snapshot=outputs/.../snapshot classifier=cifar_resnet32")
+    classifier = build(cfg.classifier, "classifier")
+    result = score_snapshot(path, classifier, batch_size=cfg.batch_size, device=cfg.device, interval=cfg.interval)
+    out = Path(cfg.out) if cfg.get("out") else (d / "score.json" if (d := hydra_output_dir()) else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out, {**result, "config": OmegaConf.to_container(cfg, resolve=True)})
+    print(format_score(result) + (f"\n  written to {out}" if out else ""))
+    return {"pa": result["pa"]["value"], "sa": result["sa"]["value"], "fmr": result["fmr"]}
+
+
+def _snapshot_map(spec: Any) -> dict[str, str]:
+    if isinstance(spec, DictConfig):
+        return {str(k): str(v) for k, v in spec.items()}
+    paths = [str(p) for p in spec]
+    names = [Path(p).name for p in paths]
+    if len(set(names)) != len(names):
+        names = paths  # directory names collide: use the full paths as names
+    return dict(zip(names, paths, strict=True))
+
+
+@command("transfer", config="transfer")
+def run_transfer(cfg: DictConfig) -> Any:
+    """``geneval transfer snapshots='{r20: <dir>}' targets=[cifar_resnet20,...]`` (paper Table 6)."""
+    snaps = _snapshot_map(
+        require(
+            cfg,
+            "snapshots",
+            "transfer",
+            "snapshots='{cifar_resnet20: outputs/.../snapshot}' targets=[cifar_resnet20,cifar_resnet32]",
+        )
+    )
+    classifiers = build_classifiers(cfg, "targets")
+    out = Path(cfg.out) if cfg.get("out") else ((hydra_output_dir() or Path(".")) / "transfer.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = transfer_matrix(
+        snaps,
+        classifiers,
+        out_csv=out,
+        batch_size=cfg.batch_size,
+        device=cfg.device,
+        interval=cfg.interval,
+        skip_filtering_models=cfg.skip_filtering_models,
+    )
+    print(format_transfer(rows) + f"\nwritten to {out}")
+    return json.loads(json.dumps(rows))
+
+
+@command("filter", config="filter")
+def run_filter(cfg: DictConfig) -> Any:
+    """``geneval filter snapshots=[<dir>,...] surrogates=[...] out=<dir>`` (ImageNet-A style filtration)."""
+    srcs = require(
+        cfg,
+        "snapshots",
+        "filter",
+        "snapshots=[outputs/.../snapshot] surrogates=[cifar_resnet20,cifar_resnet32] out=outputs/hard",
+    )
+    srcs = [str(srcs)] if isinstance(srcs, str) else [str(s) for s in srcs]
+    out = require(cfg, "out", "filter", "snapshots=[outputs/.../snapshot] out=outputs/hard")
+    surrogates = build_classifiers(cfg, "surrogates")
+    path = filter_snapshots(
+        srcs,
+        surrogates,
+        out,
+        min_fooled=cfg.min_fooled,
+        max_true_conf=cfg.max_true_conf,
+        max_per_pair=cfg.max_per_pair,
+        overwrite=cfg.overwrite,
+        batch_size=cfg.batch_size,
+        device=cfg.device,
+        format=cfg.format,
+        shard_size=cfg.shard_size,
+    )
+    snap = load_snapshot(path, lazy=True, verify=False)
+    c = snap.manifest["counts"]
+    print(
+        f"filtered {c['candidates']} samples from {len(srcs)} snapshot(s) with {', '.join(surrogates)}:\n"
+        f"  {c['fooled_enough']} fool >= {snap.manifest['filter']['min_fooled']} surrogates, "
+        f"{c['below_max_true_conf']} below max_true_conf, {c['samples']} kept after the per-pair cap\n"
+        f"  written to {path}\n  report transfer on models NOT in filtered_with: "
+        f"geneval transfer snapshots='{{hard: {path}}}' targets=[...]"
+    )
+    return str(path)
