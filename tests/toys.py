@@ -70,3 +70,28 @@ def toy_data(n: int = 40, seed: int = 0, classes: int = 3) -> ListDataset:
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(n, 3, 2, 2, generator=g)
     return ListDataset(x, [i % classes for i in range(n)], [f"c{i}" for i in range(classes)])
+
+
+class AcceptAllOracle:
+    """Accepts every image (predicts the label itself); isolates the classifier and generator in a test."""
+
+    name = "accept-all"
+
+    def prepare(self, class_names):
+        pass
+
+    def judge(self, x, y):
+        return Judgement(torch.ones(len(y), dtype=torch.bool), torch.ones(len(y)), y.clone())
+
+
+class ConstantGenerator(nn.Module):
+    """A generator that loses everything: D(z) = 0.5 everywhere (differentiable, zero gradient)."""
+
+    name = "constant"
+    downsample = 1
+
+    def encode(self, x):
+        return torch.logit(x.clamp(1e-4, 1 - 1e-4))
+
+    def decode(self, z):
+        return torch.sigmoid(z) * 0 + 0.5
