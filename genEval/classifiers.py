@@ -44,6 +44,8 @@ from genEval.checkpoints import (
     load_state_dict_into,
     require_file,
 )
+from genEval.cifar_resnet import CifarResNet
+from genEval.data import DigitsData
 from genEval.interfaces import resize_images
 
 log = logging.getLogger(__name__)
@@ -174,7 +176,6 @@ def cifar_resnet(depth: int = 20, checkpoint: str | Path | None = None, num_clas
     ``checkpoint``: a state dict (akamaster's ``{'state_dict', 'best_prec1'}`` with ``module.`` prefixes
     works as is); ``None`` leaves the network randomly initialised (logged as a warning).
     """
-    from genEval.cifar_resnet import CifarResNet
 
     net = CifarResNet(int(depth), num_classes=int(num_classes))
     if checkpoint is not None:
@@ -336,7 +337,6 @@ def _digits_net(arch: str, image_size: int) -> nn.Module:
 
 def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image_size: int) -> float:
     """Train ``clf.model`` in place on the digits train split (Adam, one-cycle LR); return test accuracy."""
-    from genEval.data import DigitsData
 
     train = DigitsData(split="train", image_size=image_size, channels=1)
     test = DigitsData(split="test", image_size=image_size, channels=1)

@@ -15,6 +15,7 @@ from genEval.commands import CONF_DIR, REGISTRY
 from genEval.commands import compare as _compare  # noqa: F401  (each import registers its commands)
 from genEval.commands import evaluate as _evaluate  # noqa: F401
 from genEval.commands import mask as _mask  # noqa: F401
+from genEval.commands import merge as _merge  # noqa: F401
 from genEval.commands import report as _report  # noqa: F401
 from genEval.commands import snapshot as _snapshot  # noqa: F401
 from genEval.commands import train as _train  # noqa: F401

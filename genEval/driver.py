@@ -1,41 +1,53 @@
-"""The driver: batching, seeding, checks, progress, writing (the loop itself is in ``perturb.py``).
+"""The driver: sources, seeding, checks, progress, writing and resuming (the loop itself is in ``perturb.py``).
 
 ``evaluate(classifier=..., data=..., generator=..., oracle=...)`` runs the paper's dynamic evaluation
 (Sec. 3) over a dataset and returns an :class:`~genEval.rundir.EvalResult`; with ``output_dir`` it also
 writes the run directory described in :mod:`genEval.rundir`. The CLI (``geneval``) calls this same
 function, so notebook and command line give identical results for identical inputs and seeds.
+
+Scale-out and crash safety (all exact, not approximate):
+
+* Every random draw of a sample is seeded from ``(run seed, source id)`` (:func:`sample_seed`), never from
+  its batch, so ``batch_size`` and sharding change no decision.
+* ``shard=Shard(i, n)`` evaluates the sources at positions ``i, i+n, i+2n, ...`` of the data set (whole
+  source images; with ``data.limit`` the positions of the class-balanced order, so every shard is balanced
+  too). ``genEval.merge`` combines the shards into the run an unsharded evaluation would have written.
+* A rerun on a directory holding an unfinished run of the same identity resumes it: recorded samples are
+  not recomputed, and the final files equal those of an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import logging
 import secrets
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from genEval.data import SubsetData
-from genEval.fileio import atomic_write_json, ensure_writable_dir
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
-from genEval.perturb import SearchConfig, perturb
+from genEval.perturb import Outcome, Sample, SearchConfig, perturb
 from genEval.rundir import (
+    RUN,
     EvalResult,
+    RunWriter,
     SampleRecord,
-    SampleWriter,
     environment,
     package_versions,
+    read_run_identity,
     save_grid,
-    save_image_file,
-    save_latent_file,
-    to_uint8,
 )
-from genEval.stats import compute_scores, per_class_table
+from genEval.stats import INTERVALS, compute_scores, per_class_table
 from genEval.style_mask import (
     AutoMask,
     NoMask,
@@ -48,10 +60,40 @@ from genEval.style_mask import (
 
 log = logging.getLogger(__name__)
 
+#: Settings that change how fast a run goes, never what it finds: they may differ when a run is resumed.
+EXECUTION_KEYS = ("batch_size", "num_workers", "device", "progress", "log_interval", "hydra", "grid_size",
+                  "compile", "channels_last", "shard")
 
-def resolve_device(device: str) -> torch.device:
+
+@dataclass(frozen=True)
+class Shard:
+    """Part ``index`` of ``count`` of a data set: the sources at positions ``index, index + count, ...``."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("index", "count"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"shard.{key} must be a whole number, got {v!r}.")
+        if self.count < 1:
+            raise ValueError(f"shard.count must be >= 1, got {self.count}; use shard.count=1 for no sharding.")
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"shard.index={self.index} must lie in 0..{self.count - 1} (shard.count={self.count}); "
+                             "shards are numbered from 0.")
+
+    def positions(self, n: int) -> list[int]:
+        return list(range(self.index, n, self.count))
+
+    @property
+    def name(self) -> str:
+        return f"shard-{self.index}-of-{self.count}"
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
     """``auto`` -> CUDA when available, else CPU; anything else must be a valid torch device."""
-    if device == "auto":
+    if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(device)
@@ -62,14 +104,14 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-def batch_seed(seed: int, index: int) -> int:
-    """Independent, reproducible seed for batch ``index`` of a run seeded with ``seed``."""
-    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+def sample_seed(seed: int, source_id: str) -> int:
+    """The seed of every random draw of one sample: a function of the run seed and the source id only."""
+    key = int.from_bytes(hashlib.sha256(source_id.encode()).digest()[:8], "little")
+    return int(np.random.SeedSequence([int(seed), key]).generate_state(1)[0])
 
 
-def _collate(items: list[tuple[torch.Tensor, int, str]]):
-    xs, ys, ids = zip(*items)
-    return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids)
+def _component_id(obj: Any) -> str:
+    return str(getattr(obj, "name", None) or type(obj).__name__)
 
 
 def _describe(obj: Any) -> str:
@@ -79,8 +121,10 @@ def _describe(obj: Any) -> str:
     return repr(obj)
 
 
-def _component_id(obj: Any) -> str:
-    return str(getattr(obj, "name", None) or type(obj).__name__)
+def _source_ids(data: ImageDataset, positions: Sequence[int]) -> list[str] | None:
+    """Source ids without reading images, when the data set can tell them (``source_id(i)``)."""
+    get = getattr(data, "source_id", None)
+    return [get(i) for i in positions] if callable(get) else None
 
 
 def evaluate(
@@ -97,6 +141,7 @@ def evaluate(
     mask: torch.Tensor | StyleMask | NoMask | SparseMask | AutoMask | None = None,
     mask_id: str | None = None,
     progress: bool | None = None,
+    log_interval: float = 30.0,
     interval: str = "wilson",
     n_boot: int = 1000,
     grid_size: int = 8,
@@ -104,143 +149,204 @@ def evaluate(
     num_workers: int = 0,
     save_latents: bool = False,
     save_images: bool = False,
+    shard: Shard | None = None,
+    reference: str | None = None,
     config: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
 
-    ``seed=None`` draws a fresh seed (a dynamic benchmark: new samples every run) and records it;
-    the same seed gives identical scores. ``progress=None`` shows a bar only on a terminal.
+    ``seed=None`` draws a fresh seed (a dynamic benchmark: new samples every run) and records it (a resumed
+    run keeps the seed it started with); the same seed gives identical scores however the work is batched
+    or sharded. ``progress=None`` shows a bar on a terminal, else a log line every ``log_interval`` seconds.
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
-    ``save_latents``: also write ``latents.safetensors`` (start and final latents of every sample, in
-    sample order, with the source ids) so a style mask can be fitted from the run (paper 3.2.1).
     ``mask``: a 0/1 tensor broadcastable to one latent, a fitted :class:`StyleMask`, or a ``mask`` config
     object (:class:`NoMask`, :class:`SparseMask`, :class:`AutoMask`; paper 3.2.1).
-    ``save_images``: also write ``images.safetensors`` (original and final image of every sample as uint8,
-    in sample order) so the run can be exported as a static benchmark snapshot (paper App. O).
+    ``save_latents`` / ``save_images``: stream E(x) and the final latent / the uint8 original and perturbed
+    image of every sample to the run directory (for ``fit-mask`` / ``export``).
+    ``shard``: evaluate only part of the sources (see :class:`Shard`); ``reference``: the class the oracle
+    must keep seeing, the true ``label`` or its own verdict on the clean image (``clean_prediction``);
+    None takes the oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``.
     """
     if isinstance(mask, AutoMask):
         return _evaluate_with_auto_mask(
             mask, classifier, data, generator, oracle, search, seed=seed, output_dir=output_dir,
-            batch_size=batch_size, device=device, progress=progress, interval=interval, n_boot=n_boot,
-            grid_size=grid_size, gap_warn_points=gap_warn_points, num_workers=num_workers,
-            save_latents=save_latents, save_images=save_images, config=config)
-    if isinstance(mask, NoMask):
-        mask = None
-    elif isinstance(mask, SparseMask):
-        loaded = mask.load(generator, data)
-        mask, mask_id = loaded.as_tensor(), mask_id or f"{mask.path}#{loaded.sha256[:16]}"
-    elif isinstance(mask, StyleMask):
-        mask, mask_id = mask.as_tensor(), mask_id or f"mask#{mask.sha256[:16]}"
+            batch_size=batch_size, device=device, progress=progress, log_interval=log_interval, interval=interval,
+            n_boot=n_boot, grid_size=grid_size, gap_warn_points=gap_warn_points, num_workers=num_workers,
+            save_latents=save_latents, save_images=save_images, shard=shard, reference=reference, config=config)
+    mask, mask_id = _resolve_mask(mask, mask_id, generator, data)
+    reference = reference or getattr(oracle, "reference", None) or "label"
     t_start = time.perf_counter()
     search = SearchConfig.coerce(search)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    seed_drawn = seed is None
-    seed = secrets.randbits(31) if seed is None else int(seed)
+    shard = shard or Shard()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
+    if interval not in INTERVALS:
+        raise ValueError(f"unknown interval {interval!r}; choose one of {', '.join(INTERVALS)}.")
     dev = resolve_device(device)
     class_names = list(data.class_names)
-    num_classes = len(class_names)
     if len(data) == 0:
         raise ValueError(f"dataset {getattr(data, 'name', data)!r} is empty; point data at a folder with images "
                          "or raise data.limit.")
-    run_dir = ensure_writable_dir(output_dir) if output_dir is not None else None
-
-    torch.manual_seed(seed)
-    for m in (classifier, generator, oracle):
-        if isinstance(m, torch.nn.Module):
-            m.to(dev).eval()
-    oracle.prepare(class_names)
+    positions = shard.positions(len(data))
     components = {"classifier": _component_id(classifier), "generator": _component_id(generator),
                   "oracle": _component_id(oracle), "data": _component_id(data),
                   "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}")}
-    log.info("genEval seed=%d device=%s n=%d search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed, dev,
-             len(data), search, *(_describe(m) for m in (classifier, generator, oracle)))
-
-    loader = torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                                         collate_fn=_collate)
-    show = sys.stderr.isatty() if progress is None else progress
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(data), desc="genEval", unit="img", disable=not show, dynamic_ncols=True)
-    writer: SampleWriter | None = None
-    cols: dict[str, list] = {k: [] for k in ("label", "clean", "recon", "start_ok", "valid", "final", "rej", "id")}
-    grid_orig: list[torch.Tensor] = []
-    grid_pert: list[torch.Tensor] = []
-    t_loop = 0.0
-    all_records: list[SampleRecord] = []
-    latents: dict[str, list[torch.Tensor]] = {"start": [], "final": []}
-    images: dict[str, list[torch.Tensor]] = {"original": [], "perturbed": []}
+    run_config = config if config is not None else {
+        "search": asdict(search), "interval": interval, "n_boot": n_boot, "gap_warn_points": gap_warn_points,
+        "save_latents": save_latents, "save_images": save_images, "reference": reference}
+    seed_drawn = seed is None
+    if seed is None:
+        seed = _recorded_seed(output_dir) or secrets.randbits(31)
+    seed = int(seed)
+    identity = _identity(run_config, components, seed, data, positions, shard)
+    for m in (classifier, generator, oracle):
+        if isinstance(m, torch.nn.Module):
+            m.to(dev).eval().requires_grad_(False)
+    oracle.prepare(class_names)
+    _check_classifier(classifier, data, positions[0], len(class_names), dev)  # before anything is written
+    log.info("genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed,
+             dev, len(positions), shard.name, search, *(_describe(m) for m in (classifier, generator, oracle)))
+    writer = None
+    if output_dir is not None:
+        writer = RunWriter.open(Path(output_dir), identity, save_latents=save_latents, save_images=save_images,
+                                generator=components["generator"], flush_every=batch_size)
     try:
-        for bi, (x, y, ids) in enumerate(loader):
-            check_images(x, f"data {components['data']} (samples {ids[0]}..{ids[-1]})")
-            bad = (y < 0) | (y >= num_classes)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0])
-                raise ValueError(f"label {int(y[i])} of sample {ids[i]} is outside the class list "
-                                 f"(0..{num_classes - 1}: {class_names}). Fix data.class_names.")
-            x, y = x.to(dev), y.to(dev)
-            if bi == 0:
-                with torch.no_grad():
-                    out_dim = classifier(x[:1]).shape[-1]
-                if out_dim != num_classes:
-                    raise ValueError(
-                        f"classifier returned {out_dim} logits but the dataset has {num_classes} classes "
-                        f"({components['data']}). Set classifier num_classes or data.class_names to match.")
-            rng = torch.Generator().manual_seed(batch_seed(seed, bi))
-            t0 = time.perf_counter()
-            out = perturb(x, y, classifier, generator, oracle, search, mask=mask, rng=rng, ids=ids)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            t_loop += time.perf_counter() - t0
-            yc = y.cpu()
-            records = [SampleRecord(
-                source_id=ids[i], label=int(yc[i]), clean_pred=int(out.clean_pred[i]),
-                recon_pred=int(out.recon_pred[i]), start_ok=bool(out.start_ok[i]),
-                validated=bool(out.validated[i]), accepted_steps=int(out.final_step[i]),
-                rejected_at=int(out.rejected_at[i]), first_fooled=int(out.first_fooled[i]),
-                final_pred=int(out.final_pred[i]), oracle_start_pred=int(out.oracle_start_pred[i]),
-                oracle_score=float(out.oracle_score[i]), latent_dist=float(out.latent_dist[i]),
-                image_dist=float(out.image_dist[i]), image_linf=float(out.image_linf[i]),
-            ) for i in range(len(ids))]
-            all_records += records
-            if save_latents:
-                latents["start"].append(out.start_latents.float())
-                latents["final"].append(out.latents.float())
-            if save_images:
-                images["original"].append(to_uint8(x.cpu()))
-                images["perturbed"].append(to_uint8(out.images))
-            if run_dir is not None:
-                writer = writer or SampleWriter(run_dir)
-                writer.write(records)
-            cols["label"] += yc.tolist()
-            cols["clean"] += (out.clean_pred == yc).tolist()
-            cols["recon"] += (out.recon_pred == yc).tolist()
-            cols["start_ok"] += out.start_ok.tolist()
-            cols["valid"] += out.validated.tolist()
-            cols["final"] += (out.final_pred == yc).tolist()
-            cols["rej"] += (out.rejected_at > 0).tolist()
-            cols["id"] += ids
-            need = grid_size - sum(len(g) for g in grid_orig)
-            if need > 0:
-                pick = out.validated.nonzero().flatten()[:need]
-                grid_orig.append(x[pick.to(dev)].cpu())
-                grid_pert.append(out.images[pick])
-            bar.update(len(ids))
-            bar.set_postfix(validated=sum(cols["valid"]), fooled=sum(v and not f for v, f in
-                                                                     zip(cols["valid"], cols["final"])))
+        done = {r.index for r in writer.done} if writer else set()
+        todo = [i for i in positions if i not in done]
+        grid: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        local: list[SampleRecord] = []
+        bar = _Progress(len(positions), len(done), shard, progress, log_interval)
+        t_loop = time.perf_counter()
+        samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names)
+        for out in perturb(samples, classifier, generator, oracle, search, batch_size=batch_size, mask=mask,
+                           device=dev, reference=reference):
+            record = _record(out)
+            if writer is not None:
+                writer.add(record, out)
+            else:
+                local.append(record)
+            if out.validated and grid_size > 0:
+                item = (-out.index, out.original, out.image)
+                (heapq.heappush if len(grid) < grid_size else heapq.heappushpop)(grid, item)
+            bar.update(out)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        loop_s = time.perf_counter() - t_loop
+        bar.close()
+        if writer is not None:
+            writer.flush()
+        records = sorted(writer.done if writer else local, key=lambda r: r.index)
+        result = summarize(records, class_names, seed=seed, seed_drawn=seed_drawn, interval=interval, n_boot=n_boot,
+                           gap_warn_points=gap_warn_points, components=components, config=run_config,
+                           device=str(dev), run_dir=None if writer is None else str(writer.dir),
+                           timings={"total_s": time.perf_counter() - t_start, "loop_s": loop_s,
+                                    "per_sample_s": loop_s / max(1, len(todo)), "samples_computed": len(todo)},
+                           shard=shard, identity=identity)
+        if writer is not None:
+            if grid:
+                grid.sort(key=lambda g: -g[0])
+                save_grid(writer.dir / "grid.png", torch.stack([g[1] for g in grid]),
+                          torch.stack([g[2] for g in grid]), nrow=grid_size)
+            writer.finish(records, result.to_dict())
     except BaseException:
         if writer is not None:
-            writer.abort()  # samples.partial.jsonl stays, named as incomplete; no results.json is written
+            writer.close()  # what was flushed stays (samples.partial.jsonl); a rerun resumes it
         raise
-    finally:
-        bar.close()
+    for w in result.warnings:
+        log.warning(w)
+    return result
 
-    scores = compute_scores(np.array(cols["clean"]), np.array(cols["recon"]), np.array(cols["start_ok"]),
-                            np.array(cols["valid"]), np.array(cols["final"]), np.array(cols["rej"]),
-                            cols["id"], num_classes, interval=interval, n_boot=n_boot, seed=seed)
-    per_class = per_class_table(np.array(cols["label"]), class_names, clean_correct=np.array(cols["clean"]),
-                                recon_correct=np.array(cols["recon"]), validated=np.array(cols["valid"]),
-                                final_correct=np.array(cols["final"]))
+
+def _resolve_mask(mask: Any, mask_id: str | None, generator: Generator, data: ImageDataset
+                  ) -> tuple[torch.Tensor | None, str | None]:
+    if mask is None or isinstance(mask, NoMask):
+        return None, None
+    if isinstance(mask, SparseMask):
+        loaded = mask.load(generator, data)
+        return loaded.as_tensor(), mask_id or f"{mask.path}#{loaded.sha256[:16]}"
+    if isinstance(mask, StyleMask):
+        return mask.as_tensor(), mask_id or f"mask#{mask.sha256[:16]}"
+    return mask, mask_id
+
+
+def _recorded_seed(output_dir: str | Path | None) -> int | None:
+    """A run started without a seed keeps the seed it drew when it is resumed."""
+    if output_dir is None or not (Path(output_dir) / RUN).is_file():
+        return None
+    return read_run_identity(output_dir).get("seed")
+
+
+def _identity(config: dict, components: dict, seed: int, data: ImageDataset, positions: list[int],
+              shard: Shard) -> dict[str, Any]:
+    """What a run is: config minus execution settings, components, seed, the sources, the shard."""
+    ids = _source_ids(data, positions)
+    sources = {"data": _component_id(data), "n_total": len(data), "n": len(positions)}
+    if ids is not None:
+        sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    return {"config": {k: v for k, v in config.items() if k not in EXECUTION_KEYS}, "components": components,
+            "seed": seed, "sources": sources, "shard": {"index": shard.index, "count": shard.count}}
+
+
+def _check_classifier(classifier: Classifier, data: ImageDataset, position: int, num_classes: int,
+                      dev: torch.device) -> None:
+    x = data[position][0][None].to(dev)
+    with torch.no_grad():
+        out_dim = classifier(x).shape[-1]
+    if out_dim != num_classes:
+        raise ValueError(f"classifier returned {out_dim} logits but the dataset has {num_classes} classes "
+                         f"({_component_id(data)}). Set classifier num_classes or data.class_names to match.")
+
+
+def _collate(items: list[tuple[torch.Tensor, int, str]]):
+    xs, ys, ids = zip(*items)
+    return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids)
+
+
+def _samples(data: ImageDataset, positions: list[int], seed: int, batch_size: int, num_workers: int,
+             dev: torch.device, class_names: list[str]) -> Iterator[Sample]:
+    """The sources to search, read by a DataLoader (workers, pinned memory on CUDA), checked, seeded."""
+    loader = torch.utils.data.DataLoader(torch.utils.data.Subset(data, positions), batch_size=batch_size,
+                                         shuffle=False, num_workers=num_workers, collate_fn=_collate,
+                                         pin_memory=dev.type == "cuda")
+    start = 0
+    for x, y, ids in loader:
+        check_images(x, f"data {_component_id(data)} (samples {ids[0]}..{ids[-1]})")
+        bad = (y < 0) | (y >= len(class_names))
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0])
+            raise ValueError(f"label {int(y[i])} of sample {ids[i]} is outside the class list "
+                             f"(0..{len(class_names) - 1}: {class_names}). Fix data.class_names.")
+        for i, sid in enumerate(ids):
+            yield Sample(x[i], int(y[i]), sid, seed=sample_seed(seed, sid), index=positions[start + i])
+        start += len(ids)
+
+
+def _record(out: Outcome) -> SampleRecord:
+    return SampleRecord(
+        source_id=out.source_id, index=out.index, label=out.label, reference=out.reference,
+        clean_pred=out.clean_pred, recon_pred=out.recon_pred, start_ok=out.start_ok, validated=out.validated,
+        accepted_steps=out.accepted_steps, rejected_at=out.rejected_at, first_fooled=out.first_fooled,
+        final_pred=out.final_pred, oracle_clean_pred=out.oracle_clean_pred, oracle_start_pred=out.oracle_start_pred,
+        oracle_score=out.oracle_score, latent_dist=out.latent_dist, image_dist=out.image_dist,
+        image_linf=out.image_linf)
+
+
+def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: int, seed_drawn: bool,
+              interval: str, n_boot: int, gap_warn_points: float, components: dict, config: dict, device: str,
+              run_dir: str | None, timings: dict, shard: Shard, identity: dict) -> EvalResult:
+    """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
+
+    The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
+    """
+    col = lambda f: np.array([f(r) for r in records], dtype=bool)  # noqa: E731
+    clean, recon = col(lambda r: r.clean_pred == r.label), col(lambda r: r.recon_pred == r.label)
+    valid, final = col(lambda r: r.validated), col(lambda r: r.final_pred == r.label)
+    scores = compute_scores(clean, recon, col(lambda r: r.start_ok), valid, final, col(lambda r: r.rejected_at > 0),
+                            [r.source_id for r in records], len(class_names), interval=interval, n_boot=n_boot,
+                            seed=seed)
+    labels = np.array([r.label for r in records])
+    per_class = per_class_table(labels, class_names, clean_correct=clean, recon_correct=recon, validated=valid,
+                                final_correct=final)
     warnings = []
     if scores.sa.value is not None and scores.ra.value is not None \
             and scores.sa.value - scores.ra.value > gap_warn_points:
@@ -251,33 +357,41 @@ def evaluate(
     if scores.n_validatable < scores.n / 2:
         warnings.append(f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
                         "the start check; VR is low because the oracle or generator does not fit this data.")
-    for w in warnings:
-        log.warning(w)
-    total = time.perf_counter() - t_start
-    cfg_record = config if config is not None else {
-        "search": asdict(search), "batch_size": batch_size, "device": str(dev), "interval": interval,
-        "n_boot": n_boot, "mask": None if mask is None else list(mask.shape)}
-    result = EvalResult(
+    return EvalResult(
         scores=scores, per_class=per_class, seed=seed, seed_drawn=seed_drawn, components=components,
-        class_names=class_names, config=cfg_record, versions=package_versions(), environment=environment(str(dev)),
-        timings={"total_s": total, "loop_s": t_loop, "per_sample_s": t_loop / max(1, scores.n)},
-        warnings=warnings, run_dir=str(run_dir) if run_dir else None,
-        samples=all_records,
-    )
-    if run_dir is not None:
-        if grid_orig:
-            save_grid(run_dir / "grid.png", torch.cat(grid_orig), torch.cat(grid_pert), nrow=grid_size)
-        if save_latents and latents["start"]:
-            save_latent_file(run_dir / "latents.safetensors", torch.cat(latents["start"]),
-                             torch.cat(latents["final"]), torch.tensor(cols["valid"]), cols["id"],
-                             components["generator"])
-        if save_images and images["original"]:
-            save_image_file(run_dir / "images.safetensors", images, torch.tensor(cols["valid"]), cols["id"],
-                            torch.tensor(cols["label"]))
-        if writer is not None:
-            writer.finish()
-        atomic_write_json(run_dir / "results.json", result.to_dict())  # written last: marks completion
-    return result
+        class_names=class_names, config=config, versions=package_versions(), environment=environment(device),
+        timings=timings, warnings=warnings, run_dir=run_dir, samples=list(records),
+        extra={"shard": {"index": shard.index, "count": shard.count}, "identity": identity})
+
+
+class _Progress:
+    """A tqdm bar on a terminal; otherwise one log line every ``interval`` seconds (cluster logs)."""
+
+    def __init__(self, total: int, done: int, shard: Shard, show: bool | None, interval: float) -> None:
+        self.total, self.done, self.shard, self.interval = total, done, shard, float(interval)
+        self.validated = self.fooled = self.computed = 0
+        self.t0 = self.last = time.perf_counter()
+        tty = sys.stderr.isatty() if show is None else bool(show)
+        self.bar = tqdm(total=total, initial=done, desc="genEval", unit="img", disable=not tty, dynamic_ncols=True)
+        self.log_lines = not tty
+
+    def update(self, out: Outcome) -> None:
+        self.done, self.computed = self.done + 1, self.computed + 1
+        self.validated += out.validated
+        self.fooled += out.validated and out.final_pred != out.label
+        self.bar.update(1)
+        self.bar.set_postfix(validated=self.validated, fooled=self.fooled, refresh=False)
+        now = time.perf_counter()
+        if self.log_lines and (now - self.last >= self.interval or self.done == self.total):
+            self.last = now
+            rate = self.computed / max(now - self.t0, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            log.info("%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s", self.shard.name,
+                     self.done, self.total, 100 * self.done / max(1, self.total), self.validated, self.fooled, rate,
+                     time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown")
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _evaluate_with_auto_mask(auto: AutoMask, classifier, data, generator, oracle, search, *, seed: int | None,
@@ -295,7 +409,7 @@ def _evaluate_with_auto_mask(auto: AutoMask, classifier, data, generator, oracle
     base = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="geneval-mask-"))
     fit_search = replace(search, budget=search.budget if auto.fit_budget is None else int(auto.fit_budget))
     log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx), len(eval_idx))
-    fit_kwargs = {k: v for k, v in evaluate_kwargs.items() if k not in ("config", "save_latents")}
+    fit_kwargs = {k: v for k, v in evaluate_kwargs.items() if k not in ("config", "save_latents", "shard")}
     evaluate(classifier, SubsetData(data, fit_idx, "mask-fit"), generator, oracle, fit_search, seed=seed,
              output_dir=base / "mask_fit", save_latents=True, **fit_kwargs)
     fitted = fit_mask_from_run(base / "mask_fit", dataset=getattr(data, "name", None), **auto.fit_kwargs())

@@ -1,26 +1,27 @@
 """The perturbation loop: latent gradient ascent vetted by an oracle (paper Sec. 3.2, Algorithm 1).
 
-For a batch of test images ``x`` with labels ``y`` (``METHOD.md``, "Per sample"):
+For every source image ``x`` with label ``y`` (``METHOD.md``, "Per sample"):
 
-1. ``z0 = E(x)``; ``z = z0 + noise`` (seeded, ``start_noise`` x the latent's std);
-   ``x_0 = D(z)``; the oracle must accept ``x_0`` (start check) or the sample is *not validatable*.
-2. For ``t = 1..B``: ``g = grad_z CE(f(D(z)), y)``; ``z' = z + a * step(g) * M`` (gradient *ascent*);
-   ``x_t = D(z')``; if ``O(x_t) != y`` the step is rejected, the last accepted ``z`` is kept and the
-   sample stops; otherwise ``z = z'``.
-3. A sample is *validated* when at least one step was accepted; its perturbed image is ``D(z)``.
+1. ``z0 = E(x)``; the search starts at ``z_0 = z0 + noise`` (seeded per sample, ``start_noise`` x the
+   latent's std); the oracle must accept ``D(z_0)`` (start check) or the sample is *not validatable*.
+2. For ``t = 1..B``: ``g = grad_z CE(f(D(z_{t-1})), y)``; ``z_t = z_{t-1} + a * step(g) * M`` (gradient
+   *ascent*); if the oracle rejects ``D(z_t)`` the step is discarded, the last accepted latent is kept and
+   the sample stops.
+3. A sample is *validated* when at least one step was accepted; its perturbed image is ``D(z_last)``.
 
-Engineering choices (STYLE.md, "the loop lives in one place"):
-
-* One decode per step: the image the oracle judges at step ``t`` is the classifier's input for the
-  gradient at step ``t + 1``, so its graph is kept and reused.
-* Samples that stop (rejected, fooled with ``early_stop``, or out of budget) leave the active batch;
-  nothing is recomputed for them. Adam moments are per sample, so removing rows is exact.
-* No I/O and no progress bar here; :func:`genEval.driver.evaluate` owns batching and writing.
+:func:`perturb` is that algorithm, one decode per step: the image the oracle judges at step ``t`` is also
+the classifier's input for the gradient of step ``t + 1``. :class:`SearchRows` beside it holds the
+bookkeeping: a batch of rows that always stays full (a row whose sample stops takes the next source, so
+shapes stay static for CUDA graphs and ``torch.compile``), per-row step counters and Adam moments, and the
+per-sample records. Every random draw of a sample is seeded from the sample's own seed (the driver derives
+it from the run seed and the source id), so results do not depend on which samples share a batch.
+No I/O and no progress bar here: :func:`genEval.driver.evaluate` owns batching, writing and resuming.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -31,6 +32,7 @@ from torch import Tensor
 from genEval.interfaces import Classifier, Generator, Oracle
 
 UPDATE_RULES = ("adam", "sgd", "sign")
+REFERENCES = ("label", "clean_prediction")
 
 
 @dataclass
@@ -85,97 +87,149 @@ class SearchConfig:
         return cls(**search)
 
 
-@dataclass
-class PerturbOutput:
-    """Per-sample outcome of :func:`perturb` for one batch (all tensors on the CPU, length B).
+@dataclass(frozen=True)
+class Sample:
+    """One source image entering the search.
 
-    ``final_step``: index of the last accepted step (0 = none accepted). ``rejected_at``: step whose
-    proposal the oracle rejected (-1 = never). ``first_fooled``: first accepted step ``t >= 1`` whose image
-    the classifier got wrong (-1 = never). ``images``: ``D(z_last_accepted)`` (the start image when
-    nothing was accepted). ``start_images``: ``D(z_start)`` (the reconstruction).
+    ``x``: (C, H, W) float in [0, 1]; ``label``: the true class ``y``; ``seed``: seeds every random draw of
+    this sample (the driver derives it from the run seed and the source id); ``index``: the sample's
+    position in the data set (records are sorted by it).
     """
 
-    clean_pred: Tensor
-    recon_pred: Tensor
-    start_ok: Tensor
-    final_step: Tensor
-    rejected_at: Tensor
-    first_fooled: Tensor
-    final_pred: Tensor
-    oracle_start_pred: Tensor
-    oracle_score: Tensor
-    latent_dist: Tensor
-    image_dist: Tensor
-    image_linf: Tensor
-    images: Tensor
-    start_images: Tensor
-    latents: Tensor
-    start_latents: Tensor
-    steps_run: int = 0
+    x: Tensor
+    label: int
+    source_id: str
+    seed: int
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the search did to one sample (tensors on the CPU).
+
+    Steps count from 1; -1 means "never". ``accepted_steps``: last accepted step (0 = none, so the sample is
+    not validated). ``reference``: the class the oracle had to keep seeing (``label``, or its own verdict on
+    the clean image, ``oracle_clean_pred``, under ``reference="clean_prediction"``). ``image``:
+    ``D(z_last_accepted)`` (the start image ``D(z_0)`` when nothing was accepted);
+    ``final_pred`` is the classifier's class for ``image``. ``recon_pred``: its class for the noiseless
+    reconstruction ``D(E(x))`` (RA). ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are both measured
+    from the start of the search (``z_0`` and ``D(z_0)``), i.e. they are what the search itself moved.
+    """
+
+    source_id: str
+    index: int
+    label: int
+    reference: int
+    oracle_clean_pred: int
+    clean_pred: int
+    recon_pred: int
+    start_ok: bool
+    accepted_steps: int
+    rejected_at: int
+    first_fooled: int
+    final_pred: int
+    oracle_start_pred: int
+    oracle_score: float
+    latent_dist: float
+    image_dist: float
+    image_linf: float
+    original: Tensor
+    image: Tensor
+    start_image: Tensor
+    latent: Tensor
+    start_latent: Tensor
 
     @property
-    def validated(self) -> Tensor:
-        return self.final_step > 0
+    def validated(self) -> bool:
+        return self.accepted_steps > 0
 
 
 class NonFiniteError(FloatingPointError):
     """The loss or gradient became NaN/inf for some samples."""
 
 
-def _step_direction(g: Tensor, rule: str, state: dict[str, Tensor], t: int, cfg: SearchConfig) -> Tensor:
-    """``step(g)`` of METHOD.md for the active rows; Adam keeps per-row moments in ``state``."""
-    if rule == "sgd":
-        return g
-    if rule == "sign":
-        return g.sign()
-    b1, b2 = cfg.adam_betas
-    state["m"].mul_(b1).add_(g, alpha=1 - b1)
-    state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
-    m_hat = state["m"] / (1 - b1**t)
-    v_hat = state["v"] / (1 - b2**t)
-    return m_hat / (v_hat.sqrt() + cfg.adam_eps)
+def perturb(samples: Iterable[Sample], classifier: Classifier, generator: Generator, oracle: Oracle,
+            cfg: SearchConfig, *, batch_size: int = 64, mask: Tensor | None = None,
+            device: torch.device | str = "cpu", reference: str = "label") -> Iterator[Outcome]:
+    """Run Algorithm 1 over a stream of samples, ``batch_size`` rows at a time; yields one Outcome per sample
+    as soon as it stops (not in input order). ``mask``: optional 0/1 tensor broadcastable to one latent
+    (paper 3.2.1 sparse style dims); it limits both the update and the start noise. ``reference``: the class
+    the oracle must keep seeing, the true ``label`` or its own verdict on the clean image."""
+    rows = SearchRows(samples, classifier, generator, oracle, cfg, batch_size, mask, torch.device(device), reference)
+    while rows.refill():  # rows that stopped take the next sources: z_0 = E(x) + noise, t = 0
+        x = generator.decode(rows.z)  # x_t = D(z_t); its graph feeds the next gradient
+        with torch.no_grad():
+            verdict = oracle.judge(x.detach(), rows.reference)  # does the oracle still see the class?
+        logits = classifier(x)  # f(x_t): the prediction for x_t and the input of the next gradient
+        rows.judge(x.detach(), logits.detach(), verdict)  # t = 0: start check; t >= 1: accept, or reject + stop
+        if rows.any_searching():
+            loss = F.cross_entropy(logits, rows.label, reduction="none")
+            rows.check_finite(loss, "loss")
+            (g,) = torch.autograd.grad((loss * rows.searching).sum(), rows.z)  # grad_z CE(f(D(z_t)), y)
+            rows.check_finite(g, "gradient")
+            rows.step(g)  # z_{t+1} = z_t + a * step(g) * M on the rows still searching
+        yield from rows.finished()
 
 
-def _check_finite(values: Tensor, ids: list[str], rows: Tensor, what: str) -> None:
-    bad = ~torch.isfinite(values.reshape(values.shape[0], -1)).all(dim=1)
-    if bool(bad.any()):
-        names = [ids[i] for i in rows[bad.cpu()].tolist()]
-        raise NonFiniteError(
-            f"non-finite {what} for sample(s) {names[:10]}{' ...' if len(names) > 10 else ''}. "
-            "Lower search.step_size, use search.update=sign, or check the classifier/generator "
-            "for overflow (e.g. turn off reduced precision).")
+class SearchRows:
+    """The batch :func:`perturb` works on: ``n`` rows, each holding one sample at its own step ``t``.
 
-
-def perturb(
-    x: Tensor,
-    y: Tensor,
-    classifier: Classifier,
-    generator: Generator,
-    oracle: Oracle,
-    cfg: SearchConfig,
-    mask: Tensor | None = None,
-    rng: torch.Generator | None = None,
-    ids: list[str] | None = None,
-) -> PerturbOutput:
-    """Run the oracle-vetted latent search on one batch. ``x``: (B,C,H,W) in [0,1]; ``y``: (B,) long.
-
-    ``mask``: optional 0/1 tensor broadcastable to one latent (paper 3.2.1 sparse style dims).
-    ``rng``: generator for the start noise (seeded by the driver so runs repeat exactly).
+    Per row: the latent ``z`` being judged (a leaf that requires grad), the step ``t`` of that latent
+    (0 = the start), Adam moments, and the running record (last accepted latent and image, predictions,
+    steps). ``searching`` marks rows that take another step; ``done`` rows are emitted by :meth:`finished`
+    and refilled with new sources by :meth:`refill`. New sources are prepared (clean prediction, optional
+    FGSM start, encoding, seeded noise, the noiseless reconstruction's prediction) ``n`` at a time.
     """
-    ids = ids if ids is not None else [str(i) for i in range(len(x))]
-    n, dev = x.shape[0], x.device
 
-    with torch.no_grad():
-        clean_pred = classifier(x).argmax(1)
-    x_in = x
-    if cfg.fgsm_start > 0:  # paper App. E: start from an FGSM image
-        xg = x.detach().clone().requires_grad_(True)
-        (g_x,) = torch.autograd.grad(F.cross_entropy(classifier(xg), y, reduction="sum"), xg)
-        x_in = (x + cfg.fgsm_start * g_x.sign()).clamp(0, 1)
-    with torch.no_grad():
-        z0 = generator.encode(x_in)
-    if mask is not None:
-        mask = mask.to(device=dev, dtype=z0.dtype)
+    def __init__(self, samples: Iterable[Sample], classifier: Classifier, generator: Generator, oracle: Oracle,
+                 cfg: SearchConfig, batch_size: int, mask: Tensor | None, device: torch.device,
+                 reference: str = "label") -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        if reference not in REFERENCES:
+            raise ValueError(f"unknown oracle reference {reference!r}; choose one of {', '.join(REFERENCES)}.")
+        self.pending, self.ready = iter(samples), deque()
+        self.classifier, self.generator, self.oracle, self.cfg = classifier, generator, oracle, cfg
+        self.n, self.dev, self.reference_mode = batch_size, device, reference
+        self.mask, self.mask_checked = mask, mask is None
+        self.exhausted = False
+        self.slots: dict[str, Any] | None = None  # per-row tensors, allocated at the first refill
+
+    # ------------------------------------------------------------------------------------- preparing sources
+    def _prepare(self, batch: list[Sample]) -> list[dict[str, Any]]:
+        """Clean prediction, start latent and noiseless-reconstruction prediction for a chunk of samples."""
+        x = torch.stack([s.x for s in batch]).to(self.dev)
+        y = torch.tensor([s.label for s in batch], device=self.dev)
+        with torch.no_grad():
+            clean_pred = self.classifier(x).argmax(1)
+            oracle_clean = self.oracle.judge(x, y).predictions.to(self.dev)  # the oracle's own verdict on x
+        x_in = x
+        if self.cfg.fgsm_start > 0:  # paper App. E: start from an FGSM image
+            xg = x.detach().clone().requires_grad_(True)
+            (g_x,) = torch.autograd.grad(F.cross_entropy(self.classifier(xg), y, reduction="sum"), xg)
+            x_in = (x + self.cfg.fgsm_start * g_x.sign()).clamp(0, 1)
+        with torch.no_grad():
+            z0 = self.generator.encode(x_in)
+        self._check_mask(z0)
+        z_start = z0
+        if self.cfg.start_noise > 0:  # only the dims the search may move get start noise
+            std = z0.flatten(1).std(dim=1).view(-1, *([1] * (z0.ndim - 1)))
+            noise = torch.stack([torch.randn(z0.shape[1:], generator=torch.Generator().manual_seed(s.seed),
+                                             dtype=z0.dtype) for s in batch]).to(self.dev)
+            z_start = z0 + self.cfg.start_noise * std * (noise if self.mask is None else noise * self.mask)
+            with torch.no_grad():  # RA is measured on the noiseless reconstruction D(E(x))
+                recon_pred = self.classifier(self.generator.decode(z0)).argmax(1)
+        else:
+            recon_pred = None  # the start image is the noiseless reconstruction: its prediction comes at t = 0
+        reference = y if self.reference_mode == "label" else oracle_clean
+        return [{"sample": s, "z0": z0[i], "z_start": z_start[i], "clean_pred": clean_pred[i],
+                 "oracle_clean_pred": oracle_clean[i], "reference": reference[i],
+                 "recon_pred": None if recon_pred is None else recon_pred[i]} for i, s in enumerate(batch)]
+
+    def _check_mask(self, z0: Tensor) -> None:
+        if self.mask_checked:
+            return
+        mask = self.mask.to(device=z0.device, dtype=z0.dtype)
         try:
             ok_shape = torch.broadcast_shapes(mask.shape, z0.shape[1:]) == z0.shape[1:]
         except RuntimeError:
@@ -183,116 +237,177 @@ def perturb(
         if not ok_shape:
             raise ValueError(f"mask shape {tuple(mask.shape)} does not match the latent shape "
                              f"{tuple(z0.shape[1:])}; refit the mask for this generator and image size.")
-    z_start = z0
-    if cfg.start_noise > 0:  # only the dims the search may move get start noise
-        std = z0.flatten(1).std(dim=1).view(-1, *([1] * (z0.ndim - 1)))
-        noise = torch.randn(z0.shape, generator=rng, device="cpu", dtype=z0.dtype).to(dev)
-        z_start = z0 + cfg.start_noise * std * (noise if mask is None else noise * mask)
+        self.mask, self.mask_checked = mask, True
 
-    # `leaf` is the latent whose decode produced `x_cur` (its graph feeds the next gradient);
-    # `sel` picks the still-active rows of `leaf` (None = all of them).
-    leaf = z_start.detach().requires_grad_(cfg.budget > 0)
-    x_cur = generator.decode(leaf)
-    start_images = x_cur.detach()
-    with torch.no_grad():
-        j0 = oracle.judge(start_images, y)
-    start_ok = j0.accept.bool().cpu()
+    def _take(self, k: int) -> list[dict[str, Any]]:
+        """Up to ``k`` prepared sources, preparing ``n`` at a time (static shapes) as the queue runs low."""
+        while len(self.ready) < k and not self.exhausted:
+            chunk = [s for _, s in zip(range(self.n), self.pending)]
+            self.exhausted = len(chunk) < self.n
+            if chunk:
+                self.ready.extend(self._prepare(chunk))
+        return [self.ready.popleft() for _ in range(min(k, len(self.ready)))]
 
-    recon_pred = torch.full((n,), -1, dtype=torch.long, device=dev)
-    final_pred = torch.full((n,), -1, dtype=torch.long, device=dev)
-    final_step = torch.zeros(n, dtype=torch.long)
-    rejected_at = torch.full((n,), -1, dtype=torch.long)
-    first_fooled = torch.full((n,), -1, dtype=torch.long)
-    oracle_score = j0.scores.detach().float().clone()
-    final_z = z_start.detach().clone()
-    final_x = start_images.clone()
-
-    # Only samples the oracle vouches for at the start are searched (METHOD.md step 3).
-    act = start_ok.nonzero().flatten() if cfg.budget > 0 else torch.empty(0, dtype=torch.long)
-    idle = torch.ones(n, dtype=torch.bool)
-    idle[act] = False
-    if bool(idle.any()):  # never searched: their prediction is on the reconstruction
+    # ------------------------------------------------------------------------------------------------ rows
+    def _allocate(self, first: dict[str, Any], n: int) -> None:
+        z, dev = first["z0"], self.dev
+        longs = ("label", "reference", "oracle_clean_pred", "t", "clean_pred", "recon_pred", "accepted",
+                 "rejected_at", "first_fooled", "final_pred", "oracle_start_pred")
+        s: dict[str, Any] = {k: torch.full((n,), -1, dtype=torch.long, device=dev) for k in longs}
+        for k in ("alive", "start_ok", "recon_known", "searching"):
+            s[k] = torch.zeros(n, dtype=torch.bool, device=dev)
+        s["oracle_score"], s["samples"] = torch.zeros(n, device=dev), [None] * n
+        for k in ("z", "m", "v", "z0", "z_start", "final_z"):
+            s[k] = z.new_zeros((n, *z.shape))
         with torch.no_grad():
-            p = classifier(start_images[idle.to(dev)]).argmax(1)
-        recon_pred[idle.to(dev)] = p
-        final_pred[idle.to(dev)] = p
-    sel = None if len(act) == n else act.to(dev)
-    if sel is not None:
-        x_cur = x_cur[sel]
-    ya = y[act.to(dev)]
-    z_shape = (len(act), *z0.shape[1:])
-    state = ({"m": z0.new_zeros(z_shape), "v": z0.new_zeros(z_shape)} if cfg.update == "adam" else {})
-    steps_run = 0
+            x_shape = tuple(self.generator.decode(z[None]).shape[1:])  # D(z) may differ in size from x
+        for k in ("start_x", "final_x"):
+            s[k] = torch.zeros((n, *x_shape), device=dev)
+        self.slots = s
 
-    def keep_rows(keep: Tensor) -> None:
-        """Drop the rows of the active batch where ``keep`` (over active rows) is False."""
-        nonlocal act, sel, x_cur, ya, state
-        kd = keep.to(dev)
-        base = torch.arange(leaf.shape[0], device=dev) if sel is None else sel
-        act, sel, x_cur, ya = act[keep], base[kd], x_cur[kd], ya[kd]
-        state = {k: v[kd] for k, v in state.items()}
-
-    for t in range(1, cfg.budget + 1):
-        if len(act) == 0:
-            break
-        steps_run = t
-        logits = classifier(x_cur)  # f(x_{t-1}): gradient input and prediction of the accepted image
-        pred = logits.argmax(1).detach()
-        if t == 1:
-            recon_pred[act.to(dev)] = pred
+    def refill(self) -> bool:
+        """Put new sources into the rows that are free; False when no row is left to work on."""
+        if self.slots is None:
+            fresh = self._take(self.n)
+            if not fresh:
+                return False
+            self._allocate(fresh[0], len(fresh))
         else:
-            fooled = (pred != ya).cpu() & (first_fooled[act] < 0)
-            first_fooled[act[fooled]] = t - 1
-        final_pred[act.to(dev)] = pred
-        if cfg.early_stop and t > 1:
-            keep = (pred == ya).cpu()
-            if not bool(keep.all()):
-                logits = logits[keep.to(dev)]
-                keep_rows(keep)
-                if len(act) == 0:
-                    break
-        losses = F.cross_entropy(logits, ya, reduction="none")
-        _check_finite(losses.detach(), ids, act, "loss")
-        (g,) = torch.autograd.grad(losses.sum(), leaf)
-        z = leaf.detach()
-        if sel is not None:
-            g, z = g[sel], z[sel]
-        _check_finite(g, ids, act, "gradient")
-        with torch.no_grad():
-            d = _step_direction(g, cfg.update, state, t, cfg)
-            if mask is not None:
-                d = d * mask
-            z_new = z + cfg.step_size * d
-        leaf, sel = z_new.requires_grad_(True), None
-        x_cur = generator.decode(leaf)
-        with torch.no_grad():
-            j = oracle.judge(x_cur.detach(), ya)
-        ok = j.accept.bool().cpu()
-        # A rejected proposal is discarded: the last accepted z stays in final_z / final_x.
-        rejected_at[act[~ok]] = t
-        acc = act[ok].to(dev)
-        final_step[act[ok]] = t
-        final_z[acc] = z_new.detach()[ok.to(dev)]
-        final_x[acc] = x_cur.detach()[ok.to(dev)]
-        oracle_score[acc] = j.scores.detach().float()[ok.to(dev)]
-        if not bool(ok.all()):
-            keep_rows(ok)
+            free = (~self.slots["alive"]).nonzero().flatten().tolist()
+            fresh = self._take(len(free))
+            if self.exhausted and not self.ready and not fresh:
+                self._compact()
+        s = self.slots
+        s["z"] = s["z"].detach()
+        free = (~s["alive"]).nonzero().flatten().tolist()
+        for row, item in zip(free, fresh):
+            sample = item["sample"]
+            s["samples"][row] = sample
+            for k, v in (("label", sample.label), ("reference", item["reference"]), ("t", 0), ("accepted", 0),
+                         ("rejected_at", -1), ("first_fooled", -1), ("clean_pred", item["clean_pred"]),
+                         ("oracle_clean_pred", item["oracle_clean_pred"])):
+                s[k][row] = v
+            s["recon_known"][row] = item["recon_pred"] is not None
+            if item["recon_pred"] is not None:
+                s["recon_pred"][row] = item["recon_pred"]
+            s["z0"][row], s["z_start"][row] = item["z0"], item["z_start"]
+            s["z"][row] = item["z_start"]
+            s["m"][row], s["v"][row] = 0, 0
+            s["alive"][row] = True
+        if not bool(s["alive"].any()):
+            return False
+        s["z"] = s["z"].requires_grad_(self.cfg.budget > 0)
+        s["searching"] = torch.zeros_like(s["alive"])
+        return True
 
-    if len(act) > 0:  # prediction on the image of the last step of the budget
-        with torch.no_grad():
-            pred = classifier(x_cur.detach()).argmax(1)
-        fooled = (pred != ya).cpu() & (first_fooled[act] < 0)
-        first_fooled[act[fooled]] = final_step[act[fooled]]
-        final_pred[act.to(dev)] = pred
+    def _compact(self) -> None:
+        """No sources are left: drop the rows that finished so the tail does not run half-empty batches."""
+        s = self.slots
+        keep = s["alive"].nonzero().flatten()
+        if len(keep) in (0, len(s["alive"])) or len(keep) > len(s["alive"]) // 2:
+            return
+        self.slots = {k: ([v[i] for i in keep.tolist()] if k == "samples" else v[keep]) for k, v in s.items()}
 
-    with torch.no_grad():
-        dz = (final_z - z0).flatten(1)
-        dx = (final_x - start_images).flatten(1)
-    return PerturbOutput(
-        clean_pred=clean_pred.cpu(), recon_pred=recon_pred.cpu(), start_ok=start_ok,
-        final_step=final_step, rejected_at=rejected_at, first_fooled=first_fooled,
-        final_pred=final_pred.cpu(), oracle_start_pred=j0.predictions.cpu(), oracle_score=oracle_score.cpu(),
-        latent_dist=dz.norm(dim=1).cpu(), image_dist=dx.norm(dim=1).cpu(), image_linf=dx.abs().amax(1).cpu(),
-        images=final_x.cpu(), start_images=start_images.cpu(), latents=final_z.cpu(), start_latents=z0.cpu(),
-        steps_run=steps_run,
-    )
+    @property
+    def z(self) -> Tensor:
+        return self.slots["z"]
+
+    @property
+    def label(self) -> Tensor:
+        return self.slots["label"]
+
+    @property
+    def reference(self) -> Tensor:
+        return self.slots["reference"]
+
+    @property
+    def searching(self) -> Tensor:
+        return self.slots["searching"].to(self.z.dtype)
+
+    def any_searching(self) -> bool:
+        return bool(self.slots["searching"].any())
+
+    def judge(self, x: Tensor, logits: Tensor, verdict: Any) -> None:
+        """Record what the oracle and the classifier said about ``x = D(z_t)`` and decide who goes on."""
+        s, cfg = self.slots, self.cfg
+        pred, ok, alive, t = logits.argmax(1), verdict.accept.bool().to(self.dev), s["alive"], s["t"]
+        start, step = alive & (t == 0), alive & (t > 0)
+        s["start_ok"] = torch.where(start, ok, s["start_ok"])
+        s["oracle_start_pred"] = torch.where(start, verdict.predictions.to(self.dev), s["oracle_start_pred"])
+        s["recon_pred"] = torch.where(start & ~s["recon_known"], pred, s["recon_pred"])
+        s["start_x"] = torch.where(self._rows(start, x), x, s["start_x"])
+        keep = start | (step & ok)  # the start image, or an accepted step, becomes the sample's current result
+        s["accepted"] = torch.where(step & ok, t, s["accepted"])
+        s["final_pred"] = torch.where(keep, pred, s["final_pred"])
+        s["final_x"] = torch.where(self._rows(keep, x), x, s["final_x"])
+        s["final_z"] = torch.where(self._rows(keep, s["z"]), s["z"].detach(), s["final_z"])
+        s["oracle_score"] = torch.where(keep, verdict.scores.to(self.dev).float(), s["oracle_score"])
+        fooled = step & ok & (pred != s["label"])
+        s["first_fooled"] = torch.where(fooled & (s["first_fooled"] < 0), t, s["first_fooled"])
+        s["rejected_at"] = torch.where(step & ~ok, t, s["rejected_at"])
+        go_on = (start & ok) | (step & ok & (t < cfg.budget))
+        if cfg.early_stop:
+            go_on &= ~fooled
+        s["searching"] = go_on & (t < cfg.budget)
+
+    def check_finite(self, values: Tensor, what: str) -> None:
+        bad = ~torch.isfinite(values.detach().reshape(values.shape[0], -1)).all(dim=1) & self.slots["searching"]
+        if bool(bad.any()):
+            names = [self.slots["samples"][i].source_id for i in bad.nonzero().flatten().tolist()]
+            raise NonFiniteError(
+                f"non-finite {what} for sample(s) {names[:10]}{' ...' if len(names) > 10 else ''}. "
+                "Lower search.step_size, use search.update=sign, or check the classifier/generator "
+                "for overflow (e.g. turn off reduced precision).")
+
+    def step(self, g: Tensor) -> None:
+        """``z <- z + a * step(g) * M`` on the searching rows; ``step`` is Adam (per-row moments and bias
+        correction at each row's own step count), plain SGD or the sign of the gradient."""
+        s, cfg = self.slots, self.cfg
+        on = s["searching"]
+        t = (s["t"] + 1).clamp(min=1).to(g.dtype)
+        if cfg.update == "adam":
+            b1, b2 = cfg.adam_betas
+            rows = self._rows(on, g)
+            s["m"] = torch.where(rows, b1 * s["m"] + (1 - b1) * g, s["m"])
+            s["v"] = torch.where(rows, b2 * s["v"] + (1 - b2) * g * g, s["v"])
+            bc1, bc2 = (1 - b1 ** t).view(-1, *[1] * (g.ndim - 1)), (1 - b2 ** t).view(-1, *[1] * (g.ndim - 1))
+            d = (s["m"] / bc1) / ((s["v"] / bc2).sqrt() + cfg.adam_eps)
+        else:
+            d = g if cfg.update == "sgd" else g.sign()
+        if self.mask is not None:
+            d = d * self.mask
+        with torch.no_grad():
+            s["z"] = torch.where(self._rows(on, g), s["z"] + cfg.step_size * d, s["z"]).detach()
+        s["t"] = s["t"] + on.long()
+
+    def finished(self) -> Iterator[Outcome]:
+        """Emit the rows whose sample stopped at this step (and free them for refilling)."""
+        s = self.slots
+        done = s["alive"] & ~s["searching"]
+        rows = done.nonzero().flatten().tolist()
+        if not rows:
+            return
+        s["alive"] = s["alive"] & ~done
+        pick = torch.tensor(rows, device=self.dev)
+        cpu = {k: s[k][pick].detach().cpu() for k in s if k not in ("samples", "searching", "m", "v", "z", "alive",
+                                                                      "recon_known", "t")}
+        dz = (cpu["final_z"] - cpu["z_start"]).flatten(1)
+        dx = (cpu["final_x"] - cpu["start_x"]).flatten(1)
+        for j, row in enumerate(rows):
+            sample = s["samples"][row]
+            yield Outcome(
+                source_id=sample.source_id, index=sample.index, label=int(cpu["label"][j]),
+                reference=int(cpu["reference"][j]), oracle_clean_pred=int(cpu["oracle_clean_pred"][j]),
+                clean_pred=int(cpu["clean_pred"][j]), recon_pred=int(cpu["recon_pred"][j]),
+                start_ok=bool(cpu["start_ok"][j]), accepted_steps=int(cpu["accepted"][j]),
+                rejected_at=int(cpu["rejected_at"][j]), first_fooled=int(cpu["first_fooled"][j]),
+                final_pred=int(cpu["final_pred"][j]), oracle_start_pred=int(cpu["oracle_start_pred"][j]),
+                oracle_score=float(cpu["oracle_score"][j]), latent_dist=float(dz[j].norm()),
+                image_dist=float(dx[j].norm()), image_linf=float(dx[j].abs().max()) if dx.shape[1] else 0.0,
+                original=sample.x, image=cpu["final_x"][j], start_image=cpu["start_x"][j], latent=cpu["final_z"][j],
+                start_latent=cpu["z0"][j])
+
+    @staticmethod
+    def _rows(on: Tensor, like: Tensor) -> Tensor:
+        """A (B,) row mask shaped to broadcast over ``like`` (B, ...)."""
+        return on.view(-1, *[1] * (like.ndim - 1))

@@ -468,12 +468,12 @@ def _transfer(figs: _Figures, path: Path) -> str:
 def _images(figs: _Figures, m: ModelView, class_names: list[str], k: int) -> str | None:
     """Original / perturbed / amplified difference for up to ``k`` validated samples (fooled ones first)."""
     from genEval.interfaces import resize_images
-    from genEval.rundir import load_image_file
+    from genEval.rundir import has_tensors, load_tensors
 
-    run = next((r for r in m.runs if (Path(r.run_dir) / "images.safetensors").is_file()), None)
+    run = next((r for r in m.runs if has_tensors(r.run_dir, "images")), None)
     if run is None:
         return None
-    data = load_image_file(Path(run.run_dir) / "images.safetensors")
+    data = load_tensors(run.run_dir, "images")
     index = {sid: i for i, sid in enumerate(data["source_ids"])}
     recs = [r for r in run.records if r.get("validated") and r["source_id"] in index]
     # really fooled first (right on the original, wrong after), then wrong anyway, then still right

@@ -2,42 +2,69 @@
 
 A run directory holds:
 
-* ``results.json`` - schema version, scores with intervals, per-class table, seed, resolved config,
-  component ids, package versions, environment, timings. Written last: its presence marks a complete run.
-* ``samples.jsonl`` - one record per sample (source id, label, predictions, steps, distances...).
-  While the run is in progress it grows as ``samples.partial.jsonl`` and is renamed at the end.
-* ``grid.png`` - originals over perturbed images for a few samples.
-
-Every final file is written to a temporary name in the same directory and renamed (atomic on POSIX).
+* ``run.json`` - the run's identity, written when it starts: seed, the resolved config minus execution
+  settings, component ids, the hash of the source list, the shard. A rerun on the same directory resumes
+  only when its identity is the same (:func:`identity_differences` names what differs).
+* ``run.lock`` - pid and host of the process writing the directory (a stale lock of a dead process on this
+  host is taken over with a warning; a live one stops a second writer).
+* ``samples.partial.jsonl`` while running, ``samples.jsonl`` when done - one JSON record per sample
+  (:class:`SampleRecord`). Records are appended and fsynced as samples finish (in completion order); a line
+  cut short by a crash is dropped on resume, never parsed as data. The final file is in data-set order.
+* ``latents/part-NNNNNN.safetensors`` (``save_latents``) and ``images/part-NNNNNN.safetensors``
+  (``save_images``) - tensors streamed to disk in parts as samples finish, so memory stays flat in the data
+  set size. A part is written (atomically) before the records that point to it (``SampleRecord.part``);
+  readers take from a part only the samples whose record names it.
+* ``grid.png`` - a few originals over their perturbed images.
+* ``results.json`` - scores with intervals, per-class table, seed, config, versions, timings. Written last
+  and atomically: its presence marks a complete run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
+import logging
 import os
 import platform
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from genEval.fileio import atomic_write_bytes
+import torch
+from PIL import Image
+from safetensors import safe_open
+from safetensors.torch import save as save_safetensors
+from torchvision.utils import make_grid
+
+from genEval.fileio import atomic_write_bytes, atomic_write_json, default_file_mode, ensure_writable_dir, to_json
+from genEval.interfaces import resize_images
 from genEval.stats import Scores
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
 PACKAGES = ("geneval", "torch", "torchvision", "hydra-core", "open_clip_torch", "timm", "diffusers",
             "scikit-learn", "taming-transformers-rom1504", "numpy", "scipy", "safetensors", "pillow")
+RESULTS, SAMPLES, PARTIAL, RUN, LOCK = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json", "run.lock"
+LATENTS, IMAGES = "latents", "images"
 
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """Per-sample outcome (METHOD.md "records per sample"). Steps: -1 means "never"."""
+    """Per-sample outcome (METHOD.md "Per sample"; :class:`genEval.perturb.Outcome` without tensors).
+
+    Steps count from 1, -1 means "never". ``index``: position of the source in the data set; ``part``: the
+    tensor part (latents/images) holding this sample, -1 when none was saved.
+    """
 
     source_id: str
+    index: int
     label: int
+    reference: int
     clean_pred: int
     recon_pred: int
     start_ok: bool
@@ -46,11 +73,18 @@ class SampleRecord:
     rejected_at: int
     first_fooled: int
     final_pred: int
+    oracle_clean_pred: int
     oracle_start_pred: int
     oracle_score: float
     latent_dist: float
     image_dist: float
     image_linf: float
+    part: int = -1
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SampleRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -70,6 +104,7 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)
     run_dir: str | None = None
     samples: list[SampleRecord] = field(default_factory=list, repr=False)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of everything but the per-sample records (those go to samples.jsonl)."""
@@ -87,6 +122,7 @@ class EvalResult:
             "timings": self.timings,
             "warnings": self.warnings,
             "run_dir": self.run_dir,
+            **self.extra,
         }
 
     @property
@@ -99,8 +135,10 @@ class EvalResult:
     def summary(self) -> str:
         """The one-screen summary printed at the end of a run."""
         s = self.scores
+        shard = self.extra.get("shard")
         lines = [
-            f"genEval  seed={self.seed}{' (drawn)' if self.seed_drawn else ''}  n={s.n}  classes={s.num_classes}",
+            f"genEval  seed={self.seed}{' (drawn)' if self.seed_drawn else ''}  n={s.n}  classes={s.num_classes}"
+            + (f"  shard {shard['index']}/{shard['count']}" if shard and shard.get("count", 1) > 1 else ""),
             f"  classifier: {self.components.get('classifier')}",
             f"  generator:  {self.components.get('generator')}",
             f"  oracle:     {self.components.get('oracle')}",
@@ -131,47 +169,258 @@ def package_versions() -> dict[str, str]:
 
 
 def environment(device: str) -> dict[str, Any]:
-    import torch
-
-    env: dict[str, Any] = {"platform": platform.platform(), "device": device,
+    env: dict[str, Any] = {"platform": platform.platform(), "host": socket.gethostname(), "device": device,
                            "torch_threads": torch.get_num_threads()}
     if device.startswith("cuda") and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return env
 
 
-class SampleWriter:
-    """Appends sample records as JSON lines to ``samples.partial.jsonl``; ``finish()`` renames it."""
+# ----------------------------------------------------------------------------------------------- identity
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}
 
-    def __init__(self, run_dir: Path) -> None:
-        self.final = run_dir / "samples.jsonl"
-        self.partial = run_dir / "samples.partial.jsonl"
-        self._fh = open(self.partial, "w", encoding="utf-8")
 
-    def write(self, records: list[SampleRecord]) -> None:
-        for r in records:
-            self._fh.write(json.dumps(asdict(r), allow_nan=False) + "\n")
-        self._fh.flush()
+def identity_differences(a: dict, b: dict) -> list[str]:
+    """Dotted keys whose values differ between two run identities (``key: old -> new``)."""
+    fa, fb = _flatten(a), _flatten(b)
+    return [f"{k}: {fa.get(k, '<absent>')!r} -> {fb.get(k, '<absent>')!r}"
+            for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
 
-    def finish(self) -> None:
+
+class RunDirectoryBusy(FileExistsError):
+    """Another live process is writing this run directory."""
+
+
+class RunMismatch(ValueError):
+    """The run directory holds a run of another configuration."""
+
+
+# ------------------------------------------------------------------------------------------------- writer
+class RunWriter:
+    """Writes one run directory, resuming it when it holds an unfinished run of the same identity.
+
+    Use :meth:`open`; then :meth:`add` finished samples (records and, when asked, their tensors), and
+    :meth:`finish` with the final result, or :meth:`close` on an error (the partial state stays, marked
+    incomplete, and a rerun resumes it). ``done`` lists the records already written by an earlier attempt.
+    """
+
+    def __init__(self, run_dir: Path, save_latents: bool, save_images: bool, generator: str,
+                 flush_every: int) -> None:
+        self.dir, self.save_latents, self.save_images, self.generator = run_dir, save_latents, save_images, generator
+        self.flush_every = max(1, int(flush_every))
+        self.done: list[SampleRecord] = []
+        self._pending: list[tuple[SampleRecord, Any]] = []
+        self._fh: io.TextIOWrapper | None = None
+        self._next_part = 0
+        self.finished_before = False
+        self.resumable = False
+
+    @classmethod
+    def open(cls, run_dir: str | Path, identity: dict[str, Any], *, save_latents: bool = False,
+             save_images: bool = False, generator: str = "", flush_every: int = 64) -> RunWriter:
+        """Lock ``run_dir``, check or write its identity (``run.json``) and read what an earlier attempt did."""
+        d = ensure_writable_dir(run_dir)
+        w = cls(d, save_latents, save_images, generator, flush_every)
+        w._lock()
+        try:
+            w._start(identity)
+        except BaseException:
+            w._unlock()
+            raise
+        return w
+
+    def _lock(self) -> None:
+        lock, me = self.dir / LOCK, {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        for _ in range(2):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, default_file_mode())
+            except FileExistsError:
+                owner = _read_json(lock) or {}
+                if owner.get("host") == me["host"] and not _alive(int(owner.get("pid", -1))):
+                    log.warning("run directory %s: taking over the stale lock of process %s (no longer running)",
+                                self.dir, owner.get("pid"))
+                    lock.unlink(missing_ok=True)
+                    continue
+                raise RunDirectoryBusy(
+                    f"run directory '{self.dir}' is being written by process {owner.get('pid')} on host "
+                    f"{owner.get('host')!r} (its {LOCK}). Wait for it, use another hydra.run.dir, or delete "
+                    f"{lock} if you are sure no process is using the directory.") from None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(to_json(me))
+            return
+
+    def _unlock(self) -> None:
+        (self.dir / LOCK).unlink(missing_ok=True)
+
+    def _start(self, identity: dict[str, Any]) -> None:
+        identity = json.loads(to_json(identity))  # compare in the form it is stored in (tuples -> lists)
+        run_json = self.dir / RUN
+        previous = _read_json(run_json)
+        if previous is None:
+            if (self.dir / PARTIAL).exists() or (self.dir / RESULTS).exists():
+                raise RunMismatch(f"'{self.dir}' holds samples but no {RUN}: it was written by an older genEval or "
+                                  "by hand. Use another hydra.run.dir.")
+            atomic_write_json(run_json, {"schema_version": SCHEMA_VERSION, "identity": identity,
+                                         "created": time.time()})
+        else:
+            diff = identity_differences(previous.get("identity", {}), identity)
+            if diff:
+                raise RunMismatch(
+                    f"'{self.dir}' holds a run of another configuration, so it cannot be resumed; differing "
+                    f"keys: {'; '.join(diff[:12])}{' ...' if len(diff) > 12 else ''}. Rerun with the same settings "
+                    "to resume it, or choose another hydra.run.dir (output_dir) for a new run.")
+        if (self.dir / RESULTS).is_file() and (self.dir / SAMPLES).is_file():
+            self.finished_before = True
+            self.done = [SampleRecord.from_dict(r) for r in read_samples(self.dir)]
+            return
+        self.done = self._recover()
+        parts = [int(p.stem.split("-")[1]) for sub in (LATENTS, IMAGES) for p in (self.dir / sub).glob("part-*")]
+        self._next_part = max(parts, default=-1) + 1
+        self.resumable = True
+
+    def _recover(self) -> list[SampleRecord]:
+        """Records of an interrupted attempt; a last line cut short by a crash is dropped (and cut off)."""
+        path = self.dir / PARTIAL
+        if not path.exists():
+            return []
+        raw = path.read_bytes()
+        good_end = raw.rfind(b"\n") + 1
+        if good_end < len(raw):
+            log.warning("%s: dropping an incomplete last record (%d bytes) left by an interrupted run",
+                        path, len(raw) - good_end)
+            with open(path, "r+b") as fh:
+                fh.truncate(good_end)
+        records = []
+        for n, line in enumerate(raw[:good_end].decode("utf-8").splitlines(), 1):
+            try:
+                records.append(SampleRecord.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError) as err:
+                raise ValueError(f"{path} line {n} is corrupt ({err}); it was not written by genEval's "
+                                 "writer. Move the directory away and rerun.") from err
+        for rec in records:
+            for sub, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
+                if wanted and (rec.part < 0 or not _part_path(self.dir, sub, rec.part).is_file()):
+                    raise ValueError(f"{path}: sample {rec.source_id} has no {sub} part; this run was started "
+                                     f"without save_{sub}=true. Rerun with the original settings.")
+        if records:
+            log.info("resuming %s: %d samples already done", self.dir, len(records))
+        return records
+
+    def add(self, record: SampleRecord, outcome: Any) -> None:
+        """Queue one finished sample; it reaches the disk with the next flush (every ``flush_every``)."""
+        self._pending.append((record, outcome))
+        if len(self._pending) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued samples: their tensor parts first (atomically), then their records (fsynced)."""
+        if not self._pending or not self.resumable:
+            return
+        if self._fh is None:  # created with the first record, so a run that fails early leaves no samples file
+            self._fh = open(self.dir / PARTIAL, "a", encoding="utf-8")  # noqa: SIM115 (closed in finish/close)
+        part = -1
+        if self.save_latents or self.save_images:
+            part, self._next_part = self._next_part, self._next_part + 1
+            outs = [o for _, o in self._pending]
+            meta = {"source_ids": json.dumps([o.source_id for o in outs]), "generator": self.generator,
+                    "schema_version": str(SCHEMA_VERSION)}
+            valid = torch.tensor([o.validated for o in outs], dtype=torch.uint8)
+            if self.save_latents:
+                tensors = {"start": torch.stack([o.start_latent for o in outs]).float(),
+                           "final": torch.stack([o.latent for o in outs]).float(), "validated": valid}
+                _write_part(self.dir, LATENTS, part, tensors, meta)
+            if self.save_images:
+                tensors = {"original": to_uint8(torch.stack([o.original for o in outs])),
+                           "perturbed": to_uint8(torch.stack([o.image for o in outs])), "validated": valid,
+                           "labels": torch.tensor([o.label for o in outs], dtype=torch.int64)}
+                _write_part(self.dir, IMAGES, part, tensors, meta)
+        lines = []
+        for rec, _ in self._pending:
+            rec = SampleRecord(**{**asdict(rec), "part": part})
+            self.done.append(rec)
+            lines.append(to_json(asdict(rec), indent=None) + "\n")
+        self._fh.write("".join(lines))
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self._fh.close()
-        os.replace(self.partial, self.final)
+        self._pending.clear()
 
-    def abort(self) -> None:
-        if not self._fh.closed:
+    def adopt_part(self, run_dir: Path, part: int) -> int:
+        """Copy part ``part`` of another run (a shard being merged) in as this run's next part; returns its
+        number here. Every kind this run saves (latents, images) is copied under the same number."""
+        new, self._next_part = self._next_part, self._next_part + 1
+        for kind, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
+            if wanted:
+                (self.dir / kind).mkdir(exist_ok=True)
+                atomic_write_bytes(_part_path(self.dir, kind, new), _part_path(run_dir, kind, part).read_bytes())
+        return new
+
+    def add_records(self, records: Sequence[SampleRecord]) -> None:
+        """Append finished records whose tensors (if any) are already in place (see :meth:`adopt_part`)."""
+        if self._fh is None:
+            self._fh = open(self.dir / PARTIAL, "a", encoding="utf-8")  # noqa: SIM115 (closed in finish/close)
+        self._fh.write("".join(to_json(asdict(r), indent=None) + "\n" for r in records))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.done.extend(records)
+
+    def finish(self, records: Sequence[SampleRecord], result: dict[str, Any]) -> None:
+        """All samples are done: write ``samples.jsonl`` (in data-set order), then ``results.json``, unlock."""
+        self.flush()
+        atomic_write_bytes(self.dir / SAMPLES, "".join(to_json(asdict(r), indent=None) + "\n"
+                                                       for r in records).encode())
+        atomic_write_json(self.dir / RESULTS, result)  # written last: marks completion
+        self.close()
+        (self.dir / PARTIAL).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Stop writing (after an error): what was flushed stays for a resume; the lock is released."""
+        if self._fh is not None and not self._fh.closed:
             self._fh.close()
+        self._unlock()
 
 
-def save_grid(path: Path, originals, perturbed, nrow: int = 8) -> None:
-    """Originals (row pairs: top original, bottom perturbed) as one PNG, written atomically."""
-    import torch
-    from PIL import Image
-    from torchvision.utils import make_grid
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
-    from genEval.interfaces import resize_images
 
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _part_path(run_dir: Path, sub: str, part: int) -> Path:
+    return run_dir / sub / f"part-{part:06d}.safetensors"
+
+
+def _write_part(run_dir: Path, sub: str, part: int, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
+    (run_dir / sub).mkdir(exist_ok=True)
+    atomic_write_bytes(_part_path(run_dir, sub, part),
+                       save_safetensors({k: v.contiguous() for k, v in tensors.items()}, metadata=meta))
+
+
+def to_uint8(images: torch.Tensor) -> torch.Tensor:
+    """[0,1] float images -> uint8 (round to nearest), the lossless-PNG representation of a snapshot."""
+    return images.clamp(0, 1).mul(255).round().to(dtype=torch.uint8)
+
+
+def save_grid(path: Path, originals: torch.Tensor, perturbed: torch.Tensor, nrow: int = 8) -> None:
+    """Originals (top row) over their perturbed images (bottom row) as one PNG, written atomically."""
     k = min(len(originals), nrow)
     if k == 0:
         return
@@ -185,81 +434,16 @@ def save_grid(path: Path, originals, perturbed, nrow: int = 8) -> None:
     if scale > 1:
         both = torch.nn.functional.interpolate(both, scale_factor=scale, mode="nearest")
     grid = make_grid(both, nrow=k, padding=2, pad_value=1.0)
-    arr = (grid.clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy())
-    img = Image.fromarray(arr.squeeze(-1) if arr.shape[-1] == 1 else arr)
+    arr = grid.clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
     buf = io.BytesIO()
-    img.save(buf, format="PNG")
+    Image.fromarray(arr.squeeze(-1) if arr.shape[-1] == 1 else arr).save(buf, format="PNG")
     atomic_write_bytes(path, buf.getvalue())
 
 
-def config_hash(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _save_tensors(path: Path, tensors: dict[str, Any], validated, source_ids: list[str], **meta: str) -> None:
-    """One safetensors file per run artefact: tensors + per-sample ``validated`` + source ids, atomically."""
-    import torch
-    from safetensors.torch import save
-
-    tensors = {k: v.contiguous() for k, v in tensors.items()}
-    tensors["validated"] = validated.to(torch.uint8)
-    meta = {"source_ids": json.dumps(source_ids), "schema_version": str(SCHEMA_VERSION), **meta}
-    atomic_write_bytes(path, save(tensors, metadata=meta))
-
-
-def _load_tensors(path: str | Path, flag: str) -> dict[str, Any]:
-    from safetensors import safe_open
-
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no {p.stem} file at '{p}'; rerun the evaluation with {flag}=true.")
-    with safe_open(str(p), framework="pt") as fh:
-        meta = fh.metadata() or {}
-        out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
-    out["validated"] = out["validated"].bool()
-    out["source_ids"] = json.loads(meta.pop("source_ids", "[]"))
-    out.update({k: v for k, v in meta.items() if k != "schema_version"})
-    return out
-
-
-def save_latent_file(path: Path, start, final, validated, source_ids: list[str], generator: str) -> None:
-    """``latents.safetensors``: ``start`` = E(x) and ``final`` = last accepted z, (N, *latent_shape)."""
-    _save_tensors(path, {"start": start, "final": final}, validated, source_ids, generator=generator)
-
-
-def load_latent_file(path: str | Path) -> dict[str, Any]:
-    """Inverse of :func:`save_latent_file`: tensors plus ``source_ids`` and ``generator``."""
-    out = _load_tensors(path, "save_latents")
-    out.setdefault("generator", "")
-    return out
-
-
-def to_uint8(images) -> Any:
-    """[0,1] float images -> uint8 (round to nearest), the lossless-PNG representation of a snapshot."""
-    import torch
-
-    return images.clamp(0, 1).mul(255).round().to(dtype=torch.uint8)
-
-
-def save_image_file(path: Path, images: dict[str, list], validated, source_ids: list[str], labels) -> None:
-    """``images.safetensors``: uint8 ``original`` and ``perturbed`` images (lists of batches; sizes may differ
-    between the two, never within one), ``validated`` and ``labels`` per sample, source ids in metadata."""
-    import torch
-
-    tensors = {k: torch.cat(v) for k, v in images.items()}
-    tensors["labels"] = labels.to(torch.int64)
-    _save_tensors(path, tensors, validated, source_ids)
-
-
-def load_image_file(path: str | Path) -> dict[str, Any]:
-    """Inverse of :func:`save_image_file`."""
-    return _load_tensors(path, "save_images")
-
-
-# ------------------------------------------------------------------------------------------ reading
+# ---------------------------------------------------------------------------------------------- reading
 def read_results(run_dir: str | Path) -> dict:
     """``results.json`` of a finished run as a dict."""
-    p = Path(run_dir) / "results.json"
+    p = Path(run_dir) / RESULTS
     if not p.is_file():
         raise FileNotFoundError(
             f"'{run_dir}' has no results.json: not a finished genEval run directory (an interrupted run "
@@ -269,8 +453,8 @@ def read_results(run_dir: str | Path) -> dict:
 
 
 def read_samples(run_dir: str | Path) -> list[dict]:
-    """Per-sample records of a finished run (``samples.jsonl``), in the run's sample order."""
-    p = Path(run_dir) / "samples.jsonl"
+    """Per-sample records of a finished run (``samples.jsonl``), in data-set order."""
+    p = Path(run_dir) / SAMPLES
     if not p.is_file():
         raise FileNotFoundError(
             f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
@@ -279,18 +463,105 @@ def read_samples(run_dir: str | Path) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def read_run_identity(run_dir: str | Path) -> dict:
+    """The identity a run recorded in ``run.json`` when it started."""
+    info = _read_json(Path(run_dir) / RUN)
+    if info is None:
+        raise FileNotFoundError(f"'{run_dir}' has no {RUN}; it is not a genEval run directory.")
+    return info["identity"]
+
+
 def find_run_dirs(paths: Sequence[str | Path]) -> list[Path]:
     """Expand paths: a run directory (has results.json) stays; any other directory is searched for runs."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw).expanduser()
-        if (p / "results.json").is_file():
+        if (p / RESULTS).is_file():
             out.append(p)
         elif p.is_dir():
-            found = sorted(q.parent for q in p.rglob("results.json"))
+            found = sorted(q.parent for q in p.rglob(RESULTS))
             if not found:
                 raise FileNotFoundError(f"no finished run (results.json) under '{p}'.")
             out += found
         else:
             raise FileNotFoundError(f"run directory '{p}' does not exist.")
+    return out
+
+
+def has_tensors(run_dir: str | Path, kind: str) -> bool:
+    """Whether a run saved ``kind`` ("latents" or "images") parts."""
+    return any((Path(run_dir) / kind).glob("part-*.safetensors"))
+
+
+def iter_tensor_parts(run_dir: str | Path, kind: str, records: Sequence[dict] | None = None
+                      ) -> Iterator[tuple[list[dict], dict[str, torch.Tensor]]]:
+    """Stream a run's ``kind`` parts in record order: yields (records, tensors) with one tensor row per
+    record, part by part, so memory stays flat. Only samples whose record names the part are taken."""
+    d = Path(run_dir)
+    records = read_samples(d) if records is None else records
+    if not has_tensors(d, kind):
+        flag = "save_latents" if kind == LATENTS else "save_images"
+        raise FileNotFoundError(f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation "
+                                f"with {flag}=true.")
+    by_part: dict[int, list[dict]] = {}
+    for r in records:
+        by_part.setdefault(int(r.get("part", -1)), []).append(r)
+    for part in sorted(by_part):
+        path = _part_path(d, kind, part)
+        if part < 0 or not path.is_file():
+            missing = [r["source_id"] for r in by_part[part]][:5]
+            raise FileNotFoundError(f"run '{d}': no {kind} part for samples {missing}; the run directory is "
+                                    "incomplete or was copied partly.")
+        with safe_open(str(path), framework="pt") as fh:
+            ids = json.loads((fh.metadata() or {}).get("source_ids", "[]"))
+            where = {sid: i for i, sid in enumerate(ids)}
+            rows = torch.tensor([where[r["source_id"]] for r in by_part[part]])
+            tensors = {k: fh.get_tensor(k)[rows] for k in fh.keys()}
+        yield by_part[part], tensors
+
+
+def load_tensors(run_dir: str | Path, kind: str) -> dict[str, Any]:
+    """All of a run's ``kind`` tensors in ``samples.jsonl`` order, plus ``source_ids`` (and ``generator``).
+
+    ``latents``: ``start`` = E(x), ``final`` = last accepted z, (N, *latent); ``images``: uint8 ``original``
+    and ``perturbed`` (sizes may differ between the two), ``labels``; both: ``validated`` (bool)."""
+    records = read_samples(run_dir)
+    order = {r["source_id"]: i for i, r in enumerate(records)}
+    chunks: dict[str, list[torch.Tensor]] = {}
+    ids: list[str] = []
+    for recs, tensors in iter_tensor_parts(run_dir, kind, records):
+        ids += [r["source_id"] for r in recs]
+        for k, v in tensors.items():
+            chunks.setdefault(k, []).append(v)
+    perm = torch.tensor(sorted(range(len(ids)), key=lambda i: order[ids[i]]))
+    out: dict[str, Any] = {k: torch.cat(v)[perm] for k, v in chunks.items()}
+    out["validated"] = out["validated"].bool()
+    out["source_ids"] = [ids[i] for i in perm.tolist()]
+    if kind == LATENTS:
+        with safe_open(str(next((Path(run_dir) / kind).glob("part-*.safetensors"))), framework="pt") as fh:
+            out["generator"] = (fh.metadata() or {}).get("generator", "")
+    return out
+
+
+def save_latent_file(path: Path, start: torch.Tensor, final: torch.Tensor, validated: torch.Tensor,
+                     source_ids: list[str], generator: str) -> None:
+    """One self-contained latents file (a snapshot's ``latents.safetensors``): E(x) and final z, (N, ...)."""
+    meta = {"source_ids": json.dumps(source_ids), "generator": generator, "schema_version": str(SCHEMA_VERSION)}
+    atomic_write_bytes(Path(path), save_safetensors({"start": start.contiguous(), "final": final.contiguous(),
+                                                     "validated": validated.to(torch.uint8)}, metadata=meta))
+
+
+def load_latent_file(path: str | Path) -> dict[str, Any]:
+    """Inverse of :func:`save_latent_file`; given a run directory, :func:`load_tensors` of its latents."""
+    p = Path(path)
+    if p.is_dir():
+        return load_tensors(p, LATENTS)
+    if not p.is_file():
+        raise FileNotFoundError(f"no latents file at '{p}'.")
+    with safe_open(str(p), framework="pt") as fh:
+        meta = fh.metadata() or {}
+        out: dict[str, Any] = {k: fh.get_tensor(k) for k in fh.keys()}
+    out["validated"] = out["validated"].bool()
+    out["source_ids"] = json.loads(meta.get("source_ids", "[]"))
+    out["generator"] = meta.get("generator", "")
     return out

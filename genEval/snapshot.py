@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json
-from genEval.rundir import load_image_file, package_versions
+from genEval.rundir import has_tensors, load_latent_file, load_tensors, package_versions
 from genEval.stats import fmr_value, proportion
 
 log = logging.getLogger(__name__)
@@ -337,7 +337,7 @@ def export_snapshot(
             f"run directory '{run}' has no results.json: the run is incomplete (interrupted or "
             "still running). Let it finish, or rerun it, before exporting."
         )
-    if not (run / "images.safetensors").is_file():
+    if not has_tensors(run, "images"):
         raise FileNotFoundError(
             f"run directory '{run}' has no images.safetensors; rerun the evaluation with "
             "save_images=true to export it as a snapshot."
@@ -349,7 +349,7 @@ def export_snapshot(
         )
     results = json.loads((run / "results.json").read_text())
     samples = _read_jsonl(run / "samples.jsonl")
-    imgs = load_image_file(run / "images.safetensors")
+    imgs = load_tensors(run, "images")
     ids = imgs["source_ids"]
     if len(samples) != len(ids) or [s["source_id"] for s in samples] != list(ids):
         raise SnapshotError(
@@ -366,9 +366,7 @@ def export_snapshot(
     components = dict(results.get("components", {}))
     latents = None
     if include_latents:
-        from genEval.rundir import load_latent_file
-
-        lat = load_latent_file(run / "latents.safetensors")
+        lat = load_latent_file(run)
         if list(lat["source_ids"]) != list(ids):
             raise SnapshotError(
                 f"latents.safetensors and images.safetensors of '{run}' list different samples; "

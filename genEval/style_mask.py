@@ -531,7 +531,7 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
     that moved are used; with ``search.start_noise > 0`` the start noise is part of every difference
     (``start`` is the noiseless ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
     """
-    from genEval.rundir import load_latent_file
+    from genEval.rundir import has_tensors, load_latent_file
 
     d = Path(run_dir).expanduser()
     if not d.is_dir():
@@ -543,14 +543,13 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
             if (d / "samples.partial.jsonl").exists() else ""
         raise FileNotFoundError(f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
                                 "finish (or rerun it with save_latents=true) before fitting a mask from it.")
-    latents_path = d / "latents.safetensors"
-    if not latents_path.is_file():
-        raise FileNotFoundError(f"run '{d}' has no latents.safetensors: it was run without saving latents. "
-                                "Rerun it with save_latents=true (CLI: geneval ... save_latents=true), then "
-                                "fit the mask.")
+    if not has_tensors(d, "latents"):
+        raise FileNotFoundError(f"run '{d}' has no latents (latents/part-*.safetensors): it was run without saving "
+                                "latents. Rerun it with save_latents=true (CLI: geneval ... save_latents=true), "
+                                "then fit the mask.")
     results = json.loads(results_path.read_text(encoding="utf-8"))
     components = results.get("components", {})
-    lat = load_latent_file(latents_path)
+    lat = load_latent_file(d)
     generator = lat["generator"] or str(components.get("generator", ""))
     if components.get("generator") and lat["generator"] and components["generator"] != lat["generator"]:
         raise ValueError(f"run '{d}' is inconsistent: results.json names generator "

@@ -26,3 +26,24 @@ def asset(rel: str) -> Path:
     if not p.exists():
         pytest.skip(f"shared asset {p} not present (outside contributors do not have ../shared/assets)")
     return p
+
+
+@pytest.fixture(scope="session")
+def digits_cache(tmp_path_factory):
+    """Train (once per session) and cache the offline default's digits models, so command-line tests that
+    start `geneval` in a subprocess (same GENEVAL_CACHE) measure the run, not the training."""
+    from hydra import compose, initialize_config_dir
+
+    from genEval.commands import CONF_DIR, build
+
+    cache = tmp_path_factory.getbasetemp() / "geneval-cache"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GENEVAL_CACHE", str(cache))
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config")
+        for role in ("classifier", "generator", "oracle"):
+            build(cfg[role], role)
+    finally:
+        mp.undo()
+    return cache

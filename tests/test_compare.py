@@ -71,7 +71,7 @@ def test_directory_layout_and_recorded_seeds(made):
         for r in (0, 1):
             d = out / "runs" / m / f"rep{r}"
             assert (d / "results.json").is_file() and (d / "samples.jsonl").is_file()
-            assert (d / "images.safetensors").exists() is False  # save_images was not asked for
+            assert not (d / "images").exists()  # save_images was not asked for
             res = results(out, m, r)
             assert res["seed"] == [11, 12][r]  # the same seed for every model within a repetition
             assert res["config"]["comparison"] == {

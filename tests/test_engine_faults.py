@@ -19,7 +19,7 @@ from genEval.rundir import load_latent_file
 
 
 def _latents(run_dir):
-    lat = load_latent_file(run_dir / "latents.safetensors")
+    lat = load_latent_file(run_dir)
     return lat["start"], lat["final"], lat["source_ids"]
 
 

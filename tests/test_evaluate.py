@@ -24,7 +24,7 @@ def test_same_seed_same_results_and_run_directory(tmp_path):
     b = evaluate(data=toy_data(50), search=CFG, seed=7, batch_size=16, output_dir=tmp_path / "b", **roles())
     ja, jb = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
     assert ja["scores"] == jb["scores"] and ja["seed"] == 7 and ja["seed_drawn"] is False
-    assert ja["schema_version"] == 1 and torch.__version__.startswith(ja["versions"]["torch"])
+    assert ja["schema_version"] == 2 and torch.__version__.startswith(ja["versions"]["torch"])
     lines = (tmp_path / "a" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 50 and json.loads(lines[0])["source_id"] == "toy/0000"
     assert not (tmp_path / "a" / "samples.partial.jsonl").exists()
@@ -91,7 +91,7 @@ def test_unwritable_output_directory(tmp_path):
         evaluate(data=toy_data(4), search=CFG, output_dir=blocker / "run", **roles())
 
 
-def test_interrupted_run_leaves_no_complete_looking_results(tmp_path):
+def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_it(tmp_path):
     class Broken(ListDataset):
         def __getitem__(self, i):
             if i == 25:
@@ -101,11 +101,18 @@ def test_interrupted_run_leaves_no_complete_looking_results(tmp_path):
     d = toy_data(40)
     with pytest.raises(OSError, match="disk unplugged"):
         evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=10,
-                 output_dir=tmp_path, **roles())
-    assert not (tmp_path / "results.json").exists()
-    assert not (tmp_path / "samples.jsonl").exists()
-    partial = (tmp_path / "samples.partial.jsonl").read_text().splitlines()
-    assert len(partial) == 20  # the two finished batches are kept, clearly named as partial
+                 output_dir=tmp_path / "run", **roles())
+    assert not (tmp_path / "run" / "results.json").exists()
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
+    assert not (tmp_path / "run" / "run.lock").exists()  # the lock is released on the error
+    partial = (tmp_path / "run" / "samples.partial.jsonl").read_text().splitlines()
+    assert 0 < len(partial) < 40 and len(partial) % 10 == 0  # whole flushes only, clearly named as partial
+    resumed = evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "run", **roles())
+    assert resumed.timings["samples_computed"] == 40 - len(partial)
+    fresh = evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles())
+    assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["scores"] == \
+        json.loads((tmp_path / "fresh" / "results.json").read_text())["scores"]
 
 
 def test_saved_latents_round_trip(tmp_path):
@@ -113,7 +120,7 @@ def test_saved_latents_round_trip(tmp_path):
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True,
                  **roles())
-    lat = load_latent_file(tmp_path / "latents.safetensors")
+    lat = load_latent_file(tmp_path)
     assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
     assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
     assert lat["generator"] == "sigmoid"
@@ -123,11 +130,11 @@ def test_saved_latents_round_trip(tmp_path):
 
 
 def test_saved_images_round_trip(tmp_path):
-    from genEval.rundir import load_image_file
+    from genEval.rundir import load_tensors
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True,
                  **roles())
-    im = load_image_file(tmp_path / "images.safetensors")
+    im = load_tensors(tmp_path, "images")
     assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
     assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))
     assert im["labels"].tolist() == toy_data(12).y and int(im["validated"].sum()) == r.scores.n_validated

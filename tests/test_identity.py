@@ -64,7 +64,7 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
     res = evaluate(classifier=clf, data=data, generator=IdentityGenerator(), oracle=oracle,
                    search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0), seed=0, batch_size=16,
                    device="cpu", output_dir=tmp_path, save_latents=True, progress=False)
-    lat = load_latent_file(Path(tmp_path) / "latents.safetensors")
+    lat = load_latent_file(Path(tmp_path))
     assert lat["generator"] == "identity"
     w = clf.l.weight.detach()
     steps = torch.tensor([r.accepted_steps for r in res.samples])

@@ -78,7 +78,7 @@ def test_single_run_report_and_missing_images(comparison_dir, tmp_path):
     _, out = comparison_dir
     run = tmp_path / "run"
     shutil.copytree(out / "runs" / "lin0" / "rep0", run)
-    (run / "images.safetensors").unlink()
+    shutil.rmtree(run / "images")
     path = write_report(run)
     assert path == run / "report.html"
     text = path.read_text()

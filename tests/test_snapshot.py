@@ -27,7 +27,7 @@ from genEval.commands import CONF_DIR
 from genEval.commands.snapshot import run_export, run_filter, run_score, run_transfer, run_verify
 from genEval.interfaces import Judgement
 from genEval.perturb import SearchConfig
-from genEval.rundir import load_image_file, load_latent_file
+from genEval.rundir import load_latent_file, load_tensors
 from genEval.snapshot import (
     SnapshotError,
     export_snapshot,
@@ -122,7 +122,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def run_data(run_dir):
-    imgs = load_image_file(run_dir / "images.safetensors")
+    imgs = load_tensors(run_dir, "images")
     recs = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     v = imgs["validated"]
     return {
@@ -197,7 +197,7 @@ def test_imagefolder_layout_manifest_and_hashes(snap_if, run_dir, run_data):
         assert np.array_equal(_png(snap_if / r["file_name"]), run_data["perturbed"][i].numpy())
         assert np.array_equal(_png(snap_if / r["original_file_name"]), run_data["original"][i].numpy())
     lat = load_latent_file(snap_if / "latents.safetensors")
-    full = load_latent_file(run_dir / "latents.safetensors")
+    full = load_latent_file(run_dir)
     assert lat["source_ids"] == run_data["ids"] and torch.equal(lat["final"], full["final"][full["validated"]])
 
 
@@ -309,11 +309,11 @@ def test_export_errors_for_incomplete_runs(run_dir, tmp_path):
         export_snapshot(partial, tmp_path / "s1")
     no_images = tmp_path / "no_images"
     shutil.copytree(run_dir, no_images)
-    (no_images / "images.safetensors").unlink()
+    shutil.rmtree(no_images / "images")
     with pytest.raises(FileNotFoundError, match=r"no images.safetensors; rerun the evaluation with save_images=true"):
         export_snapshot(no_images, tmp_path / "s2")
     (partial / "results.json").write_text((run_dir / "results.json").read_text())
-    (partial / "latents.safetensors").unlink()
+    shutil.rmtree(partial / "latents")
     with pytest.raises(FileNotFoundError, match=r"rerun the evaluation with save_latents=true"):
         export_snapshot(partial, tmp_path / "s3", include_latents=True)
     with pytest.raises(SnapshotError, match=r"unknown snapshot format 'zip'; choose one of imagefolder, webdataset"):

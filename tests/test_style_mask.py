@@ -271,7 +271,7 @@ def test_fit_mask_from_run_and_masked_search_leaves_unselected_dims_untouched(to
     masked = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
                       output_dir=tmp_path / "masked", save_latents=True, n_boot=20, progress=False,
                       mask=m.as_tensor())
-    lat = load_latent_file(tmp_path / "masked" / "latents.safetensors")
+    lat = load_latent_file(tmp_path / "masked")
     moved = (lat["final"] - lat["start"]).abs()
     assert masked.scores.n_validated > 0
     assert moved[:, ~m.mask].max() == 0  # the search never touched a non-style dim
@@ -288,7 +288,7 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
     clf = LinearClassifier(seed=0)
     evaluate(clf, toy_data(12), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
              output_dir=tmp_path / "nolat", n_boot=10, progress=False)
-    with pytest.raises(FileNotFoundError, match="no latents.safetensors.*save_latents=true"):
+    with pytest.raises(FileNotFoundError, match="has no latents.*save_latents=true"):
         fit_mask_from_run(tmp_path / "nolat")
     few = evaluate(clf, toy_data(12), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
                    output_dir=tmp_path / "few", n_boot=10, progress=False, save_latents=True)

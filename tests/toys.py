@@ -63,7 +63,10 @@ class ListDataset:
         return len(self.x)
 
     def __getitem__(self, i):
-        return self.x[i], int(self.y[i]), f"{self.name}/{i:04d}"
+        return self.x[i], int(self.y[i]), self.source_id(i)
+
+    def source_id(self, i):
+        return f"{self.name}/{i:04d}"
 
 
 def toy_data(n: int = 40, seed: int = 0, classes: int = 3) -> ListDataset:
@@ -95,3 +98,29 @@ class ConstantGenerator(nn.Module):
 
     def decode(self, z):
         return torch.sigmoid(z) * 0 + 0.5
+
+
+def search_batch(x, y, classifier, generator, oracle, cfg, mask=None, batch_size=None, seeds=None, ids=None):
+    """Run :func:`genEval.perturb.perturb` on a batch of tensors and stack the outcomes in input order.
+
+    Returns a namespace with (N,)-tensors ``start_ok, accepted_steps, rejected_at, first_fooled, final_pred,
+    recon_pred, clean_pred, validated`` and stacked ``images, start_images, latents, start_latents``.
+    """
+    from types import SimpleNamespace
+
+    from genEval.perturb import Sample, perturb
+
+    n = len(x)
+    seeds = list(range(n)) if seeds is None else seeds
+    ids = [f"s{i}" for i in range(n)] if ids is None else ids
+    samples = [Sample(x[i], int(y[i]), ids[i], seed=seeds[i], index=i) for i in range(n)]
+    outs = sorted(perturb(samples, classifier, generator, oracle, cfg, batch_size=batch_size or n, mask=mask),
+                  key=lambda o: o.index)
+    ints = ("start_ok", "accepted_steps", "rejected_at", "first_fooled", "final_pred", "recon_pred", "clean_pred",
+            "validated")
+    ns = SimpleNamespace(**{k: torch.tensor([getattr(o, k) for o in outs]) for k in ints})
+    for name, attr in (("images", "image"), ("start_images", "start_image"), ("latents", "latent"),
+                       ("start_latents", "start_latent")):
+        setattr(ns, name, torch.stack([getattr(o, attr) for o in outs]))
+    ns.final_step = ns.accepted_steps
+    return ns

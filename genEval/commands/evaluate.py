@@ -1,30 +1,71 @@
-"""``geneval [overrides]``: the main job (conf/config.yaml). Builds the roles, evaluates, prints the summary."""
+"""``geneval [overrides]``: the main job (conf/config.yaml). Builds the roles, evaluates, prints the summary.
+
+Sharding (``shard.index=I shard.count=N``): when not given, the shard is taken from the launcher's
+environment (``RANK``/``WORLD_SIZE`` under torchrun, ``SLURM_PROCID``/``SLURM_NTASKS`` under Slurm), and the
+CUDA device from ``LOCAL_RANK`` (``SLURM_LOCALID``) when ``device=auto``. A sharded run writes its own run
+directory ``<run dir>/shard-I-of-N``, so shards that share a Hydra run directory never share files;
+``geneval merge`` combines them.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from genEval.commands import build, command, hydra_output_dir, plain
-from genEval.driver import evaluate
+from genEval.driver import Shard, evaluate
 from genEval.perturb import SearchConfig
+
+#: (index variable, count variable, local-rank variable) of the launchers genEval understands.
+LAUNCHER_ENV = (("RANK", "WORLD_SIZE", "LOCAL_RANK"), ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+
+
+def shard_from(cfg: DictConfig, environ: dict[str, str] | None = None) -> tuple[Shard, int | None]:
+    """The shard (config first, then the launcher's environment) and the local rank, if a launcher set one."""
+    env = os.environ if environ is None else environ
+    index, count = cfg.get("shard", {}).get("index"), cfg.get("shard", {}).get("count")
+    local = None
+    for idx_var, cnt_var, local_var in LAUNCHER_ENV:
+        if idx_var in env and cnt_var in env:
+            if index is None and count is None:
+                index, count = int(env[idx_var]), int(env[cnt_var])
+            local = int(env[local_var]) if local_var in env else None
+            break
+    if (index is None) != (count is None):
+        raise ValueError(f"give both shard.index and shard.count (got index={index}, count={count}), "
+                         "e.g. shard.index=0 shard.count=4.")
+    return Shard(int(index or 0), int(count or 1)), local
+
+
+def device_for(device: str, local_rank: int | None) -> str:
+    """``device=auto`` under a launcher picks ``cuda:<local rank>`` when CUDA is there."""
+    if device == "auto" and local_rank is not None and torch.cuda.is_available():
+        return f"cuda:{local_rank % torch.cuda.device_count()}"
+    return device
 
 
 @command("evaluate", config="config")
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Build data, classifier, generator, oracle and mask from their groups and run ``genEval.evaluate``."""
+    shard, local_rank = shard_from(cfg)
     search = SearchConfig.coerce(plain(cfg.search))
     mask = build(cfg.mask, "mask")
     data = build(cfg.data, "data")
     classifier = build(cfg.classifier, "classifier")
     generator = build(cfg.generator, "generator")
     oracle = build(cfg.oracle, "oracle")
+    run_dir = hydra_output_dir()
+    if run_dir is not None and shard.count > 1:
+        run_dir = Path(run_dir) / shard.name
     result = evaluate(
         classifier=classifier, data=data, generator=generator, oracle=oracle, search=search, mask=mask,
-        seed=cfg.seed, batch_size=cfg.batch_size, device=cfg.device, output_dir=hydra_output_dir(),
-        progress=cfg.progress, interval=cfg.interval, n_boot=cfg.n_boot, grid_size=cfg.grid_size,
-        gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers, save_latents=cfg.save_latents,
-        save_images=cfg.save_images, config=plain(cfg))
+        seed=cfg.seed, batch_size=cfg.batch_size, device=device_for(str(cfg.device), local_rank), output_dir=run_dir,
+        progress=cfg.progress, log_interval=cfg.log_interval, interval=cfg.interval, n_boot=cfg.n_boot,
+        grid_size=cfg.grid_size, gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers,
+        save_latents=cfg.save_latents, save_images=cfg.save_images, shard=shard, config=plain(cfg))
     print(result.summary())
     return result.metrics

@@ -1,0 +1,174 @@
+"""Merging the shards of one evaluation into the run directory an unsharded evaluation would have written.
+
+A sharded evaluation (``shard.index=i shard.count=n``, one run directory per shard) is exact: every sample's
+random draws depend on ``(seed, source id)`` only, so each shard computes the very records the unsharded run
+would have. :func:`merge_runs` checks that the shards belong together (same config, seed, components, data,
+shard count; every shard present once; every source present once), concatenates their records in data-set
+order, copies their tensor parts, and scores the result with the driver's own :func:`genEval.driver.summarize`
+-- so scores, intervals and the per-class table equal those of the unsharded run. ``compare``, ``export``,
+``fit-mask`` and ``report`` read the merged directory like any other run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from genEval.driver import Shard, summarize
+from genEval.rundir import (
+    IMAGES,
+    LATENTS,
+    RUN,
+    EvalResult,
+    RunWriter,
+    SampleRecord,
+    identity_differences,
+    iter_tensor_parts,
+    read_results,
+    read_run_identity,
+    read_samples,
+    save_grid,
+)
+
+log = logging.getLogger(__name__)
+
+
+def find_shard_dirs(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand ``paths``: a shard's run directory stays; any other directory (a multirun directory, a torchrun
+    output directory) is searched for run directories of sharded runs."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if (p / RUN).is_file():
+            out.append(p)
+        elif p.is_dir():
+            found = sorted(q.parent for q in p.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1)
+            if not found:
+                raise FileNotFoundError(f"no sharded run (a {RUN} of a run with shard.count > 1) under '{p}'.")
+            out += found
+        else:
+            raise FileNotFoundError(f"shard directory '{p}' does not exist.")
+    return out
+
+
+def _common_identity(identity: dict) -> dict:
+    """The part of a shard's identity every shard of one evaluation shares."""
+    sources = identity["sources"]
+    return {**identity, "shard": {"count": identity["shard"]["count"]},
+            "sources": {"data": sources["data"], "n_total": sources["n_total"]}}
+
+
+def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
+    """Identities of ``dirs`` ordered by shard index, after checking that they form one complete evaluation."""
+    if not dirs:
+        raise ValueError("geneval merge needs the shard run directories (or a multirun directory holding them).")
+    identities = [read_run_identity(d) for d in dirs]
+    unfinished = [str(d) for d in dirs if not (d / "results.json").is_file()]
+    if unfinished:
+        raise ValueError(f"shards not finished (no results.json): {unfinished}. Rerun them (they resume) first.")
+    first = _common_identity(identities[0])
+    for d, ident in zip(dirs[1:], identities[1:]):
+        diff = identity_differences(first, _common_identity(ident))
+        if diff:
+            raise ValueError(f"'{d}' is not a shard of the same evaluation as '{dirs[0]}'; differing keys: "
+                             f"{'; '.join(diff[:10])}. Merge only shards of one config, seed, data and generator.")
+    count = identities[0]["shard"]["count"]
+    by_index: dict[int, list[Path]] = {}
+    for d, ident in zip(dirs, identities):
+        by_index.setdefault(ident["shard"]["index"], []).append(d)
+    twice = {i: [str(p) for p in ds] for i, ds in by_index.items() if len(ds) > 1}
+    if twice:
+        raise ValueError(f"shard(s) given more than once: {twice}. Pass each shard once.")
+    missing = sorted(set(range(count)) - set(by_index))
+    if missing:
+        raise ValueError(f"shard(s) {missing} of {count} are missing; run them (shard.index=I shard.count={count}) "
+                         "and merge again.")
+    order = sorted(range(len(dirs)), key=lambda k: identities[k]["shard"]["index"])
+    return [identities[k] for k in order], count
+
+
+def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
+    """Merge the shard run directories found in ``paths`` into the run directory ``out_dir``."""
+    dirs = find_shard_dirs(paths)
+    identities, count = check_shards(dirs)
+    dirs = sorted(dirs, key=lambda d: read_run_identity(d)["shard"]["index"])
+    results = [read_results(d) for d in dirs]
+    per_shard = [[SampleRecord.from_dict(r) for r in read_samples(d)] for d in dirs]
+    n_total = identities[0]["sources"]["n_total"]
+    _check_sources(dirs, per_shard, count, n_total)
+    config = dict(results[0]["config"])
+    ident = {**identities[0], "shard": {"index": 0, "count": 1},
+             "sources": _merged_sources(identities, per_shard, n_total)}
+    saved = {kind: bool(config.get(f"save_{kind}")) for kind in (LATENTS, IMAGES)}
+    writer = RunWriter.open(out_dir, ident, save_latents=saved[LATENTS], save_images=saved[IMAGES],
+                            generator=ident["components"]["generator"])
+    try:
+        if writer.done and not writer.finished_before:
+            raise ValueError(f"'{out_dir}' holds part of an earlier merge; remove it and merge again.")
+        records = []
+        for d, recs in zip(dirs, per_shard):
+            renumber = {p: writer.adopt_part(d, p) for p in sorted({r.part for r in recs if r.part >= 0})}
+            records += [replace(r, part=renumber.get(r.part, -1)) for r in recs]
+        records.sort(key=lambda r: r.index)
+        writer.add_records(records)
+        timings = {"total_s": sum(r["timings"].get("total_s", 0.0) for r in results),
+                   "loop_s": sum(r["timings"].get("loop_s", 0.0) for r in results), "shards": count}
+        config["merged_from"] = [str(d) for d in dirs]
+        result = summarize(records, results[0]["class_names"], seed=ident["seed"],
+                           seed_drawn=results[0]["seed_drawn"], interval=config.get("interval", "wilson"),
+                           n_boot=int(config.get("n_boot", 1000)), gap_warn_points=float(config.get(
+                               "gap_warn_points", 10.0)), components=ident["components"], config=config,
+                           device=results[0]["environment"].get("device", "cpu"), run_dir=str(writer.dir),
+                           timings=timings, shard=Shard(), identity=ident)
+        if saved[IMAGES]:
+            _grid(writer.dir, records, int(config.get("grid_size", 8)))
+        writer.finish(records, result.to_dict())
+    except BaseException:
+        writer.close()
+        raise
+    log.info("merged %d shards (%d samples) into %s", count, len(records), writer.dir)
+    return result
+
+
+def _check_sources(dirs: list[Path], per_shard: list[list[SampleRecord]], count: int, n_total: int) -> None:
+    seen: dict[str, Path] = {}
+    for i, (d, recs) in enumerate(zip(dirs, per_shard)):
+        dup = [r.source_id for r in recs if r.source_id in seen]
+        if dup:
+            raise ValueError(f"source(s) {dup[:5]} appear in both '{seen[dup[0]]}' and '{d}'; each source must be "
+                             "evaluated by one shard.")
+        seen.update((r.source_id, d) for r in recs)
+        want = set(Shard(i, count).positions(n_total))
+        got = {r.index for r in recs}
+        if got != want:
+            raise ValueError(f"'{d}' (shard {i} of {count}) holds {len(got)} sources but should hold {len(want)}: "
+                             f"missing positions {sorted(want - got)[:10]}, unexpected {sorted(got - want)[:10]}.")
+
+
+def _merged_sources(identities: list[dict], per_shard: list[list[SampleRecord]], n_total: int) -> dict[str, Any]:
+    """The ``sources`` identity of the unsharded run: all sources, hashed in data-set order."""
+    sources = {"data": identities[0]["sources"]["data"], "n_total": n_total, "n": n_total}
+    if all("sha256" in i["sources"] for i in identities):
+        ids = [r.source_id for r in sorted((r for recs in per_shard for r in recs), key=lambda r: r.index)]
+        sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    return sources
+
+
+def _grid(run_dir: Path, records: list[SampleRecord], k: int) -> None:
+    """``grid.png`` of the first ``k`` validated samples, as the driver draws it."""
+    picked = [r for r in records if r.validated][:k]
+    if not picked:
+        return
+    rows = {r.source_id: None for r in picked}
+    for recs, tensors in iter_tensor_parts(run_dir, IMAGES, [asdict(r) for r in picked]):
+        for j, r in enumerate(recs):
+            rows[r["source_id"]] = (tensors["original"][j], tensors["perturbed"][j])
+    originals = torch.stack([rows[r.source_id][0] for r in picked]).float() / 255
+    perturbed = torch.stack([rows[r.source_id][1] for r in picked]).float() / 255
+    save_grid(run_dir / "grid.png", originals, perturbed, nrow=k)

@@ -1,0 +1,228 @@
+"""Every ``conf/**.yaml`` composes and instantiates (issue 13: configs mirror code).
+
+Options whose real weights or data cannot exist offline are instantiated with small random stand-ins that
+the test writes itself (a tiny taming VQ and its yaml, tiny diffusers VAE folders, a scripted classifier,
+idx files, a fake CIFAR-10 batch); everything else is built as configured. A new option in a group must be
+listed in ``FIXTURES`` (with no overrides when it needs none), so an option that does not instantiate cannot
+slip in unnoticed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import ASSETS
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from genEval.commands import CONF_DIR, build, config_options
+from genEval.interfaces import Generator, ImageDataset, Oracle
+from genEval.perturb import SearchConfig
+
+TINY_DD = dict(ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3, resolution=16,
+               z_channels=4, dropout=0.0, double_z=False)
+
+
+# ------------------------------------------------------------------------------- stand-ins written by the test
+def _taming_files(root: Path) -> tuple[Path, Path]:
+    """A tiny taming VQModel yaml and a checkpoint of random weights in taming's key layout."""
+    from generators.vqgan import VQGANGenerator
+
+    torch.manual_seed(0)
+    g = VQGANGenerator(TINY_DD, n_embed=16, embed_dim=4)
+    ckpt = root / "vq.ckpt"
+    torch.save({"state_dict": g.state_dict()}, ckpt)
+    # the layout `geneval train-generator` writes: the architecture travels with the weights
+    torch.save({"state_dict": g.state_dict(), "config": {"ddconfig": TINY_DD, "n_embed": 16, "embed_dim": 4},
+                "data": "toy", "epoch": 1}, root / "trained.ckpt")
+    dd = "\n".join(f"      {k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in TINY_DD.items())
+    yaml_path = root / "vq.yaml"
+    yaml_path.write_text(textwrap.dedent("""\
+        model:
+          target: taming.models.vqgan.VQModel
+          params:
+            embed_dim: 4
+            n_embed: 16
+            ddconfig:
+        """) + dd + "\n")
+    return yaml_path, ckpt
+
+
+def _diffusers_dirs(root: Path) -> tuple[Path, Path]:
+    import diffusers
+
+    torch.manual_seed(0)
+    kl = diffusers.AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
+                                 up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=4,
+                                 layers_per_block=1, sample_size=16)
+    kl.save_pretrained(root / "kl")
+    tiny = diffusers.AutoencoderTiny(encoder_block_out_channels=(8, 8, 8), decoder_block_out_channels=(8, 8, 8),
+                                     num_encoder_blocks=(1, 1, 1), num_decoder_blocks=(1, 1, 1), latent_channels=4)
+    tiny.save_pretrained(root / "tiny")
+    return root / "kl", root / "tiny"
+
+
+def _torchscript(root: Path) -> Path:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 10, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    path = root / "model.pt"
+    torch.jit.save(torch.jit.trace(model, torch.rand(1, 3, 8, 8)), path)
+    return path
+
+
+def _mnist(root: Path) -> Path:
+    def idx(path: Path, magic: int, arr: np.ndarray) -> None:
+        header = magic.to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+        path.write_bytes(header + arr.astype(np.uint8).tobytes())
+
+    rng = np.random.default_rng(0)
+    idx(root / "t10k-images-idx3-ubyte", 2051, rng.integers(0, 256, (20, 28, 28)))
+    idx(root / "t10k-labels-idx1-ubyte", 2049, np.arange(20) % 10)
+    return root
+
+
+def _cifar10(root: Path) -> Path:
+    """torchvision's CIFAR-10 layout (``cifar-10-batches-py/test_batch``, ``batches.meta``)."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    with open(folder / "test_batch", "wb") as fh:
+        pickle.dump({"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8), "labels": list(range(10)) * 2}, fh)
+    with open(folder / "batches.meta", "wb") as fh:
+        pickle.dump({"label_names": ["c"] * 10}, fh)
+    return root
+
+
+def _image_folder(root: Path) -> Path:
+    from PIL import Image
+
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(root / c / f"{i}.png")
+    return root
+
+
+def _style_mask(root: Path) -> Path:
+    from genEval.style_mask import fit_style_mask
+
+    g = torch.Generator().manual_seed(0)
+    start = torch.randn(40, 2, 2, 2, generator=g)
+    final = start.clone()
+    final[:, 0, 0, 0] += 3.0
+    mask = fit_style_mask(start, final, generator="sigmoid", dataset="toy")
+    return mask.save(root / "mask.safetensors")
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("stand-ins")
+    paths = {}
+    paths["vq_yaml"], paths["vq_ckpt"] = _taming_files(root)
+    paths["trained"] = root / "trained.ckpt"
+    paths["kl"], paths["tiny"] = _diffusers_dirs(root)
+    paths["torchscript"] = _torchscript(root)
+    for sub in ("mnist", "cifar"):
+        (root / sub).mkdir()
+    paths["mnist"] = _mnist(root / "mnist")
+    paths["cifar10"] = _cifar10(root / "cifar")
+    paths["folder"] = _image_folder(root / "folder")
+    paths["mask"] = _style_mask(root)
+    return {k: str(v) for k, v in paths.items()}
+
+
+# Overrides per option, in the option's own keys; values are templates filled from `stand_ins`.
+FIXTURES: dict[str, dict[str, dict[str, str]]] = {
+    "data": {
+        "cifar10": {"root": "{cifar10}"}, "cifar10_jpg": {"limit": "20"}, "digits": {}, "digits_train": {},
+        "imagefolder": {"root": "{folder}"}, "mnist": {"root": "{mnist}"},
+    },
+    "classifier": {
+        **{f"cifar_resnet{d}": {} for d in (20, 32, 56)},
+        "cifar_resnet44": {"checkpoint": "null"},  # no ResNet-44 weights in the assets: random init
+        "digits_cnn": {}, "digits_mlp": {}, "digits_wide_cnn": {},
+        "module": {"module": "{{_target_: genEval.cifar_resnet.CifarResNet, depth: 20}}", "num_classes": "10"},
+        "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
+        "torchscript": {"path": "{torchscript}", "num_classes": "10"},
+        "torchvision": {"name": "resnet18", "weights": "null", "num_classes": "10"},
+    },
+    "generator": {
+        "diffusers_vae": {"pretrained": "{kl}"}, "sd_vae_ft_mse": {"pretrained": "{kl}"},
+        "taesd": {"pretrained": "{tiny}"}, "taef2": {}, "identity": {}, "digits_vq": {},
+        "vqgan": {"config": "{vq_yaml}", "checkpoint": "{vq_ckpt}"},
+        "vqgan_imagenet_f16_16384": {"config": "{vq_yaml}", "checkpoint": "{vq_ckpt}"},
+        "trained_vq": {"checkpoint_path": "{trained}"},
+    },
+    "oracle": {
+        "cifar_resnet_zoo": {}, "classifier": {}, "digits_zoo": {},
+        "clip": {"pretrained": "null", "model_name": "ViT-B-32"}, "clip_vit_b32": {"pretrained": "null"},
+    },
+    "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
+    "search": {"default": {}},
+}
+KINDS = {"data": ImageDataset, "generator": Generator, "oracle": Oracle}
+NEEDS_ASSETS = {("data", "cifar10_jpg"), ("generator", "taef2"), ("oracle", "cifar_resnet_zoo"),
+                ("oracle", "classifier"), *(("classifier", f"cifar_resnet{d}") for d in (20, 32, 56))}
+CASES = [(g, n) for g in FIXTURES for n in config_options(g)]
+
+
+def test_every_option_has_a_fixture_entry():
+    for group in FIXTURES:
+        assert set(config_options(group)) == set(FIXTURES[group]), f"conf/{group}: list new options in FIXTURES"
+
+
+def _compose(config: str, overrides: list[str]):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose(config, overrides=overrides)
+
+
+def _build_role(group: str, node):
+    if group == "search":
+        return SearchConfig.coerce(OmegaConf.to_container(node, resolve=True))
+    return build(node, group)
+
+
+@pytest.mark.parametrize("group,name", CASES)
+def test_every_option_composes_and_instantiates(group, name, stand_ins, monkeypatch):
+    if (group, name) in NEEDS_ASSETS and not ASSETS.exists():
+        pytest.skip(f"conf/{group}/{name}.yaml reads ../shared/assets, which is absent")
+    if (group, name) == ("data", "cifar10"):  # the fake batch cannot match torchvision's md5 of the real one
+        import torchvision
+
+        monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
+        monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda *a, **k: True)
+    overrides = [f"{group}={name}"] + [f"{group}.{k}={v.format(**stand_ins)}"
+                                      for k, v in FIXTURES[group][name].items()]
+    cfg = _compose("config", overrides)
+    obj = _build_role(group, cfg[group])
+    if group in KINDS:
+        assert isinstance(obj, KINDS[group]), f"{group}={name} built {type(obj).__name__}"
+    if group == "classifier":
+        out = obj(torch.rand(2, 1 if name.startswith("digits") else 3, 16, 16))
+        assert out.shape == (2, obj.num_classes)
+    if group == "generator" and name not in ("digits_vq",):
+        z = obj.encode(torch.rand(1, 3, 16, 16))
+        assert obj.decode(z).shape[:2] == (1, 3)
+
+
+def test_experiment_presets_compose_and_instantiate_every_role():
+    if not ASSETS.exists():
+        pytest.skip("the experiment presets read ../shared/assets, which is absent")
+    for name in config_options("experiment"):
+        cfg = _compose("config", [f"experiment={name}"])
+        for group in ("data", "classifier", "generator", "oracle", "mask", "search"):
+            _build_role(group, cfg[group])
+
+
+@pytest.mark.parametrize("config", sorted(p.stem for p in CONF_DIR.glob("*.yaml")))
+def test_every_command_config_composes_and_its_role_nodes_instantiate(config):
+    cfg = _compose(config, [])
+    for group in ("data", "generator", "oracle", "mask", "search"):
+        if group in cfg and cfg[group] is not None and (group == "search" or "_target_" in cfg[group]):
+            if group == "data" and not ASSETS.exists() and "assets" in str(OmegaConf.to_yaml(cfg[group])):
+                continue
+            _build_role(group, cfg[group])

@@ -1,0 +1,141 @@
+"""The house (STYLE.md): no import cycles, imports only go down the layers, command work only in the command layer.
+
+Layers, top-down: ``genEval.cli`` (dispatch) -> ``genEval.commands.*`` (config, printing, exit codes) ->
+the library (``genEval.*``) -> backends (``generators.*``, ``oracles.*`` and the backend modules of
+``genEval``: classifiers, data readers). Imports are read from the source with ``ast``: module level and
+inside functions, plus modules loaded by name (``importlib.import_module("...")``).
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("genEval", "generators", "oracles")
+TOP = {"genEval.cli"}
+BACKENDS_IN_ENGINE = {"genEval.classifiers", "genEval.cifar_resnet", "genEval.data"}
+# The bottom of the house: contracts and small helpers every layer may use.
+FOUNDATION = {"genEval.interfaces", "genEval.checkpoints", "genEval.fileio"}
+# Function-local imports of the project's own modules, each with its reason (everything else is at the top).
+LOCAL_IMPORTS_ALLOWED = {
+    ("genEval", "genEval.driver"): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The project module an import of ``name`` loads (longest existing prefix), or None if third-party."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in MODULES:
+            return ".".join(parts[:i])
+    return None
+
+
+def _imports(module: str) -> list[tuple[str, int, bool]]:
+    """(imported project module, line, inside a function) for every import in ``module``'s source."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            local = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [f"{child.module}.{a.name}" for a in child.names]
+            elif isinstance(child, ast.Call) and getattr(child.func, "attr", getattr(child.func, "id", "")) \
+                    == "import_module" and child.args and isinstance(child.args[0], ast.Constant):
+                names = [str(child.args[0].value)]
+            for n in names:
+                target = _resolve(n)
+                if target is not None and target != module:
+                    found.append((target, child.lineno, in_function))
+            visit(child, local)
+
+    visit(tree, False)
+    return found
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def test_the_modules_are_found():
+    assert {"genEval.cli", "genEval.driver", "genEval.perturb", "genEval.commands", "generators.vqgan",
+            "oracles.clip"} <= set(MODULES)
+    assert any(t == "genEval.perturb" for t, _, _ in GRAPH["genEval.driver"])
+
+
+def test_no_import_cycles():
+    sorter = graphlib.TopologicalSorter({m: {t for t, _, _ in edges} for m, edges in GRAPH.items()})
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as err:
+        cycle = err.args[1]
+        lines = [f"{a} -> {b} (line {next(ln for t, ln, _ in GRAPH[a] if t == b)})" for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("import cycle: " + "; ".join(lines))
+
+
+def _layer(module: str) -> int:
+    if module in FOUNDATION:
+        return 4
+    if module in TOP:
+        return 0
+    if module.startswith("genEval.commands"):
+        return 1
+    if module.startswith(("generators", "oracles")) or module in BACKENDS_IN_ENGINE:
+        return 3
+    return 2
+
+
+def test_imports_only_go_down_the_layers():
+    upward = sorted({f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)}) at line {ln}"
+                     for m, edges in GRAPH.items() for t, ln, _ in edges
+                     if _layer(t) < _layer(m) and "genEval" not in (m, t)})
+    assert not upward, "\n".join(upward)
+
+
+def test_backends_import_only_shared_helpers_of_the_engine():
+    bad = sorted({f"{m} imports {t} (line {ln})" for m, edges in GRAPH.items() if _layer(m) == 3
+                  for t, ln, _ in edges if t.startswith("genEval") and t not in FOUNDATION | BACKENDS_IN_ENGINE})
+    assert not bad, "backends may use genEval.interfaces and small helpers only:\n" + "\n".join(bad)
+
+
+def test_no_function_local_imports_of_the_projects_own_modules():
+    local = sorted({f"{m} imports {t} inside a function (line {ln})" for m, edges in GRAPH.items()
+                    for t, ln, inside in edges if inside and (m, t) not in LOCAL_IMPORTS_ALLOWED})
+    assert not local, "\n".join(local)
+
+
+def test_command_work_stays_in_the_command_layer():
+    """No print, sys.exit or DictConfig below the command layer (STYLE.md "Config flows one way")."""
+    bad = []
+    for m, path in MODULES.items():
+        if _layer(m) <= 1:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                bad.append(f"{m}:{node.lineno} print()")
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "exit" \
+                    and getattr(node.func.value, "id", None) == "sys":
+                bad.append(f"{m}:{node.lineno} sys.exit()")
+            if isinstance(node, ast.ImportFrom) and node.module == "omegaconf":
+                bad.append(f"{m}:{node.lineno} imports omegaconf")
+    assert not bad, "\n".join(bad)
