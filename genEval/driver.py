@@ -35,7 +35,7 @@ from genEval.rundir import (
     save_latent_file,
     to_uint8,
 )
-from genEval.stats import compute_scores, per_class_table
+from genEval.stats import Outcomes, compute_scores, per_class_table
 from genEval.style_mask import (
     AutoMask,
     NoMask,
@@ -235,12 +235,10 @@ def evaluate(
     finally:
         bar.close()
 
-    scores = compute_scores(np.array(cols["clean"]), np.array(cols["recon"]), np.array(cols["start_ok"]),
-                            np.array(cols["valid"]), np.array(cols["final"]), np.array(cols["rej"]),
-                            cols["id"], num_classes, interval=interval, n_boot=n_boot, seed=seed)
-    per_class = per_class_table(np.array(cols["label"]), class_names, clean_correct=np.array(cols["clean"]),
-                                recon_correct=np.array(cols["recon"]), validated=np.array(cols["valid"]),
-                                final_correct=np.array(cols["final"]))
+    outcomes = Outcomes(ids=cols["id"], labels=cols["label"], clean=cols["clean"], recon=cols["recon"],
+                        start_ok=cols["start_ok"], validated=cols["valid"], final=cols["final"], rejected=cols["rej"])
+    scores = compute_scores(outcomes, num_classes, interval=interval, n_boot=n_boot, seed=seed)
+    per_class = per_class_table(outcomes, class_names)
     warnings = []
     if scores.sa.value is not None and scores.ra.value is not None \
             and scores.sa.value - scores.ra.value > gap_warn_points:
