@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from genEval.data import SubsetData
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
+from genEval.kernels import Kernels, accelerate
 from genEval.perturb import Outcome, Sample, SearchConfig, perturb
 from genEval.rundir import (
     RUN,
@@ -47,7 +48,7 @@ from genEval.rundir import (
     read_run_identity,
     save_grid,
 )
-from genEval.stats import INTERVALS, compute_scores, per_class_table
+from genEval.stats import INTERVALS, Outcomes, compute_scores, per_class_table
 from genEval.style_mask import (
     AutoMask,
     NoMask,
@@ -151,6 +152,7 @@ def evaluate(
     save_images: bool = False,
     shard: Shard | None = None,
     reference: str | None = None,
+    kernels: Kernels | None = None,
     config: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
@@ -166,18 +168,20 @@ def evaluate(
     ``shard``: evaluate only part of the sources (see :class:`Shard`); ``reference``: the class the oracle
     must keep seeing, the true ``label`` or its own verdict on the clean image (``clean_prediction``);
     None takes the oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``.
+    ``kernels``: precision (fp32 | bf16 | fp16, all or per role), channels_last, compile (:mod:`genEval.kernels`).
     """
     if isinstance(mask, AutoMask):
         return _evaluate_with_auto_mask(
             mask, classifier, data, generator, oracle, search, seed=seed, output_dir=output_dir,
             batch_size=batch_size, device=device, progress=progress, log_interval=log_interval, interval=interval,
             n_boot=n_boot, grid_size=grid_size, gap_warn_points=gap_warn_points, num_workers=num_workers,
-            save_latents=save_latents, save_images=save_images, shard=shard, reference=reference, config=config)
+            save_latents=save_latents, save_images=save_images, shard=shard, reference=reference, kernels=kernels,
+            config=config)
     mask, mask_id = _resolve_mask(mask, mask_id, generator, data)
     reference = reference or getattr(oracle, "reference", None) or "label"
     t_start = time.perf_counter()
     search = SearchConfig.coerce(search)
-    shard = shard or Shard()
+    shard, kernels = shard or Shard(), kernels or Kernels()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
     if interval not in INTERVALS:
@@ -193,7 +197,8 @@ def evaluate(
                   "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}")}
     run_config = config if config is not None else {
         "search": asdict(search), "interval": interval, "n_boot": n_boot, "gap_warn_points": gap_warn_points,
-        "save_latents": save_latents, "save_images": save_images, "reference": reference}
+        "save_latents": save_latents, "save_images": save_images, "reference": reference,
+        "precision": kernels.precision, "role_precision": dict(kernels.role_precision)}
     seed_drawn = seed is None
     if seed is None:
         seed = _recorded_seed(output_dir) or secrets.randbits(31)
@@ -202,6 +207,7 @@ def evaluate(
     for m in (classifier, generator, oracle):
         if isinstance(m, torch.nn.Module):
             m.to(dev).eval().requires_grad_(False)
+    classifier, generator, oracle, kernel_settings = accelerate(classifier, generator, oracle, kernels, dev)
     oracle.prepare(class_names)
     _check_classifier(classifier, data, positions[0], len(class_names), dev)  # before anything is written
     log.info("genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed,
@@ -241,7 +247,7 @@ def evaluate(
                            device=str(dev), run_dir=None if writer is None else str(writer.dir),
                            timings={"total_s": time.perf_counter() - t_start, "loop_s": loop_s,
                                     "per_sample_s": loop_s / max(1, len(todo)), "samples_computed": len(todo)},
-                           shard=shard, identity=identity)
+                           shard=shard, identity=identity, kernels=kernel_settings)
         if writer is not None:
             if grid:
                 grid.sort(key=lambda g: -g[0])
@@ -333,20 +339,15 @@ def _record(out: Outcome) -> SampleRecord:
 
 def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: int, seed_drawn: bool,
               interval: str, n_boot: int, gap_warn_points: float, components: dict, config: dict, device: str,
-              run_dir: str | None, timings: dict, shard: Shard, identity: dict) -> EvalResult:
+              run_dir: str | None, timings: dict, shard: Shard, identity: dict, kernels: dict | None = None
+              ) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
     The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
     """
-    col = lambda f: np.array([f(r) for r in records], dtype=bool)  # noqa: E731
-    clean, recon = col(lambda r: r.clean_pred == r.label), col(lambda r: r.recon_pred == r.label)
-    valid, final = col(lambda r: r.validated), col(lambda r: r.final_pred == r.label)
-    scores = compute_scores(clean, recon, col(lambda r: r.start_ok), valid, final, col(lambda r: r.rejected_at > 0),
-                            [r.source_id for r in records], len(class_names), interval=interval, n_boot=n_boot,
-                            seed=seed)
-    labels = np.array([r.label for r in records])
-    per_class = per_class_table(labels, class_names, clean_correct=clean, recon_correct=recon, validated=valid,
-                                final_correct=final)
+    outcomes = Outcomes.from_records([asdict(r) for r in records])
+    scores = compute_scores(outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed)
+    per_class = per_class_table(outcomes, class_names)
     warnings = []
     if scores.sa.value is not None and scores.ra.value is not None \
             and scores.sa.value - scores.ra.value > gap_warn_points:
@@ -361,7 +362,8 @@ def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: 
         scores=scores, per_class=per_class, seed=seed, seed_drawn=seed_drawn, components=components,
         class_names=class_names, config=config, versions=package_versions(), environment=environment(device),
         timings=timings, warnings=warnings, run_dir=run_dir, samples=list(records),
-        extra={"shard": {"index": shard.index, "count": shard.count}, "identity": identity})
+        extra={"shard": {"index": shard.index, "count": shard.count}, "identity": identity,
+               **({"kernels": kernels} if kernels else {})})
 
 
 class _Progress:

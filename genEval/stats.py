@@ -1,48 +1,219 @@
-"""The statistics of genEval: the scores of one run and the comparison of models.
+"""The statistics of genEval: every score defined once, one clustered bootstrap, rankings and effective robustness.
 
-Scores and their uncertainty (paper Sec. 3.3; METHOD.md "Scores").
+Scores (paper Sec. 3.3; METHOD.md "Scores"), in percent as in the paper's tables, each defined once in
+:data:`SCORES` and computed from per-source column sums of one per-sample shape, :class:`Outcomes`:
 
 * SA  = accuracy of ``f`` on the clean images (all samples).
 * RA  = accuracy of ``f`` on the generator's reconstructions ``D(E(x))`` (the generator gap).
 * VR  = validated / all samples (paper App. J).
 * PA  = accuracy of ``f`` on the perturbed images, over validated samples only (undefined when none).
 * FMR = 100 * PA / SA; chance-corrected FMR = 100 * (PA - 100/C) / (SA - 100/C).
+* oracle start accuracy = share of samples whose reconstruction the oracle accepts (the start check).
 
-Proportions get Wilson (default) or Clopper-Pearson 95% intervals; FMR, a ratio, gets a percentile
-bootstrap over *source images* (``digest.md``: intervals at the level of source images), so repeated
-samples of one source image move together.
+Intervals (95%): a proportion of one run gets Wilson (default) or Clopper-Pearson
+(``scipy.stats.binomtest(...).proportion_ci``); a ratio (FMR) and every mean over repetitions get a percentile
+bootstrap over *source images* (``../seeds/digest.md`` 5.1: intervals at the level of source images), so all
+samples of one source image, in every repetition, move together. The same bootstrap gives the differences
+between two models (digest 5.1.9: paired when they share source images, else independent).
 
-Comparing models: ranks, Kendall tau, effective robustness, paired differences.
+Comparing models: competition ranks ("1224"), Kendall's tau-b (``scipy.stats.kendalltau``; S0, Shi et al.,
+NeurIPS 2023, App. A.2), and effective robustness (S0 eq. 1-2, after Taori et al. 2020; digest section 1):
+fit ``logit(PA) = w * logit(SA) + b`` over *baseline* models (``scipy.stats.linregress``), then
+``ER(f) = PA(f) - expit(w * logit(SA(f)) + b)`` in points. R^2 is computed **in logit space** (the space of the
+regression), MAE in points; ER is reported only when R^2 >= ``min_r2`` with >= ``min_baselines`` baselines
+(S0 section 8: a fit-quality gate).
 
-* Ranks and rank agreement: Kendall's tau-b (``scipy.stats.kendalltau``), as S0 (Shi et al., NeurIPS 2023,
-  App. A.2) uses to compare rankings; competition ranks ("1224") for ties, as leaderboards print them.
-* Effective robustness (S0 eq. 1-2, after Taori et al. 2020; ``../seeds/digest.md`` section 1): fit
-  ``logit(PA) = w * logit(SA) + b`` by least squares over *baseline* models, then
-  ``ER(f) = PA(f) - expit(w * logit(SA(f)) + b)`` in accuracy points. R^2 is computed **in logit space**
-  (the space of the regression; S0 leaves the choice open, the digest asks to record it), MAE in accuracy
-  points over the baselines. ER is only reported when the fit is good (S0 section 8: a fit-quality gate):
-  R^2 >= ``min_r2`` and at least ``min_baselines`` baselines.
-* Differences between two models with 95% intervals from a bootstrap over *source images* (digest 5.1:
-  intervals at the level of source images; 5.1.9: paired when the same source images were used). All
-  samples of one source image (over repetitions too) are resampled together; with shared sources both
-  models get the same resample (paired), otherwise each is resampled on its own (independent).
-
-Accuracies are percentages everywhere in this module, as in the paper's tables.
+Adding a score is one :class:`Score` in :data:`SCORES` (plus a column in :data:`COLUMNS` when it counts
+something new): results.json, the bootstrap, the leaderboard, differences and per-class tables follow.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 from scipy import stats as sps
 
-INTERVALS = ("wilson", "clopper-pearson")
+INTERVALS = {"wilson": "wilson", "clopper-pearson": "exact"}  # our name -> scipy's proportion_ci method
+
+#: Per-sample 0/1 columns summed per source image; every score is a function of their sums.
+COLUMNS = ("n", "clean", "recon", "start_ok", "validated", "perturbed_correct", "rejected")
+_COL = {c: i for i, c in enumerate(COLUMNS)}
 
 
+# ------------------------------------------------------------------------------------------ outcomes
+@dataclass(frozen=True)
+class Outcomes:
+    """Per-sample outcomes of one model in one run: the one per-sample shape every score is computed from.
+
+    All fields are arrays of length N (one entry per sample): ``ids`` the source-image id (str; samples of
+    one source are resampled together), ``labels`` the true class, and booleans ``clean`` f(x) correct,
+    ``recon`` f(D(E(x))) correct, ``start_ok`` the oracle accepted the reconstruction, ``validated`` at least
+    one accepted step, ``final`` f correct on the final perturbed image, ``rejected`` the oracle rejected a step.
+    """
+
+    ids: np.ndarray
+    labels: np.ndarray
+    clean: np.ndarray
+    recon: np.ndarray
+    start_ok: np.ndarray
+    validated: np.ndarray
+    final: np.ndarray
+    rejected: np.ndarray
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise the arrays once, here
+        set_(self, "ids", np.asarray([str(i) for i in self.ids], dtype=object))
+        set_(self, "labels", np.asarray(self.labels, dtype=np.int64).reshape(-1))
+        n = len(self.ids)
+        for name in ("clean", "recon", "start_ok", "validated", "final", "rejected"):
+            arr = np.asarray(getattr(self, name), dtype=bool).reshape(-1)
+            set_(self, name, arr)
+        for name in ("labels", "clean", "recon", "start_ok", "validated", "final", "rejected"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"Outcomes.{name} has {len(getattr(self, name))} entries for {n} source ids.")
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping]) -> Outcomes:
+        """From ``samples.jsonl`` rows (:class:`genEval.rundir.SampleRecord` as dicts)."""
+        lab = np.asarray([r["label"] for r in records], dtype=np.int64)
+
+        def col(key: str) -> np.ndarray:
+            return np.asarray([r[key] for r in records], dtype=np.int64)
+
+        return cls(ids=[r["source_id"] for r in records], labels=lab, clean=col("clean_pred") == lab,
+                   recon=col("recon_pred") == lab, start_ok=col("start_ok") != 0, validated=col("validated") != 0,
+                   final=col("final_pred") == lab, rejected=col("rejected_at") > 0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def columns(self) -> np.ndarray:
+        """(N, len(COLUMNS)) float 0/1 columns, in the order of :data:`COLUMNS`."""
+        v = self.validated
+        cols = (np.ones(len(self), bool), self.clean, self.recon, self.start_ok, v, v & self.final, self.rejected)
+        return np.stack(cols, axis=1).astype(float)
+
+    def totals(self, mask: np.ndarray | None = None) -> np.ndarray:
+        """(len(COLUMNS),) column sums over all samples (or those where ``mask`` is True)."""
+        cols = self.columns()
+        return (cols if mask is None else cols[mask]).sum(0)
+
+
+# ------------------------------------------------------------------------------------------ scores
+def fmr_formula(sa, pa):
+    """FMR = 100 * PA / SA (percent in, percent out; arrays or scalars); NaN where SA is 0 or a value NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(sa) == 0, np.nan, 100.0 * np.asarray(pa) / np.asarray(sa))
+
+
+def chance_corrected_formula(sa, pa, num_classes: int):
+    """100 * (PA - 100/C) / (SA - 100/C): 0 for a model at chance after perturbation, 100 for no drop.
+
+    NaN where SA equals chance (the ratio is undefined there).
+    """
+    if not num_classes:
+        raise ValueError("fmr_chance_corrected needs num_classes (C in 100*(PA-100/C)/(SA-100/C)).")
+    chance = 100.0 / num_classes
+    den = np.asarray(sa) - chance
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.abs(den) < 1e-12, np.nan, 100.0 * (np.asarray(pa) - chance) / den)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score, defined once. A *proportion* is ``100 * sum(numerator) / sum(denominator)`` over columns of
+    :data:`COLUMNS` (Wilson/Clopper-Pearson interval for one run); otherwise ``formula(values, C)`` derives it
+    from the scores listed before it (bootstrap interval). ``undefined`` lists ``(column, why)``: the first
+    column whose sum is 0 says why the score is undefined; ``otherwise`` covers a formula's own NaN.
+    ``leaderboard`` / ``compared`` / ``per_class`` say where it is shown (leaderboard rows, pairwise
+    differences, per-class tables)."""
+
+    key: str
+    label: str
+    numerator: str = ""
+    denominator: str = ""
+    formula: Callable[[Mapping[str, np.ndarray], int], np.ndarray] | None = None
+    undefined: tuple[tuple[str, str], ...] = ()
+    otherwise: str = ""
+    short: str = ""
+    leaderboard: bool = True
+    compared: bool = True
+    per_class: bool = True
+
+    @property
+    def is_proportion(self) -> bool:
+        return self.formula is None
+
+    def why_undefined(self, totals: np.ndarray) -> str:
+        """The reason this score is undefined for column sums ``totals`` (one run)."""
+        for col, why in self.undefined:
+            if totals[_COL[col]] == 0:
+                return why
+        return self.otherwise
+
+
+_NO_VALIDATED = "no validated sample: no step was accepted (budget 0, or every first step rejected)"
+_PA_UNDEFINED = "no validated sample, so PA is undefined"
+
+SCORES: tuple[Score, ...] = (
+    Score("sa", "SA", "clean", "n", undefined=(("n", "no samples for SA"),)),
+    Score("ra", "RA", "recon", "n", undefined=(("n", "no samples for RA"),), compared=False),
+    Score("vr", "VR", "validated", "n", undefined=(("n", "no samples for VR"),)),
+    Score("pa", "PA", "perturbed_correct", "validated",
+          undefined=(("n", "no samples for PA"), ("validated", _NO_VALIDATED))),
+    Score("fmr", "FMR", formula=lambda v, c: fmr_formula(v["sa"], v["pa"]),
+          undefined=(("n", "no samples"), ("validated", _PA_UNDEFINED)), otherwise="SA is 0"),
+    Score("fmr_chance_corrected", "FMR chance-corrected", short="FMR cc",
+          formula=lambda v, c: chance_corrected_formula(v["sa"], v["pa"], c),
+          undefined=(("n", "no samples"), ("validated", _PA_UNDEFINED)), otherwise="SA equals chance (100/C)",
+          per_class=False),
+    Score("oracle_start_accuracy", "oracle start check", "start_ok", "n",
+          undefined=(("n", "no samples for oracle start check"),), leaderboard=False, compared=False,
+          per_class=False),
+)
+SCORE = {s.key: s for s in SCORES}
+LEADERBOARD_SCORES = tuple(s.key for s in SCORES if s.leaderboard)
+COMPARED_SCORES = tuple(s.key for s in SCORES if s.compared)
+PER_CLASS_SCORES = tuple(s.key for s in SCORES if s.per_class)
+
+
+def score_values(sums: np.ndarray, num_classes: int, keys: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Every score (percent) from column sums ``sums[..., len(COLUMNS)]``; NaN where a score is undefined.
+
+    Vectorised over the leading axes (bootstrap draws, repetitions). ``keys``: the scores wanted (the ones
+    they derive from are computed too).
+    """
+    sums = np.asarray(sums, dtype=float)
+    col = {c: sums[..., i] for i, c in enumerate(COLUMNS)}
+    want = set(SCORE) if keys is None else set(keys)
+    unknown = want - set(SCORE)
+    if unknown:
+        raise ValueError(f"unknown score {sorted(unknown)[0]!r}; choose one of {', '.join(SCORE)}.")
+    out: dict[str, np.ndarray] = {}
+    for s in SCORES:  # in order: a formula only uses scores defined before it
+        if s.is_proportion:
+            num, den = col[s.numerator], col[s.denominator]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[s.key] = np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), np.nan)
+        else:
+            out[s.key] = np.asarray(s.formula(out, num_classes), dtype=float)
+    return {k: v for k, v in out.items() if k in want}
+
+
+def _number(v: float) -> float | None:
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
+def fmr_value(sa: float | None, pa: float | None) -> float | None:
+    """FMR (:func:`fmr_formula`) of two percentages; None when either is undefined or SA is 0."""
+    return None if sa is None or pa is None else _number(fmr_formula(sa, pa))
+
+
+# ------------------------------------------------------------------------------------------ estimates
 @dataclass(frozen=True)
 class Estimate:
     """A score in percent with its 95% interval; ``value`` is None when undefined (``reason`` says why)."""
@@ -59,114 +230,129 @@ class Estimate:
         return asdict(self)
 
     def fmt(self, digits: int = 2) -> str:
-        return format_estimate(self.to_dict(), digits, with_reason=True)
+        return format_estimate(self, digits, with_reason=True)
 
 
-def format_estimate(e: dict, digits: int = 2, with_reason: bool = False) -> str:
-    """``"value [low, high]"`` for an estimate as a dict (results.json form); ``undefined`` without a value."""
-    if e.get("value") is None:
-        return f"undefined ({e.get('reason', '')})" if with_reason else "undefined"
-    if e.get("low") is None or e.get("high") is None:
-        return f"{e['value']:.{digits}f}"
-    return f"{e['value']:.{digits}f} [{e['low']:.{digits}f}, {e['high']:.{digits}f}]"
+def format_estimate(e, digits: int = 2, with_reason: bool = False) -> str:
+    """``"value [low, high]"`` for anything with ``value``/``low``/``high``/``reason`` attributes;
+    ``undefined`` without a value."""
+    if e.value is None:
+        return f"undefined ({e.reason})" if with_reason else "undefined"
+    if e.low is None or e.high is None:
+        return f"{e.value:.{digits}f}"
+    return f"{e.value:.{digits}f} [{e.low:.{digits}f}, {e.high:.{digits}f}]"
 
 
 def proportion(k: int, n: int, method: str = "wilson", level: float = 0.95, what: str = "") -> Estimate:
-    """Percentage ``100*k/n`` with a Wilson score or exact Clopper-Pearson interval."""
+    """Percentage ``100*k/n`` with a Wilson score or exact Clopper-Pearson interval (scipy's binomtest)."""
     if method not in INTERVALS:
         raise ValueError(f"unknown interval method {method!r}; choose one of {', '.join(INTERVALS)}.")
     if n == 0:
         return Estimate(None, None, None, 0, 0, method, f"no samples{(' for ' + what) if what else ''}")
-    p = k / n
-    alpha = 1 - level
-    if method == "wilson":
-        zc = stats.norm.ppf(1 - alpha / 2)
-        denom = 1 + zc**2 / n
-        centre = (p + zc**2 / (2 * n)) / denom
-        half = zc * math.sqrt(p * (1 - p) / n + zc**2 / (4 * n**2)) / denom
-        lo, hi = max(0.0, centre - half), min(1.0, centre + half)
-    else:
-        lo = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
-        hi = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
-    return Estimate(100 * p, 100 * lo, 100 * hi, n, k, method)
+    ci = sps.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method=INTERVALS[method])
+    return Estimate(100.0 * k / n, 100.0 * ci.low, 100.0 * ci.high, int(n), int(k), method)
 
 
-def fmr_value(sa: float | None, pa: float | None) -> float | None:
-    """FMR = 100 * PA / SA (both in percent); None when either is undefined or SA is 0."""
-    if sa is None or pa is None or sa == 0:
-        return None
-    return 100.0 * pa / sa
+# ------------------------------------------------------------------------------------------ the bootstrap
+def source_index(id_arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """Each sample's index among the union of source ids (sorted), per array, and the number of sources."""
+    allids = np.concatenate([np.asarray(a, dtype=str) for a in id_arrays]) if id_arrays else np.array([], str)
+    _, inv = np.unique(allids, return_inverse=True)
+    bounds = np.cumsum([0, *(len(a) for a in id_arrays)])
+    return [inv[bounds[i]:bounds[i + 1]] for i in range(len(id_arrays))], int(inv.max() + 1 if len(inv) else 0)
 
 
-def chance_corrected_fmr(sa: float | None, pa: float | None, num_classes: int) -> float | None:
-    """100 * (PA - 100/C) / (SA - 100/C): 0 for a model at chance after perturbation, 100 for no drop."""
-    chance = 100.0 / num_classes
-    if sa is None or pa is None or abs(sa - chance) < 1e-12:
-        return None
-    return 100.0 * (pa - chance) / (sa - chance)
+def source_sums(reps: Sequence[Outcomes]) -> np.ndarray:
+    """(R, G, len(COLUMNS)) column sums per repetition and source image (sources: the union over ``reps``)."""
+    index, g = source_index([o.ids for o in reps])
+    out = np.zeros((len(reps), g, len(COLUMNS)))
+    for r, (o, inv) in enumerate(zip(reps, index)):
+        np.add.at(out[r], inv, o.columns())
+    return out
 
 
-def _ratio_stats(clean: np.ndarray, valid: np.ndarray, final: np.ndarray, num_classes: int,
-                 w: np.ndarray) -> tuple[float | None, float | None]:
-    """(FMR, chance-corrected FMR) from per-sample 0/1 arrays weighted by bootstrap counts ``w``."""
-    nw = w.sum()
-    nv = (w * valid).sum()
-    if nw == 0 or nv == 0:
-        return None, None
-    sa = 100.0 * (w * clean).sum() / nw
-    pa = 100.0 * (w * valid * final).sum() / nv
-    return fmr_value(sa, pa), chance_corrected_fmr(sa, pa, num_classes)
+def _resample_counts(g: int, n_boot: int, rng: np.random.Generator, chunk: int = 256) -> Iterator[np.ndarray]:
+    """How often each of ``g`` sources is drawn, (chunk, g) resamples at a time (memory stays small)."""
+    done = 0
+    while done < n_boot:
+        m = min(chunk, n_boot - done)
+        yield rng.multinomial(g, np.full(g, 1.0 / g), size=m).astype(float)
+        done += m
 
 
-def bootstrap_fmr(clean: np.ndarray, valid: np.ndarray, final: np.ndarray, groups: Sequence[str],
-                  num_classes: int, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-                  ) -> tuple[Estimate, Estimate]:
-    """FMR and chance-corrected FMR with percentile intervals from a bootstrap over source images.
+def bootstrap(sums: Sequence[np.ndarray], statistic: Callable[..., np.ndarray], n_boot: int,
+              rng: np.random.Generator) -> np.ndarray:
+    """The clustered bootstrap over source images, the one used for every interval here.
 
-    ``clean``/``valid``/``final``: per-sample 0/1 arrays (clean correct, validated, perturbed correct);
-    ``groups``: the source-image id of each sample (samples of one source are resampled together).
+    ``sums``: arrays (R, G, K) of per-source column sums over the *same* G sources; one resample of the
+    sources drives all of them (paired). ``statistic(*resampled)`` maps arrays (B, R, K) to (B, S).
+    Returns the (n_boot, S) draws.
     """
-    clean, valid, final = (np.asarray(a, dtype=float) for a in (clean, valid, final))
-    n = len(clean)
-    ones = np.ones(n)
-    point = _ratio_stats(clean, valid, final, num_classes, ones)
-    if n == 0 or valid.sum() == 0:
-        why = "no samples" if n == 0 else "no validated sample, so PA is undefined"
-        empty = Estimate(None, None, None, n, None, "bootstrap", why)
-        return empty, empty
-    _, inverse = np.unique(np.asarray(groups), return_inverse=True)
-    n_groups = inverse.max() + 1
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot)  # (n_boot, G)
-    draws: list[list[float]] = [[], []]
-    for c in counts:
-        for i, v in enumerate(_ratio_stats(clean, valid, final, num_classes, c[inverse].astype(float))):
-            if v is not None:
-                draws[i].append(v)
-    out = []
+    g = sums[0].shape[1]
+    draws = [statistic(*(np.einsum("bg,rgk->brk", counts, s) for s in sums))
+             for counts in _resample_counts(g, n_boot, rng)]
+    return np.concatenate(draws)
+
+
+def _mean_over_reps(per_rep: np.ndarray) -> np.ndarray:
+    """nan-aware mean over the last axis (repetitions); NaN where every repetition is undefined."""
+    ok = ~np.isnan(per_rep)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok.any(-1), np.where(ok, per_rep, 0.0).sum(-1) / np.maximum(ok.sum(-1), 1), np.nan)
+
+
+def _rep_mean(keys: Sequence[str], num_classes: int) -> Callable[[np.ndarray], np.ndarray]:
+    """statistic (B, R, K) -> (B, len(keys)): each score per repetition, averaged over repetitions."""
+    def stat(s: np.ndarray) -> np.ndarray:
+        vals = score_values(s, num_classes, keys)
+        return np.stack([_mean_over_reps(vals[k]) for k in keys], axis=-1)
+    return stat
+
+
+def _percentile(draws: np.ndarray, level: float) -> tuple[float | None, float | None]:
+    d = draws[~np.isnan(draws)]
+    if len(d) == 0:
+        return None, None
     a = (1 - level) / 2
-    for i in range(2):  # FMR, chance-corrected FMR
-        if point[i] is None:
-            out.append(Estimate(None, None, None, n, None, "bootstrap",
-                                "SA equals chance (100/C)" if i == 1 else "SA is 0"))
-            continue
-        d = np.asarray(draws[i])
-        lo, hi = (float(np.quantile(d, a)), float(np.quantile(d, 1 - a))) if len(d) else (None, None)
-        out.append(Estimate(float(point[i]), lo, hi, n, None, f"bootstrap({n_boot}, source images)"))
-    return out[0], out[1]
+    return float(np.quantile(d, a)), float(np.quantile(d, 1 - a))
 
 
+def bootstrap_scores(reps: Sequence[Outcomes], num_classes: int, keys: Sequence[str] = LEADERBOARD_SCORES,
+                     n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Estimate]:
+    """Each score as the mean over repetitions, with a percentile interval from a bootstrap over source images.
+
+    A source image's samples in *all* repetitions move together (they share the image), and each resample
+    recomputes every repetition's score before averaging. One repetition: the run's bootstrap.
+    """
+    if not reps:
+        raise ValueError("bootstrap_scores needs at least one repetition.")
+    sums = source_sums(reps)
+    g = sums.shape[1]
+    stat = _rep_mean(keys, num_classes)
+    point = stat(sums.sum(1)[None])[0]
+    draws = bootstrap([sums], stat, n_boot, np.random.default_rng(seed)) if g else np.full((0, len(keys)), np.nan)
+    n = int(sum(len(o) for o in reps))
+    single = len(reps) == 1
+    how = f"bootstrap({n_boot}, source images)" if single else \
+        f"mean of {len(reps)} repetitions, bootstrap({n_boot}, {g} source images)"
+    out = {}
+    for i, k in enumerate(keys):
+        if np.isnan(point[i]):
+            why = SCORE[k].why_undefined(sums[0].sum(0)) if single else \
+                f"{SCORE[k].label} is undefined in every repetition"
+            out[k] = Estimate(None, None, None, n, None, "bootstrap", why)
+        else:
+            out[k] = Estimate(float(point[i]), *_percentile(draws[:, i], level), n, None, how)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ one run
 @dataclass(frozen=True)
 class Scores:
-    """All scores of one evaluation (percentages with 95% intervals) plus the raw counts."""
+    """All scores of one evaluation (``estimates``: key of :data:`SCORES` -> :class:`Estimate`, also readable
+    as attributes, e.g. ``scores.sa``) plus the raw counts. ``to_dict`` is results.json's ``scores``."""
 
-    sa: Estimate
-    ra: Estimate
-    vr: Estimate
-    pa: Estimate
-    fmr: Estimate
-    fmr_chance_corrected: Estimate
-    oracle_start_accuracy: Estimate
+    estimates: Mapping[str, Estimate]
     n: int
     n_clean_correct: int
     n_validatable: int
@@ -175,67 +361,146 @@ class Scores:
     n_rejected: int
     num_classes: int
 
+    def __getattr__(self, name: str) -> Estimate:
+        est = self.__dict__.get("estimates", {})
+        if name in est:
+            return est[name]
+        raise AttributeError(f"Scores has no score {name!r}; scores: {', '.join(est)}.")
+
     def to_dict(self) -> dict:
-        return {k: (v.to_dict() if isinstance(v, Estimate) else v) for k, v in self.__dict__.items()}
+        counts = {k: v for k, v in self.__dict__.items() if k != "estimates"}
+        return {**{k: e.to_dict() for k, e in self.estimates.items()}, **counts}
 
 
-def compute_scores(clean_correct: np.ndarray, recon_correct: np.ndarray, start_ok: np.ndarray,
-                   validated: np.ndarray, final_correct: np.ndarray, rejected: np.ndarray,
-                   groups: Sequence[str], num_classes: int, interval: str = "wilson",
-                   n_boot: int = 1000, seed: int = 0) -> Scores:
-    """SA, RA, VR, PA, FMR (+chance-corrected) with intervals from per-sample boolean arrays."""
-    cc, rc, so, va, fc, rj = (np.asarray(a, dtype=bool) for a in
-                              (clean_correct, recon_correct, start_ok, validated, final_correct, rejected))
-    n = len(cc)
-    pa_k = int((fc & va).sum())
-    n_val = int(va.sum())
-    pa = proportion(pa_k, n_val, interval, what="PA")
-    if n_val == 0 and n > 0:
-        pa = Estimate(None, None, None, 0, 0, interval,
-                      "no validated sample: no step was accepted (budget 0, or every first step rejected)")
-    fmr, fmr_cc = bootstrap_fmr(cc, va, fc, groups, num_classes, n_boot=n_boot, seed=seed)
-    return Scores(
-        sa=proportion(int(cc.sum()), n, interval, what="SA"),
-        ra=proportion(int(rc.sum()), n, interval, what="RA"),
-        vr=proportion(n_val, n, interval, what="VR"),
-        pa=pa, fmr=fmr, fmr_chance_corrected=fmr_cc,
-        oracle_start_accuracy=proportion(int(so.sum()), n, interval, what="oracle start check"),
-        n=n, n_clean_correct=int(cc.sum()), n_validatable=int(so.sum()), n_validated=n_val,
-        n_perturbed_correct=pa_k, n_rejected=int(rj.sum()), num_classes=num_classes,
-    )
+def compute_scores(outcomes: Outcomes, num_classes: int, *, interval: str = "wilson", n_boot: int = 1000,
+                   seed: int = 0, level: float = 0.95) -> Scores:
+    """Every score of one run with its interval: proportions Wilson/Clopper-Pearson, the others bootstrapped."""
+    totals = outcomes.totals()
+    derived = [s.key for s in SCORES if not s.is_proportion]
+    boot = bootstrap_scores([outcomes], num_classes, derived, n_boot=n_boot, seed=seed, level=level)
+    estimates = {}
+    for s in SCORES:
+        if s.is_proportion:
+            k, n = int(totals[_COL[s.numerator]]), int(totals[_COL[s.denominator]])
+            e = proportion(k, n, interval, level)
+            estimates[s.key] = e if n else Estimate(None, None, None, 0, 0, interval, s.why_undefined(totals))
+        else:
+            estimates[s.key] = boot[s.key]
+    count = {c: int(totals[_COL[c]]) for c in COLUMNS}
+    return Scores(estimates, n=count["n"], n_clean_correct=count["clean"], n_validatable=count["start_ok"],
+                  n_validated=count["validated"], n_perturbed_correct=count["perturbed_correct"],
+                  n_rejected=count["rejected"], num_classes=num_classes)
 
 
-def per_class_table(labels: np.ndarray, class_names: Sequence[str], **arrays: np.ndarray) -> list[dict]:
-    """Per-class SA / RA / VR / PA / FMR (paper App. J) as plain rows; no intervals bootstrap per class."""
-    labels = np.asarray(labels)
+def per_class_table(outcomes: Outcomes, class_names: Sequence[str]) -> list[dict]:
+    """Per-class SA / RA / VR / PA / FMR (paper App. J) as plain rows (no intervals: no bootstrap per class).
+
+    One row per class that has samples: ``class`` (index), ``name``, ``n``, the scores (None = undefined),
+    ``n_validated``.
+    """
     rows = []
+    num_classes = max(1, len(class_names))
     for c, name in enumerate(class_names):
-        m = labels == c
-        n = int(m.sum())
+        totals = outcomes.totals(outcomes.labels == c)
+        n = int(totals[_COL["n"]])
         if n == 0:
             continue
-        cc, rc, va, fc = (np.asarray(arrays[k], dtype=bool)[m] for k in
-                          ("clean_correct", "recon_correct", "validated", "final_correct"))
-        sa = proportion(int(cc.sum()), n)
-        pa = proportion(int((fc & va).sum()), int(va.sum()))
-        rows.append({"class": c, "name": name, "n": n, "sa": sa.value, "ra": proportion(int(rc.sum()), n).value,
-                     "vr": proportion(int(va.sum()), n).value, "pa": pa.value,
-                     "fmr": fmr_value(sa.value, pa.value), "n_validated": int(va.sum())})
+        vals = score_values(totals, num_classes, PER_CLASS_SCORES)
+        rows.append({"class": c, "name": name, "n": n, **{k: _number(vals[k]) for k in PER_CLASS_SCORES},
+                     "n_validated": int(totals[_COL["validated"]])})
     return rows
 
 
-METRICS = ("sa", "ra", "vr", "pa", "fmr", "fmr_chance_corrected")
-METRIC_LABELS = {
-    "sa": "SA",
-    "ra": "RA",
-    "vr": "VR",
-    "pa": "PA",
-    "fmr": "FMR",
-    "fmr_chance_corrected": "FMR chance-corrected",
-}
+# ------------------------------------------------------------------------------------------ differences
+@dataclass(frozen=True)
+class Difference:
+    """``value = score(a) - score(b)`` in points with a percentile bootstrap interval over source images."""
+
+    metric: str
+    a: str
+    b: str
+    value: float | None
+    low: float | None
+    high: float | None
+    paired: bool
+    n_sources: int
+    method: str
+    reason: str = ""
+    a_value: float | None = None
+    b_value: float | None = None
+
+    @property
+    def excludes_zero(self) -> bool:
+        """True when the 95% interval lies entirely on one side of 0 (the two models are separated)."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "excludes_zero": self.excludes_zero}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Difference:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-# ----------------------------------------------------------------------------------------------- ranks
+def _restrict(reps: Sequence[Outcomes], keep: set[str]) -> list[Outcomes]:
+    """The samples of ``reps`` whose source id is in ``keep``."""
+    keep_arr = np.asarray(sorted(keep), dtype=str)
+    out = []
+    for o in reps:
+        m = np.isin(o.ids.astype(str), keep_arr)
+        out.append(Outcomes(o.ids[m], o.labels[m], o.clean[m], o.recon[m], o.start_ok[m], o.validated[m],
+                            o.final[m], o.rejected[m]))
+    return out
+
+
+def metric_differences(a_reps: Sequence[Outcomes], b_reps: Sequence[Outcomes], num_classes: int,
+                       metrics: Sequence[str] = COMPARED_SCORES, *, names: tuple[str, str] = ("a", "b"),
+                       n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                       paired: bool | None = None) -> dict[str, Difference]:
+    """Differences (a - b, points) of scores averaged over repetitions, with 95% bootstrap intervals.
+
+    Repetition r of ``a`` is paired with repetition r of ``b``. Paired (default when the two models share
+    source ids): one resample of the shared sources drives both models; samples whose source the other
+    model lacks are dropped. Independent (no shared sources, or ``paired=False``): separate resamples.
+    """
+    if len(a_reps) == 0 or len(b_reps) == 0:
+        raise ValueError(f"metric_differences needs at least one repetition per model ({names[0]}: "
+                         f"{len(a_reps)}, {names[1]}: {len(b_reps)}).")
+    r = min(len(a_reps), len(b_reps))
+    a_reps, b_reps = list(a_reps[:r]), list(b_reps[:r])
+    shared = set.intersection(*[set(o.ids.astype(str)) for o in [*a_reps, *b_reps]])
+    do_pair = bool(shared) if paired is None else paired
+    if do_pair and not shared:
+        raise ValueError(f"paired difference of {names[0]} and {names[1]}: they share no source ids; "
+                         "use paired=False (independent bootstrap).")
+    stat = _rep_mean(metrics, num_classes)
+    if do_pair:
+        both = source_sums(_restrict(a_reps, shared) + _restrict(b_reps, shared))
+        sa, sb = both[:r], both[r:]
+        draws = bootstrap([sa, sb], lambda xa, xb: stat(xa) - stat(xb), n_boot, np.random.default_rng(seed))
+        how = f"paired bootstrap({n_boot}) over {len(shared)} shared source images"
+        n_src = len(shared)
+    else:
+        sa, sb = source_sums(a_reps), source_sums(b_reps)
+        draws = (bootstrap([sa], stat, n_boot, np.random.default_rng(seed))
+                 - bootstrap([sb], stat, n_boot, np.random.default_rng([seed, 1])))
+        how = f"independent bootstrap({n_boot}) over {sa.shape[1]} and {sb.shape[1]} source images"
+        n_src = sa.shape[1] + sb.shape[1]
+    va, vb = stat(sa.sum(1)[None])[0], stat(sb.sum(1)[None])[0]
+    out = {}
+    for i, m in enumerate(metrics):
+        if np.isnan(va[i]) or np.isnan(vb[i]):
+            who = names[0] if np.isnan(va[i]) else names[1]
+            out[m] = Difference(m, *names, None, None, None, do_pair, n_src, how,
+                                reason=f"{SCORE[m].label} undefined for {who}")
+            continue
+        lo, hi = _percentile(draws[:, i], level)
+        out[m] = Difference(m, *names, float(va[i] - vb[i]), lo, hi, do_pair, n_src, how,
+                            a_value=float(va[i]), b_value=float(vb[i]))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ ranks
 def rank(values: Sequence[float | None], descending: bool = True) -> list[int | None]:
     """Competition ranks (1 = best; ties share the smallest rank, "1224"); None values get rank None.
 
@@ -258,26 +523,14 @@ def kendall_tau(rank_a: Sequence[float], rank_b: Sequence[float]) -> float | Non
     """
     a, b = np.asarray(rank_a, dtype=float), np.asarray(rank_b, dtype=float)
     if a.shape != b.shape:
-        raise ValueError(
-            f"kendall_tau needs two rankings of the same items, got lengths {len(a)} and {len(b)}."
-        )
-    if len(a) < 2:
+        raise ValueError(f"kendall_tau needs two rankings of the same items, got lengths {len(a)} and {len(b)}.")
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return None
-    res = sps.kendalltau(a, b, variant="b")
-    tau = float(res.statistic if hasattr(res, "statistic") else res[0])
+    tau = float(sps.kendalltau(a, b, variant="b").statistic)
     return None if math.isnan(tau) else tau
 
 
-# ---------------------------------------------------------------------------------- effective robustness
-def logit(p: np.ndarray | float) -> np.ndarray:
-    p = np.asarray(p, dtype=float)
-    return np.log(p) - np.log1p(-p)
-
-
-def expit(x: np.ndarray | float) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
-
-
+# ------------------------------------------------------------------------------------------ effective robustness
 @dataclass(frozen=True)
 class ERFit:
     """The baseline fit ``logit(PA) = w*logit(SA) + b`` and the effective robustness of every model.
@@ -285,6 +538,7 @@ class ERFit:
     ``r2`` is the coefficient of determination in **logit** space over the baselines; ``mae`` the mean
     absolute error in accuracy **points** over the baselines. ``er`` (points) is None for every model when
     the fit is not ``trusted``; ``er_untrusted`` keeps the values for inspection (never for ranking).
+    Lists are per model, in the order the models were given.
     """
 
     w: float | None
@@ -306,23 +560,21 @@ class ERFit:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: Mapping) -> ERFit:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
     def curve(self, sa: np.ndarray) -> np.ndarray:
         """Predicted PA (percent) for clean accuracies ``sa`` (percent) on the fitted line."""
         if self.w is None or self.b is None:
             raise ValueError("no baseline fit to evaluate; see ERFit.reason.")
         x = np.clip(np.asarray(sa, dtype=float) / 100.0, self.clip, 1 - self.clip)
-        return 100.0 * expit(self.w * logit(x) + self.b)
+        return 100.0 * special.expit(self.w * special.logit(x) + self.b)
 
 
-def fit_effective_robustness(
-    sa: Sequence[float | None],
-    pa: Sequence[float | None],
-    baseline_mask: Sequence[bool] | None = None,
-    *,
-    min_r2: float = 0.8,
-    min_baselines: int = 3,
-    clip: float = 1e-3,
-) -> ERFit:
+def fit_effective_robustness(sa: Sequence[float | None], pa: Sequence[float | None],
+                             baseline_mask: Sequence[bool] | None = None, *, min_r2: float = 0.8,
+                             min_baselines: int = 3, clip: float = 1e-3) -> ERFit:
     """Fit the baseline trend over the models where ``baseline_mask`` is True (default: all) and return ER.
 
     ``sa``, ``pa``: accuracies in percent per model (None = undefined, left out of the fit, ER None).
@@ -339,9 +591,9 @@ def fit_effective_robustness(
     mask = [True] * n if baseline_mask is None else [bool(m) for m in baseline_mask]
     if len(mask) != n:
         raise ValueError(f"baseline_mask has {len(mask)} entries for {n} models.")
-    defined = [s is not None and p is not None for s, p in zip(sa, pa)]
-    use = [m and d for m, d in zip(mask, defined)]
-    k = sum(use)
+    defined = np.asarray([s is not None and p is not None for s, p in zip(sa, pa)], dtype=bool)
+    sel = np.asarray(mask, dtype=bool) & defined
+    k = int(sel.sum())
     none = [None] * n
     common = dict(n_baselines=k, baselines=mask, min_r2=min_r2, min_baselines=min_baselines, clip=clip)
 
@@ -352,22 +604,16 @@ def fit_effective_robustness(
     if k < 2:
         return unfitted(f"{k} baseline model(s) with defined SA and PA; a line needs at least 2 "
                         f"(and {min_baselines} to be trusted).")
-    frac = lambda v: np.clip(
-        np.asarray([0.0 if x is None else x for x in v], dtype=float) / 100.0, clip, 1 - clip
-    )
-    x, y = logit(frac(sa)), logit(frac(pa))
-    sel = np.asarray(use)
-    xs, ys = x[sel], y[sel]
-    if np.ptp(xs) < 1e-12:
+    sa_arr, pa_arr = (np.asarray([np.nan if v is None else v for v in vals], dtype=float) for vals in (sa, pa))
+    x, y = (special.logit(np.clip(np.nan_to_num(v) / 100.0, clip, 1 - clip)) for v in (sa_arr, pa_arr))
+    if np.ptp(x[sel]) < 1e-12:
         return unfitted("all baselines have the same SA, so the slope of the line is undefined.")
-    w, b = np.polyfit(xs, ys, 1)
-    resid = ys - (w * xs + b)
-    ss_res, ss_tot = float(resid @ resid), float(((ys - ys.mean()) ** 2).sum())
-    r2 = None if ss_tot < 1e-24 else 1.0 - ss_res / ss_tot
-    pred = 100.0 * expit(w * x + b)
-    pa_arr = np.asarray([np.nan if v is None else v for v in pa], dtype=float)
+    line = sps.linregress(x[sel], y[sel])
+    w, b = float(line.slope), float(line.intercept)
+    constant = float(((y[sel] - y[sel].mean()) ** 2).sum()) < 1e-24
+    r2 = None if constant else float(line.rvalue) ** 2
+    pred = 100.0 * special.expit(w * x + b)
     mae = float(np.mean(np.abs(pa_arr[sel] - pred[sel])))
-    predicted = [float(p) if d else None for p, d in zip(pred, defined)]
     raw = [float(pa_arr[i] - pred[i]) if defined[i] else None for i in range(n)]
     reasons = []
     if r2 is None:
@@ -377,379 +623,15 @@ def fit_effective_robustness(
     if k < min_baselines:
         reasons.append(f"only {k} baselines (need {min_baselines})")
     trusted = not reasons
-    return ERFit(
-        float(w),
-        float(b),
-        r2,
-        mae,
-        predicted=predicted,
-        er=raw if trusted else none,
-        er_untrusted=raw,
-        trusted=trusted,
-        reason="" if trusted else "ER not reported: " + "; ".join(reasons) + ".",
-        **common,
-    )
+    return ERFit(w, b, r2, mae, predicted=[float(p) if d else None for p, d in zip(pred, defined)],
+                 er=raw if trusted else none, er_untrusted=raw, trusted=trusted,
+                 reason="" if trusted else "ER not reported: " + "; ".join(reasons) + ".", **common)
 
 
-# ------------------------------------------------------------------------------ bootstrap over sources
-@dataclass(frozen=True)
-class Outcomes:
-    """Per-sample 0/1 outcomes of one model in one run, with the source-image id of each sample.
-
-    ``clean``: f(x) correct; ``recon``: f(D(E(x))) correct; ``validated``: at least one accepted step;
-    ``final``: f correct on the final perturbed image.
-    """
-
-    ids: np.ndarray
-    clean: np.ndarray
-    recon: np.ndarray
-    validated: np.ndarray
-    final: np.ndarray
-
-    def __post_init__(self) -> None:
-        n = len(self.ids)
-        for name in ("clean", "recon", "validated", "final"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(
-                    f"Outcomes.{name} has {len(getattr(self, name))} entries for {n} source ids."
-                )
-
-    @classmethod
-    def from_records(cls, records: Sequence[dict]) -> Outcomes:
-        """From ``samples.jsonl`` rows (dicts with source_id, label, clean_pred, recon_pred, validated,
-        final_pred)."""
-        lab = np.asarray([r["label"] for r in records], dtype=np.int64)
-        get = lambda k: np.asarray([r[k] for r in records], dtype=np.int64)
-        return cls(
-            ids=np.asarray([str(r["source_id"]) for r in records], dtype=object),
-            clean=get("clean_pred") == lab,
-            recon=get("recon_pred") == lab,
-            validated=np.asarray([bool(r["validated"]) for r in records], dtype=bool),
-            final=get("final_pred") == lab,
-        )
-
-    def columns(self) -> np.ndarray:
-        """(N, 5) float columns summed per source: [1, clean, recon, validated, validated & final]."""
-        v = self.validated.astype(bool)
-        return np.stack(
-            [np.ones(len(self.ids)), self.clean, self.recon, v, v & self.final.astype(bool)], axis=1
-        ).astype(float)
-
-
-def metric_from_sums(sums: np.ndarray, metric: str, num_classes: int | None = None) -> np.ndarray:
-    """A score in percent from summed columns ``[..., 5]`` (:meth:`Outcomes.columns`); NaN if undefined."""
-    n, clean, recon, valid, vf = (sums[..., i] for i in range(5))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sa = 100.0 * clean / n
-        pa = 100.0 * vf / valid
-        if metric == "sa":
-            out = sa
-        elif metric == "ra":
-            out = 100.0 * recon / n
-        elif metric == "vr":
-            out = 100.0 * valid / n
-        elif metric == "pa":
-            out = pa
-        elif metric == "fmr":
-            out = 100.0 * pa / sa
-        elif metric == "fmr_chance_corrected":
-            if not num_classes:
-                raise ValueError("fmr_chance_corrected needs num_classes (C in 100*(PA-100/C)/(SA-100/C)).")
-            c = 100.0 / num_classes
-            den = sa - c
-            out = np.where(np.abs(den) < 1e-12, np.nan, 100.0 * (pa - c) / np.where(den == 0, 1.0, den))
-        else:
-            raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}.")
-    return np.where(np.isfinite(out), out, np.nan)
-
-
-def _clusters(id_arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
-    """Map every sample of every array to the index of its source id in the union of ids."""
-    allids = np.concatenate([np.asarray(a, dtype=object) for a in id_arrays]) if id_arrays else np.array([])
-    uniq, inv = np.unique(allids.astype(str), return_inverse=True)
-    out, start = [], 0
-    for a in id_arrays:
-        out.append(inv[start : start + len(a)])
-        start += len(a)
-    return out, len(uniq)
-
-
-def _sum_by(cols: np.ndarray, inv: np.ndarray, g: int) -> np.ndarray:
-    """(G, K): column sums per cluster."""
-    out = np.zeros((g, cols.shape[1]))
-    np.add.at(out, inv, cols)
-    return out
-
-
-def _count_chunks(rng: np.random.Generator, g: int, n_boot: int, chunk: int = 256):
-    """Bootstrap resample counts over ``g`` clusters, (chunk, g) at a time (memory stays small)."""
-    done = 0
-    while done < n_boot:
-        m = min(chunk, n_boot - done)
-        yield rng.multinomial(g, np.full(g, 1.0 / g), size=m).astype(float)
-        done += m
-
-
-def _mean_over_reps(per_rep: np.ndarray) -> np.ndarray:
-    """nan-aware mean over the last axis (repetitions); NaN where every repetition is undefined."""
-    ok = ~np.isnan(per_rep)
-    cnt = ok.sum(-1)
-    tot = np.where(ok, per_rep, 0.0).sum(-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
-
-
-def _percentile(draws: np.ndarray, level: float) -> tuple[float | None, float | None]:
-    d = draws[~np.isnan(draws)]
-    if len(d) == 0:
-        return None, None
-    a = (1 - level) / 2
-    return float(np.quantile(d, a)), float(np.quantile(d, 1 - a))
-
-
-StatFn = Callable[[np.ndarray], np.ndarray]
-
-
-def bootstrap_scores(
-    reps: Sequence[Outcomes],
-    num_classes: int,
-    metrics: Sequence[str] = METRICS,
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> dict[str, Estimate]:
-    """Mean over repetitions of each score, with a percentile interval from a bootstrap over source images.
-
-    A source image's samples in *all* repetitions move together (they share the image, so they are not
-    independent), and each resample recomputes every repetition's score before averaging.
-    """
-    if not reps:
-        raise ValueError("bootstrap_scores needs at least one repetition.")
-    invs, g = _clusters([o.ids for o in reps])
-    sums = np.stack([_sum_by(o.columns(), inv, g) for o, inv in zip(reps, invs)])  # (R, G, 5)
-    point_sums = sums.sum(1)  # (R, 5)
-    draws: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
-    rng = np.random.default_rng(seed)
-    for counts in _count_chunks(rng, g, n_boot):
-        s = np.einsum("bg,rgk->brk", counts, sums)
-        for m in metrics:
-            draws[m].append(_mean_over_reps(metric_from_sums(s, m, num_classes)))
-    n_total = int(sum(len(o.ids) for o in reps))
-    out = {}
-    for m in metrics:
-        value = float(_mean_over_reps(metric_from_sums(point_sums, m, num_classes)))
-        if math.isnan(value):
-            out[m] = Estimate(
-                None,
-                None,
-                None,
-                n_total,
-                None,
-                "bootstrap",
-                f"{METRIC_LABELS[m]} is undefined in every repetition",
-            )
-            continue
-        lo, hi = _percentile(np.concatenate(draws[m]), level)
-        out[m] = Estimate(
-            value,
-            lo,
-            hi,
-            n_total,
-            None,
-            f"mean of {len(reps)} repetitions, bootstrap({n_boot}, {g} source images)",
-        )
-    return out
-
-
-@dataclass(frozen=True)
-class Difference:
-    """``value = score(a) - score(b)`` in points with a percentile bootstrap interval over source images."""
-
-    metric: str
-    a: str
-    b: str
-    value: float | None
-    low: float | None
-    high: float | None
-    paired: bool
-    n_sources: int
-    method: str
-    reason: str = ""
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def excludes_zero(self) -> bool:
-        """True when the 95% interval lies entirely on one side of 0 (the two models are separated)."""
-        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["excludes_zero"] = self.excludes_zero
-        return d
-
-
-def _difference(
-    a_cols: Sequence[tuple[np.ndarray, np.ndarray]],
-    b_cols: Sequence[tuple[np.ndarray, np.ndarray]],
-    stat: Callable[[np.ndarray, str], np.ndarray],
-    metrics: Sequence[str],
-    names: tuple[str, str],
-    n_boot: int,
-    seed: int,
-    level: float,
-    paired: bool | None,
-) -> dict[str, Difference]:
-    """Core of the difference bootstrap. ``*_cols``: per repetition, (source ids, (N, K) columns).
-
-    Paired (default when the two models share source ids): one resample of the shared sources drives both
-    models; samples whose source the other model lacks are dropped. Independent: separate resamples.
-    """
-    shared = (
-        set.intersection(*[set(map(str, i)) for i, _ in [*a_cols, *b_cols]]) if a_cols and b_cols else set()
-    )
-    do_pair = bool(shared) if paired is None else paired
-    if do_pair and not shared:
-        raise ValueError(
-            f"paired difference of {names[0]} and {names[1]}: they share no source ids; "
-            "use paired=False (independent bootstrap)."
-        )
-
-    def prep(cols, keep):
-        if keep is None:
-            return cols
-        keep_arr = np.asarray(sorted(keep), dtype=str)
-        return [(i[m], c[m]) for i, c in cols for m in [np.isin(i.astype(str), keep_arr)]]
-
-    a_cols, b_cols = prep(a_cols, shared if do_pair else None), prep(b_cols, shared if do_pair else None)
-    rng = np.random.default_rng(seed)
-    if do_pair:
-        invs, g = _clusters([i for i, _ in [*a_cols, *b_cols]])
-        sa = np.stack([_sum_by(c, inv, g) for (_, c), inv in zip(a_cols, invs[: len(a_cols)])])
-        sb = np.stack([_sum_by(c, inv, g) for (_, c), inv in zip(b_cols, invs[len(a_cols) :])])
-        ga = gb = g
-    else:
-        ia, ga = _clusters([i for i, _ in a_cols])
-        ib, gb = _clusters([i for i, _ in b_cols])
-        sa = np.stack([_sum_by(c, inv, ga) for (_, c), inv in zip(a_cols, ia)])
-        sb = np.stack([_sum_by(c, inv, gb) for (_, c), inv in zip(b_cols, ib)])
-    draws: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
-    chunks_a = _count_chunks(rng, ga, n_boot)
-    chunks_b = None if do_pair else _count_chunks(np.random.default_rng([seed, 1]), gb, n_boot)
-    for ca in chunks_a:
-        cb = ca if do_pair else next(chunks_b)
-        xa, xb = np.einsum("bg,rgk->brk", ca, sa), np.einsum("bg,rgk->brk", cb, sb)
-        for m in metrics:
-            draws[m].append(_mean_over_reps(stat(xa, m)) - _mean_over_reps(stat(xb, m)))
-    out = {}
-    n_src = len(shared) if do_pair else ga + gb
-    how = (
-        f"paired bootstrap({n_boot}) over {n_src} shared source images"
-        if do_pair
-        else f"independent bootstrap({n_boot}) over {ga} and {gb} source images"
-    )
-    for m in metrics:
-        va, vb = (float(_mean_over_reps(stat(s.sum(1), m))) for s in (sa, sb))
-        if math.isnan(va) or math.isnan(vb):
-            out[m] = Difference(
-                m,
-                *names,
-                None,
-                None,
-                None,
-                do_pair,
-                n_src,
-                how,
-                reason=f"{METRIC_LABELS.get(m, m)} undefined for {names[0] if math.isnan(va) else names[1]}",
-            )
-            continue
-        lo, hi = _percentile(np.concatenate(draws[m]), level)
-        out[m] = Difference(
-            m, *names, va - vb, lo, hi, do_pair, n_src, how, extra={"a_value": va, "b_value": vb}
-        )
-    return out
-
-
-def paired_difference(
-    a_correct: Sequence[bool],
-    b_correct: Sequence[bool],
-    ids: Sequence[str],
-    *,
-    a_mask: Sequence[bool] | None = None,
-    b_mask: Sequence[bool] | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-    names: tuple[str, str] = ("a", "b"),
-) -> Difference:
-    """Difference of two accuracies (points), paired bootstrap over the source ids ``ids``.
-
-    ``a_correct[i]`` and ``b_correct[i]`` are the two models' outcomes on the same sample ``ids[i]``
-    (repeated ids are one source and are resampled together). ``a_mask``/``b_mask`` restrict each
-    accuracy's denominator (e.g. PA counts validated samples only; they may differ between the models).
-    """
-    ids = np.asarray([str(i) for i in ids], dtype=object)
-    a, b = np.asarray(a_correct, dtype=bool), np.asarray(b_correct, dtype=bool)
-    if not len(a) == len(b) == len(ids):
-        raise ValueError(
-            f"paired_difference needs aligned arrays: {len(a)} and {len(b)} outcomes for {len(ids)} ids."
-        )
-    am = np.ones(len(a), bool) if a_mask is None else np.asarray(a_mask, dtype=bool)
-    bm = np.ones(len(b), bool) if b_mask is None else np.asarray(b_mask, dtype=bool)
-    cols = lambda c, m: np.stack([m, c & m], axis=1).astype(float)
-
-    def stat(s: np.ndarray, _m: str) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(s[..., 0] > 0, 100.0 * s[..., 1] / np.where(s[..., 0] > 0, s[..., 0], 1), np.nan)
-
-    return _difference(
-        [(ids, cols(a, am))],
-        [(ids, cols(b, bm))],
-        stat,
-        ["accuracy"],
-        names,
-        n_boot,
-        seed,
-        level,
-        paired=True,
-    )["accuracy"]
-
-
-def metric_differences(
-    a_reps: Sequence[Outcomes],
-    b_reps: Sequence[Outcomes],
-    num_classes: int,
-    metrics: Sequence[str] = ("sa", "vr", "pa", "fmr", "fmr_chance_corrected"),
-    *,
-    names: tuple[str, str] = ("a", "b"),
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    paired: bool | None = None,
-) -> dict[str, Difference]:
-    """Differences (a - b, points) of scores averaged over repetitions, FMR included, with 95% intervals.
-
-    Repetition r of ``a`` is paired with repetition r of ``b``: each sample's pairing key is
-    ``(repetition, source id)``, and the bootstrap resamples source ids (all repetitions together).
-    ``paired=None`` pairs when the two models share source ids, else resamples them independently.
-    """
-    if len(a_reps) == 0 or len(b_reps) == 0:
-        raise ValueError(
-            f"metric_differences needs at least one repetition per model ({names[0]}: "
-            f"{len(a_reps)}, {names[1]}: {len(b_reps)})."
-        )
-
-    def cols(reps):
-        return [(np.asarray([str(i) for i in o.ids], dtype=object), o.columns()) for o in reps]
-
-    r = min(len(a_reps), len(b_reps))  # pair repetition r with repetition r
-    return _difference(
-        cols(a_reps[:r]),
-        cols(b_reps[:r]),
-        lambda s, m: metric_from_sums(s, m, num_classes),
-        metrics,
-        names,
-        n_boot,
-        seed,
-        level,
-        paired,
-    )
+__all__ = [
+    "COLUMNS", "SCORES", "SCORE", "LEADERBOARD_SCORES", "COMPARED_SCORES", "PER_CLASS_SCORES", "INTERVALS",
+    "Outcomes", "Score", "Estimate", "Scores", "Difference", "ERFit",
+    "score_values", "fmr_formula", "chance_corrected_formula", "fmr_value", "format_estimate", "proportion",
+    "source_index", "source_sums", "bootstrap", "bootstrap_scores", "compute_scores", "per_class_table",
+    "metric_differences", "rank", "kendall_tau", "fit_effective_robustness",
+]

@@ -1,26 +1,130 @@
-"""compare / aggregate on toy components: layout, numbers equal to the runs, ranks, stability, CLI."""
+"""compare / aggregate: known answers on hand-made runs, the layout and files of real toy runs, the command."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from hand_runs import write_hand_runs
+from hydra import compose, initialize_config_dir
+from hydra.utils import get_method
+from scipy.special import expit, logit
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
+from genEval.commands import CONF_DIR, classifier_nodes
 from genEval.commands.compare import run_compare
-from genEval.compare import Comparison, aggregate, compare, derive_seeds
+from genEval.compare import aggregate, compare
+from genEval.leaderboard import Comparison
 from genEval.perturb import SearchConfig
-from genEval.stats import METRICS
+from genEval.repetitions import derive_seeds
+from genEval.stats import LEADERBOARD_SCORES
 
+ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("lin0", "lin1", "lin2")
 SEARCH = SearchConfig(budget=5, step_size=0.05, update="sign", start_noise=0.1)
 N_BOOT = 150
 
 
+# ------------------------------------------------------------------------------------------ hand-made runs
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hand")
+    runs = write_hand_runs(root)
+    return aggregate([runs], out_dir=root / "cmp", n_boot=200), root / "cmp"
+
+
+def test_hand_made_runs_give_the_hand_computed_leaderboard(hand):
+    comp, _ = hand
+    # FMR per repetition: A 50 | 75, B 50 | 100, C 100 | 33.3 -> means 62.5, 75, 66.7: B, C, A
+    assert comp.models == ["B", "C", "A"]
+    a, b, c = comp.row("A"), comp.row("B"), comp.row("C")
+    assert (a["sa"].value, b["sa"].value, c["sa"].value) == (100.0, 50.0, 75.0)
+    assert (a["pa"].value, b["pa"].value, c["pa"].value) == (62.5, 37.5, 50.0)
+    assert a["fmr"].per_rep == [50.0, 75.0] and b["fmr"].per_rep == [50.0, 100.0]
+    assert c["fmr"].per_rep == pytest.approx([100.0, 100 / 3])
+    assert (a["fmr"].value, b["fmr"].value, c["fmr"].value) == pytest.approx((62.5, 75.0, 200 / 3))
+    assert b["fmr"].std == pytest.approx(50 / 2**0.5) and a["sa"].std == 0.0
+    assert a["vr"].value == 100.0 and a.n == 4 and a.n_validated == 4 and a.repetitions == 2
+    # ranks: FMR B 1, C 2, A 3; SA A 1, C 2, B 3; rank_diff = rank_sa - rank_fmr
+    assert [(r.rank_fmr, r.rank_sa, r.rank_diff) for r in comp.leaderboard] == [(1, 3, 2), (2, 2, 0), (3, 1, -2)]
+    assert a.seeds == [100, 101] and comp.settings.repetition_seeds == [100, 101]
+    assert a["fmr"].method == "mean of 2 repetitions, bootstrap(200, 4 source images)"
+
+
+def test_hand_made_runs_give_the_hand_computed_stability(hand):
+    s = hand[0].stability
+    # rep0 FMR (A 50, B 50, C 100) vs rep1 (A 75, B 100, C 33.3): 0 concordant, 2 discordant, one tie in
+    # rep0 -> tau-b = -2 / sqrt(2 * 3)
+    assert [(t.reps, t.n_models) for t in s.tau_reps] == [([0, 1], 3)]
+    assert s.tau_reps[0].tau == pytest.approx(-2 / 6**0.5) and s.tau_reps_mean == s.tau_reps_min
+    assert s.tau_fmr_sa == pytest.approx(-1.0)  # FMR order B, C, A is exactly the reverse of SA order
+    # A-C and B-C change order between the repetitions; A-B does not (tied in rep0)
+    assert {frozenset((f.a, f.b)) for f in s.flips} == {frozenset("AC"), frozenset("BC")}
+    for f in s.flips:
+        assert sorted(f.a_higher + f.b_higher) == [0, 1]
+    assert not s.stable and not s.identical_repetitions
+    assert any("2 pair(s) of models change FMR order" in w for w in hand[0].warnings)
+
+
+def test_hand_made_runs_give_the_hand_computed_differences_and_er(hand):
+    comp, _ = hand
+    d = {(x.a, x.b, x.metric): x for x in comp.differences}
+    assert len(comp.differences) == 3 * 5 and all(x.paired and x.n_sources == 4 for x in comp.differences)
+    assert d[("B", "A", "sa")].value == -50.0 and d[("B", "A", "pa")].value == -25.0
+    assert d[("B", "A", "fmr")].value == pytest.approx(12.5) and d[("C", "A", "vr")].value == 0.0
+    # ER: an independent least-squares line through (logit SA, logit PA), SA 100 clipped to 0.999
+    x = logit(np.clip(np.array([50.0, 75.0, 100.0]) / 100, 1e-3, 1 - 1e-3))
+    y = logit(np.array([37.5, 50.0, 62.5]) / 100)
+    w, b = np.polyfit(x, y, 1)
+    er = comp.effective_robustness
+    assert (er.w, er.b) == pytest.approx((w, b)) and er.n_baselines == 3
+    pred = 100 * expit(w * x + b)
+    assert [r.er_predicted_pa for r in comp.leaderboard] == pytest.approx(pred)
+    assert (comp.row("A").er is None) == (not er.trusted)
+
+
+def test_hand_made_per_class_table(hand):
+    per = {r["name"]: r for r in hand[0].per_class["A"]}
+    # A, both repetitions pooled: cat (s0, s2) perturbed right 3 of 4, dog (s1, s3) 2 of 4
+    assert (per["cat"]["sa"], per["cat"]["pa"], per["cat"]["fmr"], per["cat"]["n"]) == (100.0, 75.0, 75.0, 4)
+    assert (per["dog"]["pa"], per["dog"]["fmr"]) == (50.0, 50.0)
+
+
+def test_hand_made_leaderboard_files(hand):
+    comp, out = hand
+    with open(out / "leaderboard.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["model"] for r in rows] == ["B", "C", "A"]
+    b = rows[0]
+    assert (b["rank_fmr"], b["rank_sa"], b["rank_diff"], b["repetitions"]) == ("1", "3", "2", "2")
+    assert float(b["sa"]) == 50.0 and float(b["fmr"]) == 75.0 and float(b["fmr_std"]) == pytest.approx(35.3553, 1e-4)
+    assert float(b["sa_low"]) <= 50.0 <= float(b["sa_high"])
+    assert (b["er"] == "") == (not comp.effective_robustness.trusted)
+    md = (out / "leaderboard.md").read_text()
+    assert "| rank | model | FMR |" in md and "| 1 | B (baseline) | 75.00 [" in md and "Kendall tau" in md
+    model = json.loads((out / "models" / "A.json").read_text())
+    assert model["sa"]["value"] == 100.0 and model["rank_fmr"] == 3 and model["sa"]["per_rep"] == [100.0, 100.0]
+    assert {c["name"] for c in model["per_class"]} == {"cat", "dog"}
+    assert Comparison.load(out).to_dict() == comp.to_dict()
+    assert not (out / "report.html").exists()  # the library writes data; the command writes the report
+
+
+def test_one_repetition_without_recorded_scores_is_bootstrapped(hand, tmp_path):
+    runs = hand[1].parent / "runs"
+    one = aggregate({"A": [runs / "A" / "rep1"]}, n_boot=50)  # results.json has no scores: recomputed
+    assert one.row("A")["pa"].value == 75.0 and one.row("A")["pa"].method.startswith("bootstrap(50,")
+    assert one.stability.tau_reps_mean is None and "at least 2 repetitions" in one.stability.tau_reps_note
+
+
+# ------------------------------------------------------------------------------------------ real toy runs
 def toy_roles(n: int = 24):
     """8x8 grey images labelled by the oracle itself, so its start check passes and SA varies by model."""
     x = torch.rand(n, 1, 8, 8, generator=torch.Generator().manual_seed(0))
@@ -43,20 +147,8 @@ def made(tmp_path_factory):
 
         return build
 
-    comp = compare(
-        {m: factory(i, m) for i, m in enumerate(MODELS)},
-        data,
-        gen,
-        oracle,
-        SEARCH,
-        repetitions=2,
-        seeds=[11, 12],
-        out_dir=out,
-        progress=False,
-        n_boot=N_BOOT,
-        batch_size=12,
-        report=False,
-    )
+    comp = compare({m: factory(i, m) for i, m in enumerate(MODELS)}, data, gen, oracle, SEARCH, repetitions=2,
+                   seeds=[11, 12], out_dir=out, progress=False, n_boot=N_BOOT, batch_size=12)
     return comp, out, calls
 
 
@@ -74,123 +166,57 @@ def test_directory_layout_and_recorded_seeds(made):
             assert not (d / "images").exists()  # save_images was not asked for
             res = results(out, m, r)
             assert res["seed"] == [11, 12][r]  # the same seed for every model within a repetition
-            assert res["config"]["comparison"] == {
-                "model": m,
-                "repetition": r,
-                "seed": [11, 12][r],
-                "repetitions": 2,
-                "models": list(MODELS),
-            }
+            assert res["config"]["comparison"] == {"model": m, "repetition": r, "seed": [11, 12][r],
+                                                   "repetitions": 2, "models": list(MODELS)}
         assert (out / "models" / f"{m}.json").is_file()
     for f in ("leaderboard.csv", "leaderboard.md", "comparison.json"):
         assert (out / f).is_file()
-    assert comp.settings["repetition_seeds"] == [11, 12] and comp.seeds == {m: [11, 12] for m in MODELS}
+    assert comp.settings.repetition_seeds == [11, 12] and comp.seeds == {m: [11, 12] for m in MODELS}
     assert comp.out_dir == str(out)
 
 
-def test_leaderboard_numbers_equal_the_runs(made):
+def test_leaderboard_numbers_are_the_mean_of_the_runs(made):
     comp, out, _ = made
     for row in comp.leaderboard:
-        for m in METRICS:
-            per = [results(out, row["model"], r)["scores"][m]["value"] for r in (0, 1)]
-            assert row[m]["per_rep"] == per
+        for m in LEADERBOARD_SCORES:
+            per = [results(out, row.model, r)["scores"][m]["value"] for r in (0, 1)]
+            assert row[m].per_rep == per
             if None not in per:
-                assert row[m]["value"] == pytest.approx(sum(per) / 2, abs=1e-9)
-                assert row[m]["low"] <= row[m]["value"] + 1e-9 and row[m]["value"] - 1e-9 <= row[m]["high"]
-        assert row["n"] == 24 and row["repetitions"] == 2
+                assert row[m].value == pytest.approx(sum(per) / 2, abs=1e-9)
+                assert row[m].low <= row[m].value + 1e-9 and row[m].value - 1e-9 <= row[m].high
+        assert row.n == 24 and row.repetitions == 2
 
 
 def test_single_repetition_uses_the_runs_own_intervals(made):
     _, out, _ = made
     one = aggregate({m: [out / "runs" / m / "rep0"] for m in MODELS}, n_boot=N_BOOT)
     for row in one.leaderboard:
-        scores = results(out, row["model"], 0)["scores"]
-        for m in METRICS:
-            assert (row[m]["value"], row[m]["low"], row[m]["high"]) == (
-                scores[m]["value"],
-                scores[m]["low"],
-                scores[m]["high"],
-            )
-    assert (
-        one.stability["tau_reps_mean"] is None and "at least 2 repetitions" in one.stability["tau_reps_note"]
-    )
-
-
-def test_ranks_rank_diff_and_stability(made):
-    comp, _, _ = made
-    rows = comp.leaderboard
-    fmr = [r["fmr"]["value"] for r in rows]
-    assert fmr == sorted(fmr, reverse=True)  # sorted by FMR rank
-    for r in rows:
-        better_fmr = sum(o["fmr"]["value"] > r["fmr"]["value"] for o in rows)
-        better_sa = sum(o["sa"]["value"] > r["sa"]["value"] for o in rows)
-        assert (r["rank_fmr"], r["rank_sa"]) == (better_fmr + 1, better_sa + 1)
-        assert r["rank_diff"] == r["rank_sa"] - r["rank_fmr"]
-    s = comp.stability
-    assert len(s["tau_reps"]) == 1 and s["tau_reps"][0]["reps"] == [0, 1]
-    for t in [s["tau_reps_mean"], s["tau_reps_min"], s["tau_fmr_sa"]]:
-        assert t is None or -1.0 <= t <= 1.0
-    for f in s["flips"]:  # a flagged flip really changes order between repetitions
-        a, b = comp.row(f["a"])["fmr"]["per_rep"], comp.row(f["b"])["fmr"]["per_rep"]
-        assert any(a[r] > b[r] for r in f["a_higher"]) and any(a[r] < b[r] for r in f["b_higher"])
-    assert s["stable"] == (not s["flips"])
-    assert s["identical_repetitions"] is False  # start noise makes repetitions differ
+        scores = results(out, row.model, 0)["scores"]
+        for m in LEADERBOARD_SCORES:
+            assert (row[m].value, row[m].low, row[m].high, row[m].method) == (
+                scores[m]["value"], scores[m]["low"], scores[m]["high"], scores[m]["method"])
 
 
 def test_identical_repetitions_are_flagged(made, tmp_path):
     _, out, _ = made
+    assert made[0].stability.identical_repetitions is False  # start noise makes repetitions differ
     for i in (0, 1):
         shutil.copytree(out / "runs" / "lin0" / "rep0", tmp_path / f"copy{i}")
     same = aggregate({"lin0": [tmp_path / "copy0", tmp_path / "copy1"]}, n_boot=20)
-    assert same.stability["identical_repetitions"] and same.stability["tau_reps_mean"] is None
+    assert same.stability.identical_repetitions and same.stability.tau_reps_mean is None
     assert any("rank stability is trivially perfect" in w for w in same.warnings)
 
 
-def test_pairwise_differences_are_paired_and_consistent(made):
-    comp, _, _ = made
-    assert len(comp.differences) == 3 * 5  # 3 pairs x (SA, VR, PA, FMR, chance-corrected FMR)
-    for d in comp.differences:
-        assert d["paired"] and d["n_sources"] == 24
-        if d["value"] is not None and d["metric"] in ("sa", "pa", "fmr"):
-            assert d["value"] == pytest.approx(
-                comp.row(d["a"])[d["metric"]]["value"] - comp.row(d["b"])[d["metric"]]["value"], abs=1e-9
-            )
-
-
-def test_effective_robustness_block(made):
-    comp, _, _ = made
-    er = comp.effective_robustness
-    assert er["space"] == "logit" and er["min_r2"] == 0.8 and er["n_baselines"] == 3
-    assert er["baseline_models"] == list(MODELS) or sorted(er["baseline_models"]) == sorted(MODELS)
-    for r in comp.leaderboard:
-        assert (r["er"] is None) == (not er["trusted"])
-
-
-def test_files_hold_numbers_and_round_trip(made):
+def test_aggregate_from_existing_directories_gives_the_same_comparison(made, tmp_path):
     comp, out, _ = made
-    with open(out / "leaderboard.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert [r["model"] for r in rows] == comp.models
-    for r, row in zip(rows, comp.leaderboard):
-        assert float(r["sa"]) == pytest.approx(row["sa"]["value"]) and int(r["rank_fmr"]) == row["rank_fmr"]
-    model = json.loads((out / "models" / "lin0.json").read_text())
-    assert isinstance(model["sa"]["value"], float) and isinstance(model["rank_fmr"], int)
-    assert {c["name"] for c in model["per_class"]} <= {"a", "b", "c"}
-    assert Comparison.load(out).to_dict() == comp.to_dict()
-    md = (out / "leaderboard.md").read_text()
-    assert "| rank | model | FMR |" in md and "Kendall tau" in md and "logit" in md
-
-
-def test_aggregate_from_existing_directories_gives_the_same_leaderboard(made, tmp_path):
-    comp, out, _ = made
-    again = aggregate([out / "runs"], n_boot=N_BOOT, out_dir=tmp_path, report=False)
+    again = aggregate([out / "runs"], n_boot=N_BOOT, out_dir=tmp_path)
     assert again.leaderboard == comp.leaderboard
     assert again.differences == comp.differences and again.stability == comp.stability
     assert (tmp_path / "leaderboard.csv").read_text() == (out / "leaderboard.csv").read_text()
 
 
 def test_compare_and_aggregate_errors(made, tmp_path):
-    comp, out, _ = made
+    _, out, _ = made
     data, gen, oracle = toy_roles(6)
     clf = {"ok": LinearClassifier(64, 3)}
     with pytest.raises(ValueError, match=r"model names \['bad name'\] are not usable as directory names"):
@@ -203,6 +229,7 @@ def test_compare_and_aggregate_errors(made, tmp_path):
         compare(clf, data, gen, oracle, baselines=["nope"], out_dir=tmp_path)
     with pytest.raises(ValueError, match=r"compare sets seed itself"):
         compare(clf, data, gen, oracle, out_dir=tmp_path, seed=3)
+    assert not (tmp_path / "runs").exists()  # every error came before any run
     with pytest.raises(ValueError, match=r"baselines \['x'\] are not among the compared models"):
         aggregate([out / "runs"], baselines=["x"], n_boot=10)
     with pytest.raises(FileNotFoundError, match=r"does not exist"):
@@ -217,25 +244,29 @@ def test_compare_and_aggregate_errors(made, tmp_path):
         aggregate([out / "runs" / "lin0" / "rep0", tmp_path / "copy"])
 
 
+def test_runs_on_other_classes_are_refused(hand, tmp_path):
+    runs = hand[1].parent / "runs"
+    shutil.copytree(runs / "A" / "rep0", tmp_path / "other")
+    res = json.loads((tmp_path / "other" / "results.json").read_text())
+    res["class_names"] = ["x", "y"]
+    (tmp_path / "other" / "results.json").write_text(json.dumps(res))
+    with pytest.raises(ValueError, match=r"has classes \['x', 'y'\] but .* has \['cat', 'dog'\]"):
+        aggregate({"A": [runs / "A" / "rep0"], "Z": [tmp_path / "other"]}, n_boot=10)
+
+
 def test_derive_seeds():
     assert derive_seeds(5, 3) == derive_seeds(5, 3) and len(set(derive_seeds(5, 3))) == 3
+    assert derive_seeds(5, 3) != derive_seeds(6, 3)
     assert all(0 <= s < 2**31 for s in derive_seeds(None, 4))
 
 
+# ------------------------------------------------------------------------------------------ the command
 def _compose(overrides):
-    from hydra import compose, initialize_config_dir
-
-    from genEval.commands import CONF_DIR
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="compare", overrides=overrides)
 
 
 def test_compare_config_composes_with_the_three_digits_classifiers():
-    from hydra.utils import get_method
-
-    from genEval.commands import classifier_nodes
-
     cfg = _compose([])
     nodes = classifier_nodes(cfg, "classifiers")
     assert list(nodes) == ["digits_cnn", "digits_mlp", "digits_wide_cnn"]
@@ -244,15 +275,19 @@ def test_compare_config_composes_with_the_three_digits_classifiers():
     assert cfg.repetitions == 3 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
     assert cfg.generator._target_ and cfg.oracle._target_ and cfg.search.budget == 50
     assert cfg.search.start_noise == 0.05  # repetitions must differ (see conf/compare.yaml)
+    assert cfg.report is True
 
 
-def test_cli_aggregates_runs_and_reports_user_errors(made, tmp_path, capsys):
-    _, out, _ = made
-    cfg = _compose([f"runs=[{out / 'runs'}]", f"out_dir={tmp_path / 'agg'}", f"n_boot={N_BOOT}"])
+def test_command_aggregates_runs_writes_the_report_and_reports_user_errors(hand, tmp_path, capsys):
+    runs = hand[1].parent / "runs"
+    cfg = _compose([f"runs=[{runs}]", f"out_dir={tmp_path / 'agg'}", "n_boot=50"])
     assert run_compare(cfg) == str(tmp_path / "agg")
     printed = capsys.readouterr().out
-    assert "genEval compare  3 models x 2 repetitions" in printed and "lin0" in printed
-    assert (tmp_path / "agg" / "report.html").is_file()
+    assert "genEval compare  3 models x 2 repetitions" in printed
+    assert printed.index(" 1 B ") < printed.index(" 2 C ") < printed.index(" 3 A ")
+    assert (tmp_path / "agg" / "report.html").is_file() and (tmp_path / "agg" / "leaderboard.csv").is_file()
+    run_compare(_compose([f"runs=[{runs}]", f"out_dir={tmp_path / 'quiet'}", "n_boot=10", "report=false"]))
+    assert not (tmp_path / "quiet" / "report.html").exists()
 
     with pytest.raises(SystemExit) as exc:
         run_compare(_compose([f"runs=[{tmp_path / 'nowhere'}]", f"out_dir={tmp_path / 'x'}"]))
@@ -266,8 +301,6 @@ def test_cli_aggregates_runs_and_reports_user_errors(made, tmp_path, capsys):
 
 
 def test_classifier_entries_accept_conf_classifier_names():
-    from genEval.commands import classifier_nodes
-
     cfg = _compose(["classifiers={r20: cifar_resnet20, cnn: digits_cnn}"])
     nodes = classifier_nodes(cfg, "classifiers")
     assert list(nodes) == ["r20", "cnn"]
@@ -275,3 +308,25 @@ def test_classifier_entries_accept_conf_classifier_names():
     as_list = classifier_nodes(_compose(["classifiers=[cifar_resnet20,cifar_resnet32]"]), "classifiers")
     assert list(as_list) == ["cifar_resnet20", "cifar_resnet32"] and as_list["cifar_resnet32"].depth == 32
     assert nodes["r20"].checkpoint.endswith("weights/cifar10-resnet/resnet20-12fca82f.th")  # ${assets}
+
+
+def test_cli_runs_the_models_as_written(tmp_path):
+    """`geneval compare ... 'classifiers=[a,b]' repetitions=2`: the model-running branch, end to end."""
+    out = tmp_path / "cmp"
+    r = subprocess.run(
+        [sys.executable, "-m", "genEval.cli", "compare", "data=digits", "data.limit=10", "generator=identity",
+         "search.budget=2", "classifiers=[digits_cnn,digits_mlp]", "repetitions=2", "seed=3", "n_boot=50",
+         "device=cpu", f"hydra.run.dir={out}"],
+        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(out / "leaderboard.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(row["model"] for row in rows) == ["digits_cnn", "digits_mlp"]  # one row per model
+    assert all(row["repetitions"] == "2" and float(row["n"]) == 10 for row in rows)
+    seeds = derive_seeds(3, 2)
+    for model in ("digits_cnn", "digits_mlp"):
+        for rep in (0, 1):
+            res = results(out, model, rep)
+            assert res["seed"] == seeds[rep] and res["config"]["classifier"]["arch"] == model.split("_")[1]
+            assert res["scores"]["n"] == 10 and res["config"]["search"]["budget"] == 2
+    assert (out / "report.html").is_file() and "genEval compare  2 models x 2 repetitions" in r.stdout

@@ -109,7 +109,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
     assert 0 < len(partial) < 40 and len(partial) % 10 == 0  # whole flushes only, clearly named as partial
     resumed = evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "run", **roles())
     assert resumed.timings["samples_computed"] == 40 - len(partial)
-    fresh = evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles())
+    evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles())
     assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
     assert json.loads((tmp_path / "run" / "results.json").read_text())["scores"] == \
         json.loads((tmp_path / "fresh" / "results.json").read_text())["scores"]

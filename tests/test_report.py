@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -10,19 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hand_runs import write_hand_runs
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval.commands.report import run_report
-from genEval.compare import compare
+from genEval.compare import aggregate, compare
 from genEval.perturb import SearchConfig
-from genEval.report import (
-    SECTIONS,
-    expected_figures,
-    pa_by_budget,
-    read_transfer,
-    render_report,
-    write_report,
-)
+from genEval.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
+from genEval.report_figures import pa_by_budget
 
 MODELS = ("lin0", "lin1")
 CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).exists()), None)
@@ -50,18 +46,19 @@ def comparison_dir(tmp_path_factory):
         batch_size=8,
         save_images=True,
     )
+    write_report(comp)
     return comp, out
 
 
 def expected_count(comp, with_images: bool, transfer: bool = False) -> int:
     """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model)."""
-    n = 4 + (comp.effective_robustness["w"] is not None) + transfer
+    n = 4 + (comp.effective_robustness.w is not None) + transfer
     return n + (len(comp.models) if with_images else 0)
 
 
 def test_comparison_report_has_every_section_and_no_external_resources(comparison_dir):
     comp, out = comparison_dir
-    text = (out / "report.html").read_text()  # written by compare() itself
+    text = (out / "report.html").read_text()
     for sid in SECTIONS:
         assert f'<section id="{sid}">' in text
     assert not EXTERNAL.search(text)
@@ -88,6 +85,42 @@ def test_single_run_report_and_missing_images(comparison_dir, tmp_path):
     assert "genEval run: lin0" in text and "needs several models" in text
     assert expected_figures(text) == text.count("<img ") == 4
     assert not EXTERNAL.search(text)
+
+
+def test_single_run_leaderboard_shows_the_runs_own_scores(comparison_dir, tmp_path):
+    _, out = comparison_dir
+    scores = json.loads((out / "runs" / "lin1" / "rep1" / "results.json").read_text())["scores"]
+    text, _ = render_report(out / "runs" / "lin1" / "rep1")
+    board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
+    for key in ("fmr", "sa", "pa"):
+        e = scores[key]
+        assert f'{e["value"]:.2f}<span class="ci">[{e["low"]:.2f}, {e["high"]:.2f}]</span>' in board
+    assert "genEval run: lin1" in text and f"<td class=\"\">{scores['n']}</td>" in text
+
+
+def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
+    comp = aggregate([write_hand_runs(tmp_path)], out_dir=tmp_path / "cmp", n_boot=50)
+    text, n = render_report(comp)
+    board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
+    rows = re.findall(r'<td class="l">(\d)</td>\s*<td class="l">(\w) \(baseline\)</td>\s*<td>([\d.]+)<span', board)
+    assert rows == [("1", "B", "75.00"), ("2", "C", "66.67"), ("3", "A", "62.50")]  # rank, model, FMR
+    assert "<td>+2</td>" in board and "<td>-2</td>" in board  # rank_diff of B and A
+    stab = text[text.index('<section id="stability">') : text.index('<section id="differences">')]
+    assert '<td class="l">0 vs 1</td><td class="">-0.816</td>' in stab  # tau-b of the two repetitions
+    assert '<td class="l">C</td><td class="">100.00</td><td class="">33.33</td>' in stab  # FMR per repetition
+    assert n == expected_figures(text) == text.count("<img ") == 5  # no images were saved
+
+
+def test_text_from_the_runs_is_escaped(tmp_path):
+    runs = write_hand_runs(tmp_path)
+    res_path = runs / "A" / "rep0" / "results.json"
+    res = json.loads(res_path.read_text())
+    res["components"]["data"] = "<script>alert(1)</script>"
+    res["warnings"] = ["a <b>bold</b> & risky warning"]
+    res_path.write_text(json.dumps(res))
+    text, _ = render_report(runs / "A" / "rep0")
+    assert "<script" not in text and "<b>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "a &lt;b&gt;bold&lt;/b&gt; &amp; risky" in text
 
 
 LONG = (

@@ -274,4 +274,5 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
     merged = geneval("merge", f"runs={tmp_path / 'tr'}", f"out={tmp_path / 'merged'}")
     assert merged.returncode == 0, merged.stderr
     single = geneval(*DIGITS, f"hydra.run.dir={tmp_path / 'single'}")
+    assert single.returncode == 0, single.stderr
     assert scores(tmp_path / "merged") == scores(tmp_path / "single")

@@ -1,4 +1,10 @@
-"""``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``."""
+"""``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``.
+
+The path runs top-down: this module turns the config into objects (classifier factories from
+``conf/classifier`` names, data, generator, oracle, search), calls :func:`genEval.compare.compare` (or
+:func:`genEval.compare.aggregate` for existing runs), which writes the runs and the comparison files, then
+writes ``report.html`` (:func:`genEval.report.write_report`) and prints the leaderboard.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,24 @@ from genEval.commands import (
     plain,
 )
 from genEval.compare import aggregate, compare
+from genEval.leaderboard import Comparison
 from genEval.perturb import SearchConfig
+from genEval.report import write_report
+
+
+def _run_models(cfg: DictConfig, **common) -> Comparison:
+    """Evaluate every classifier of ``cfg.classifiers`` ``cfg.repetitions`` times, then compare them."""
+    nodes = classifier_nodes(cfg, "classifiers")
+    shared = {k: v for k, v in plain(cfg).items() if k not in ("classifiers", "hydra")}
+    return compare(
+        classifier_factories(nodes, "classifiers"), build(cfg.data, "data"), build(cfg.generator, "generator"),
+        build(cfg.oracle, "oracle"), SearchConfig.coerce(plain(cfg.search)),
+        repetitions=int(cfg.repetitions), seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
+        progress=cfg.get("progress"), run_configs={name: {**shared, "classifier": plain(node)}
+                                                   for name, node in nodes.items()},
+        batch_size=int(cfg.batch_size), device=str(cfg.device), interval=str(cfg.interval),
+        grid_size=int(cfg.grid_size), gap_warn_points=float(cfg.gap_warn_points), num_workers=int(cfg.num_workers),
+        save_images=bool(cfg.save_images), save_latents=bool(cfg.save_latents), **common)
 
 
 @command("compare", config="compare")
@@ -25,18 +48,8 @@ def run_compare(cfg: DictConfig) -> str:
         runs = cfg.runs
         comp = aggregate([str(runs)] if isinstance(runs, str) else [str(r) for r in runs], **common)
     else:
-        nodes = classifier_nodes(cfg, "classifiers")
-        full = plain(cfg)
-        shared = {k: v for k, v in full.items() if k not in ("classifiers", "hydra")}
-        run_configs = {name: {**shared, "classifier": plain(node)} for name, node in nodes.items()}
-        comp = compare(
-            classifier_factories(nodes, "classifiers"), build(cfg.data, "data"), build(cfg.generator, "generator"),
-            build(cfg.oracle, "oracle"), SearchConfig.coerce(plain(cfg.search)),
-            repetitions=int(cfg.repetitions),
-            seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
-            progress=cfg.get("progress"), run_configs=run_configs, batch_size=int(cfg.batch_size),
-            device=str(cfg.device), interval=str(cfg.interval), grid_size=int(cfg.grid_size),
-            gap_warn_points=float(cfg.gap_warn_points), num_workers=int(cfg.num_workers),
-            save_images=bool(cfg.save_images), save_latents=bool(cfg.save_latents), **common)
+        comp = _run_models(cfg, **common)
+    if cfg.get("report", True):
+        write_report(comp)
     print(comp.summary())
     return comp.out_dir

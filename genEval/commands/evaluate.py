@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from genEval.commands import build, command, hydra_output_dir, plain
 from genEval.driver import Shard, evaluate
+from genEval.kernels import Kernels
 from genEval.perturb import SearchConfig
 
 #: (index variable, count variable, local-rank variable) of the launchers genEval understands.
@@ -48,6 +49,11 @@ def device_for(device: str, local_rank: int | None) -> str:
     return device
 
 
+def kernels_from(cfg: DictConfig) -> Kernels:
+    return Kernels(precision=str(cfg.precision), role_precision=plain(cfg.get("role_precision") or {}),
+                   channels_last=bool(cfg.channels_last), compile=plain(cfg.compile))
+
+
 @command("evaluate", config="config")
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Build data, classifier, generator, oracle and mask from their groups and run ``genEval.evaluate``."""
@@ -66,6 +72,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         seed=cfg.seed, batch_size=cfg.batch_size, device=device_for(str(cfg.device), local_rank), output_dir=run_dir,
         progress=cfg.progress, log_interval=cfg.log_interval, interval=cfg.interval, n_boot=cfg.n_boot,
         grid_size=cfg.grid_size, gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers,
-        save_latents=cfg.save_latents, save_images=cfg.save_images, shard=shard, config=plain(cfg))
+        save_latents=cfg.save_latents, save_images=cfg.save_images, shard=shard, kernels=kernels_from(cfg),
+        config=plain(cfg))
     print(result.summary())
     return result.metrics
