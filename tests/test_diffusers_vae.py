@@ -199,15 +199,15 @@ def test_low_precision_keeps_fp32_latents_and_images(kl):
 
 
 def test_search_loop_runs_in_the_vae_latent_space(tiny):
-    from toys import LinearClassifier, ModelOracle
+    from toys import LinearClassifier, ModelOracle, search_batch
 
-    from genEval.perturb import SearchConfig, perturb
+    from genEval.perturb import SearchConfig
 
     gen = tiny[2]
     clf = LinearClassifier(in_features=3 * 16 * 16, num_classes=3, seed=0)
     x = images(b=3, seed=5)
     y = torch.tensor([0, 1, 2])
-    out = perturb(x, y, clf, gen, ModelOracle(clf), SearchConfig(budget=2, step_size=0.05, update="sign"))
+    out = search_batch(x, y, clf, gen, ModelOracle(clf), SearchConfig(budget=2, step_size=0.05, update="sign"))
     assert out.latents.shape == (3, 4, 4, 4) and out.images.shape == x.shape
 
 

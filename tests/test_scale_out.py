@@ -276,3 +276,20 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
     single = geneval(*DIGITS, f"hydra.run.dir={tmp_path / 'single'}")
     assert single.returncode == 0, single.stderr
     assert scores(tmp_path / "merged") == scores(tmp_path / "single")
+
+
+@pytest.mark.parametrize("launcher,plugin,check", [
+    ("slurm_gpus", "hydra_plugins.hydra_submitit_launcher",
+     lambda c: c.gpus_per_node == 1 and c.max_num_timeout == 3 and c._target_.endswith("SlurmLauncher")),
+    ("ray_gpus", "hydra_plugins.hydra_ray_launcher",
+     lambda c: c.ray.remote.num_gpus == 1 and c._target_.endswith("RayLauncher")),
+])
+def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, check):
+    from hydra import compose, initialize_config_dir
+
+    from genEval.commands import CONF_DIR
+
+    pytest.importorskip(plugin, reason=f"{plugin} is not installed (pip install 'geneval[slurm]' / '[ray]')")
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert check(cfg.hydra.launcher)
