@@ -124,7 +124,8 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {**d.pop("extra"), **d}
+        extra = d.pop("extra")
+        return {**extra, **d}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "manifest") -> Manifest:

@@ -278,3 +278,26 @@ def test_real_cifar_resnets_end_to_end(tmp_path):
     assert both, "the fixed run (seed 0, 20 images) has samples that fool both surrogates; the filter must run"
     hard = filter_snapshots(snap, surrogates, tmp_path / "hard", device="cpu")
     assert load_snapshot(hard).manifest.source_ids == both
+
+
+def test_filter_cap_keeps_the_least_confident_sample_per_pair(snap_if, run_data, tmp_path):
+    """With one surrogate that is fooled on some samples, the cap keeps, per (label, prediction) pair, the
+    sample with the lowest true-class probability, computed here from the run's pixels by hand."""
+    x = run_data["perturbed"].float() / 255
+    logits = 10.0 * x.mean((2, 3))  # ChannelClassifier, written out
+    prob = logits.softmax(1)
+    labels = run_data["labels"]
+    pred = prob.argmax(1)
+    p_true = prob[torch.arange(len(labels)), labels]
+    best: dict[tuple[int, int], int] = {}
+    for i in range(len(labels)):
+        pair = (int(labels[i]), int(pred[i]))
+        if pair[0] != pair[1] and (pair not in best or p_true[i] < p_true[best[pair]]):
+            best[pair] = i
+    assert any(sum(1 for i in range(len(labels)) if (labels[i], pred[i]) == p) > 1 for p in best)  # a cap bites
+    out = filter_snapshots(
+        snap_if, {"channel": ChannelClassifier()}, tmp_path / "cap", max_per_pair=1, device="cpu", format="webdataset"
+    )
+    m = load_snapshot(out, lazy=True).manifest
+    assert m.source_ids == [run_data["ids"][i] for i in sorted(best.values())]
+    assert m.counts["fooled_enough"] > m.samples == len(best)
