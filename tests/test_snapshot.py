@@ -20,7 +20,7 @@ import torch
 import webdataset as wds
 from hydra import compose, initialize_config_dir
 from PIL import Image
-from snapshot_toys import CLASSES, compose_config, expected_content, export_both, make_run
+from snapshot_toys import CLASSES, compose_config
 
 from genEval import snapshot as snapmod
 from genEval.commands import CONF_DIR
@@ -28,30 +28,7 @@ from genEval.commands.snapshot import run_export, run_verify
 from genEval.rundir import load_latent_file
 from genEval.snapshot import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
 
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("run"))
-
-
-@pytest.fixture(scope="module")
-def run_data(run_dir) -> dict:
-    return expected_content(run_dir)
-
-
-@pytest.fixture(scope="module")
-def snaps(run_dir, tmp_path_factory) -> tuple[Path, Path]:
-    return export_both(run_dir, tmp_path_factory.mktemp("snaps"))
-
-
-@pytest.fixture(scope="module")
-def snap_if(snaps) -> Path:
-    return snaps[0]
-
-
-@pytest.fixture(scope="module")
-def snap_wds(snaps) -> Path:
-    return snaps[1]
+pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 
 
 def _png(path: Path) -> np.ndarray:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from snapshot_toys import ChannelClassifier, ConstClassifier, compose_config, expected_content, export_both, make_run
+from snapshot_toys import ChannelClassifier, ConstClassifier, compose_config
 
 from genEval import evaluate
 from genEval.commands import CONF_DIR, build
@@ -26,30 +25,7 @@ from genEval.snapshot_eval import TRANSFER_COLUMNS, score_snapshot, transfer_mat
 from genEval.snapshot_filter import Candidate, filter_snapshots
 from genEval.stats import proportion
 
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("run"))
-
-
-@pytest.fixture(scope="module")
-def run_data(run_dir) -> dict:
-    return expected_content(run_dir)
-
-
-@pytest.fixture(scope="module")
-def snaps(run_dir, tmp_path_factory) -> tuple[Path, Path]:
-    return export_both(run_dir, tmp_path_factory.mktemp("snaps"))
-
-
-@pytest.fixture(scope="module")
-def snap_if(snaps) -> Path:
-    return snaps[0]
-
-
-@pytest.fixture(scope="module")
-def snap_wds(snaps) -> Path:
-    return snaps[1]
+pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 
 
 # --------------------------------------------------------------------------------------------- score
