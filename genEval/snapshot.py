@@ -547,17 +547,16 @@ def export_snapshot(
 
 
 def wds_samples(shard: Path, suffix: str = ".json") -> Iterator[dict[str, Any]]:
-    """The samples of one shard as ``webdataset.WebDataset`` groups them (``__key__`` + members ending in
-    ``suffix``; the other members are skipped, not read). One shard, in order, no node or worker split."""
-    ds = wds.WebDataset(
-        [str(shard.resolve())],
-        shardshuffle=False,
-        nodesplitter=None,
-        workersplitter=None,
-        empty_check=False,
-        select_files=lambda name: name.endswith(suffix),
-    )
-    return iter(ds)
+    """The samples of one shard, in order, as webdataset groups them: ``__key__`` plus the members whose
+    names end in ``suffix`` (the others are skipped unread).
+
+    webdataset's own tar expander and key grouper (the stages ``wds.WebDataset`` is built from), fed a file
+    opened and closed here: ``wds.WebDataset`` leaves its file handles to the garbage collector.
+    """
+    with open(shard, "rb") as fh:
+        stream = [{"url": str(shard), "stream": fh}]
+        files = wds.tariterators.tar_file_expander(stream, select_files=lambda name: name.endswith(suffix))
+        yield from wds.tariterators.group_by_keys(files)
 
 
 def _member_table(shard: Path) -> dict[str, tuple[int, int]]:
