@@ -93,7 +93,9 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
 
 
 def study_snapshots(out: Path, n: int, seed: int) -> None:
-    from genEval.snapshot import export_snapshot, format_transfer, transfer_matrix
+    from genEval.driver import resolve_device
+    from genEval.snapshot import export_snapshot
+    from genEval.snapshot_eval import format_transfer, transfer_matrix
 
     snaps = {}
     for d in (20, 32, 56):
@@ -102,7 +104,8 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
                      output_dir=out / f"run_resnet{d}", save_images=True, progress=False)
         print(f"resnet{d} (oracle resnet{others[0]}+{others[1]}):", line(r), flush=True)
         snaps[f"resnet{d}"] = export_snapshot(out / f"run_resnet{d}", out / f"snapshot_resnet{d}", overwrite=True)
-    rows = transfer_matrix(snaps, {f"resnet{d}": resnet(d) for d in (20, 32, 56)}, out_csv=out / "transfer.csv")
+    rows = transfer_matrix(snaps, {f"resnet{d}": resnet(d) for d in (20, 32, 56)}, out_csv=out / "transfer.csv",
+                           device=resolve_device("auto"))
     print(format_transfer(rows), flush=True)
 
 

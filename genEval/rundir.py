@@ -515,6 +515,10 @@ def iter_tensor_parts(run_dir: str | Path, kind: str, records: Sequence[dict] | 
         with safe_open(str(path), framework="pt") as fh:
             ids = json.loads((fh.metadata() or {}).get("source_ids", "[]"))
             where = {sid: i for i, sid in enumerate(ids)}
+            strangers = [r["source_id"] for r in by_part[part] if r["source_id"] not in where]
+            if strangers:
+                raise ValueError(f"run '{d}': samples.jsonl and {path.name} of {kind} disagree ({strangers[:3]} are "
+                                 "not in that part); they come from different runs. Rerun the evaluation.")
             rows = torch.tensor([where[r["source_id"]] for r in by_part[part]])
             tensors = {k: fh.get_tensor(k)[rows] for k in fh.keys()}
         yield by_part[part], tensors

@@ -234,13 +234,15 @@ class Estimate:
 
 
 def format_estimate(e, digits: int = 2, with_reason: bool = False) -> str:
-    """``"value [low, high]"`` for anything with ``value``/``low``/``high``/``reason`` attributes;
-    ``undefined`` without a value."""
-    if e.value is None:
-        return f"undefined ({e.reason})" if with_reason else "undefined"
-    if e.low is None or e.high is None:
-        return f"{e.value:.{digits}f}"
-    return f"{e.value:.{digits}f} [{e.low:.{digits}f}, {e.high:.{digits}f}]"
+    """``"value [low, high]"`` for an :class:`Estimate` or its dict form (results.json); ``undefined`` without
+    a value."""
+    get = e.get if isinstance(e, Mapping) else (lambda key: getattr(e, key, None))
+    value, low, high = get("value"), get("low"), get("high")
+    if value is None:
+        return f"undefined ({get('reason')})" if with_reason else "undefined"
+    if low is None or high is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def proportion(k: int, n: int, method: str = "wilson", level: float = 0.95, what: str = "") -> Estimate:

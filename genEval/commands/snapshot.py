@@ -1,4 +1,7 @@
-"""``geneval export|verify|score|transfer|filter``: the snapshot commands (genEval/snapshot.py).
+"""``geneval export|verify|score|transfer|filter``: the snapshot commands.
+
+Library: genEval/snapshot.py (export, verify), genEval/snapshot_eval.py (score, transfer),
+genEval/snapshot_filter.py (filter). ``device=auto`` is resolved here into a torch device.
 
 Each ``run_*`` takes the config composed from ``conf/<command>.yaml`` and prints a summary; ``verify`` exits
 1 when the snapshot does not match its manifest. Classifier lists (``targets``, ``surrogates``) name files of
@@ -7,25 +10,18 @@ Each ``run_*`` takes the config composed from ``conf/<command>.yaml`` and prints
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, require
+from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
+from genEval.driver import resolve_device
 from genEval.fileio import atomic_write_json
-from genEval.snapshot import (
-    export_snapshot,
-    filter_snapshots,
-    format_score,
-    format_transfer,
-    load_snapshot,
-    score_snapshot,
-    transfer_matrix,
-    verify_snapshot,
-)
+from genEval.snapshot import Manifest, export_snapshot, verify_snapshot
+from genEval.snapshot_eval import format_transfer, score_snapshot, transfer_matrix
+from genEval.snapshot_filter import filter_snapshots
 
 
 def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
@@ -45,12 +41,10 @@ def run_export(cfg: DictConfig) -> Any:
         include_latents=cfg.include_latents,
         shard_size=cfg.shard_size,
     )
-    snap = load_snapshot(path, lazy=True, verify=False)
-    m = snap.manifest
+    m = Manifest.read(path)
     print(
-        f"snapshot: {len(snap)} validated samples of {m['counts']['run_samples']} "
-        f"from {run} ({m['format']})\n"
-        f"  written to {path}\n  tested model: {', '.join(m['tested_models'])}\n"
+        f"snapshot: {m.samples} validated samples of {m.counts['run_samples']} from {run} ({m.format})\n"
+        f"  written to {path}\n  tested model: {', '.join(m.tested_models)}\n"
         f"  check it:  geneval verify snapshot={path}\n  score it:  geneval score snapshot={path} classifier=<name>"
     )
     return str(path)
@@ -75,13 +69,15 @@ def run_score(cfg: DictConfig) -> Any:
     """``geneval score snapshot=<snapshot> classifier=<name>``: accuracy on the perturbed images and originals."""
     path = require(cfg, "snapshot", "score", "snapshot=outputs/.../snapshot classifier=cifar_resnet32")
     classifier = build(cfg.classifier, "classifier")
-    result = score_snapshot(path, classifier, batch_size=cfg.batch_size, device=cfg.device, interval=cfg.interval)
+    result = score_snapshot(
+        path, classifier, batch_size=cfg.batch_size, device=resolve_device(cfg.device), interval=cfg.interval
+    )
     out = Path(cfg.out) if cfg.get("out") else (d / "score.json" if (d := hydra_output_dir()) else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out, {**result, "config": OmegaConf.to_container(cfg, resolve=True)})
-    print(format_score(result) + (f"\n  written to {out}" if out else ""))
-    return {"pa": result["pa"]["value"], "sa": result["sa"]["value"], "fmr": result["fmr"]}
+        atomic_write_json(out, {**result.to_dict(), "config": plain(cfg)})
+    print(result.summary() + (f"\n  written to {out}" if out else ""))
+    return {"pa": result.pa.value, "sa": result.sa.value, "fmr": result.fmr}
 
 
 def _snapshot_map(spec: Any) -> dict[str, str]:
@@ -113,12 +109,12 @@ def run_transfer(cfg: DictConfig) -> Any:
         classifiers,
         out_csv=out,
         batch_size=cfg.batch_size,
-        device=cfg.device,
+        device=resolve_device(cfg.device),
         interval=cfg.interval,
         skip_filtering_models=cfg.skip_filtering_models,
     )
     print(format_transfer(rows) + f"\nwritten to {out}")
-    return json.loads(json.dumps(rows))
+    return [r.to_dict() for r in rows]
 
 
 @command("filter", config="filter")
@@ -142,15 +138,15 @@ def run_filter(cfg: DictConfig) -> Any:
         max_per_pair=cfg.max_per_pair,
         overwrite=cfg.overwrite,
         batch_size=cfg.batch_size,
-        device=cfg.device,
+        device=resolve_device(cfg.device),
         format=cfg.format,
         shard_size=cfg.shard_size,
     )
-    snap = load_snapshot(path, lazy=True, verify=False)
-    c = snap.manifest["counts"]
+    m = Manifest.read(path)
+    c = m.counts
     print(
         f"filtered {c['candidates']} samples from {len(srcs)} snapshot(s) with {', '.join(surrogates)}:\n"
-        f"  {c['fooled_enough']} fool >= {snap.manifest['filter']['min_fooled']} surrogates, "
+        f"  {c['fooled_enough']} fool >= {m.filter['min_fooled']} surrogates, "
         f"{c['below_max_true_conf']} below max_true_conf, {c['samples']} kept after the per-pair cap\n"
         f"  written to {path}\n  report transfer on models NOT in filtered_with: "
         f"geneval transfer snapshots='{{hard: {path}}}' targets=[...]"

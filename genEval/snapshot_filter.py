@@ -1,0 +1,289 @@
+"""Adversarial filtration of snapshots into a hard static set (ImageNet-A, Hendrycks et al. 2021).
+
+METHOD.md "From the other seed papers": a generated pool becomes a hard static benchmark by keeping what
+fools a set of surrogate models (digest S2 Sec. 3.2): a sample is kept when at least ``min_fooled``
+surrogates misclassify its perturbed image, optionally only when their mean true-class confidence is low,
+and at most ``max_per_pair`` samples per (true, predicted) confusion pair. The new snapshot lists its
+surrogates under ``filtered_with``; transfer is to be reported on other models
+(:func:`genEval.snapshot_eval.transfer_matrix` marks or skips them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from genEval.fileio import sha256_file
+from genEval.rundir import package_versions
+from genEval.snapshot import (
+    MANIFEST,
+    Manifest,
+    Snapshot,
+    SnapshotError,
+    SnapshotItem,
+    check_format,
+    check_out_dir,
+    load_snapshot,
+    now_utc,
+    write_snapshot,
+)
+from genEval.snapshot_eval import check_classes, classifier_name, on_device, predict
+
+log = logging.getLogger(__name__)
+
+# Per-sample keys of a source snapshot that describe where it was stored there, not the sample.
+_STORAGE_KEYS = ("file_name", "original_file_name", "key", "shard")
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class FilterRule:
+    """ImageNet-A's rule: fooled by >= ``min_fooled`` surrogates, mean true-class softmax probability below
+    ``max_true_conf`` (ImageNet-A: 0.15), at most ``max_per_pair`` per (true, predicted) pair (ImageNet-A: 15).
+    """
+
+    min_fooled: int
+    max_true_conf: float | None = None
+    max_per_pair: int | None = None
+
+    @classmethod
+    def make(
+        cls, n_surrogates: int, min_fooled: int | None, max_true_conf: float | None, max_per_pair: int | None
+    ) -> FilterRule:
+        """The rule for ``n_surrogates`` surrogates (``min_fooled=None``: all of them), or a teaching error."""
+        k = n_surrogates if min_fooled is None else min_fooled
+        if not _whole(k) or not 1 <= k <= n_surrogates:
+            raise SnapshotError(
+                f"min_fooled must be a whole number in 1..{n_surrogates} (the number of surrogates), "
+                f"got {min_fooled!r}."
+            )
+        if max_true_conf is not None and not (isinstance(max_true_conf, (int, float)) and 0 < max_true_conf <= 1):
+            raise SnapshotError(
+                f"max_true_conf must be a probability in (0, 1] or None, got {max_true_conf!r} (ImageNet-A used 0.15)."
+            )
+        if max_per_pair is not None and not (_whole(max_per_pair) and max_per_pair >= 1):
+            raise SnapshotError(
+                f"max_per_pair must be a whole number >= 1 or None, got {max_per_pair!r} (ImageNet-A used 15)."
+            )
+        return cls(k, max_true_conf, max_per_pair)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_fooled": self.min_fooled,
+            "max_true_conf": self.max_true_conf,
+            "max_per_pair": self.max_per_pair,
+            "predicted": "most common wrong surrogate prediction",
+            "cap_order": "lowest mean true-class confidence first",
+        }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sample of a source snapshot as the surrogates see it."""
+
+    source: int  # index of its snapshot in the pooled sources
+    index: int  # its index in that snapshot
+    label: int
+    preds: dict[str, int]  # surrogate name -> prediction, in surrogate order
+    mean_true_conf: float  # true-class softmax probability, mean over surrogates
+
+    @property
+    def n_fooled(self) -> int:
+        return sum(p != self.label for p in self.preds.values())
+
+    @property
+    def pair_pred(self) -> int:
+        """The most common wrong prediction (ties: the first surrogate's among the tied); the label if none."""
+        wrong = [p for p in self.preds.values() if p != self.label]
+        if not wrong:
+            return self.label
+        top = Counter(wrong).most_common()
+        tied = {q for q, c in top if c == top[0][1]}
+        return next(p for p in self.preds.values() if p in tied)
+
+
+@dataclass(frozen=True)
+class FilterStages:
+    """The candidates after each step of the rule, in pool order."""
+
+    candidates: list[Candidate]
+    fooled: list[Candidate]  # fooled >= min_fooled surrogates
+    confident: list[Candidate]  # ... and below max_true_conf
+    kept: list[Candidate]  # ... and within the per-pair cap
+
+
+def _load_sources(paths: Sequence[str | Path], verify: bool) -> list[Snapshot]:
+    snaps = [load_snapshot(p, lazy=True, verify=verify) for p in paths]
+    first = snaps[0]
+    for s in snaps[1:]:
+        if s.class_names != first.class_names:
+            raise SnapshotError(
+                f"snapshots '{first.path}' and '{s.path}' have different class lists "
+                f"({len(first.class_names)} vs {len(s.class_names)} classes); filter them separately."
+            )
+    return snaps
+
+
+def score_candidates(
+    snaps: Sequence[Snapshot], surrogates: Mapping[str, Any], device: torch.device | str, batch_size: int
+) -> list[Candidate]:
+    """Every sample of every snapshot, with each surrogate's prediction and true-class probability."""
+    out = []
+    for si, snap in enumerate(snaps):
+        preds, confs = [], []
+        for name, clf in surrogates.items():
+            p, c = predict(snap.images, clf, on_device(clf, device), batch_size, name)
+            preds.append(p)
+            confs.append(c)
+        P, C = torch.stack(preds, 1), torch.stack(confs, 1)  # (N, S)
+        for i in range(len(snap)):
+            row = dict(zip(surrogates, P[i].tolist(), strict=True))
+            out.append(Candidate(si, i, int(snap.labels[i]), row, float(C[i].mean())))
+    return out
+
+
+def _cap_per_pair(cands: list[Candidate], cap: int) -> list[Candidate]:
+    """At most ``cap`` per (label, pair_pred), the lowest mean true-class confidence first; pool order kept."""
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for pos, c in enumerate(cands):
+        groups[c.label, c.pair_pred].append(pos)
+    chosen = sorted(pos for g in groups.values() for pos in sorted(g, key=lambda p: cands[p].mean_true_conf)[:cap])
+    return [cands[p] for p in chosen]
+
+
+def select(cands: list[Candidate], rule: FilterRule) -> FilterStages:
+    """Apply ``rule`` step by step."""
+    fooled = [c for c in cands if c.n_fooled >= rule.min_fooled]
+    confident = [c for c in fooled if rule.max_true_conf is None or c.mean_true_conf < rule.max_true_conf]
+    kept = confident if rule.max_per_pair is None else _cap_per_pair(confident, rule.max_per_pair)
+    if not kept:
+        raise SnapshotError(
+            f"no sample passes the filter ({len(cands)} candidates, {len(fooled)} fool >= {rule.min_fooled} "
+            f"surrogates, {len(confident)} below max_true_conf); lower min_fooled or raise max_true_conf."
+        )
+    return FilterStages(cands, fooled, confident, kept)
+
+
+def _filtered_items(snaps: Sequence[Snapshot], kept: list[Candidate]) -> Iterator[SnapshotItem]:
+    """The kept samples with their stored PNG bytes unchanged and the filter's per-sample findings."""
+    for c in kept:
+        snap = snaps[c.source]
+        rec = {k: v for k, v in snap.records[c.index].items() if k not in _STORAGE_KEYS}
+        meta = {
+            **rec,
+            "source_snapshot": snap.name,
+            "source_index": c.index,
+            "surrogate_preds": c.preds,
+            "n_fooled": c.n_fooled,
+            "pair_pred": c.pair_pred,
+            "mean_true_conf": c.mean_true_conf,
+        }
+        yield SnapshotItem(snap.images.png_bytes(c.index), snap.originals.png_bytes(c.index), meta)
+
+
+def _filter_manifest(
+    snaps: Sequence[Snapshot], surrogates: Mapping[str, Any], rule: FilterRule, stages: FilterStages, name: str
+) -> Manifest:
+    shapes = [s.manifest.image_shapes for s in snaps]
+    return Manifest(
+        kind="filter",
+        name=name,
+        created=now_utc(),
+        tested_models=sorted({m for s in snaps for m in s.manifest.tested_models}),
+        sources=[
+            {
+                "snapshot": str(s.path.resolve()),
+                "name": s.name,
+                "manifest_sha256": sha256_file(s.path / MANIFEST),
+                "kind": s.manifest.kind,
+                "samples": len(s),
+                "tested_models": s.manifest.tested_models,
+                "components": s.manifest.components,
+                "seed": s.manifest.seed,
+                "versions": s.manifest.versions,
+                "sources": s.manifest.sources,
+            }
+            for s in snaps
+        ],
+        class_names=list(snaps[0].class_names),
+        image_shapes=shapes[0] if all(s == shapes[0] for s in shapes) else shapes,
+        counts={
+            "candidates": len(stages.candidates),
+            "fooled_enough": len(stages.fooled),
+            "below_max_true_conf": len(stages.confident),
+        },
+        exported_with=package_versions(),
+        filtered_with=list(surrogates),
+        surrogates={n: {"id": classifier_name(c), "repr": repr(c)[:500]} for n, c in surrogates.items()},
+        filter=rule.to_dict(),
+    )
+
+
+def filter_snapshots(
+    paths: str | Path | Sequence[str | Path],
+    surrogates: Mapping[str, Any],
+    out_dir: str | Path,
+    min_fooled: int | None = None,
+    max_true_conf: float | None = None,
+    max_per_pair: int | None = None,
+    overwrite: bool = False,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    format: str | None = None,
+    shard_size: int = 1000,
+    verify: bool = True,
+) -> Path:
+    """Pool the snapshots at ``paths``, keep what fools the surrogates (:class:`FilterRule`), write a snapshot.
+
+    A sample is kept when at least ``min_fooled`` surrogates misclassify its perturbed image (default: all
+    of them, ImageNet-A's rule), and, with ``max_true_conf``, when the surrogates' true-class softmax
+    probability averaged over surrogates is below it. Each kept sample's predicted class is the most common
+    wrong prediction among the surrogates (ties: the first surrogate, in the given order, that predicts one
+    of the tied classes); with ``max_per_pair`` at most that many samples per (true, predicted) pair are
+    kept, the lowest mean true-class confidence first. The new snapshot (``format``: default the first
+    source's) lists the surrogates under ``filtered_with``; report transfer on other models.
+    ``device``: a torch device. Returns the new snapshot directory.
+    """
+    srcs = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not srcs:
+        raise SnapshotError("filter_snapshots needs at least one source snapshot directory.")
+    if not surrogates:
+        raise SnapshotError("filter_snapshots needs at least one surrogate classifier: {name: classifier}.")
+    rule = FilterRule.make(len(surrogates), min_fooled, max_true_conf, max_per_pair)
+    snaps = _load_sources(srcs, verify)
+    fmt = format or snaps[0].manifest.format
+    check_format(fmt, shard_size)
+    check_out_dir(out_dir, overwrite, [s.path for s in snaps])
+    for name, clf in surrogates.items():
+        check_classes(clf, snaps[0].class_names, str(snaps[0].path), name)
+    stages = select(score_candidates(snaps, surrogates, device, batch_size), rule)
+    log.info(
+        "filter: %d candidates -> %d fool >= %d surrogates -> %d confident -> %d kept",
+        len(stages.candidates),
+        len(stages.fooled),
+        rule.min_fooled,
+        len(stages.confident),
+        len(stages.kept),
+    )
+    return write_snapshot(
+        out_dir,
+        _filtered_items(snaps, stages.kept),
+        len(stages.kept),
+        _filter_manifest(snaps, surrogates, rule, stages, Path(out_dir).name),
+        fmt=fmt,
+        overwrite=overwrite,
+        shard_size=shard_size,
+        protect=[s.path for s in snaps],
+    )
+
+
+__all__ = ["Candidate", "FilterRule", "FilterStages", "filter_snapshots", "score_candidates", "select"]
