@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from genEval.batching import auto_batch_size, is_out_of_memory, too_large
 from genEval.data import SubsetData
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
 from genEval.kernels import Kernels, accelerate
@@ -45,6 +46,7 @@ from genEval.rundir import (
     SampleRecord,
     environment,
     package_versions,
+    read_results,
     read_run_identity,
     save_grid,
 )
@@ -136,7 +138,7 @@ def evaluate(
     search: SearchConfig | dict | None = None,
     *,
     seed: int | None = None,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     device: str = "auto",
     output_dir: str | Path | None = None,
     mask: torch.Tensor | StyleMask | NoMask | SparseMask | AutoMask | None = None,
@@ -159,7 +161,8 @@ def evaluate(
 
     ``seed=None`` draws a fresh seed (a dynamic benchmark: new samples every run) and records it (a resumed
     run keeps the seed it started with); the same seed gives identical scores however the work is batched
-    or sharded. ``progress=None`` shows a bar on a terminal, else a log line every ``log_interval`` seconds.
+    or sharded. ``batch_size=None`` chooses it from the memory one search step needs (recorded in results).
+    ``progress=None`` shows a bar on a terminal, else a log line every ``log_interval`` seconds.
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
     ``mask``: a 0/1 tensor broadcastable to one latent, a fitted :class:`StyleMask`, or a ``mask`` config
     object (:class:`NoMask`, :class:`SparseMask`, :class:`AutoMask`; paper 3.2.1).
@@ -182,8 +185,8 @@ def evaluate(
     t_start = time.perf_counter()
     search = SearchConfig.coerce(search)
     shard, kernels = shard or Shard(), kernels or Kernels()
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}.")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a whole number >= 1 or null (automatic), got {batch_size!r}.")
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval {interval!r}; choose one of {', '.join(INTERVALS)}.")
     dev = resolve_device(device)
@@ -210,6 +213,11 @@ def evaluate(
     classifier, generator, oracle, kernel_settings = accelerate(classifier, generator, oracle, kernels, dev)
     oracle.prepare(class_names)
     _check_classifier(classifier, data, positions[0], len(class_names), dev)  # before anything is written
+    first_x, first_y, _ = data[positions[0]]
+    auto = None
+    if batch_size is None:
+        auto = auto_batch_size(first_x, first_y, classifier, generator, dev)
+        batch_size = auto.batch_size
     log.info("genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed,
              dev, len(positions), shard.name, search, *(_describe(m) for m in (classifier, generator, oracle)))
     writer = None
@@ -220,21 +228,28 @@ def evaluate(
         done = {r.index for r in writer.done} if writer else set()
         todo = [i for i in positions if i not in done]
         grid: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        shapes: dict[str, list[int]] = {}
         local: list[SampleRecord] = []
         bar = _Progress(len(positions), len(done), shard, progress, log_interval)
         t_loop = time.perf_counter()
         samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names)
-        for out in perturb(samples, classifier, generator, oracle, search, batch_size=batch_size, mask=mask,
-                           device=dev, reference=reference):
-            record = _record(out)
-            if writer is not None:
-                writer.add(record, out)
-            else:
-                local.append(record)
-            if out.validated and grid_size > 0:
-                item = (-out.index, out.original, out.image)
-                (heapq.heappush if len(grid) < grid_size else heapq.heappushpop)(grid, item)
-            bar.update(out)
+        try:
+            for out in perturb(samples, classifier, generator, oracle, search, batch_size=batch_size, mask=mask,
+                               device=dev, reference=reference):
+                record = _record(out)
+                shapes = shapes or {"original": list(out.original.shape), "perturbed": list(out.image.shape)}
+                if writer is not None:
+                    writer.add(record, out)
+                else:
+                    local.append(record)
+                if out.validated and grid_size > 0:
+                    item = (-out.index, out.original, out.image)
+                    (heapq.heappush if len(grid) < grid_size else heapq.heappushpop)(grid, item)
+                bar.update(out)
+        except (RuntimeError, MemoryError) as err:
+            if is_out_of_memory(err):
+                raise too_large(batch_size, first_x, first_y, classifier, generator, dev, err) from err
+            raise
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         loop_s = time.perf_counter() - t_loop
@@ -247,7 +262,9 @@ def evaluate(
                            device=str(dev), run_dir=None if writer is None else str(writer.dir),
                            timings={"total_s": time.perf_counter() - t_start, "loop_s": loop_s,
                                     "per_sample_s": loop_s / max(1, len(todo)), "samples_computed": len(todo)},
-                           shard=shard, identity=identity, kernels=kernel_settings)
+                           shard=shard, identity=identity, kernels=kernel_settings,
+                           batch={"batch_size": batch_size, "auto": None if auto is None else auto.to_dict()},
+                           image_shapes=shapes or _previous_shapes(writer))
         if writer is not None:
             if grid:
                 grid.sort(key=lambda g: -g[0])
@@ -261,6 +278,13 @@ def evaluate(
     for w in result.warnings:
         log.warning(w)
     return result
+
+
+def _previous_shapes(writer: RunWriter | None) -> dict | None:
+    """Image shapes of a run whose samples were all computed by an earlier attempt (from its results)."""
+    if writer is None or not (writer.dir / "results.json").is_file():
+        return None
+    return read_results(writer.dir).get("image_shapes")
 
 
 def _resolve_mask(mask: Any, mask_id: str | None, generator: Generator, data: ImageDataset
@@ -339,8 +363,8 @@ def _record(out: Outcome) -> SampleRecord:
 
 def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: int, seed_drawn: bool,
               interval: str, n_boot: int, gap_warn_points: float, components: dict, config: dict, device: str,
-              run_dir: str | None, timings: dict, shard: Shard, identity: dict, kernels: dict | None = None
-              ) -> EvalResult:
+              run_dir: str | None, timings: dict, shard: Shard, identity: dict, kernels: dict | None = None,
+              batch: dict | None = None, image_shapes: dict | None = None) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
     The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
@@ -363,7 +387,8 @@ def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: 
         class_names=class_names, config=config, versions=package_versions(), environment=environment(device),
         timings=timings, warnings=warnings, run_dir=run_dir, samples=list(records),
         extra={"shard": {"index": shard.index, "count": shard.count}, "identity": identity,
-               **({"kernels": kernels} if kernels else {})})
+               **({"kernels": kernels} if kernels else {}), **({"batch": batch} if batch else {}),
+               **({"image_shapes": image_shapes} if image_shapes else {})})
 
 
 class _Progress:

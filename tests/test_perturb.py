@@ -169,3 +169,23 @@ def test_start_noise_touches_only_the_masked_dims():
     dz = out.latents - out.start_latents
     assert torch.equal(dz * (1 - mask), torch.zeros_like(dz))
     assert (dz * mask).abs().sum() > 0
+
+
+def test_latent_and_image_distances_are_measured_from_the_same_start():
+    """Both from the start of the search, z_0 = E(x) + noise and D(z_0): with nothing accepted both are 0."""
+    x, y = batch(10)
+    clf = LinearClassifier(seed=0)
+    out = search_batch(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0, start_noise=0.5))
+    from genEval.perturb import Sample, perturb
+
+    samples = [Sample(x[i], int(y[i]), f"s{i}", seed=i, index=i) for i in range(10)]
+    outs = list(perturb(samples, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0, start_noise=0.5)))
+    assert all(o.latent_dist == 0.0 and o.image_dist == 0.0 and o.image_linf == 0.0 for o in outs)
+    assert not torch.equal(out.latents, out.start_latents)  # the noise did move the start away from E(x)
+    moved = list(perturb(samples, clf, SigmoidGenerator(), ModelOracle(clf),
+                         SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.5)))
+    assert any(o.validated for o in moved)
+    for o in moved:  # D = sigmoid, so the start latent z_0 = logit(D(z_0)) is known exactly
+        z_start = torch.logit(o.start_image.double())
+        assert o.latent_dist == pytest.approx(float((o.latent.double() - z_start).norm()), rel=1e-3, abs=1e-3)
+        assert o.image_dist == pytest.approx(float((o.image - o.start_image).norm()), rel=1e-5, abs=1e-6)

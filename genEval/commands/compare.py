@@ -34,7 +34,7 @@ def _run_models(cfg: DictConfig, **common) -> Comparison:
         repetitions=int(cfg.repetitions), seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
         progress=cfg.get("progress"), run_configs={name: {**shared, "classifier": plain(node)}
                                                    for name, node in nodes.items()},
-        batch_size=int(cfg.batch_size), device=str(cfg.device), interval=str(cfg.interval),
+        batch_size=cfg.batch_size, device=str(cfg.device), interval=str(cfg.interval),
         grid_size=int(cfg.grid_size), gap_warn_points=float(cfg.gap_warn_points), num_workers=int(cfg.num_workers),
         save_images=bool(cfg.save_images), save_latents=bool(cfg.save_latents), **common)
 
