@@ -1,8 +1,8 @@
-"""Train a small taming-architecture VQ autoencoder on the user's own images.
+"""A small taming-architecture VQ autoencoder trained on the user's own images (a generator backend).
 
 The paper lets the generator be any model with an encoder and a decoder, including one trained on
 the evaluated domain (Zhang et al., ICLR 2024, Sec. 3.2 and Table 3, MNIST with its own generator).
-This module trains taming-transformers' VQ autoencoder (Esser et al., CVPR 2021: ``Encoder``,
+This backend trains taming-transformers' VQ autoencoder (Esser et al., CVPR 2021: ``Encoder``,
 ``VectorQuantizer``, ``Decoder``, built by :class:`generators.vqgan.VQGANGenerator`) without the
 adversarial and perceptual terms, which need pretrained LPIPS weights and much longer training:
 
@@ -14,7 +14,9 @@ Adam. The VQ term is exactly what taming's quantiser returns (beta = 0.25).
 A checkpoint ``last.ckpt`` holding only tensors and plain Python (loadable with
 ``torch.load(weights_only=True)``) is written atomically after every epoch; training resumes from it.
 
-:func:`digits_vq` is the offline default generator: trained once on scikit-learn's digits and cached.
+Reached through config only (``_target_``): ``conf/generator/trained_vq.yaml`` (:func:`load_trained_vq`),
+``conf/generator/digits_vq.yaml`` (:func:`digits_vq`, the offline default: trained once on scikit-learn's
+digits and cached) and the ``trainer`` node of ``conf/train_generator.yaml`` (:func:`train_vq_generator`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -33,10 +34,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm.auto import tqdm
 
+from generators.common import state_dict_digest
 from generators.vqgan import VQGANGenerator, check_ddconfig
 from genEval.checkpoints import cache_dir, load_checkpoint
-from genEval.interfaces import ImageDataset
+from genEval.data import DigitsData
+from genEval.fileio import atomic_write, atomic_write_json
+from genEval.interfaces import ImageDataset, resize_images
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +88,6 @@ class TrainReport:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def _plain(obj: object) -> object:
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) or type(obj).__name__ == "ListConfig":
-        return [_plain(v) for v in obj]
-    return obj
 
 
 def _stack(data: ImageDataset, indices: list[int] | range) -> Tensor:
@@ -140,12 +137,7 @@ def reconstruction_psnr(generator: VQGANGenerator | torch.nn.Module, data: Image
         total = 0.0
         for start in range(0, n, batch_size):
             x = images.batch(list(range(start, min(n, start + batch_size))))
-            x = x.to(next(generator.parameters()).device)
-            size = getattr(generator, "image_size", None)
-            if size is not None:
-                from genEval.interfaces import resize_images
-
-                x = resize_images(x, size)
+            x = resize_images(x.to(next(generator.parameters()).device), getattr(generator, "image_size", None))
             rec = generator.decode(generator.encode(x)).float()
             mse = (rec - x).pow(2).flatten(1).mean(1).clamp_min(1e-10)
             total += float((-10 * torch.log10(mse)).sum())
@@ -158,9 +150,9 @@ def reconstruction_psnr(generator: VQGANGenerator | torch.nn.Module, data: Image
 def _complete_ddconfig(ddconfig: Mapping | None, shape: tuple[int, ...]) -> dict:
     """Fill ``in_channels``/``out_ch``/``resolution`` from the data and validate the result."""
     c, h, w = shape
-    cfg = dict(_plain(ddconfig if ddconfig is not None else DEFAULT_DDCONFIG))
+    cfg = dict(ddconfig if ddconfig is not None else DEFAULT_DDCONFIG)
     for key in ("in_channels", "out_ch"):
-        if key in cfg and int(cfg[key]) != c:
+        if int(cfg.get(key, c)) != c:
             raise ValueError(f"ddconfig.{key}={cfg[key]} but the training images have {c} channels; "
                              f"set ddconfig.{key}={c} or leave it out to take it from the data.")
         cfg[key] = c
@@ -174,37 +166,94 @@ def _complete_ddconfig(ddconfig: Mapping | None, shape: tuple[int, ...]) -> dict
     return cfg
 
 
-def _atomic_save(obj: dict, path: Path) -> None:
-    """``torch.save`` to a temporary file in the same folder, then ``os.replace`` onto ``path``.
-
-    A crash or interrupt mid-write leaves the previous checkpoint (or none) in place, never a
-    truncated file under the final name.
-    """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _epoch_order(n: int, seed: int, epoch: int) -> Tensor:
     # Seeded per epoch, so a resumed run visits the same batches as an uninterrupted one.
     g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (1 << 62))
     return torch.randperm(n, generator=g)
 
 
+def _check_settings(loss: str, epochs: int, batch_size: int, lr: float, lr_schedule: str) -> None:
+    if loss not in LOSSES:
+        raise ValueError(f"loss={loss!r} is not a reconstruction loss; allowed: {list(LOSSES)}.")
+    if int(epochs) < 0:
+        raise ValueError(f"epochs={epochs} must be >= 0.")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size={batch_size} must be a positive integer.")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule={lr_schedule!r} is not known; allowed: {list(LR_SCHEDULES)}.")
+    if not float(lr) > 0:
+        raise ValueError(f"lr={lr} must be a positive learning rate (e.g. 2e-3).")
+
+
+def _split_images(train_data: ImageDataset, held_out_data: ImageDataset | None, held_out_fraction: float,
+                  seed: int) -> tuple[_Images, _Images]:
+    """(train, held-out) images: ``held_out_data`` as given, or a seeded ``held_out_fraction`` of the train data."""
+    if held_out_data is not None:
+        train, held = _Images(train_data), _Images(held_out_data)
+        if len(train) == 0 or len(held) == 0:
+            raise ValueError("train_data and held_out_data must each hold at least one image.")
+        return train, held
+    if not 0.0 < held_out_fraction < 1.0:
+        raise ValueError(f"held_out_fraction={held_out_fraction} must lie strictly between 0 and 1.")
+    n = len(train_data)
+    order = _epoch_order(n, seed, -1).tolist()
+    n_hold = max(1, int(round(n * held_out_fraction)))
+    if n - n_hold < 1:
+        raise ValueError(f"dataset '{getattr(train_data, 'name', train_data)}' has {n} images: too few to hold "
+                         "some out; pass held_out_data explicitly (or raise data.limit).")
+    return _Images(train_data, sorted(order[n_hold:])), _Images(train_data, sorted(order[:n_hold]))
+
+
+def _resume(ckpt_path: Path, config: dict, model: VQGANGenerator, opt: torch.optim.Optimizer,
+            epochs: int) -> tuple[int, float]:
+    """Load ``last.ckpt`` into ``model``/``opt``; returns (epoch reached, its training loss)."""
+    state = load_checkpoint(ckpt_path, what="VQ training checkpoint")
+    if state.get("config") != config:
+        raise ValueError(f"'{ckpt_path}' was trained with config {state.get('config')} but this run asks for "
+                         f"{config}; use another out_dir, or resume=false to start over (overwrites the "
+                         "checkpoint).")
+    model.load_state_dict(state["state_dict"])
+    opt.load_state_dict(state["optimizer"])
+    log.info("resuming VQ training from %s at epoch %d/%d", ckpt_path, int(state["epoch"]), epochs)
+    return int(state["epoch"]), float(state.get("train_loss", float("nan")))
+
+
+def _train_epoch(model: VQGANGenerator, opt: torch.optim.Optimizer, train: _Images, epoch: int, *, epochs: int,
+                 batch_size: int, lr: float, lr_schedule: str, loss: str, seed: int, device: torch.device,
+                 show: bool) -> float:
+    """One pass over ``train`` in the epoch's seeded order; returns the mean loss per image."""
+    order = _epoch_order(len(train), seed, epoch)
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    running, count = 0.0, 0
+    bar = tqdm(batches, desc=f"train VQ epoch {epoch + 1}/{epochs}", disable=not show, leave=False)
+    for step, idx in enumerate(bar):
+        if lr_schedule == "cosine":  # per step from lr down to lr/20 at the last step of `epochs`
+            t = (epoch * len(batches) + step) / max(1, epochs * len(batches) - 1)
+            for group in opt.param_groups:
+                group["lr"] = lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+        x = train.batch(idx).to(device) * 2 - 1
+        z_q, vq_loss = model.quantize_latents(model.quant_conv(model.encoder(x)))
+        rec = model.decoder(model.post_quant_conv(z_q))
+        total = (F.l1_loss(rec, x) if loss == "l1" else F.mse_loss(rec, x)) + vq_loss
+        if not torch.isfinite(total):
+            raise FloatingPointError(f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); "
+                                     f"lower lr (now {lr}).")
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        opt.step()
+        running += float(total.detach()) * len(idx)
+        count += len(idx)
+        bar.set_postfix(loss=f"{running / count:.4f}")
+    return running / max(count, 1)
+
+
 def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | None = None,
                        out_dir: str | Path = "vq-generator", ddconfig: Mapping | None = None,
                        n_embed: int = DEFAULT_N_EMBED, embed_dim: int = DEFAULT_EMBED_DIM, epochs: int = 10,
                        batch_size: int = 32, lr: float = 3e-3, lr_schedule: str = "cosine", seed: int = 0,
-                       resume: bool = True,
-                       progress: bool = True, loss: str = "l1", device: str | torch.device | None = None,
-                       held_out_fraction: float = 0.1, max_held_out: int | None = 1024) -> TrainReport:
+                       resume: bool = True, progress: bool | None = None, loss: str = "l1",
+                       device: str | torch.device | None = None, held_out_fraction: float = 0.1,
+                       max_held_out: int | None = 1024) -> TrainReport:
     """Train a taming-architecture VQ autoencoder on ``train_data`` and save ``out_dir/last.ckpt``.
 
     Args:
@@ -218,6 +267,7 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
         epochs: total epochs; with ``resume`` a run continues from the epoch saved in ``last.ckpt``.
         lr_schedule: ``"cosine"`` (per step from ``lr`` down to ``lr / 20`` at the last step of
             ``epochs``; steadies the codebook at the end) or ``"constant"``.
+        progress: a progress bar; ``None`` shows one only on a terminal.
         loss: reconstruction term, ``"l1"`` or ``"mse"``; the VQ term is always added.
         device: where to train (``None``/``"auto"``: CUDA when available, else CPU).
 
@@ -226,105 +276,46 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
     ``seed`` and ``data`` - tensors and plain Python only.
     """
     t0 = time.perf_counter()
-    if loss not in LOSSES:
-        raise ValueError(f"loss={loss!r} is not a reconstruction loss; allowed: {list(LOSSES)}.")
-    for key, val in (("epochs", epochs), ("batch_size", batch_size)):
-        if int(val) < (0 if key == "epochs" else 1):
-            raise ValueError(f"{key}={val} must be {'>= 0' if key == 'epochs' else 'a positive integer'}.")
-    if lr_schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule={lr_schedule!r} is not known; allowed: {list(LR_SCHEDULES)}.")
-    if not float(lr) > 0:
-        raise ValueError(f"lr={lr} must be a positive learning rate (e.g. 2e-3).")
-    if device is None or str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-
-    if held_out_data is None:
-        if not 0.0 < held_out_fraction < 1.0:
-            raise ValueError(f"held_out_fraction={held_out_fraction} must lie strictly between 0 and 1.")
-        n = len(train_data)
-        order = _epoch_order(n, seed, -1).tolist()
-        n_hold = max(1, int(round(n * held_out_fraction)))
-        if n - n_hold < 1:
-            raise ValueError(f"dataset '{train_data.name}' has {n} images: too few to hold some out; pass "
-                             "held_out_data explicitly.")
-        train = _Images(train_data, sorted(order[n_hold:]))
-        held = _Images(train_data, sorted(order[:n_hold]))
-    else:
-        train, held = _Images(train_data), _Images(held_out_data)
-        if len(train) == 0 or len(held) == 0:
-            raise ValueError("train_data and held_out_data must each hold at least one image.")
+    _check_settings(loss, epochs, batch_size, lr, lr_schedule)
+    epochs, batch_size, lr = int(epochs), int(batch_size), float(lr)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") \
+        if device is None or str(device) == "auto" else torch.device(device)
+    train, held = _split_images(train_data, held_out_data, held_out_fraction, seed)
     shape = train.sample_shape()
     if len(shape) != 3:
         raise ValueError(f"dataset images must be (C, H, W); got {shape}.")
-    cfg = _complete_ddconfig(ddconfig, shape)
-    config = {"ddconfig": cfg, "n_embed": int(n_embed), "embed_dim": int(embed_dim)}
-
+    config = {"ddconfig": _complete_ddconfig(ddconfig, shape), "n_embed": int(n_embed), "embed_dim": int(embed_dim)}
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     ckpt_path = out / CHECKPOINT_NAME
 
     torch.manual_seed(seed)
-    model = VQGANGenerator(cfg, n_embed=n_embed, embed_dim=embed_dim, quantize="straight_through",
+    model = VQGANGenerator(config["ddconfig"], n_embed=n_embed, embed_dim=embed_dim, quantize="straight_through",
                            name="vq:training").to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=float(lr), betas=(0.5, 0.9))
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.5, 0.9))
     start_epoch, last_loss = 0, float("nan")
     if resume and ckpt_path.is_file():
-        state = load_checkpoint(ckpt_path, what="VQ training checkpoint")
-        if _plain(state.get("config")) != config:
-            raise ValueError(
-                f"'{ckpt_path}' was trained with config {state.get('config')} but this run asks for "
-                f"{config}; "
-                "use another out_dir, or resume=false to start over (overwrites the checkpoint).")
-        model.load_state_dict(state["state_dict"])
-        opt.load_state_dict(state["optimizer"])
-        start_epoch = int(state["epoch"])
-        last_loss = float(state.get("train_loss", float("nan")))
-        log.info("resuming VQ training from %s at epoch %d/%d", ckpt_path, start_epoch, epochs)
+        start_epoch, last_loss = _resume(ckpt_path, config, model, opt, epochs)
     elif ckpt_path.is_file():
         log.info("resume=false: starting over, %s will be overwritten", ckpt_path)
 
     model.train()
     model.requires_grad_(True)
-    show = progress and sys.stderr.isatty()
-    from tqdm.auto import tqdm
-
+    show = (progress is None or bool(progress)) and sys.stderr.isatty()
     psnr = psnr_q = float("nan")
     data_name = str(getattr(train_data, "name", type(train_data).__name__))
 
     def save(epoch_done: int) -> None:
         # tensors and plain Python only, so torch.load(weights_only=True) reads it back
-        _atomic_save({"state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                      "config": config, "epoch": epoch_done, "optimizer": opt.state_dict(),
-                      "psnr": float(psnr), "psnr_quantized": float(psnr_q), "train_loss": float(last_loss),
-                      "seed": int(seed), "data": data_name}, ckpt_path)
+        state = {"state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "config": config,
+                 "epoch": epoch_done, "optimizer": opt.state_dict(), "psnr": float(psnr),
+                 "psnr_quantized": float(psnr_q), "train_loss": float(last_loss), "seed": int(seed),
+                 "data": data_name}
+        atomic_write(ckpt_path, lambda fh: torch.save(state, fh))
 
-    for epoch in range(start_epoch, int(epochs)):
-        order = _epoch_order(len(train), seed, epoch)
-        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-        running, count = 0.0, 0
-        bar = tqdm(batches, desc=f"train VQ epoch {epoch + 1}/{epochs}", disable=not show, leave=False)
-        for step, idx in enumerate(bar):
-            if lr_schedule == "cosine":
-                t = (epoch * len(batches) + step) / max(1, int(epochs) * len(batches) - 1)
-                for group in opt.param_groups:
-                    group["lr"] = float(lr) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
-            x = train.batch(idx).to(device) * 2 - 1
-            h = model.quant_conv(model.encoder(x))
-            z_q, vq_loss = model.quantize_latents(h)
-            rec = model.decoder(model.post_quant_conv(z_q))
-            rec_loss = F.l1_loss(rec, x) if loss == "l1" else F.mse_loss(rec, x)
-            total = rec_loss + vq_loss
-            if not torch.isfinite(total):
-                raise FloatingPointError(f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); "
-                                         f"lower lr (now {lr}).")
-            opt.zero_grad(set_to_none=True)
-            total.backward()
-            opt.step()
-            running += float(total.detach()) * len(idx)
-            count += len(idx)
-            bar.set_postfix(loss=f"{running / count:.4f}")
-        last_loss = running / max(count, 1)
+    for epoch in range(start_epoch, epochs):
+        last_loss = _train_epoch(model, opt, train, epoch, epochs=epochs, batch_size=batch_size, lr=lr,
+                                 lr_schedule=lr_schedule, loss=loss, seed=seed, device=device, show=show)
         model.eval()
         psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
         psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
@@ -340,17 +331,9 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
         psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
     if not ckpt_path.is_file():  # epochs=0 on a fresh run: still leave a loadable checkpoint
         save(0)
-    return TrainReport(checkpoint=str(ckpt_path), epochs=max(int(epochs), start_epoch),
-                       start_epoch=start_epoch, train_loss=float(last_loss), psnr=float(psnr),
-                       psnr_quantized=float(psnr_q), seconds=time.perf_counter() - t0)
-
-
-def _checkpoint_digest(state_dict: Mapping[str, Tensor], n: int = 8) -> str:
-    h = hashlib.sha256()
-    for k in sorted(state_dict):
-        h.update(k.encode())
-        h.update(state_dict[k].detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:n]
+    return TrainReport(checkpoint=str(ckpt_path), epochs=max(epochs, start_epoch), start_epoch=start_epoch,
+                       train_loss=float(last_loss), psnr=float(psnr), psnr_quantized=float(psnr_q),
+                       seconds=time.perf_counter() - t0)
 
 
 def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix: str = "vq",
@@ -358,25 +341,25 @@ def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix
     """Rebuild the generator saved by :func:`train_vq_generator` (config read from the checkpoint).
 
     ``kw`` go to :class:`~generators.vqgan.VQGANGenerator` (``quantize``, ``image_size``). The default
-    name is ``"<prefix>:<data name>:<hash of the weights>"``.
+    name is ``"<prefix>:<data name>:<first 8 hex of a SHA-256 over the weights>"``.
     """
     state = load_checkpoint(checkpoint_path, what="trained VQ checkpoint",
                             hint="Train one with `geneval train-generator` or train_vq_generator().")
     if not isinstance(state, Mapping) or "config" not in state or "state_dict" not in state:
         raise ValueError(f"'{checkpoint_path}' is not a checkpoint written by train_vq_generator (it lacks "
-                         "'config'/'state_dict'); for taming checkpoints use "
-                         "generators.vqgan.from_taming_config.")
-    cfg = _plain(state["config"])
+                         "'config'/'state_dict'); for taming checkpoints use generator=vqgan "
+                         "(generators.vqgan.from_taming_config).")
+    cfg = state["config"]
     if name is None:
         data = str(state.get("data", "data")).split(":")[0]
-        name = f"{prefix}:{data}:{_checkpoint_digest(state['state_dict'])}"
+        name = f"{prefix}:{data}:{state_dict_digest(state['state_dict'], n=8)}"
     return VQGANGenerator(cfg["ddconfig"], n_embed=cfg["n_embed"], embed_dim=cfg["embed_dim"],
                           checkpoint=checkpoint_path, name=name, **kw)
 
 
 def digits_vq(image_size: int = 16, epochs: int = DIGITS_EPOCHS, seed: int = 0, quantize: str = "none",
               batch_size: int = DIGITS_BATCH_SIZE, lr: float = DIGITS_LR, n_embed: int = DIGITS_N_EMBED,
-              embed_dim: int = DIGITS_EMBED_DIM, ddconfig: Mapping | None = None, progress: bool = True,
+              embed_dim: int = DIGITS_EMBED_DIM, ddconfig: Mapping | None = None, progress: bool | None = None,
               train_if_missing: bool = True) -> VQGANGenerator:
     """Offline default generator: a small VQ autoencoder trained on scikit-learn's digits, cached.
 
@@ -393,26 +376,22 @@ def digits_vq(image_size: int = 16, epochs: int = DIGITS_EPOCHS, seed: int = 0, 
     and fluctuated by 2 dB between epochs, batch 64 was worse per second. 8 epochs (about 50 s)
     is the default: inside the offline demo's one-minute training budget.
     """
-    from genEval.data import DigitsData
-
-    dd = dict(_plain(ddconfig if ddconfig is not None else DIGITS_DDCONFIG))
+    dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
     settings = {"ddconfig": dd, "image_size": int(image_size), "epochs": int(epochs), "seed": int(seed),
                 "batch_size": int(batch_size), "lr": float(lr), "n_embed": int(n_embed),
                 "embed_dim": int(embed_dim), "lr_schedule": "cosine", "recipe": 2}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     folder = cache_dir("digits_vq") / key
     ckpt = folder / CHECKPOINT_NAME
-    done = False
-    if ckpt.is_file():
-        state = load_checkpoint(ckpt, what="cached digits VQ checkpoint")
-        done = int(state.get("epoch", 0)) >= int(epochs)
+    done = ckpt.is_file() and int(load_checkpoint(ckpt, what="cached digits VQ checkpoint").get("epoch", 0)) \
+        >= int(epochs)
     if not done:
         if not train_if_missing:
             raise FileNotFoundError(f"no trained digits VQ generator cached at '{ckpt}'; call digits_vq with "
                                     "train_if_missing=true to train it (about a minute on a CPU).")
         log.info("training the digits VQ generator (cached at %s)", folder)
-        (folder / "settings.json").parent.mkdir(parents=True, exist_ok=True)
-        (folder / "settings.json").write_text(json.dumps(settings, indent=2, sort_keys=True))
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(folder / "settings.json", settings)
         report = train_vq_generator(DigitsData(split="train", image_size=image_size, channels=1),
                                     DigitsData(split="test", image_size=image_size, channels=1),
                                     out_dir=folder, ddconfig=dd, n_embed=n_embed, embed_dim=embed_dim,
@@ -421,28 +400,3 @@ def digits_vq(image_size: int = 16, epochs: int = DIGITS_EPOCHS, seed: int = 0, 
         log.info("digits VQ generator: held-out PSNR %.2f dB (quantized %.2f dB), %.1f s",
                  report.psnr, report.psnr_quantized, report.seconds)
     return load_trained_vq(ckpt, quantize=quantize, image_size=image_size)
-
-
-def main_train_generator(cfg: Mapping) -> TrainReport:
-    """Entry point of ``geneval train-generator``: a plain mapping of settings -> :class:`TrainReport`.
-
-    Keys: ``data`` (an instantiated ImageDataset, required), ``held_out`` (dataset or None), ``out_dir``
-    (required), ``epochs``, ``batch_size``, ``lr``, ``ddconfig``, ``n_embed``, ``embed_dim``, ``seed``,
-    ``resume`` (defaults as in :func:`train_vq_generator`), optional ``loss``, ``progress``, ``device``.
-    """
-    allowed = {"data", "held_out", "out_dir", "epochs", "batch_size", "lr", "ddconfig", "n_embed",
-               "embed_dim", "seed", "resume", "loss", "progress", "device", "lr_schedule"}
-    # Other keys (assets, hydra settings, ...) belong to the CLI's config; Hydra already rejects typos.
-    ignored = sorted(set(cfg) - allowed)
-    if ignored:
-        log.debug("main_train_generator ignores keys %s", ignored)
-    for key in ("data", "out_dir"):
-        if cfg.get(key) is None:
-            raise ValueError(f"train-generator needs '{key}' (e.g. data=cifar10 out_dir=runs/my-vq).")
-    kw = {k: cfg[k] for k in ("epochs", "batch_size", "lr", "lr_schedule", "n_embed", "embed_dim", "seed",
-                              "resume", "loss", "progress", "device") if cfg.get(k) is not None}
-    ddconfig = cfg.get("ddconfig")
-    report = train_vq_generator(cfg["data"], cfg.get("held_out"), out_dir=cfg["out_dir"],
-                                ddconfig=_plain(ddconfig) if ddconfig is not None else None, **kw)
-    log.info("trained VQ generator: %s", json.dumps(report.to_dict()))
-    return report
