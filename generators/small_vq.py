@@ -52,8 +52,13 @@ LR_SCHEDULES = ("cosine", "constant")
 # Small taming ddconfig for 16-32 px images: two levels (down-sampling 2), one residual block per
 # level, no attention outside the middle block. in_channels / out_ch / resolution come from the data.
 DEFAULT_DDCONFIG: dict = {
-    "ch": 32, "ch_mult": [1, 2], "num_res_blocks": 1, "attn_resolutions": [], "z_channels": 16,
-    "dropout": 0.0, "double_z": False,
+    "ch": 32,
+    "ch_mult": [1, 2],
+    "num_res_blocks": 1,
+    "attn_resolutions": [],
+    "z_channels": 16,
+    "dropout": 0.0,
+    "double_z": False,
 }
 DEFAULT_N_EMBED = 256
 DEFAULT_EMBED_DIM = 16
@@ -118,9 +123,13 @@ class _Images:
 
 
 @torch.no_grad()
-def reconstruction_psnr(generator: VQGANGenerator | torch.nn.Module, data: ImageDataset | _Images,
-                        batch_size: int = 128, max_images: int | None = 1024,
-                        quantize: bool | None = None) -> float:
+def reconstruction_psnr(
+    generator: VQGANGenerator | torch.nn.Module,
+    data: ImageDataset | _Images,
+    batch_size: int = 128,
+    max_images: int | None = 1024,
+    quantize: bool | None = None,
+) -> float:
     """Mean per-image PSNR (dB, peak 1) of ``decode(encode(x))`` against ``x`` over ``data``.
 
     ``quantize`` overrides a VQGAN's quantize mode for this measurement (True: straight-through).
@@ -153,16 +162,20 @@ def _complete_ddconfig(ddconfig: Mapping | None, shape: tuple[int, ...]) -> dict
     cfg = dict(ddconfig if ddconfig is not None else DEFAULT_DDCONFIG)
     for key in ("in_channels", "out_ch"):
         if int(cfg.get(key, c)) != c:
-            raise ValueError(f"ddconfig.{key}={cfg[key]} but the training images have {c} channels; "
-                             f"set ddconfig.{key}={c} or leave it out to take it from the data.")
+            raise ValueError(
+                f"ddconfig.{key}={cfg[key]} but the training images have {c} channels; "
+                f"set ddconfig.{key}={c} or leave it out to take it from the data."
+            )
         cfg[key] = c
     cfg.setdefault("resolution", int(h))
     cfg = check_ddconfig(cfg)
     down = 2 ** (len(cfg["ch_mult"]) - 1)
     if h % down or w % down:
-        raise ValueError(f"training images are {h}x{w} but ddconfig.ch_mult={cfg['ch_mult']} down-samples by "
-                         f"{down}; use images whose sides are multiples of {down} (e.g. data.image_size="
-                         f"{max(down, (h // down) * down)}) or fewer ch_mult levels.")
+        raise ValueError(
+            f"training images are {h}x{w} but ddconfig.ch_mult={cfg['ch_mult']} down-samples by "
+            f"{down}; use images whose sides are multiples of {down} (e.g. data.image_size="
+            f"{max(down, (h // down) * down)}) or fewer ch_mult levels."
+        )
     return cfg
 
 
@@ -185,8 +198,9 @@ def _check_settings(loss: str, epochs: int, batch_size: int, lr: float, lr_sched
         raise ValueError(f"lr={lr} must be a positive learning rate (e.g. 2e-3).")
 
 
-def _split_images(train_data: ImageDataset, held_out_data: ImageDataset | None, held_out_fraction: float,
-                  seed: int) -> tuple[_Images, _Images]:
+def _split_images(
+    train_data: ImageDataset, held_out_data: ImageDataset | None, held_out_fraction: float, seed: int
+) -> tuple[_Images, _Images]:
     """(train, held-out) images: ``held_out_data`` as given, or a seeded ``held_out_fraction`` of the train data."""
     if held_out_data is not None:
         train, held = _Images(train_data), _Images(held_out_data)
@@ -199,31 +213,48 @@ def _split_images(train_data: ImageDataset, held_out_data: ImageDataset | None, 
     order = _epoch_order(n, seed, -1).tolist()
     n_hold = max(1, int(round(n * held_out_fraction)))
     if n - n_hold < 1:
-        raise ValueError(f"dataset '{getattr(train_data, 'name', train_data)}' has {n} images: too few to hold "
-                         "some out; pass held_out_data explicitly (or raise data.limit).")
+        raise ValueError(
+            f"dataset '{getattr(train_data, 'name', train_data)}' has {n} images: too few to hold "
+            "some out; pass held_out_data explicitly (or raise data.limit)."
+        )
     return _Images(train_data, sorted(order[n_hold:])), _Images(train_data, sorted(order[:n_hold]))
 
 
-def _resume(ckpt_path: Path, config: dict, model: VQGANGenerator, opt: torch.optim.Optimizer,
-            epochs: int) -> tuple[int, float]:
+def _resume(
+    ckpt_path: Path, config: dict, model: VQGANGenerator, opt: torch.optim.Optimizer, epochs: int
+) -> tuple[int, float]:
     """Load ``last.ckpt`` into ``model``/``opt``; returns (epoch reached, its training loss)."""
     state = load_checkpoint(ckpt_path, what="VQ training checkpoint")
     if state.get("config") != config:
-        raise ValueError(f"'{ckpt_path}' was trained with config {state.get('config')} but this run asks for "
-                         f"{config}; use another out_dir, or resume=false to start over (overwrites the "
-                         "checkpoint).")
+        raise ValueError(
+            f"'{ckpt_path}' was trained with config {state.get('config')} but this run asks for "
+            f"{config}; use another out_dir, or resume=false to start over (overwrites the "
+            "checkpoint)."
+        )
     model.load_state_dict(state["state_dict"])
     opt.load_state_dict(state["optimizer"])
     log.info("resuming VQ training from %s at epoch %d/%d", ckpt_path, int(state["epoch"]), epochs)
     return int(state["epoch"]), float(state.get("train_loss", float("nan")))
 
 
-def _train_epoch(model: VQGANGenerator, opt: torch.optim.Optimizer, train: _Images, epoch: int, *, epochs: int,
-                 batch_size: int, lr: float, lr_schedule: str, loss: str, seed: int, device: torch.device,
-                 show: bool) -> float:
+def _train_epoch(
+    model: VQGANGenerator,
+    opt: torch.optim.Optimizer,
+    train: _Images,
+    epoch: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    lr_schedule: str,
+    loss: str,
+    seed: int,
+    device: torch.device,
+    show: bool,
+) -> float:
     """One pass over ``train`` in the epoch's seeded order; returns the mean loss per image."""
     order = _epoch_order(len(train), seed, epoch)
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     running, count = 0.0, 0
     bar = tqdm(batches, desc=f"train VQ epoch {epoch + 1}/{epochs}", disable=not show, leave=False)
     for step, idx in enumerate(bar):
@@ -236,8 +267,9 @@ def _train_epoch(model: VQGANGenerator, opt: torch.optim.Optimizer, train: _Imag
         rec = model.decoder(model.post_quant_conv(z_q))
         total = (F.l1_loss(rec, x) if loss == "l1" else F.mse_loss(rec, x)) + vq_loss
         if not torch.isfinite(total):
-            raise FloatingPointError(f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); "
-                                     f"lower lr (now {lr}).")
+            raise FloatingPointError(
+                f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); lower lr (now {lr})."
+            )
         opt.zero_grad(set_to_none=True)
         total.backward()
         opt.step()
@@ -247,13 +279,25 @@ def _train_epoch(model: VQGANGenerator, opt: torch.optim.Optimizer, train: _Imag
     return running / max(count, 1)
 
 
-def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | None = None,
-                       out_dir: str | Path = "vq-generator", ddconfig: Mapping | None = None,
-                       n_embed: int = DEFAULT_N_EMBED, embed_dim: int = DEFAULT_EMBED_DIM, epochs: int = 10,
-                       batch_size: int = 32, lr: float = 3e-3, lr_schedule: str = "cosine", seed: int = 0,
-                       resume: bool = True, progress: bool | None = None, loss: str = "l1",
-                       device: str | torch.device | None = None, held_out_fraction: float = 0.1,
-                       max_held_out: int | None = 1024) -> TrainReport:
+def train_vq_generator(
+    train_data: ImageDataset,
+    held_out_data: ImageDataset | None = None,
+    out_dir: str | Path = "vq-generator",
+    ddconfig: Mapping | None = None,
+    n_embed: int = DEFAULT_N_EMBED,
+    embed_dim: int = DEFAULT_EMBED_DIM,
+    epochs: int = 10,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    lr_schedule: str = "cosine",
+    seed: int = 0,
+    resume: bool = True,
+    progress: bool | None = None,
+    loss: str = "l1",
+    device: str | torch.device | None = None,
+    held_out_fraction: float = 0.1,
+    max_held_out: int | None = 1024,
+) -> TrainReport:
     """Train a taming-architecture VQ autoencoder on ``train_data`` and save ``out_dir/last.ckpt``.
 
     Args:
@@ -278,8 +322,11 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
     t0 = time.perf_counter()
     _check_settings(loss, epochs, batch_size, lr, lr_schedule)
     epochs, batch_size, lr = int(epochs), int(batch_size), float(lr)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") \
-        if device is None or str(device) == "auto" else torch.device(device)
+    device = (
+        torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if device is None or str(device) == "auto"
+        else torch.device(device)
+    )
     train, held = _split_images(train_data, held_out_data, held_out_fraction, seed)
     shape = train.sample_shape()
     if len(shape) != 3:
@@ -290,8 +337,9 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
     ckpt_path = out / CHECKPOINT_NAME
 
     torch.manual_seed(seed)
-    model = VQGANGenerator(config["ddconfig"], n_embed=n_embed, embed_dim=embed_dim, quantize="straight_through",
-                           name="vq:training").to(device)
+    model = VQGANGenerator(
+        config["ddconfig"], n_embed=n_embed, embed_dim=embed_dim, quantize="straight_through", name="vq:training"
+    ).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.5, 0.9))
     start_epoch, last_loss = 0, float("nan")
     if resume and ckpt_path.is_file():
@@ -307,21 +355,46 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
 
     def save(epoch_done: int) -> None:
         # tensors and plain Python only, so torch.load(weights_only=True) reads it back
-        state = {"state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "config": config,
-                 "epoch": epoch_done, "optimizer": opt.state_dict(), "psnr": float(psnr),
-                 "psnr_quantized": float(psnr_q), "train_loss": float(last_loss), "seed": int(seed),
-                 "data": data_name}
+        state = {
+            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "config": config,
+            "epoch": epoch_done,
+            "optimizer": opt.state_dict(),
+            "psnr": float(psnr),
+            "psnr_quantized": float(psnr_q),
+            "train_loss": float(last_loss),
+            "seed": int(seed),
+            "data": data_name,
+        }
         atomic_write(ckpt_path, lambda fh: torch.save(state, fh))
 
     for epoch in range(start_epoch, epochs):
-        last_loss = _train_epoch(model, opt, train, epoch, epochs=epochs, batch_size=batch_size, lr=lr,
-                                 lr_schedule=lr_schedule, loss=loss, seed=seed, device=device, show=show)
+        last_loss = _train_epoch(
+            model,
+            opt,
+            train,
+            epoch,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            lr_schedule=lr_schedule,
+            loss=loss,
+            seed=seed,
+            device=device,
+            show=show,
+        )
         model.eval()
         psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
         psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
         model.train()
-        log.info("VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB)",
-                 epoch + 1, epochs, last_loss, psnr, psnr_q)
+        log.info(
+            "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB)",
+            epoch + 1,
+            epochs,
+            last_loss,
+            psnr,
+            psnr_q,
+        )
         save(epoch + 1)
 
     model.eval()
@@ -331,36 +404,56 @@ def train_vq_generator(train_data: ImageDataset, held_out_data: ImageDataset | N
         psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
     if not ckpt_path.is_file():  # epochs=0 on a fresh run: still leave a loadable checkpoint
         save(0)
-    return TrainReport(checkpoint=str(ckpt_path), epochs=max(epochs, start_epoch), start_epoch=start_epoch,
-                       train_loss=float(last_loss), psnr=float(psnr), psnr_quantized=float(psnr_q),
-                       seconds=time.perf_counter() - t0)
+    return TrainReport(
+        checkpoint=str(ckpt_path),
+        epochs=max(epochs, start_epoch),
+        start_epoch=start_epoch,
+        train_loss=float(last_loss),
+        psnr=float(psnr),
+        psnr_quantized=float(psnr_q),
+        seconds=time.perf_counter() - t0,
+    )
 
 
-def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix: str = "vq",
-                    **kw) -> VQGANGenerator:
+def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix: str = "vq", **kw) -> VQGANGenerator:
     """Rebuild the generator saved by :func:`train_vq_generator` (config read from the checkpoint).
 
     ``kw`` go to :class:`~generators.vqgan.VQGANGenerator` (``quantize``, ``image_size``). The default
     name is ``"<prefix>:<data name>:<first 8 hex of a SHA-256 over the weights>"``.
     """
-    state = load_checkpoint(checkpoint_path, what="trained VQ checkpoint",
-                            hint="Train one with `geneval train-generator` or train_vq_generator().")
+    state = load_checkpoint(
+        checkpoint_path,
+        what="trained VQ checkpoint",
+        hint="Train one with `geneval train-generator` or train_vq_generator().",
+    )
     if not isinstance(state, Mapping) or "config" not in state or "state_dict" not in state:
-        raise ValueError(f"'{checkpoint_path}' is not a checkpoint written by train_vq_generator (it lacks "
-                         "'config'/'state_dict'); for taming checkpoints use generator=vqgan "
-                         "(generators.vqgan.from_taming_config).")
+        raise ValueError(
+            f"'{checkpoint_path}' is not a checkpoint written by train_vq_generator (it lacks "
+            "'config'/'state_dict'); for taming checkpoints use generator=vqgan "
+            "(generators.vqgan.from_taming_config)."
+        )
     cfg = state["config"]
     if name is None:
         data = str(state.get("data", "data")).split(":")[0]
         name = f"{prefix}:{data}:{state_dict_digest(state['state_dict'], n=8)}"
-    return VQGANGenerator(cfg["ddconfig"], n_embed=cfg["n_embed"], embed_dim=cfg["embed_dim"],
-                          checkpoint=checkpoint_path, name=name, **kw)
+    return VQGANGenerator(
+        cfg["ddconfig"], n_embed=cfg["n_embed"], embed_dim=cfg["embed_dim"], checkpoint=checkpoint_path, name=name, **kw
+    )
 
 
-def digits_vq(image_size: int = 16, epochs: int = DIGITS_EPOCHS, seed: int = 0, quantize: str = "none",
-              batch_size: int = DIGITS_BATCH_SIZE, lr: float = DIGITS_LR, n_embed: int = DIGITS_N_EMBED,
-              embed_dim: int = DIGITS_EMBED_DIM, ddconfig: Mapping | None = None, progress: bool | None = None,
-              train_if_missing: bool = True) -> VQGANGenerator:
+def digits_vq(
+    image_size: int = 16,
+    epochs: int = DIGITS_EPOCHS,
+    seed: int = 0,
+    quantize: str = "none",
+    batch_size: int = DIGITS_BATCH_SIZE,
+    lr: float = DIGITS_LR,
+    n_embed: int = DIGITS_N_EMBED,
+    embed_dim: int = DIGITS_EMBED_DIM,
+    ddconfig: Mapping | None = None,
+    progress: bool | None = None,
+    train_if_missing: bool = True,
+) -> VQGANGenerator:
     """Offline default generator: a small VQ autoencoder trained on scikit-learn's digits, cached.
 
     Loads ``cache_dir("digits_vq")/<key>/last.ckpt`` where ``key`` hashes every training setting;
@@ -377,26 +470,52 @@ def digits_vq(image_size: int = 16, epochs: int = DIGITS_EPOCHS, seed: int = 0, 
     is the default: inside the offline demo's one-minute training budget.
     """
     dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
-    settings = {"ddconfig": dd, "image_size": int(image_size), "epochs": int(epochs), "seed": int(seed),
-                "batch_size": int(batch_size), "lr": float(lr), "n_embed": int(n_embed),
-                "embed_dim": int(embed_dim), "lr_schedule": "cosine", "recipe": 2}
+    settings = {
+        "ddconfig": dd,
+        "image_size": int(image_size),
+        "epochs": int(epochs),
+        "seed": int(seed),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "n_embed": int(n_embed),
+        "embed_dim": int(embed_dim),
+        "lr_schedule": "cosine",
+        "recipe": 2,
+    }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     folder = cache_dir("digits_vq") / key
     ckpt = folder / CHECKPOINT_NAME
-    done = ckpt.is_file() and int(load_checkpoint(ckpt, what="cached digits VQ checkpoint").get("epoch", 0)) \
-        >= int(epochs)
+    done = False
+    if ckpt.is_file():
+        cached = load_checkpoint(ckpt, what="cached digits VQ checkpoint")
+        done = int(cached.get("epoch", 0)) >= int(epochs)
     if not done:
         if not train_if_missing:
-            raise FileNotFoundError(f"no trained digits VQ generator cached at '{ckpt}'; call digits_vq with "
-                                    "train_if_missing=true to train it (about a minute on a CPU).")
+            raise FileNotFoundError(
+                f"no trained digits VQ generator cached at '{ckpt}'; call digits_vq with "
+                "train_if_missing=true to train it (about a minute on a CPU)."
+            )
         log.info("training the digits VQ generator (cached at %s)", folder)
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "settings.json", settings)
-        report = train_vq_generator(DigitsData(split="train", image_size=image_size, channels=1),
-                                    DigitsData(split="test", image_size=image_size, channels=1),
-                                    out_dir=folder, ddconfig=dd, n_embed=n_embed, embed_dim=embed_dim,
-                                    epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, resume=True,
-                                    progress=progress)
-        log.info("digits VQ generator: held-out PSNR %.2f dB (quantized %.2f dB), %.1f s",
-                 report.psnr, report.psnr_quantized, report.seconds)
+        report = train_vq_generator(
+            DigitsData(split="train", image_size=image_size, channels=1),
+            DigitsData(split="test", image_size=image_size, channels=1),
+            out_dir=folder,
+            ddconfig=dd,
+            n_embed=n_embed,
+            embed_dim=embed_dim,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            resume=True,
+            progress=progress,
+        )
+        log.info(
+            "digits VQ generator: held-out PSNR %.2f dB (quantized %.2f dB), %.1f s",
+            report.psnr,
+            report.psnr_quantized,
+            report.seconds,
+        )
     return load_trained_vq(ckpt, quantize=quantize, image_size=image_size)

@@ -29,8 +29,18 @@ def fit_mask_cfg(*overrides: str):
 
 def _toy_run(run_dir: Path, n: int = 120, save_latents: bool = True) -> Path:
     clf = LinearClassifier(seed=0)
-    evaluate(clf, toy_data(n), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0, output_dir=run_dir,
-             save_latents=save_latents, n_boot=10, progress=False)
+    evaluate(
+        clf,
+        toy_data(n),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=run_dir,
+        save_latents=save_latents,
+        n_boot=10,
+        progress=False,
+    )
     return run_dir
 
 
@@ -52,9 +62,19 @@ def test_fit_mask_writes_the_mask_and_its_plot_and_says_how_to_use_it(toy_run, t
 
     # the printed recipe works: mask.path from it, read by the mask group's SparseMask, obeyed by the search
     clf = LinearClassifier(seed=0)
-    evaluate(clf, toy_data(40), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0, n_boot=10,
-             progress=False, output_dir=tmp_path / "masked", save_latents=True,
-             mask=SparseMask(usage.split("mask.path=")[1]))
+    evaluate(
+        clf,
+        toy_data(40),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        n_boot=10,
+        progress=False,
+        output_dir=tmp_path / "masked",
+        save_latents=True,
+        mask=SparseMask(usage.split("mask.path=")[1]),
+    )
     lat = load_latent_file(tmp_path / "masked" / "latents.safetensors")
     assert (lat["final"] - lat["start"]).abs()[:, ~m.mask].max() == 0
 
@@ -66,14 +86,17 @@ def test_fit_mask_default_output_lies_in_the_run(tmp_path):
     assert StyleMask.load(out).solver == "liblinear" and (run / "style_mask.png").is_file()
 
 
-@pytest.mark.parametrize("overrides,message", [
-    ([], "geneval fit-mask: error: geneval fit-mask needs run=...; e.g. geneval fit-mask run=<directory"),
-    (["run={tmp}/nowhere"], "geneval fit-mask: error: run directory '{tmp}/nowhere' does not exist"),
-    (["run={tmp}/nolat"], "geneval fit-mask: error: run '{tmp}/nolat' has no latents.safetensors"),
-    (["run={run}", "C=-1"], "geneval fit-mask: error: C must be a positive finite number"),
-    (["run={run}", "solver=lbfgs"], "geneval fit-mask: error: unknown solver 'lbfgs'; choose one of saga"),
-    (["run={run}", "C=null"], "geneval fit-mask: error: C=None searches C and needs exactly one target"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ([], "geneval fit-mask: error: geneval fit-mask needs run=...; e.g. geneval fit-mask run=<directory"),
+        (["run={tmp}/nowhere"], "geneval fit-mask: error: run directory '{tmp}/nowhere' does not exist"),
+        (["run={tmp}/nolat"], "geneval fit-mask: error: run '{tmp}/nolat' has no latents.safetensors"),
+        (["run={run}", "C=-1"], "geneval fit-mask: error: C must be a positive finite number"),
+        (["run={run}", "solver=lbfgs"], "geneval fit-mask: error: unknown solver 'lbfgs'; choose one of saga"),
+        (["run={run}", "C=null"], "geneval fit-mask: error: C=None searches C and needs exactly one target"),
+    ],
+)
 def test_fit_mask_bad_input_exits_2_and_writes_nothing(toy_run, tmp_path, capsys, overrides, message):
     _toy_run(tmp_path / "nolat", n=12, save_latents=False)
     before = sorted(p.name for p in toy_run.iterdir())
@@ -86,11 +109,19 @@ def test_fit_mask_bad_input_exits_2_and_writes_nothing(toy_run, tmp_path, capsys
 
 
 def test_fit_mask_through_the_cli_exits_2_with_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "genEval.cli", "fit-mask", f"run={tmp_path}/nowhere"], cwd=ROOT,
-                       capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "genEval.cli", "fit-mask", f"run={tmp_path}/nowhere"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
     assert r.returncode == 2
-    assert r.stderr.strip() == (f"geneval fit-mask: error: run directory '{tmp_path}/nowhere' does not exist; "
-                                "pass the directory of a finished geneval run.")
+    assert r.stderr.strip() == (
+        f"geneval fit-mask: error: run directory '{tmp_path}/nowhere' does not exist; "
+        "pass the directory of a finished geneval run."
+    )
     assert not list(tmp_path.iterdir())
 
 

@@ -53,8 +53,11 @@ def test_the_printed_recipe_and_the_configs_comment_load_the_checkpoint(trained)
     assert re.search(r"held-out PSNR \d+\.\d\d dB", printed)
     recipe = printed.split("use it with: geneval ")[1].split()
     assert recipe == ["generator=trained_vq", f"generator.checkpoint_path={out}/last.ckpt"]
-    comment = next(line for line in (CONF_DIR / "train_generator.yaml").read_text().splitlines()
-                   if line.startswith("#") and "generator.checkpoint" in line)
+    comment = next(
+        line
+        for line in (CONF_DIR / "train_generator.yaml").read_text().splitlines()
+        if line.startswith("#") and "generator.checkpoint" in line
+    )
     documented = [w.replace("<out_dir>", str(out)) for w in comment.split("geneval ")[1].split() if "=" in w]
     for overrides in (recipe, documented):
         g = build(compose_cfg("config", *overrides).generator, "generator")
@@ -63,13 +66,16 @@ def test_the_printed_recipe_and_the_configs_comment_load_the_checkpoint(trained)
         assert g.decode(g.encode(x)).shape == x.shape
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["epochs=-1"], "geneval train-generator: error: epochs=-1 must be >= 0."),
-    (["loss=huber"], "geneval train-generator: error: loss='huber' is not a reconstruction loss"),
-    (["lr=0"], "geneval train-generator: error: lr=0 must be a positive learning rate"),
-    (["data.limit=1"], "geneval train-generator: error: dataset 'digits:train' has 1 images: too few"),
-    (["data.image_size=15"], "geneval train-generator: error: training images are 15x15 but ddconfig.ch_mult"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["epochs=-1"], "geneval train-generator: error: epochs=-1 must be >= 0."),
+        (["loss=huber"], "geneval train-generator: error: loss='huber' is not a reconstruction loss"),
+        (["lr=0"], "geneval train-generator: error: lr=0 must be a positive learning rate"),
+        (["data.limit=1"], "geneval train-generator: error: dataset 'digits:train' has 1 images: too few"),
+        (["data.image_size=15"], "geneval train-generator: error: training images are 15x15 but ddconfig.ch_mult"),
+    ],
+)
 def test_train_generator_bad_input_exits_2_and_writes_no_checkpoint(tmp_path, capsys, overrides, message):
     with pytest.raises(SystemExit) as info:
         run_train_generator(compose_cfg("train_generator", f"out_dir={tmp_path}/out", *TINY, *overrides))
@@ -86,8 +92,14 @@ def test_train_generator_needs_an_output_directory_outside_hydra(capsys):
 
 
 def test_train_generator_through_the_cli_exits_2_with_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "genEval.cli", "train-generator", "epochs=-1", f"out_dir={tmp_path}/o"],
-                       cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "genEval.cli", "train-generator", "epochs=-1", f"out_dir={tmp_path}/o"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
     assert r.returncode == 2
     assert r.stderr.strip() == "geneval train-generator: error: epochs=-1 must be >= 0."
     assert not (tmp_path / "o").exists()
@@ -101,8 +113,12 @@ def test_the_trainer_arrives_through_config_and_the_engine_names_no_backend():
     offenders = []
     for path in sorted((ROOT / "genEval").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
-                          if n.split(".")[0] in ("generators", "oracles")]
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            backends = [n for n in names if n.split(".")[0] in ("generators", "oracles")]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in backends]
     assert not offenders, offenders
