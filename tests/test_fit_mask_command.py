@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from test_cli import geneval  # python -m genEval.cli in a subprocess
 from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
@@ -18,7 +16,6 @@ from genEval.perturb import SearchConfig
 from genEval.rundir import load_latent_file
 from genEval.style_mask import SparseMask, StyleMask
 
-ROOT = Path(__file__).resolve().parents[1]
 TOY_SEARCH = SearchConfig(budget=8, step_size=0.3)
 
 
@@ -109,14 +106,7 @@ def test_fit_mask_bad_input_exits_2_and_writes_nothing(toy_run, tmp_path, capsys
 
 
 def test_fit_mask_through_the_cli_exits_2_with_one_line(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "genEval.cli", "fit-mask", f"run={tmp_path}/nowhere"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=300,
-    )
+    r = geneval("fit-mask", f"run={tmp_path}/nowhere", timeout=300)
     assert r.returncode == 2
     assert r.stderr.strip() == (
         f"geneval fit-mask: error: run directory '{tmp_path}/nowhere' does not exist; "

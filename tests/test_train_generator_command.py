@@ -6,15 +6,13 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from test_cli import geneval  # python -m genEval.cli in a subprocess
 
 from genEval.commands import CONF_DIR, build
 from genEval.commands.train import run_train_generator
@@ -92,14 +90,7 @@ def test_train_generator_needs_an_output_directory_outside_hydra(capsys):
 
 
 def test_train_generator_through_the_cli_exits_2_with_one_line(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "genEval.cli", "train-generator", "epochs=-1", f"out_dir={tmp_path}/o"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=300,
-    )
+    r = geneval("train-generator", "epochs=-1", f"out_dir={tmp_path}/o", timeout=300)
     assert r.returncode == 2
     assert r.stderr.strip() == "geneval train-generator: error: epochs=-1 must be >= 0."
     assert not (tmp_path / "o").exists()
