@@ -11,8 +11,8 @@ Common options (all datasets):
 
 * ``image_size``: resize to a square side (bilinear, antialiased when shrinking; ``None`` keeps the
   native size).
-* ``channels``: ``1`` grayscale (ITU-R 601 luma, as PIL's ``"L"``), ``3`` RGB (grayscale sources are
-  repeated), ``None`` keeps the source's channels.
+* ``channels``: ``1`` grayscale (ITU-R 601 luma, as PIL's ``"L"``; torchvision's ``rgb_to_grayscale``),
+  ``3`` RGB (grayscale sources are repeated), ``None`` keeps the source's channels.
 * ``limit``: a deterministic, class-balanced subset. Samples are interleaved round-robin over the
   classes (class order = label order, within a class the dataset's own order), and the first ``limit``
   of that sequence are kept. The same ``limit`` always gives the same samples, and ``limit=N`` is a
@@ -20,7 +20,10 @@ Common options (all datasets):
 * ``class_names``: override the class names (e.g. better prompts for a CLIP oracle).
 
 Images are read in ``__getitem__`` (files are never all held in memory); only the tiny scikit-learn
-digits set and torchvision's CIFAR-10 pickles are held as arrays.
+digits set, torchvision's CIFAR-10 pickles and MNIST's idx files (at most 47 MB) are held as arrays.
+
+torchvision is imported inside the functions that use it: it costs about two seconds to import, and a run
+on an image folder never needs it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import abc
 import gzip
 import logging
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from genEval.checkpoints import cache_dir
 from genEval.interfaces import resize_images
 
 log = logging.getLogger(__name__)
@@ -43,9 +48,6 @@ log = logging.getLogger(__name__)
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 DIGIT_CLASSES = [str(d) for d in range(10)]
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
-
-# ITU-R 601-2 luma weights, the ones PIL uses for mode "L".
-_LUMA = (0.299, 0.587, 0.114)
 
 
 def round_robin_order(labels: Sequence[int]) -> list[int]:
@@ -72,8 +74,9 @@ def _to_channels(image: Tensor, channels: int | None) -> Tensor:
     if channels == 3 and image.shape[0] == 1:
         return image.expand(3, -1, -1).contiguous()
     if channels == 1 and image.shape[0] == 3:
-        w = torch.tensor(_LUMA, dtype=image.dtype).view(3, 1, 1)
-        return (image * w).sum(0, keepdim=True).clamp(0, 1)
+        from torchvision.transforms.functional import rgb_to_grayscale  # slow import, see module docstring
+
+        return rgb_to_grayscale(image, num_output_channels=1).clamp(0, 1)  # ITU-R 601-2 luma weights
     raise ValueError(f"cannot convert an image with {image.shape[0]} channels to {channels} channels")
 
 
@@ -236,8 +239,6 @@ class CIFAR10Data(_ImageData):
         from torchvision.datasets import CIFAR10
 
         if root is None:
-            from genEval.checkpoints import cache_dir
-
             root = cache_dir("cifar10")
         self.root = Path(root).expanduser()
         self.train = bool(train)
@@ -260,58 +261,45 @@ class CIFAR10Data(_ImageData):
         return image, f"{self._split}/{index:05d}"
 
 
-_IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned byte, 3 dims
-_IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dim
+_IDX_MAGIC = {"images": 2051, "labels": 2049}  # 0x0803 / 0x0801: unsigned bytes, 3 / 1 dims
 
 
-def read_idx(path: str | Path, expect_magic: int, mmap: bool = True) -> np.ndarray:
-    """Read an MNIST idx file (big-endian header: magic, then one uint32 per dimension; uint8 data).
+def read_mnist_file(path: str | Path, kind: str) -> Tensor:
+    """An MNIST idx file read by torchvision: ``kind="images"`` -> uint8 ``(N, H, W)``, ``"labels"`` -> int64 ``(N,)``.
 
-    Uncompressed files are memory-mapped (read lazily); ``.gz`` files are decompressed into memory.
+    ``.gz`` files are decompressed into a temporary folder first (torchvision's readers take a plain file).
+    The magic number is checked here so that a swapped or foreign file gets an error that says so.
     """
+    from torchvision.datasets.mnist import read_image_file, read_label_file  # slow import, see module docstring
+    from torchvision.datasets.utils import extract_archive
+
     path = Path(path)
-    if path.suffix == ".gz":
-        with gzip.open(path, "rb") as f:
-            raw = f.read()
-        header = raw[:4]
-    else:
-        with open(path, "rb") as f:
-            header = f.read(4)
-        raw = None
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
+            header = fh.read(4)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"cannot read '{path}' ({err}); is it an MNIST idx file, and not corrupt?") from err
     if len(header) < 4:
         raise ValueError(f"'{path}' is too short to be an idx file")
-    magic = int.from_bytes(header, "big")
-    if magic != expect_magic:
-        raise ValueError(f"'{path}' has idx magic number {magic} but {expect_magic} was expected "
-                         f"({'images' if expect_magic == _IDX_IMAGES_MAGIC else 'labels'} file). Is it the "
-                         "right file, and not corrupt?")
-    ndim = magic & 0xFF
-    if raw is not None:
-        dims = tuple(int.from_bytes(raw[4 + 4 * k: 8 + 4 * k], "big") for k in range(ndim))
-        offset = 4 + 4 * ndim
-        data = np.frombuffer(raw, dtype=np.uint8, offset=offset)
-    else:
-        with open(path, "rb") as f:
-            f.seek(4)
-            hdr = f.read(4 * ndim)
-        dims = tuple(int.from_bytes(hdr[4 * k: 4 * k + 4], "big") for k in range(ndim))
-        offset = 4 + 4 * ndim
-        size = path.stat().st_size - offset
-        if size < int(np.prod(dims)):
-            raise ValueError(f"'{path}' is truncated: header says {dims} but holds {size} bytes of data")
-        if mmap:
-            return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=dims)
-        data = np.fromfile(path, dtype=np.uint8, offset=offset)
-    if data.size < int(np.prod(dims)):
-        raise ValueError(f"'{path}' is truncated: header says {dims} but holds {data.size} bytes of data")
-    return data[: int(np.prod(dims))].reshape(dims)
+    magic, expect = int.from_bytes(header, "big"), _IDX_MAGIC[kind]
+    if magic != expect:
+        raise ValueError(f"'{path}' has idx magic number {magic} but {expect} was expected ({kind} file). Is it "
+                         "the right file, and not corrupt?")
+    reader = read_image_file if kind == "images" else read_label_file
+    try:
+        if path.suffix != ".gz":
+            return reader(str(path))
+        with tempfile.TemporaryDirectory(prefix="geneval-mnist-") as tmp:
+            return reader(str(extract_archive(str(path), tmp)))
+    except (RuntimeError, ValueError, TypeError) as err:  # torchvision's view() of too few/many bytes
+        raise ValueError(f"'{path}' is truncated or damaged: its header does not match its data ({err}).") from err
 
 
 class MNISTData(_ImageData):
-    """MNIST from its original idx files (``t10k-images-idx3-ubyte[.gz]`` etc.), parsed here.
+    """MNIST from its original idx files (``t10k-images-idx3-ubyte[.gz]`` etc.), read with torchvision.
 
-    Files are looked up in ``root`` and in ``root/MNIST/raw`` (torchvision's layout). Uncompressed files
-    are memory-mapped; the same class reads Fashion-MNIST (same format) with ``class_names`` set.
+    Files are looked up in ``root`` and in ``root/MNIST/raw`` (torchvision's layout) and held in memory;
+    the same class reads Fashion-MNIST (same format) with ``class_names`` set.
     """
 
     _PREFIX = {"test": "t10k", "train": "train"}
@@ -323,26 +311,20 @@ class MNISTData(_ImageData):
         if split not in self._PREFIX:
             raise ValueError(f"MNIST split must be one of {list(self._PREFIX)}, got {split!r}.")
         if root is None:
-            from genEval.checkpoints import cache_dir
-
             root = cache_dir("mnist")
         self.root = Path(root).expanduser()
         self.split = split
         prefix = self._PREFIX[split]
         img_path = self._find(f"{prefix}-images-idx3-ubyte")
         lbl_path = self._find(f"{prefix}-labels-idx1-ubyte")
-        labels = read_idx(lbl_path, _IDX_LABELS_MAGIC, mmap=False)
-        images = read_idx(img_path, _IDX_IMAGES_MAGIC)
-        if len(images) != len(labels):
-            raise ValueError(f"'{img_path}' holds {len(images)} images but '{lbl_path}' holds "
+        labels = read_mnist_file(lbl_path, "labels")
+        self._images = read_mnist_file(img_path, "images")  # (N, H, W) uint8
+        if len(self._images) != len(labels):
+            raise ValueError(f"'{img_path}' holds {len(self._images)} images but '{lbl_path}' holds "
                              f"{len(labels)} labels; the files do not belong together.")
-        self._img_path = img_path
-        # A memmap is re-opened in each process (see __getstate__); a decompressed .gz array is kept.
-        self._images = None if isinstance(images, np.memmap) else images
-        self._shape = images.shape
         self.class_names = self._check_class_names(class_names, DIGIT_CLASSES)
         self.name = name or f"mnist:{split}"
-        self._select(np.asarray(labels).tolist())
+        self._select(labels.tolist())
 
     def _find(self, stem: str) -> Path:
         folders = (self.root, self.root / "MNIST" / "raw")
@@ -354,17 +336,8 @@ class MNISTData(_ImageData):
             f"MNIST {self.split} file '{stem}' not found: looked for {[str(c) for c in candidates]}. Put "
             f"the idx files ({stem} or {stem}.gz) in data.root.")
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        if self._img_path.suffix != ".gz":
-            state["_images"] = None  # do not pickle the memory map into DataLoader workers
-        return state
-
     def _read(self, index: int) -> tuple[Tensor, str]:
-        if self._images is None:
-            self._images = read_idx(self._img_path, _IDX_IMAGES_MAGIC)
-        image = torch.from_numpy(np.array(self._images[index], dtype=np.uint8)).float().div_(255.0)
-        return image.unsqueeze(0), f"{self.split}/{index:05d}"
+        return self._images[index].float().div(255.0).unsqueeze(0), f"{self.split}/{index:05d}"
 
 
 class DigitsData(_ImageData):

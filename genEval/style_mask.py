@@ -22,7 +22,12 @@ Choices the paper leaves open (recorded in every mask file):
   with ``C=None`` it is searched to reach a target sparsity or held-out score.
 
 scikit-learn API churn is fenced here: 1.8 deprecated ``penalty=`` (removed in 1.10); a pure L1
-penalty is spelled ``l1_ratio=1`` from 1.8 on, ``penalty="l1"`` before.
+penalty is spelled ``l1_ratio=1`` from 1.8 on, ``penalty="l1"`` before. scikit-learn (about two seconds to
+import) and matplotlib are imported inside the functions that fit or draw, so that a run without a mask
+does not pay for them.
+
+``mask=auto`` is orchestrated by the driver (``genEval.driver.evaluate``) with :func:`split_for_auto`,
+:func:`fit_mask_from_run` and :class:`AutoMask`; this module only fits, stores and draws masks.
 """
 
 from __future__ import annotations
@@ -42,7 +47,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
+
+from genEval.fileio import atomic_write_bytes
+from genEval.rundir import has_tensors, load_latent_file, read_results
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +68,7 @@ _BISECT_STEPS = 8
 # scikit-learn version fence
 # --------------------------------------------------------------------------------------------------------
 def _sklearn_version() -> str:
-    import sklearn
+    import sklearn  # slow import, see the module docstring
 
     return sklearn.__version__
 
@@ -76,7 +86,7 @@ def _l1_penalty_kwargs(version: str | None = None) -> dict[str, Any]:
 
 
 def _make_logreg(C: float, solver: str, seed: int, max_iter: int, tol: float):
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # slow import, see the module docstring
 
     return LogisticRegression(C=C, solver=solver, max_iter=max_iter, tol=tol, random_state=seed,
                               **_l1_penalty_kwargs())
@@ -208,15 +218,11 @@ class StyleMask:
     def save(self, path: str | Path) -> Path:
         """Write one ``.safetensors`` file (``mask`` uint8, ``coef`` float32, metadata as JSON strings),
         atomically (temp file + rename). Returns the path."""
-        from safetensors.torch import save
-
-        from genEval.fileio import atomic_write_bytes
-
         p = Path(path).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
         meta = {k: json.dumps(v, allow_nan=False) for k, v in self.metadata().items()}
         meta.update({"format": FORMAT, "format_version": str(FORMAT_VERSION), "sha256": self.sha256})
-        data = save({"mask": self.mask.to(torch.uint8), "coef": self.coef}, metadata=meta)
+        data = safetensors_bytes({"mask": self.mask.to(torch.uint8), "coef": self.coef}, metadata=meta)
         atomic_write_bytes(p, data)
         log.info("saved %r to %s", self, p)
         return p
@@ -224,8 +230,6 @@ class StyleMask:
     @classmethod
     def load(cls, path: str | Path) -> StyleMask:
         """Read a mask written by :meth:`save` and verify its hash (an edited file raises ``ValueError``)."""
-        from safetensors import safe_open
-
         p = Path(path).expanduser()
         if not p.is_file():
             raise FileNotFoundError(f"no style mask file at '{p}'. Fit one with geneval fit-mask (or "
@@ -280,19 +284,26 @@ def _as_float_array(x: Any, name: str) -> np.ndarray:
 
 
 def _split_groups(groups: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Train / test sample indices with every group (source sample) wholly on one side."""
-    uniq, inverse = np.unique(groups, return_inverse=True)
-    n_test_groups = min(len(uniq) - 1, max(1, int(round(test_fraction * len(uniq)))))
-    perm = np.random.default_rng(np.random.SeedSequence([seed, 0x53504C54])).permutation(len(uniq))
-    test_groups = np.zeros(len(uniq), dtype=bool)
-    test_groups[perm[:n_test_groups]] = True
-    is_test = test_groups[inverse]
-    return np.flatnonzero(~is_test), np.flatnonzero(is_test)
+    """Train / test sample indices (sorted) with every group (source sample) wholly on one side.
+
+    ``round(test_fraction * groups)`` groups, at least one and at most all but one, are held out
+    (``GroupShuffleSplit`` with that count, seeded by ``seed``).
+    """
+    from sklearn.model_selection import GroupShuffleSplit  # slow import, see the module docstring
+
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        raise ValueError(f"all {len(groups)} samples come from one source image, so no held-out split by source "
+                         "is possible; fit on samples of at least two source images (raise data.limit).")
+    n_test = min(n_groups - 1, max(1, int(round(test_fraction * n_groups))))
+    split = GroupShuffleSplit(n_splits=1, test_size=n_test, random_state=int(seed))
+    train, test = next(split.split(np.zeros(len(groups)), groups=groups))
+    return np.sort(train), np.sort(test)
 
 
 def _fit_once(data: dict[str, np.ndarray], C: float, solver: str, seed: int, max_iter: int, tol: float):
     """One L1 logistic regression; returns the model and a JSON-ready summary of it."""
-    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.exceptions import ConvergenceWarning  # slow import, see the module docstring
 
     clf = _make_logreg(C, solver, seed, max_iter, tol)
     t0 = time.perf_counter()
@@ -372,6 +383,94 @@ def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_scor
     return clf, info, path
 
 
+def _check_fit_options(C, solver, target_sparsity, target_score, test_fraction, max_iter) -> None:
+    """Teaching errors for the fit settings of :func:`fit_style_mask`."""
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} (paper: saga).")
+    if C is not None:
+        if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0 or not math.isfinite(C):
+            raise ValueError(f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
+                             "C=None with target_sparsity / target_score to search it.")
+        if target_sparsity is not None or target_score is not None:
+            raise ValueError(f"C={C} was given together with a target (target_sparsity={target_sparsity}, "
+                             f"target_score={target_score}); set C=None (mask.C=null) to search C for the "
+                             "target, or drop the target to use C as given.")
+    else:
+        if (target_sparsity is None) == (target_score is None):
+            raise ValueError("C=None searches C and needs exactly one target: target_sparsity (fraction of "
+                             "zero weights, e.g. 0.98) or target_score (held-out accuracy in percent, e.g. "
+                             f"78); got target_sparsity={target_sparsity}, target_score={target_score}.")
+        if target_sparsity is not None and not 0 < target_sparsity < 1:
+            raise ValueError("target_sparsity is a fraction of zero weights in (0, 1), e.g. 0.98 for the "
+                             f"paper's 98% sparse masks; got {target_sparsity!r}.")
+        if target_score is not None and not 50 < target_score <= 100:
+            raise ValueError("target_score is a held-out accuracy in percent above chance (50 < t <= 100), "
+                             f"e.g. 78 as for the paper's CIFAR-10 mask; got {target_score!r}.")
+    if not 0 < test_fraction < 1:
+        raise ValueError("test_fraction must lie in (0, 1), e.g. 0.2 (the paper's held-out split); got "
+                         f"{test_fraction!r}.")
+    if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}.")
+
+
+def _fit_samples(start, final, validated, source_ids, only_changed: bool):
+    """Flattened ``(start, final, groups)`` of the samples the fit uses, and the latent shape.
+
+    Returns ``s2, f2`` ``(n_used, D)`` float32, ``groups`` ``(n_used,)`` str and ``latent_shape``.
+    """
+    s, f = _as_float_array(start, "start"), _as_float_array(final, "final")
+    if s.shape != f.shape:
+        raise ValueError(f"start latents have shape {s.shape} but final latents {f.shape}; both must be (N, "
+                         "*latent_shape) for the same N samples in the same order (as in "
+                         "latents.safetensors).")
+    if s.ndim < 2:
+        raise ValueError(f"latents must be shaped (N, *latent_shape) with N samples, got shape {s.shape}.")
+    n, latent_shape = s.shape[0], tuple(int(d) for d in s.shape[1:])
+    if not (np.isfinite(s).all() and np.isfinite(f).all()):
+        raise ValueError("start/final latents contain NaN or inf; refit from a run whose search stayed "
+                         "finite.")
+    s2, f2 = s.reshape(n, -1), f.reshape(n, -1)
+    changed = (s2 != f2).any(axis=1)
+    if validated is not None:
+        v = validated.cpu().numpy() if isinstance(validated, Tensor) else np.asarray(validated)
+        v = v.astype(bool).reshape(-1)
+        if len(v) != n:
+            raise ValueError(f"validated has {len(v)} entries but there are {n} samples.")
+        changed &= v
+    groups = np.asarray([str(i) for i in source_ids] if source_ids is not None else np.arange(n))
+    if len(groups) != n:
+        raise ValueError(f"source_ids has {len(groups)} entries but there are {n} samples.")
+    n_changed = int(changed.sum())
+    if n_changed == 0:
+        raise ValueError(
+            f"no latent changed: every final latent equals its start in all {n} samples, so both classes are "
+            "identical and there is nothing to fit. This happens with search.budget=0 or when the oracle "
+            "rejected every first step (VR = 0). Run the search with search.budget > 0 and a step size the "
+            "oracle accepts (lower search.step_size), then fit again.")
+    keep = changed if only_changed else np.ones(n, dtype=bool)
+    if int(keep.sum()) < MIN_SAMPLES:
+        raise ValueError(
+            f"too few samples to fit a style mask: at least {MIN_SAMPLES} changed samples are needed, got "
+            f"{int(keep.sum())} (of {n}; {n - n_changed} unchanged). Evaluate more images (raise data.limit, or "
+            "mask.fit_fraction for mask=auto) or let more samples move (raise search.budget / fit_budget).")
+    return s2[keep], f2[keep], groups[keep], latent_shape
+
+
+def _standardised_split(s2: np.ndarray, f2: np.ndarray, train: np.ndarray, test: np.ndarray) -> dict:
+    """Rows ``start`` (label 0) and ``final`` (label 1) of the train / test samples, standardised with a
+    ``StandardScaler`` fitted on the training rows (so ``C`` does not depend on the latents' scale)."""
+    from sklearn.preprocessing import StandardScaler  # slow import, see the module docstring
+
+    def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = np.concatenate([s2[idx], f2[idx]])
+        y = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(idx), dtype=np.int64)])
+        return x, y
+
+    (x_tr, y_tr), (x_te, y_te) = rows(train), rows(test)
+    scaler = StandardScaler().fit(x_tr)
+    return {"x_train": scaler.transform(x_tr), "y_train": y_tr, "x_test": scaler.transform(x_te), "y_test": y_te}
+
+
 def fit_style_mask(
     start: Tensor | np.ndarray,
     final: Tensor | np.ndarray,
@@ -410,84 +509,10 @@ def fit_style_mask(
     that scores at least that. ``solver``: ``saga`` (paper) or ``liblinear``.
     Returns a :class:`StyleMask` with mask = 1 on dims with a non-zero weight.
     """
-    if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} (paper: saga).")
-    if C is not None:
-        if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0 or not math.isfinite(C):
-            raise ValueError(f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
-                             "C=None with target_sparsity / target_score to search it.")
-        if target_sparsity is not None or target_score is not None:
-            raise ValueError(f"C={C} was given together with a target (target_sparsity={target_sparsity}, "
-                             f"target_score={target_score}); set C=None (mask.C=null) to search C for the "
-                             "target, or drop the target to use C as given.")
-    else:
-        if (target_sparsity is None) == (target_score is None):
-            raise ValueError("C=None searches C and needs exactly one target: target_sparsity (fraction of "
-                             "zero weights, e.g. 0.98) or target_score (held-out accuracy in percent, e.g. "
-                             f"78); got target_sparsity={target_sparsity}, target_score={target_score}.")
-        if target_sparsity is not None and not 0 < target_sparsity < 1:
-            raise ValueError("target_sparsity is a fraction of zero weights in (0, 1), e.g. 0.98 for the "
-                             f"paper's 98% sparse masks; got {target_sparsity!r}.")
-        if target_score is not None and not 50 < target_score <= 100:
-            raise ValueError("target_score is a held-out accuracy in percent above chance (50 < t <= 100), "
-                             f"e.g. 78 as for the paper's CIFAR-10 mask; got {target_score!r}.")
-    if not 0 < test_fraction < 1:
-        raise ValueError("test_fraction must lie in (0, 1), e.g. 0.2 (the paper's held-out split); got "
-                         f"{test_fraction!r}.")
-    if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}.")
-
-    s, f = _as_float_array(start, "start"), _as_float_array(final, "final")
-    if s.shape != f.shape:
-        raise ValueError(f"start latents have shape {s.shape} but final latents {f.shape}; both must be (N, "
-                         "*latent_shape) for the same N samples in the same order (as in "
-                         "latents.safetensors).")
-    if s.ndim < 2:
-        raise ValueError(f"latents must be shaped (N, *latent_shape) with N samples, got shape {s.shape}.")
-    n, latent_shape = s.shape[0], tuple(int(d) for d in s.shape[1:])
-    if not (np.isfinite(s).all() and np.isfinite(f).all()):
-        raise ValueError("start/final latents contain NaN or inf; refit from a run whose search stayed "
-                         "finite.")
-    s2, f2 = s.reshape(n, -1), f.reshape(n, -1)
-    changed = (s2 != f2).any(axis=1)
-    if validated is not None:
-        v = validated.cpu().numpy() if isinstance(validated, Tensor) else np.asarray(validated)
-        v = v.astype(bool).reshape(-1)
-        if len(v) != n:
-            raise ValueError(f"validated has {len(v)} entries but there are {n} samples.")
-        changed &= v
-    groups = np.asarray([str(i) for i in source_ids] if source_ids is not None else np.arange(n))
-    if len(groups) != n:
-        raise ValueError(f"source_ids has {len(groups)} entries but there are {n} samples.")
-    n_changed = int(changed.sum())
-    if n_changed == 0:
-        raise ValueError(
-            f"no latent changed: every final latent equals its start in all {n} samples, so both classes are "
-            "identical and there is nothing to fit. This happens with search.budget=0 or when the oracle "
-            "rejected every first step (VR = 0). Run the search with search.budget > 0 and a step size the "
-            "oracle accepts (lower search.step_size), then fit again.")
-    keep = changed if only_changed else np.ones(n, dtype=bool)
-    n_used = int(keep.sum())
-    if n_used < MIN_SAMPLES:
-        raise ValueError(
-            f"too few samples to fit a style mask: at least {MIN_SAMPLES} changed samples are needed, got "
-            f"{n_used} (of {n}; {n - n_changed} unchanged). Evaluate more images (raise data.limit, or "
-            "mask.fit_fraction for mask=auto) or let more samples move (raise search.budget / fit_budget).")
-    s2, f2, groups = s2[keep], f2[keep], groups[keep]
+    _check_fit_options(C, solver, target_sparsity, target_score, test_fraction, max_iter)
+    s2, f2, groups, latent_shape = _fit_samples(start, final, validated, source_ids, only_changed)
     tr, te = _split_groups(groups, test_fraction, seed)
-
-    from sklearn.preprocessing import StandardScaler
-
-    def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = np.concatenate([s2[idx], f2[idx]])
-        y = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(idx), dtype=np.int64)])
-        return x, y
-
-    x_tr, y_tr = rows(tr)
-    x_te, y_te = rows(te)
-    scaler = StandardScaler().fit(x_tr)
-    data = {"x_train": scaler.transform(x_tr), "y_train": y_tr,
-            "x_test": scaler.transform(x_te), "y_test": y_te}
+    data = _standardised_split(s2, f2, tr, te)
 
     t0 = time.perf_counter()
     if C is None:
@@ -512,7 +537,7 @@ def fit_style_mask(
         intercept=float(clf.intercept_[0]), sparsity=info["sparsity"],
         heldout_accuracy=info["heldout_accuracy"],
         train_accuracy=info["train_accuracy"], C=info["C"], solver=solver, generator=str(generator),
-        latent_shape=latent_shape, dataset=str(dataset), n_samples=n_used, n_train=len(tr), n_test=len(te),
+        latent_shape=latent_shape, dataset=str(dataset), n_samples=len(s2), n_train=len(tr), n_test=len(te),
         seed=int(seed), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         sklearn_version=_sklearn_version(), test_fraction=test_fraction, max_iter=int(max_iter),
         converged=info["converged"], source=str(source), search_path=tuple(path),
@@ -525,20 +550,18 @@ def fit_style_mask(
 def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_kwargs: Any) -> StyleMask:
     """Fit a style mask from a finished run directory written with ``save_latents=True``.
 
-    Reads ``latents.safetensors`` (start and final latents, validated flags, source ids, generator id) and
-    ``results.json`` (the data set id, ``components.data``, unless ``dataset`` is given). ``fit_kwargs`` go to
-    :func:`fit_style_mask` (``C``, ``solver``, ``target_sparsity``, ``seed``, ...). Only validated samples
-    that moved are used; with ``search.start_noise > 0`` the start noise is part of every difference
-    (``start`` is the noiseless ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
+    Reads the run's latents (start and final latents, validated flags, source ids, generator id) and
+    ``results.json`` (the data set id, ``components.data``, unless ``dataset`` is given) through
+    :mod:`genEval.rundir`. ``fit_kwargs`` go to :func:`fit_style_mask` (``C``, ``solver``,
+    ``target_sparsity``, ``seed``, ...). Only validated samples that moved are used; with
+    ``search.start_noise > 0`` the start noise is part of every difference (``start`` is the noiseless
+    ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
     """
-    from genEval.rundir import has_tensors, load_latent_file
-
     d = Path(run_dir).expanduser()
     if not d.is_dir():
         raise FileNotFoundError(f"run directory '{d}' does not exist; pass the directory of a finished "
                                 "geneval run.")
-    results_path = d / "results.json"
-    if not results_path.is_file():
+    if not (d / "results.json").is_file():
         partial = " (samples.partial.jsonl is there: the run was interrupted)" \
             if (d / "samples.partial.jsonl").exists() else ""
         raise FileNotFoundError(f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
@@ -547,13 +570,12 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
         raise FileNotFoundError(f"run '{d}' has no latents (latents/part-*.safetensors): it was run without saving "
                                 "latents. Rerun it with save_latents=true (CLI: geneval ... save_latents=true), "
                                 "then fit the mask.")
-    results = json.loads(results_path.read_text(encoding="utf-8"))
-    components = results.get("components", {})
+    components = read_results(d).get("components", {})
     lat = load_latent_file(d)
     generator = lat["generator"] or str(components.get("generator", ""))
     if components.get("generator") and lat["generator"] and components["generator"] != lat["generator"]:
         raise ValueError(f"run '{d}' is inconsistent: results.json names generator "
-                         f"{components['generator']!r} but latents.safetensors {lat['generator']!r}; rerun "
+                         f"{components['generator']!r} but its latents {lat['generator']!r}; rerun "
                          "the evaluation.")
     ds = dataset if dataset is not None else str(components.get("data", ""))
     if not ds:
@@ -611,11 +633,10 @@ def split_for_auto(n: int, fit_fraction: float, seed: int, labels=None) -> tuple
 def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
     """PNG summary of a mask, written atomically: (a) selected dims per latent channel, (b) a heat map of the
     number of selected channels at each spatial position, (c) a histogram of the non-zero coefficients."""
+    # slow imports, see the module docstring
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-
-    from genEval.fileio import atomic_write_bytes
 
     m = mask.mask.numpy()
     if m.ndim == 1:

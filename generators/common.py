@@ -3,6 +3,9 @@ the small shared helper they all import)."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor
 
@@ -62,3 +65,17 @@ def prepare_generator_input(images: Tensor, *, name: str, channels: int, downsam
             f"width {_valid_sides(w, downsample)}). Set generator.image_size=<multiple of {downsample}> "
             "to resize the images inside the generator.")
     return images
+
+
+def state_dict_digest(state_dict: Mapping[str, Tensor], n: int = 12) -> str:
+    """First ``n`` hex digits of a SHA-256 over a state dict's keys and tensor bytes (sorted by key).
+
+    The id of a generator's *weights*, whatever file format they came in: results and style masks record
+    it, so a mask fitted for one set of weights is refused for another (``StyleMask.check_compatible``).
+    """
+    h = hashlib.sha256()
+    for key in sorted(state_dict):
+        h.update(key.encode())
+        # raw bytes of any dtype (bfloat16 has no numpy twin); reshape(-1) also covers 0-dim buffers
+        h.update(state_dict[key].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:n]

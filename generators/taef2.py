@@ -7,6 +7,8 @@ Sec. 3.2: walk the latent ``z`` of ``x = D(z)``; Table 3 ablates the generator).
 
 * Encoder ``E``: images ``(B, 3, H, W)`` in ``[0, 1]`` -> latents ``(B, 32, H/8, W/8)``.
 * Decoder ``D``: latents -> images in ``[0, 1]`` (clamped), differentiable in the latents.
+* ``name``: ``"taef2:<first 12 hex of a SHA-256 over the loaded weights>"``, so results and style masks
+  name the weights, not just the architecture (a mask fitted for one set of weights is refused for another).
 
 Images enter the network directly in ``[0, 1]`` (no ``[-1, 1]`` shift): measured on the 20 lossless
 CIFAR-10 PNGs up-sampled to 64 px this gives ~32 dB reconstruction PSNR, while feeding ``[-1, 1]``
@@ -21,13 +23,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from generators.common import prepare_generator_input, resolve_dtype
+from generators.common import prepare_generator_input, resolve_dtype, state_dict_digest
 from genEval.checkpoints import extract_state_dict, load_checkpoint, load_state_dict_into
 
 log = logging.getLogger(__name__)
 
 LATENT_CHANNELS = 32
 WIDTH = 64
+
 
 def _conv(n_in: int, n_out: int, **kw) -> nn.Conv2d:
     return nn.Conv2d(n_in, n_out, 3, padding=1, **kw)
@@ -105,11 +108,11 @@ class TAEF2Generator(nn.Module):
             initialisation (tests only).
         image_size: when set, ``encode`` first resizes images to ``image_size`` px (e.g. 64 for
             32-px CIFAR), and ``decode`` returns images of that size.
+        The id ``name`` hashes the weights as loaded (before the cast to ``dtype``): ``"taef2:<12 hex>"``.
         dtype: ``"float32" | "float16" | "bfloat16"``: the precision the networks run in; inputs
             are cast to it and outputs cast back to the caller's dtype.
     """
 
-    name = "taef2"
     downsample = 8
     channels = 3
     latent_channels = LATENT_CHANNELS
@@ -137,6 +140,7 @@ class TAEF2Generator(nn.Module):
             log.warning("TAEF2Generator built with random weights for %s (no path given)",
                         " and ".join(p for p, q in (("encoder", encoder_path), ("decoder", decoder_path))
                                      if q is None))
+        self.name = f"taef2:{state_dict_digest(self.state_dict())}"
         self.to(resolve_dtype(dtype))
         self.eval()
         self.requires_grad_(False)

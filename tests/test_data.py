@@ -21,7 +21,8 @@ from genEval.data import (
     DigitsData,
     ImageFolderData,
     MNISTData,
-    read_idx,
+    _to_channels,
+    read_mnist_file,
     round_robin_order,
 )
 from genEval.interfaces import ImageDataset
@@ -112,6 +113,15 @@ def test_grayscale_to_rgb_rgb_to_gray_and_resize(tmp_path):
     assert torch.allclose(big, big[:, :1, :1].expand_as(big), atol=1e-6)
 
 
+def test_rgb_tensor_to_gray_uses_the_luma_weights_of_pil():
+    """Tensor sources (CIFAR-10 pickles, RGB MNIST copies) go grey with ITU-R 601 weights, as PIL's "L" does."""
+    rgb = np.random.default_rng(0).integers(0, 256, size=(9, 7, 3), dtype=np.uint8)
+    expected = np.asarray(Image.fromarray(rgb).convert("L"), dtype=np.float32) / 255
+    g = _to_channels(torch.from_numpy(rgb).permute(2, 0, 1).float() / 255, 1)
+    assert g.shape == (1, 9, 7) and np.allclose(g[0].numpy(), expected, atol=1 / 255 + 1e-6)
+    assert not np.allclose(rgb.mean(2) / 255, expected, atol=1 / 255 + 1e-6)  # plain averaging would fail
+
+
 def test_image_folder_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"image folder root not found: '.*nowhere'.*data\.root"):
         ImageFolderData(tmp_path / "nowhere")
@@ -176,15 +186,17 @@ def test_mnist_idx_parsing(tmp_path, gz):
     images = rng.integers(0, 256, size=(12, 5, 4), dtype=np.uint8)
     labels = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], dtype=np.uint8)
     _write_mnist(tmp_path, "t10k", images, labels, gz)
-    raw = read_idx(tmp_path / ("t10k-images-idx3-ubyte" + (".gz" if gz else "")), 2051)
-    assert isinstance(raw, np.memmap) != gz and np.array_equal(np.asarray(raw), images)
+    raw = read_mnist_file(tmp_path / ("t10k-images-idx3-ubyte" + (".gz" if gz else "")), "images")
+    assert raw.dtype == torch.uint8 and np.array_equal(raw.numpy(), images)
+    lab = read_mnist_file(tmp_path / ("t10k-labels-idx1-ubyte" + (".gz" if gz else "")), "labels")
+    assert lab.tolist() == labels.tolist()
     ds = MNISTData(tmp_path, split="test")
     assert len(ds) == 12 and ds.name == "mnist:test" and ds.labels == labels.tolist()
     image, label, sid = _check_sample(ds, 5)
     assert image.shape == (1, 5, 4) and label == 9 and sid == "test/00005"
     assert torch.allclose(image[0], torch.from_numpy(images[5]).float() / 255)
     assert MNISTData(tmp_path, channels=3, image_size=8)[0][0].shape == (3, 8, 8)
-    # survives pickling into DataLoader workers (the memory map is re-opened there)
+    # survives pickling into DataLoader workers
     clone = pickle.loads(pickle.dumps(ds))
     assert torch.equal(clone[5][0], image)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import torch
 from conftest import ASSETS, ROOT, asset
 from PIL import Image
+from toys import ListDataset
 
 from generators.taef2 import TAEF2Generator
 from generators.vqgan import (
@@ -21,6 +23,7 @@ from generators.vqgan import (
     vqgan_imagenet_f16_16384,
 )
 from genEval.interfaces import Generator, resize_images
+from genEval.style_mask import SparseMask, fit_style_mask
 
 TINY_DD = dict(ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3,
                resolution=16, z_channels=8, dropout=0.0, double_z=False)
@@ -47,7 +50,7 @@ def random_taef2() -> TAEF2Generator:
 
 def test_taef2_random_init_shapes_range_and_gradient(random_taef2):
     g = random_taef2
-    assert isinstance(g, Generator) and g.name == "taef2" and g.downsample == 8
+    assert isinstance(g, Generator) and re.fullmatch(r"taef2:[0-9a-f]{12}", g.name) and g.downsample == 8
     assert not g.training and not any(p.requires_grad for p in g.parameters())
     x = torch.rand(2, 3, 16, 24)
     z = g.encode(x)
@@ -79,6 +82,29 @@ def test_taef2_state_dict_round_trip(tmp_path, random_taef2):
         assert torch.equal(a, b.half().float())
     x = torch.rand(1, 3, 16, 16)
     assert g(x).shape == x.shape
+
+
+def test_taef2_id_names_the_weights_so_a_mask_for_one_is_refused_for_another(tmp_path, random_taef2):
+    enc_a, enc_b, dec = tmp_path / "enc_a.pth", tmp_path / "enc_b.pth", tmp_path / "dec.pth"
+    torch.save(random_taef2.encoder.state_dict(), enc_a)
+    torch.save(random_taef2.decoder.state_dict(), dec)
+    changed = dict(random_taef2.encoder.state_dict())
+    changed["0.weight"] = changed["0.weight"].clone()
+    changed["0.weight"][0, 0, 0, 0] += 1e-3  # one weight differs
+    torch.save(changed, enc_b)
+    a, b = TAEF2Generator(enc_a, dec), TAEF2Generator(enc_b, dec)
+    same = TAEF2Generator(enc_a, dec, dtype="bfloat16")  # same weights, other run precision
+    assert a.name == same.name == random_taef2.name  # the id follows the weights, not the file or dtype
+    assert a.name != b.name and re.fullmatch(r"taef2:[0-9a-f]{12}", b.name)
+
+    data = ListDataset(torch.rand(2, 3, 16, 16), [0, 1], ["a", "b"])
+    start = torch.randn(40, 32, 2, 2, generator=torch.Generator().manual_seed(0))
+    final = start.clone()
+    final[:, 0, 0, 0] += 3.0
+    path = fit_style_mask(start, final, generator=a.name, dataset="toy", C=0.5).save(tmp_path / "m.safetensors")
+    assert SparseMask(str(path)).load(same, data).generator == a.name  # accepted for the same weights
+    with pytest.raises(ValueError, match=rf"fitted for generator '{a.name}' .* this run uses generator '{b.name}'"):
+        SparseMask(str(path)).load(b, data)
 
 
 def test_taef2_wrong_keys_named(tmp_path, random_taef2):
@@ -313,13 +339,20 @@ def test_from_taming_config(tmp_path):
     params = read_taming_config(yaml_path)
     assert params["n_embed"] == N_EMBED and params["ddconfig"]["ch_mult"] == [1, 2]
     src = tiny_vq()
+    with torch.no_grad():
+        for p in src.parameters():  # not the random init a fresh model would draw
+            p.add_(0.01 * torch.randn_like(p))
     ckpt = tmp_path / "last.ckpt"
     torch.save(_lightning_like(src), ckpt)
     g = from_taming_config(yaml_path, ckpt, quantize="straight_through", name="my-vq")
     assert g.name == "my-vq" and g.quantize_mode == "straight_through"
+    # the yaml's architecture and the checkpoint's weights arrive: g is the saved model, snapped to the codebook
+    assert (g.n_embed, g.embed_dim, g.ddconfig["ch_mult"], g.ddconfig["z_channels"]) == (N_EMBED, EMBED_DIM, [1, 2], 8)
+    for key, value in src.state_dict().items():
+        assert torch.equal(g.state_dict()[key], value), key
+    src.quantize_mode = "straight_through"
     z = torch.randn(1, EMBED_DIM, 2, 2)
-    assert torch.allclose(g.decode(z), VQGANGenerator.from_taming_config(yaml_path, ckpt,
-                                                                          quantize="straight_through").decode(z))
+    assert torch.equal(g.decode(z), src.decode(z))
     with pytest.raises(ValueError, match=r"codebook remap"):
         read_taming_config(_taming_yaml(tmp_path, remap="used.npy"))
     with pytest.raises(FileNotFoundError, match="taming config not found"):

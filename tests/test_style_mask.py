@@ -16,9 +16,11 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
 from genEval.perturb import SearchConfig
-from genEval.rundir import load_latent_file
+from genEval.rundir import load_latent_file, read_results, read_samples
 from genEval.style_mask import (
     MIN_SAMPLES,
+    AutoMask,
+    SparseMask,
     StyleMask,
     _l1_penalty_kwargs,
     _split_groups,
@@ -65,6 +67,20 @@ def test_recovers_exactly_the_shifted_dims(synthetic, solver):
     assert m.heldout_accuracy > 85 and m.train_accuracy > 85  # Bayes accuracy here is about 95%
     assert (m.n_samples, m.n_train, m.n_test) == (N, 160, 40)
     assert m.solver == solver and m.C == 0.05 and m.search_path == () and m.converged
+
+
+def test_fit_does_not_depend_on_the_scale_of_each_latent_dim(synthetic, fitted):
+    """Standardisation: style dims a thousand times smaller than the rest are still the ones found.
+
+    Unstandardised, L1 would charge the small dims ~1e5 times more per unit of evidence than the large noise
+    dims, so it would keep a noise dim (or nothing) instead; standardised, the fit is the one on unit scales.
+    """
+    start, final, truth = synthetic
+    scale = torch.where(truth, 1e-3, 1e2)  # style dims tiny, every other dim large
+    m = fit_style_mask(start * scale, final * scale, generator="taef2", dataset="toyset", C=0.05, seed=3)
+    assert torch.equal(m.mask, truth)
+    assert torch.allclose(m.coef, fitted.coef, atol=1e-3)  # the same standardised weights as unscaled
+    assert m.heldout_accuracy == fitted.heldout_accuracy
 
 
 def test_target_sparsity_search_recovers_the_subset_and_records_the_path(synthetic):
@@ -119,6 +135,13 @@ def test_split_keeps_each_source_sample_on_one_side():
     assert set(groups[tr]).isdisjoint(groups[te]) and len(set(groups[te])) == 10
     assert sorted(np.concatenate([tr, te]).tolist()) == list(range(150))
     assert np.array_equal(_split_groups(groups, 0.2, seed=1)[1], te)
+
+
+def test_split_needs_two_source_images():
+    with pytest.raises(ValueError, match="all 12 samples come from one source image.*raise data.limit"):
+        _split_groups(np.array(["img0"] * 12), 0.2, seed=0)
+    tr, te = _split_groups(np.array(["a", "b"] * 6), 0.01, seed=0)  # one group held out, one kept
+    assert len(tr) == len(te) == 6
 
 
 def test_source_ids_group_the_split(synthetic):
@@ -300,6 +323,55 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
              output_dir=tmp_path / "budget0", n_boot=10, progress=False, save_latents=True)
     with pytest.raises(ValueError, match="no latent changed"):
         fit_mask_from_run(tmp_path / "budget0")
+
+
+# ---- the mask group end to end: mask=sparse and mask=auto through genEval.evaluate ------------------------
+def _moved(run_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    lat = load_latent_file(run_dir)
+    return (lat["final"] - lat["start"]).abs(), lat["validated"]
+
+
+def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
+    """mask=sparse: the stored mask is loaded, checked against the run's generator, recorded, and obeyed."""
+    run_dir, _ = toy_run
+    path = fit_mask_from_run(run_dir, C=None, target_sparsity=0.5).save(tmp_path / "mask.safetensors")
+    m = StyleMask.load(path)
+    clf = LinearClassifier(seed=0)
+    result = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
+                      output_dir=tmp_path / "run", save_latents=True, n_boot=20, progress=False,
+                      mask=SparseMask(str(path)))
+    assert result.components["mask"] == f"{path}#{m.sha256[:16]}"
+    assert read_results(tmp_path / "run")["components"]["mask"] == result.components["mask"]
+    moved, validated = _moved(tmp_path / "run")
+    assert result.scores.n_validated > 0 and moved[:, ~m.mask].max() == 0 and moved[validated][:, m.mask].max() > 0
+
+    class OtherGenerator(SigmoidGenerator):
+        name = "other"
+
+    with pytest.raises(ValueError, match="fitted for generator 'sigmoid' .* uses generator 'other'"):
+        evaluate(clf, toy_data(12), OtherGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0, n_boot=10,
+                 progress=False, mask=SparseMask(str(path)))
+
+
+def test_mask_auto_end_to_end_through_evaluate(tmp_path):
+    """mask=auto: a dense pass over the fit part fits the mask, and only the other samples are scored with it."""
+    clf = LinearClassifier(seed=0)
+    auto = AutoMask(fit_fraction=0.5, fit_budget=6, C=None, target_sparsity=0.5)
+    result = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
+                      output_dir=tmp_path, save_latents=True, n_boot=20, progress=False, mask=auto)
+    m = StyleMask.load(tmp_path / "style_mask.safetensors")
+    assert (tmp_path / "style_mask.png").read_bytes()[:4] == b"\x89PNG"
+    assert m.generator == "sigmoid" and 1 <= m.n_selected <= 6 and m.sparsity >= 50
+    assert result.components["mask"] == f"auto:{m.sha256[:16]}"
+    fit_ids = {r["source_id"] for r in read_samples(tmp_path / "mask_fit")}
+    scored_ids = {r["source_id"] for r in read_samples(tmp_path)}
+    assert len(fit_ids) == len(scored_ids) == 60 == result.scores.n  # half fits, half is scored
+    assert not fit_ids & scored_ids and len(fit_ids | scored_ids) == 120  # no scored image chose its own mask
+    assert m.n_samples <= 60 and read_results(tmp_path / "mask_fit")["config"]["search"]["budget"] == 6
+    moved, validated = _moved(tmp_path)
+    assert result.scores.n_validated > 0 and moved[:, ~m.mask].max() == 0 and moved[validated][:, m.mask].max() > 0
+    dense, _ = _moved(tmp_path / "mask_fit")
+    assert dense[:, ~m.mask].max() > 0  # the fit pass was not masked
 
 
 # ---- mask=auto split and configs ---------------------------------------------------------------------------

@@ -7,15 +7,11 @@ import math
 import pytest
 import torch
 
+import generators.small_vq as small_vq
+from generators.small_vq import TrainReport, digits_vq, load_trained_vq, reconstruction_psnr, train_vq_generator
 from generators.vqgan import VQGANGenerator
+from genEval.data import DigitsData
 from genEval.interfaces import Generator
-from genEval.train_generator import (
-    TrainReport,
-    load_trained_vq,
-    main_train_generator,
-    reconstruction_psnr,
-    train_vq_generator,
-)
 
 TINY_DD = dict(ch=32, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], z_channels=8)
 KW = dict(ddconfig=TINY_DD, n_embed=32, embed_dim=8, batch_size=8, lr=3e-3, progress=False)
@@ -125,17 +121,6 @@ def test_interrupted_save_never_leaves_a_complete_looking_checkpoint(tmp_path, m
     assert not (fresh / "last.ckpt").exists() and not list(fresh.iterdir())
 
 
-def test_main_train_generator_takes_a_plain_mapping(tmp_path):
-    cfg = {"data": BarsData(20), "held_out": None, "out_dir": str(tmp_path / "cli"), "epochs": 1,
-           "batch_size": 8, "lr": 3e-3, "ddconfig": TINY_DD, "n_embed": 16, "embed_dim": 8, "seed": 1,
-           "resume": True, "progress": False, "assets": "ignored by the trainer"}
-    report = main_train_generator(cfg)
-    assert report.epochs == 1 and math.isfinite(report.psnr)
-    assert load_trained_vq(report.checkpoint).n_embed == 16
-    with pytest.raises(ValueError, match=r"needs 'out_dir'"):
-        main_train_generator({**cfg, "out_dir": None})
-
-
 def test_training_errors_teach(tmp_path):
     with pytest.raises(ValueError, match=r"loss='huber'.*\['l1', 'mse'\]"):
         train_vq_generator(BarsData(8), out_dir=tmp_path, loss="huber", **KW)
@@ -155,31 +140,24 @@ def test_training_errors_teach(tmp_path):
 
 
 def test_digits_vq_trains_once_then_loads_from_the_cache(monkeypatch):
-    import genEval.train_generator as tg
-
     with pytest.raises(FileNotFoundError, match=r"no trained digits VQ generator.*train_if_missing=true"):
-        tg.digits_vq(image_size=8, epochs=1, seed=7, train_if_missing=False)
-    g = tg.digits_vq(image_size=8, epochs=1, seed=7, progress=False)  # 8 px: fast
+        digits_vq(image_size=8, epochs=1, seed=7, train_if_missing=False)
+    g = digits_vq(image_size=8, epochs=1, seed=7, progress=False)  # 8 px: fast
     assert g.name.startswith("vq:digits:") and g.channels == 1 and g.image_size == 8
-    from genEval.data import DigitsData
-
     test = DigitsData(split="test", image_size=8)
     x = torch.stack([test[i][0] for i in range(4)])
-    assert g.encode(x).shape == (4, tg.DIGITS_EMBED_DIM, 4, 4)
+    assert g.encode(x).shape == (4, small_vq.DIGITS_EMBED_DIM, 4, 4)
     assert g.decode(g.encode(x)).shape == x.shape
 
     def no_training(*args, **kwargs):
         raise AssertionError("digits_vq retrained although a cached checkpoint exists")
 
-    monkeypatch.setattr(tg, "train_vq_generator", no_training)
-    again = tg.digits_vq(image_size=8, epochs=1, seed=7, quantize="straight_through")
+    monkeypatch.setattr(small_vq, "train_vq_generator", no_training)
+    again = digits_vq(image_size=8, epochs=1, seed=7, quantize="straight_through")
     assert again.name == g.name and again.quantize_mode == "straight_through"
 
 
 @pytest.mark.slow
 def test_digits_vq_default_reaches_a_useful_psnr():
-    from genEval.data import DigitsData
-    from genEval.train_generator import digits_vq
-
     g = digits_vq(progress=False)
     assert reconstruction_psnr(g, DigitsData(split="test", image_size=16)) > 22.0
