@@ -76,9 +76,7 @@ class Service:
                                                                             status="done"))
 
     def rep_dir(self, job: JobInfo, rep: int) -> Path:
-        if not 0 <= rep < len(job.seeds):
-            raise IndexError(f"job {job.id} has repetitions 0..{len(job.seeds) - 1}, not {rep}.")
-        return self.home / job.run_dir / f"rep{rep}"
+        return job.rep_dir(self.home, rep)
 
     def report(self, job: JobInfo, rep: int) -> Path:
         """The run's report.html (the worker writes it; made here when missing)."""

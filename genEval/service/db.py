@@ -177,6 +177,12 @@ class JobInfo:
     error: str | None
     result: dict | None
 
+    def rep_dir(self, home: str | Path, rep: int) -> Path:
+        """Run directory of repetition ``rep`` (``<home>/<run_dir>/rep<rep>``)."""
+        if not 0 <= rep < len(self.seeds):
+            raise IndexError(f"job {self.id} has repetitions 0..{len(self.seeds) - 1}, not {rep}.")
+        return Path(home) / self.run_dir / f"rep{rep}"
+
     def public(self) -> dict[str, Any]:
         """What ``GET /api/jobs/{id}`` shows (everything but the resolved config and the upload path)."""
         skip = {"config", "upload_path", "owner_id", "lease_expires_at"}
@@ -405,11 +411,11 @@ class Database:
                     return _view(JobInfo, s.get(JobRow, cand))
             skipped.add(cand)  # another worker won this one: try the next
 
-    def _holder_update(self, job_id: str, worker_id: str, **values: Any) -> bool:
-        """Update a running job only while ``worker_id`` still holds it; False when it lost the job (it was
+    def _holder_update(self, job_id: str, holder: str, **values: Any) -> bool:
+        """Update a running job only while worker ``holder`` still holds it; False when it lost the job (it was
         cancelled, or re-queued after its lease ran out)."""
         with self._write() as s:
-            res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == worker_id,
+            res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == holder,
                                                  JobRow.status == "running").values(**values))
             return res.rowcount == 1
 

@@ -21,9 +21,6 @@ from genEval.service.benchmarks import EVALUATE_KEYS
 from genEval.service.db import JobInfo
 from genEval.service.models import UPLOAD_KEY
 
-#: Progress callback of a job: ``report("total", n_images)`` once, ``report("rep", r)`` per repetition.
-Report = Callable[[str, Any], None]
-
 
 @dataclass(frozen=True)
 class Components:
@@ -37,11 +34,6 @@ class Components:
     mask: Any
 
 
-def rep_dir(home: Path, job: JobInfo, rep: int) -> Path:
-    """Run directory of repetition ``rep`` of ``job``."""
-    return Path(home) / job.run_dir / f"rep{rep}"
-
-
 def job_config(job: JobInfo, home: Path) -> dict:
     """The job's evaluation config with its uploaded file's path made absolute under ``home``."""
     config = copy.deepcopy(job.config)
@@ -51,9 +43,13 @@ def job_config(job: JobInfo, home: Path) -> dict:
     return config
 
 
-def run_job(job: JobInfo, home: Path, report: Report, *, build: Callable[[dict], Components],
+def run_job(job: JobInfo, home: Path, report: Callable[[str, Any], None], *, build: Callable[[dict], Components],
             device: str = "auto") -> dict:
-    """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job."""
+    """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job.
+
+    ``report("total", n_images)`` once the data is built, ``report("rep", r)`` as each repetition starts
+    (the worker's progress).
+    """
     config = job_config(job, home)
     parts = build(config)
     report("total", len(parts.data) * len(job.seeds))
@@ -66,7 +62,7 @@ def run_job(job: JobInfo, home: Path, report: Report, *, build: Callable[[dict],
                   "service": {"job": job.id, "benchmark": job.benchmark, "benchmark_version": job.benchmark_version,
                               "model": job.model, "overrides": job.overrides},
                   "comparison": {"model": job.name, "repetition": r}}
-        out = rep_dir(home, job, r)
+        out = job.rep_dir(home, r)
         result = evaluate(classifier=parts.classifier, data=parts.data, generator=parts.generator,
                           oracle=parts.oracle, search=parts.search, mask=parts.mask, seed=int(seed),
                           output_dir=out, device=device, progress=False, save_images=True, config=record,

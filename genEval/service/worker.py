@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from genEval.service.db import Database, JobInfo, new_id
-from genEval.service.execute import Report, rep_dir
 
 log = logging.getLogger(__name__)
 
+#: Progress callback a runner gets: ``report("total", n_images)``, ``report("rep", r)``.
+Report = Callable[[str, Any], None]
 #: ``runner(job, home, report) -> result summary``; must be picklable (a module-level function or a
 #: functools.partial of one): it is sent to the child process.
 Runner = Callable[[JobInfo, Path, Report], dict]
@@ -101,7 +102,7 @@ class Progress:
         if not self.total:
             return 0
         per_rep = self.total // max(1, len(self.job.seeds))
-        current = min(per_rep, _lines(rep_dir(self.home, self.job, self.rep) / "samples.partial.jsonl"))
+        current = min(per_rep, _lines(self.job.rep_dir(self.home, self.rep) / "samples.partial.jsonl"))
         return self.rep * per_rep + current
 
     def eta(self, done: int) -> float | None:
