@@ -153,16 +153,19 @@ async def _receive_upload(service: Service, request: Request) -> tuple[Path, str
         raise Refused(422, "send the model as a multipart form field named 'file'.", key="file")
     digest, size = hashlib.sha256(), 0
     fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=service.home / "uploads")
-    with os.fdopen(fd, "wb") as out:
-        while chunk := await part.read(CHUNK):
-            size += len(chunk)
-            if size > limit:
-                out.close()
-                Path(tmp).unlink(missing_ok=True)
-                raise Refused(413, f"upload too large: more than {limit} bytes.")
-            digest.update(chunk)
-            out.write(chunk)
-    await form.close()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := await part.read(CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise Refused(413, f"upload too large: more than {limit} bytes.")
+                digest.update(chunk)
+                out.write(chunk)
+    except BaseException:  # a refused or broken upload leaves nothing behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        await form.close()
     return Path(tmp), digest.hexdigest(), size, safe_filename(part.filename)
 
 

@@ -113,9 +113,13 @@ class Leaderboards:
         key = (benchmark, version, tuple((j.id, j.finished_at) for j in done))
         with self._lock:  # one computation per key, however many requests arrive at once
             if key not in self._cache:
-                dirs = {j.name: [self.home / j.run_dir / f"rep{r}" for r in range(len(j.seeds))] for j in done}
-                comp = aggregate(dirs, n_boot=self.n_boot)
+                dirs = {j.name: [j.rep_dir(self.home, r) for r in range(len(j.seeds))] for j in done}
+                missing = [j for j in done if not all((d / "results.json").is_file() for d in dirs[j.name])]
+                warnings = [f"{j.name}: run directory {dirs[j.name][0].parent} is missing or incomplete; left out"
+                            for j in missing]
+                done = [j for j in done if j not in missing]
+                comp = aggregate({j.name: dirs[j.name] for j in done}, n_boot=self.n_boot)
                 rows = [Row(j, comp.models[j.name]) for j in done]
                 self._cache = {k: v for k, v in self._cache.items() if k[:2] != key[:2]}
-                self._cache[key] = Standings(benchmark, version, rows, comp.interval_note, comp.warnings)
+                self._cache[key] = Standings(benchmark, version, rows, comp.interval_note, warnings + comp.warnings)
             return self._cache[key]
