@@ -112,6 +112,7 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
         if worker_a.poll() is None:
             worker_a.kill()
     assert running.status == "running" and running.images_total == 20 and 0 < running.images_done < 20
+    assert running.eta_s is not None and running.eta_s > 0
     assert children, "the job should run in a child process of the worker"
     end = time.monotonic() + 30
     while any(_alive(c) for c in children) and time.monotonic() < end:

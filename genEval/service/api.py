@@ -218,6 +218,16 @@ def create_app(service: Service) -> FastAPI:
                   description="Submit an image classifier; it is evaluated on freshly generated, oracle-vetted "
                               "images (FMR, Zhang et al., ICLR 2024) and ranked on a leaderboard.")
     app.state.service = service
+    _error_handlers(app)
+    _read_routes(app, service)
+    _submit_routes(app, service)
+    _admin_routes(app, service)
+    add_pages(app, service, lambda job_id: _get_job(service, job_id))
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Refusals as ``{"detail": message, "key": offending key}``; validation errors name their keys."""
 
     @app.exception_handler(Refused)
     async def _refused(_request: Request, err: Refused) -> JSONResponse:
@@ -234,6 +244,11 @@ def create_app(service: Service) -> FastAPI:
         message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, errors))
         return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors), "message": message,
                                                       "keys": keys})
+
+
+
+def _read_routes(app: FastAPI, service: Service) -> None:
+    """Public reads: health, benchmarks, leaderboards, one job, its results and snapshot."""
 
     @app.get("/api/health", tags=["service"])
     def health() -> dict:
@@ -262,6 +277,31 @@ def create_app(service: Service) -> FastAPI:
                           "finished_at": r.job.finished_at, "scores": r.standing.scores,
                           "better_than": r.standing.better_than} for r in st.sorted()]}
 
+
+    @app.get("/api/jobs/{job_id}", tags=["jobs"])
+    def job(job_id: str) -> dict:
+        return _job_view(_get_job(service, job_id))
+
+    @app.get("/api/jobs/{job_id}/results.json", tags=["results"])
+    def results(job_id: str, rep: int = 0) -> FileResponse:
+        _, run = _finished_rep(service, job_id, rep)
+        return FileResponse(run / "results.json", media_type="application/json")
+
+    @app.get("/api/jobs/{job_id}/snapshot", tags=["results"])
+    def snapshot(job_id: str, rep: int = 0) -> FileResponse:
+        """The run's validated perturbed images (and originals) as a snapshot (image folder + metadata.jsonl +
+        manifest.json with sha256 sums; `geneval verify` checks it), in one tar."""
+        found, _ = _finished_rep(service, job_id, rep)
+        try:
+            path = service.snapshot_tar(found, rep)
+        except (SnapshotError, FileNotFoundError) as err:
+            raise HTTPException(409, f"no snapshot for this run: {err}") from None
+        return FileResponse(path, media_type="application/x-tar", filename=f"{found.name}-rep{rep}-snapshot.tar")
+
+
+def _submit_routes(app: FastAPI, service: Service) -> None:
+    """Submitters: upload, submit, cancel their jobs (and viewers: the queue)."""
+
     @app.post("/api/uploads", status_code=201, tags=["submit"], openapi_extra={"requestBody": {
         "required": True, "content": {"multipart/form-data": {"schema": {
             "type": "object", "required": ["file"],
@@ -283,10 +323,6 @@ def create_app(service: Service) -> FastAPI:
         return [_job_view(j) for j in service.db.list_jobs(status=status, benchmark=benchmark,
                                                            limit=max(1, min(limit, 1000)))]
 
-    @app.get("/api/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: str) -> dict:
-        return _job_view(_get_job(service, job_id))
-
     @app.post("/api/jobs/{job_id}/cancel", tags=["jobs"])
     def cancel(job_id: str, token: Submitter) -> dict:
         found = _get_job(service, job_id)
@@ -296,32 +332,21 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(409, f"job {job_id} is already {found.status}.")
         return _job_view(service.db.cancel_job(job_id))
 
+
+    @app.get("/api/workers", tags=["jobs"])
+    def workers(_token: Viewer) -> list[dict]:
+        return [vars(w) for w in service.db.list_workers()]
+
+
+def _admin_routes(app: FastAPI, service: Service) -> None:
+    """Admins: tokens and re-queueing."""
+
     @app.post("/api/jobs/{job_id}/requeue", tags=["admin"])
     def requeue(job_id: str, _token: Admin) -> dict:
         found = _get_job(service, job_id)
         if found.status not in ("failed", "cancelled"):
             raise HTTPException(409, f"job {job_id} is {found.status}; only failed or cancelled jobs are re-queued.")
         return _job_view(service.db.requeue_job(job_id))
-
-    @app.get("/api/jobs/{job_id}/results.json", tags=["results"])
-    def results(job_id: str, rep: int = 0) -> FileResponse:
-        _, run = _finished_rep(service, job_id, rep)
-        return FileResponse(run / "results.json", media_type="application/json")
-
-    @app.get("/api/jobs/{job_id}/snapshot", tags=["results"])
-    def snapshot(job_id: str, rep: int = 0) -> FileResponse:
-        """The run's validated perturbed images (and originals) as a snapshot (image folder + metadata.jsonl +
-        manifest.json with sha256 sums; `geneval verify` checks it), in one tar."""
-        found, _ = _finished_rep(service, job_id, rep)
-        try:
-            path = service.snapshot_tar(found, rep)
-        except (SnapshotError, FileNotFoundError) as err:
-            raise HTTPException(409, f"no snapshot for this run: {err}") from None
-        return FileResponse(path, media_type="application/x-tar", filename=f"{found.name}-rep{rep}-snapshot.tar")
-
-    @app.get("/api/workers", tags=["jobs"])
-    def workers(_token: Viewer) -> list[dict]:
-        return [vars(w) for w in service.db.list_workers()]
 
     @app.post("/api/tokens", status_code=201, tags=["admin"])
     def create_token(body: TokenIn, _token: Admin) -> dict:
@@ -337,6 +362,3 @@ def create_app(service: Service) -> FastAPI:
         if not service.db.revoke_token(token_id):
             raise HTTPException(404, f"no live token {token_id!r}.")
         return {"revoked": token_id}
-
-    add_pages(app, service, lambda job_id: _get_job(service, job_id))
-    return app
