@@ -97,7 +97,7 @@ def test_serve_submit_and_see_it_on_the_leaderboard(tmp_path):
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip().splitlines()[-1]
         assert token.startswith("gev_")
-        sub = _geneval("submit", f"url={base}", f"token={token}", "benchmark=digits_smoke", "name=e2e-cnn",
+        sub = _geneval("submit", f"url={base}", f"token={token}", "bench=digits_smoke", "name=e2e-cnn",
                        "model.kind=config", "model.name=digits_cnn", "wait=true", "timeout_s=1200",
                        env=env, cwd=elsewhere, timeout=1300)
         assert sub.returncode == 0, sub.stdout + sub.stderr

@@ -173,7 +173,7 @@ def run_submit(cfg: DictConfig) -> dict:
             up = client.upload(str(cfg.model.file))
             print(f"uploaded {up['filename']} ({up['kind']}, {up['size']} bytes, sha256 {up['sha256'][:16]}...)")
             model["upload"] = up["id"]
-        job = client.submit(str(cfg.benchmark), str(name), model, plain(cfg.overrides) or {})
+        job = client.submit(str(cfg.bench), str(name), model, plain(cfg.overrides) or {})
         print(f"job {job['id']} queued: {client.url}/jobs/{job['id']}", flush=True)
         if not cfg.wait:
             return job

@@ -32,6 +32,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
 from genEval.service.db import Database, JobInfo, new_id
 
 log = logging.getLogger(__name__)
@@ -146,9 +148,14 @@ class Worker:
         log.info("worker %s polling %s", self.id, self.db.display_url())
         try:
             while not self._stop.is_set():
-                for job_id, status in self.db.requeue_expired(self.max_attempts):
-                    log.warning("job %s lost its worker: now %s", job_id, status)
-                job = self.db.claim_job(self.id, self.lease_s)
+                try:
+                    for job_id, status in self.db.requeue_expired(self.max_attempts):
+                        log.warning("job %s lost its worker: now %s", job_id, status)
+                    job = self.db.claim_job(self.id, self.lease_s)
+                except OperationalError as err:  # the database is restarting or unreachable: try again later
+                    log.warning("worker %s: database unavailable (%s); retrying", self.id, str(err).splitlines()[0])
+                    self._stop.wait(self.poll_s)
+                    continue
                 if job is None:
                     if self.exit_when_idle:
                         break
