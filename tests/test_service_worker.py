@@ -74,9 +74,8 @@ def _same_samples(a: list[dict], b: list[dict]) -> bool:
 
 @pytest.fixture(scope="module")
 def smoke_config():
-    """digits_smoke with batches of one image and a 10-step budget: 20 batches, so a kill lands mid-job."""
+    """digits_smoke (20 images, 5 steps) in batches of one image: 20 batches, so a kill lands mid-job."""
     config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
-    config["search"] = {**config["search"], "budget": 10}
     config["batch_size"] = 1
     config["classifier"] = registered_classifiers(None)["digits_cnn"]
     return config
