@@ -71,6 +71,6 @@ class ServiceClient:
             if job["status"] in FINAL:
                 return job
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout_s:.0f}s; follow it at "
-                                   f"{self.url}/jobs/{job_id}.")
+                raise ServiceError(f"job {job_id} is still {job['status']} after {timeout_s:.0f}s (raise timeout_s); "
+                                   f"follow it at {self.url}/jobs/{job_id}.")
             time.sleep(poll_s)
