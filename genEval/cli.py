@@ -17,6 +17,7 @@ from genEval.commands import evaluate as _evaluate  # noqa: F401
 from genEval.commands import mask as _mask  # noqa: F401
 from genEval.commands import merge as _merge  # noqa: F401
 from genEval.commands import report as _report  # noqa: F401
+from genEval.commands import serve as _serve  # noqa: F401
 from genEval.commands import snapshot as _snapshot  # noqa: F401
 from genEval.commands import train as _train  # noqa: F401
 

@@ -1,0 +1,26 @@
+"""genEval as a service: submit a classifier, get a fresh dynamic evaluation, see it on a leaderboard.
+
+The paper's Appendix N leaderboards, run the way Dynabench and RobustBench users know: a lab runs
+``geneval serve`` once, people submit classifiers over HTTP, workers evaluate every submission with
+``genEval.evaluate`` (fresh, recorded seeds; a normal run directory each), and a server-rendered page ranks
+the models of each benchmark with 95% intervals and paired-bootstrap "significantly better" marks.
+
+Modules (one job each):
+
+* :mod:`~genEval.service.db` - the database (SQLAlchemy; SQLite or PostgreSQL): tokens, benchmarks,
+  uploads, jobs, workers, and the atomic job claim. The database is the only state the server and the
+  workers share.
+* :mod:`~genEval.service.auth` - API tokens (random, stored as sha256) and roles.
+* :mod:`~genEval.service.benchmarks` - benchmark presets (conf/benchmark/*.yaml): config hash = version,
+  the per-benchmark override allowlist.
+* :mod:`~genEval.service.models` - submitted models: upload sniffing (safetensors / TorchScript; pickles
+  refused) and the classifier config a submission becomes.
+* :mod:`~genEval.service.execute` - one job's repetitions through ``genEval.evaluate`` (in a worker's
+  child process).
+* :mod:`~genEval.service.worker` - the worker loop: claim, heartbeat, progress, cancel, re-queue.
+* :mod:`~genEval.service.leaderboard` - standings per benchmark version (genEval.compare underneath).
+* :mod:`~genEval.service.api` - the FastAPI application (JSON API, OpenAPI docs at ``/docs``, the
+  leaderboard page).
+"""
+
+from __future__ import annotations

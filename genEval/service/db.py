@@ -1,0 +1,508 @@
+"""The service database: the only state the server and its workers share (SQLite or PostgreSQL).
+
+Tables: ``tokens`` (hashed API tokens), ``benchmarks`` (every registered benchmark version), ``uploads``
+(submitted model files), ``jobs`` (one submission each) and ``workers`` (who is alive). Methods return
+frozen dataclasses, never ORM objects, so callers hold no session.
+
+Job life cycle: ``queued -> running -> done | failed | cancelled``. A worker *claims* a queued job
+atomically, holds it under a *lease* it renews with every heartbeat (with its progress), and finishes it;
+a job whose lease ran out (its worker was killed or its machine lost) is put back in the queue by
+:meth:`Database.requeue_expired`, up to ``max_attempts`` times, and re-run with the same seeds.
+
+The claim (:meth:`Database.claim_job`):
+
+* PostgreSQL: ``SELECT ... FOR UPDATE SKIP LOCKED`` picks the oldest queued job no other transaction holds,
+  and the same transaction marks it running: concurrent workers never get the same row and never wait.
+* SQLite: every write transaction is ``BEGIN IMMEDIATE`` (one writer at a time, no upgrade deadlock), and
+  the claim is a conditional ``UPDATE ... WHERE id = :id AND status = 'queued'`` whose row count tells
+  whether this worker won; a lost race moves on to the next job. WAL mode lets readers (the web pages)
+  run while a worker writes. SQLite is for one machine; workers on several machines need PostgreSQL.
+
+Times are UNIX seconds from each process's clock (leases are tens of seconds; keep clocks NTP-synced).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Float, Integer, String, Text, create_engine, event, func, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from genEval.service.auth import check_role, hash_token, new_token
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled")
+ACTIVE = ("queued", "running")
+FINAL = ("done", "failed", "cancelled")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class BenchmarkRow(Base):
+    __tablename__ = "benchmarks"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    title: Mapped[str] = mapped_column(String(300))
+    config: Mapped[dict] = mapped_column(JSON)
+    registered_at: Mapped[float] = mapped_column(Float)
+
+
+class UploadRow(Base):
+    __tablename__ = "uploads"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(32), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    filename: Mapped[str] = mapped_column(String(200))
+    path: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    benchmark_version: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(100))
+    owner_id: Mapped[str] = mapped_column(String(32), index=True)
+    owner_name: Mapped[str] = mapped_column(String(200))
+    model: Mapped[dict] = mapped_column(JSON)
+    config: Mapped[dict] = mapped_column(JSON)
+    overrides: Mapped[dict] = mapped_column(JSON)
+    seeds: Mapped[list] = mapped_column(JSON)
+    run_dir: Mapped[str] = mapped_column(String(300))
+    upload_path: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    images_done: Mapped[int] = mapped_column(Integer, default=0)
+    images_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    eta_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+class WorkerRow(Base):
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str] = mapped_column(String(50))
+    started_at: Mapped[float] = mapped_column(Float)
+    last_seen: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# ------------------------------------------------------------------------------------ plain views
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    name: str
+    role: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class BenchmarkVersion:
+    name: str
+    version: str
+    title: str
+    config: dict
+    registered_at: float
+
+
+@dataclass(frozen=True)
+class UploadInfo:
+    id: str
+    owner_id: str
+    kind: str
+    sha256: str
+    size: int
+    filename: str
+    path: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: str
+    benchmark: str
+    benchmark_version: str
+    name: str
+    owner_id: str
+    owner_name: str
+    model: dict
+    config: dict
+    overrides: dict
+    seeds: list
+    run_dir: str
+    upload_path: str | None
+    status: str
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    worker_id: str | None
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    attempts: int
+    images_done: int
+    images_total: int | None
+    eta_s: float | None
+    error: str | None
+    result: dict | None
+
+    def rep_dir(self, home: str | Path, rep: int) -> Path:
+        """Run directory of repetition ``rep`` (``<home>/<run_dir>/rep<rep>``)."""
+        if not 0 <= rep < len(self.seeds):
+            raise IndexError(f"job {self.id} has repetitions 0..{len(self.seeds) - 1}, not {rep}.")
+        return Path(home) / self.run_dir / f"rep{rep}"
+
+    def public(self) -> dict[str, Any]:
+        """What ``GET /api/jobs/{id}`` shows (everything but the resolved config and the upload path)."""
+        skip = {"config", "upload_path", "owner_id", "lease_expires_at"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    id: str
+    host: str
+    pid: int
+    device: str
+    started_at: float
+    last_seen: float
+    job_id: str | None
+    stopped_at: float | None
+
+
+def _view(cls: type, row: Any) -> Any:
+    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+class NameTaken(ValueError):
+    """A submission's name is already used by an active or finished job of that benchmark version."""
+
+
+def new_id() -> str:
+    """A random, unguessable id (job and upload ids double as capability URLs for their results)."""
+    return secrets.token_hex(16)
+
+
+def sqlite_url(path: str | Path) -> str:
+    return f"sqlite:///{Path(path).expanduser().resolve()}"
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    """WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for write transactions (see the module docstring)."""
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every SQLite test
+        dbapi_conn.isolation_level = None  # pysqlite's own BEGIN handling off: the "begin" hook emits it
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("geneval_write") else "BEGIN")
+
+
+class Database:
+    """The service database at ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``); tables are
+    created when missing."""
+
+    def __init__(self, url: str) -> None:
+        if not isinstance(url, str) or "://" not in url:
+            raise ValueError(f"db must be a database URL such as sqlite:///path/geneval.db or "
+                             f"postgresql+psycopg://user@host/dbname, got {url!r}.")
+        self.url = url
+        if url.startswith("sqlite"):
+            self.engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+            _sqlite_setup(self.engine)
+        elif url.startswith("postgresql"):
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        else:
+            raise ValueError(f"unsupported database {url.split('://')[0]!r}; use sqlite:///... or "
+                             "postgresql+psycopg://...")
+        self._writer = self.engine.execution_options(geneval_write=True)
+        Base.metadata.create_all(self._writer)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def display_url(self) -> str:
+        """The URL with any password hidden (for printing)."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._writer, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    def ping(self) -> None:
+        with self._read() as s:
+            s.execute(select(1))
+
+    # -------------------------------------------------------------------------------------- tokens
+    def create_token(self, name: str, role: str) -> tuple[str, TokenInfo]:
+        """A new token for ``name`` with ``role``: returns the secret (show it once) and its record."""
+        check_role(role)
+        if not name or len(name) > 200:
+            raise ValueError("a token needs a name (who holds it), at most 200 characters.")
+        secret = new_token()
+        row = TokenRow(id=new_id(), name=name, role=role, token_sha256=hash_token(secret), created_at=time.time())
+        with self._write() as s:
+            s.add(row)
+        return secret, _view(TokenInfo, row)
+
+    def token_for(self, secret: str) -> TokenInfo | None:
+        """The live (not revoked) token whose secret this is, or None."""
+        with self._read() as s:
+            row = s.scalars(select(TokenRow).where(TokenRow.token_sha256 == hash_token(secret))).first()
+            return None if row is None or row.revoked_at is not None else _view(TokenInfo, row)
+
+    def list_tokens(self) -> list[TokenInfo]:
+        with self._read() as s:
+            return [_view(TokenInfo, r) for r in s.scalars(select(TokenRow).order_by(TokenRow.created_at))]
+
+    def revoke_token(self, token_id: str) -> bool:
+        with self._write() as s:
+            res = s.execute(update(TokenRow).where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
+                            .values(revoked_at=time.time()))
+            return res.rowcount == 1
+
+    # ---------------------------------------------------------------------------------- benchmarks
+    def register_benchmark(self, name: str, version: str, title: str, config: dict) -> BenchmarkVersion:
+        """Record a benchmark version (idempotent: an already registered version keeps its date)."""
+        with self._write() as s:
+            row = s.get(BenchmarkRow, (name, version))
+            if row is None:
+                row = BenchmarkRow(name=name, version=version, title=title, config=config, registered_at=time.time())
+                s.add(row)
+            return _view(BenchmarkVersion, row)
+
+    def benchmark_versions(self, name: str) -> list[BenchmarkVersion]:
+        """Every registered version of ``name``, newest first."""
+        with self._read() as s:
+            rows = s.scalars(select(BenchmarkRow).where(BenchmarkRow.name == name)
+                             .order_by(BenchmarkRow.registered_at.desc()))
+            return [_view(BenchmarkVersion, r) for r in rows]
+
+    # ------------------------------------------------------------------------------------- uploads
+    def add_upload(self, owner_id: str, kind: str, sha256: str, size: int, filename: str, path: str) -> UploadInfo:
+        row = UploadRow(id=new_id(), owner_id=owner_id, kind=kind, sha256=sha256, size=size, filename=filename,
+                        path=path, created_at=time.time())
+        with self._write() as s:
+            s.add(row)
+        return _view(UploadInfo, row)
+
+    def get_upload(self, upload_id: str) -> UploadInfo | None:
+        with self._read() as s:
+            row = s.get(UploadRow, upload_id)
+            return None if row is None else _view(UploadInfo, row)
+
+    # ---------------------------------------------------------------------------------------- jobs
+    def submit_job(self, *, benchmark: str, benchmark_version: str, name: str, owner: TokenInfo, model: dict,
+                   config: dict, overrides: dict, seeds: list[int], upload_path: str | None) -> JobInfo:
+        """Queue a job. Raises :class:`NameTaken` when ``name`` already has a queued, running or finished job
+        in this benchmark version (one leaderboard row per model)."""
+        job_id = new_id()
+        row = JobRow(id=job_id, benchmark=benchmark, benchmark_version=benchmark_version, name=name,
+                     owner_id=owner.id, owner_name=owner.name, model=model, config=config, overrides=overrides,
+                     seeds=list(seeds), run_dir=f"runs/{benchmark}/{job_id}", upload_path=upload_path,
+                     status="queued", created_at=time.time(), attempts=0, images_done=0)
+        with self._write() as s:
+            taken = s.scalars(select(JobRow.id).where(
+                JobRow.benchmark == benchmark, JobRow.benchmark_version == benchmark_version, JobRow.name == name,
+                JobRow.status.in_(("queued", "running", "done")))).first()
+            if taken is not None:
+                raise NameTaken(f"benchmark {benchmark} already has a model named {name!r} (job {taken}); "
+                                "choose another name.")
+            s.add(row)
+        return _view(JobInfo, row)
+
+    def get_job(self, job_id: str) -> JobInfo | None:
+        with self._read() as s:
+            row = s.get(JobRow, job_id)
+            return None if row is None else _view(JobInfo, row)
+
+    def list_jobs(self, status: str | None = None, benchmark: str | None = None, version: str | None = None,
+                  limit: int = 1000) -> list[JobInfo]:
+        """Jobs, newest first, filtered by status, benchmark and version."""
+        q = select(JobRow)
+        if status is not None:
+            q = q.where(JobRow.status == status)
+        if benchmark is not None:
+            q = q.where(JobRow.benchmark == benchmark)
+        if version is not None:
+            q = q.where(JobRow.benchmark_version == version)
+        with self._read() as s:
+            return [_view(JobInfo, r) for r in s.scalars(q.order_by(JobRow.created_at.desc()).limit(limit))]
+
+    def count_jobs(self) -> dict[str, int]:
+        with self._read() as s:
+            got = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
+        return {st: int(got.get(st, 0)) for st in STATUSES}
+
+    def claim_job(self, worker_id: str, lease_s: float) -> JobInfo | None:
+        """Atomically take the oldest queued job for ``worker_id`` (see the module docstring), or None."""
+        if self.dialect == "postgresql":
+            with self._write() as s:
+                row = s.scalars(select(JobRow).where(JobRow.status == "queued")
+                                .order_by(JobRow.created_at, JobRow.id).limit(1)
+                                .with_for_update(skip_locked=True)).first()
+                if row is None:
+                    return None
+                now = time.time()
+                row.status, row.worker_id, row.started_at = "running", worker_id, now
+                row.heartbeat_at, row.lease_expires_at, row.attempts = now, now + lease_s, row.attempts + 1
+                row.images_done, row.eta_s, row.error = 0, None, None
+                return _view(JobInfo, row)
+        skipped: set[str] = set()
+        while True:
+            with self._write() as s:
+                q = select(JobRow.id).where(JobRow.status == "queued").order_by(JobRow.created_at, JobRow.id)
+                cand = next((j for j in s.scalars(q.limit(len(skipped) + 1)) if j not in skipped), None)
+                if cand is None:
+                    return None
+                now = time.time()
+                res = s.execute(update(JobRow).where(JobRow.id == cand, JobRow.status == "queued").values(
+                    status="running", worker_id=worker_id, started_at=now, heartbeat_at=now,
+                    lease_expires_at=now + lease_s, attempts=JobRow.attempts + 1, images_done=0, eta_s=None,
+                    error=None))
+                if res.rowcount == 1:
+                    return _view(JobInfo, s.get(JobRow, cand))
+            skipped.add(cand)  # another worker won this one: try the next
+
+    def _holder_update(self, job_id: str, holder: str, **values: Any) -> bool:
+        """Update a running job only while worker ``holder`` still holds it; False when it lost the job (it was
+        cancelled, or re-queued after its lease ran out)."""
+        with self._write() as s:
+            res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == holder,
+                                                 JobRow.status == "running").values(**values))
+            return res.rowcount == 1
+
+    def heartbeat(self, job_id: str, worker_id: str, lease_s: float, images_done: int | None = None,
+                  images_total: int | None = None, eta_s: float | None = None) -> bool:
+        """Renew the lease and record progress; False when the worker no longer holds the job."""
+        now = time.time()
+        values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + lease_s, "eta_s": eta_s}
+        if images_done is not None:
+            values["images_done"] = images_done
+        if images_total is not None:
+            values["images_total"] = images_total
+        return self._holder_update(job_id, worker_id, **values)
+
+    def finish_job(self, job_id: str, worker_id: str, result: dict, images: int | None = None) -> bool:
+        """Mark a held job done with its result summary (and ``images`` evaluated in all)."""
+        extra = {} if images is None else {"images_done": images, "images_total": images}
+        return self._holder_update(job_id, worker_id, status="done", finished_at=time.time(), result=result,
+                                   eta_s=0.0, lease_expires_at=None, **extra)
+
+    def fail_job(self, job_id: str, worker_id: str, error: str) -> bool:
+        return self._holder_update(job_id, worker_id, status="failed", finished_at=time.time(), error=error,
+                                   eta_s=None, lease_expires_at=None)
+
+    def release_job(self, job_id: str, worker_id: str) -> bool:
+        """Put a job this worker holds back in the queue (a worker shutting down cleanly)."""
+        return self._holder_update(job_id, worker_id, status="queued", worker_id=None, lease_expires_at=None,
+                                   eta_s=None, attempts=JobRow.attempts - 1)
+
+    def cancel_job(self, job_id: str) -> JobInfo | None:
+        """Cancel a queued or running job (a running job's worker stops it at its next heartbeat). Returns the
+        job, or None when it does not exist; a finished job is returned unchanged."""
+        with self._write() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status.in_(ACTIVE))
+                      .values(status="cancelled", finished_at=time.time(), eta_s=None, lease_expires_at=None))
+            row = s.get(JobRow, job_id)
+            return None if row is None else _view(JobInfo, row)
+
+    def requeue_job(self, job_id: str) -> JobInfo | None:
+        """Put a failed or cancelled job back in the queue with its seeds (admin); None when it is missing."""
+        with self._write() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
+                      .values(status="queued", worker_id=None, finished_at=None, error=None, attempts=0,
+                              images_done=0, eta_s=None, lease_expires_at=None))
+            row = s.get(JobRow, job_id)
+            return None if row is None else _view(JobInfo, row)
+
+    def requeue_expired(self, max_attempts: int) -> list[tuple[str, str]]:
+        """Jobs whose worker stopped renewing its lease go back to the queue (same seeds, same run
+        directory), or fail once they used ``max_attempts``. Returns ``(job id, new status)`` pairs."""
+        now = time.time()
+        out = []
+        with self._write() as s:
+            rows = s.scalars(select(JobRow).where(JobRow.status == "running", JobRow.lease_expires_at < now)).all()
+            for row in rows:
+                lost = row.worker_id
+                if row.attempts >= max_attempts:
+                    row.status, row.finished_at, row.eta_s = "failed", now, None
+                    row.error = (f"the worker running this job stopped responding {row.attempts} times (last: "
+                                 f"{lost}); giving up. An admin can re-queue it.")
+                else:
+                    row.status, row.worker_id, row.eta_s = "queued", None, None
+                    row.error = f"re-queued: worker {lost} stopped renewing its lease"
+                row.lease_expires_at = None
+                out.append((row.id, row.status))
+        return out
+
+    # ------------------------------------------------------------------------------------- workers
+    def register_worker(self, worker_id: str, host: str, pid: int, device: str) -> None:
+        now = time.time()
+        with self._write() as s:
+            s.merge(WorkerRow(id=worker_id, host=host, pid=pid, device=device, started_at=now, last_seen=now,
+                              job_id=None, stopped_at=None))
+
+    def worker_seen(self, worker_id: str, job_id: str | None) -> None:
+        with self._write() as s:
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id)
+                      .values(last_seen=time.time(), job_id=job_id))
+
+    def worker_stopped(self, worker_id: str) -> None:
+        with self._write() as s:
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id)
+                      .values(stopped_at=time.time(), job_id=None))
+
+    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerInfo]:
+        q = select(WorkerRow).where(WorkerRow.stopped_at.is_(None))
+        if seen_within_s is not None:
+            q = q.where(WorkerRow.last_seen >= time.time() - seen_within_s)
+        with self._read() as s:
+            return [_view(WorkerInfo, r) for r in s.scalars(q.order_by(WorkerRow.started_at))]

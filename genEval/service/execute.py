@@ -1,0 +1,74 @@
+"""One job's evaluation: every repetition through the same ``genEval.evaluate`` the CLI uses.
+
+Runs inside a worker's child process (:mod:`genEval.service.worker`). Repetition ``r`` of a job uses the
+seed recorded at submission (``job.seeds[r]``) and writes a normal run directory
+``<home>/<job.run_dir>/rep<r>/`` (results.json, samples.jsonl, grid.png, images.safetensors for the
+snapshot export) plus its ``report.html`` (genEval.report). A re-queued job calls ``evaluate`` again with
+the same seed and directory, so it reproduces the same results (and resumes where the engine can).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from genEval.driver import evaluate
+from genEval.report import write_report
+from genEval.service.benchmarks import EVALUATE_KEYS
+from genEval.service.db import JobInfo
+from genEval.service.models import UPLOAD_KEY
+
+
+@dataclass(frozen=True)
+class Components:
+    """The built roles of one evaluation (what the command layer's builder returns for a job config)."""
+
+    classifier: Any
+    data: Any
+    generator: Any
+    oracle: Any
+    search: Any
+    mask: Any
+
+
+def job_config(job: JobInfo, home: Path) -> dict:
+    """The job's evaluation config with its uploaded file's path made absolute under ``home``."""
+    config = copy.deepcopy(job.config)
+    if job.upload_path is not None:
+        kind = job.model.get("kind")
+        config["classifier"][UPLOAD_KEY[kind]] = str(Path(home) / job.upload_path)
+    return config
+
+
+def run_job(job: JobInfo, home: Path, report: Callable[[str, Any], None], *, build: Callable[[dict], Components],
+            device: str = "auto") -> dict:
+    """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job.
+
+    ``report("total", n_images)`` once the data is built, ``report("rep", r)`` as each repetition starts
+    (the worker's progress).
+    """
+    config = job_config(job, home)
+    parts = build(config)
+    report("total", len(parts.data) * len(job.seeds))
+    settings = {k: config[k] for k in EVALUATE_KEYS if k in config}
+    reps = []
+    classifier_id = None
+    for r, seed in enumerate(job.seeds):
+        report("rep", r)
+        record = {**config, "device": device,
+                  "service": {"job": job.id, "benchmark": job.benchmark, "benchmark_version": job.benchmark_version,
+                              "model": job.model, "overrides": job.overrides},
+                  "comparison": {"model": job.name, "repetition": r}}
+        out = job.rep_dir(home, r)
+        result = evaluate(classifier=parts.classifier, data=parts.data, generator=parts.generator,
+                          oracle=parts.oracle, search=parts.search, mask=parts.mask, seed=int(seed),
+                          output_dir=out, device=device, progress=False, save_images=True, config=record,
+                          **settings)
+        write_report(out)
+        classifier_id = result.components.get("classifier")
+        reps.append({"repetition": r, "seed": int(seed), "run_dir": str(Path(job.run_dir) / f"rep{r}"),
+                     "n": result.scores.n, "metrics": result.metrics})
+    return {"repetitions": reps, "classifier": classifier_id}

@@ -1,0 +1,95 @@
+"""Server-rendered HTML (jinja2 templates in ``templates/``): the leaderboard of each benchmark, a job's
+status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
+Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from genEval.service.core import Service
+from genEval.service.db import JobInfo
+from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, SORT_KEYS, Row
+from genEval.stats import format_estimate
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def _date(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
+
+
+def _row(rank: int, row: Row) -> dict:
+    s = row.standing
+    cells = {}
+    for k in COLUMNS:
+        e = s.scores[k]
+        cells[k] = {"value": "–" if e["value"] is None else f"{e['value']:.2f}",
+                    "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
+                    "title": format_estimate(e)}
+    better = [f"{LABELS[m]} > {', '.join(sorted(s.better_than[m]))}" for m in MARKED if s.better_than[m]]
+    return {"rank": rank, "name": row.job.name, "job": row.job.id, "cells": cells, "reps": s.repetitions,
+            "date": _date(row.job.finished_at), "better": better,
+            "reports": [f"/jobs/{row.job.id}/report?rep={r}" for r in range(s.repetitions)]}
+
+
+def _leaderboard(request: Request, service: Service, name: str, sort: str, order: str, version: str | None):
+    if name not in service.benchmarks:
+        raise HTTPException(404, f"unknown benchmark {name!r}; available: {', '.join(service.benchmarks)}.")
+    if sort not in SORT_KEYS or order not in ("asc", "desc"):
+        raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
+    bench = service.benchmark(name)
+    st = service.standings(name, version)
+    rows = [_row(i + 1, r) for i, r in enumerate(st.sorted(sort, descending=order == "desc"))]
+    heads = [{"key": k, "label": LABELS.get(k, k), "active": k == sort,
+              "href": f"?sort={k}&order={'asc' if k == sort and order == 'desc' else 'desc'}"
+                      + (f"&version={version}" if version else "")}
+             for k in (*COLUMNS, "repetitions", "date", "name")]
+    active = [j for j in service.db.list_jobs(benchmark=name, version=st.version) if j.status in ("queued", "running")]
+    context = {"bench": bench, "version": st.version, "current": st.version == bench.version, "rows": rows,
+               "heads": {h["key"]: h for h in heads}, "note": st.interval_note, "warnings": st.warnings,
+               "benchmarks": list(service.benchmarks.values()), "sort": sort, "order": order,
+               "queued": sum(j.status == "queued" for j in active),
+               "running": sum(j.status == "running" for j in active),
+               "versions": [v.version for v in service.db.benchmark_versions(name)]}
+    return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
+
+
+def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo]) -> None:
+    """Register the HTML routes on ``app``."""
+
+    @app.get("/", response_class=HTMLResponse, tags=["pages"])
+    def index(request: Request, sort: str = "fmr", order: str = "desc", version: str | None = None):
+        """The leaderboard of the default benchmark."""
+        return _leaderboard(request, service, service.default_benchmark, sort, order, version)
+
+    @app.get("/leaderboard/{name}", response_class=HTMLResponse, tags=["pages"])
+    def leaderboard(request: Request, name: str, sort: str = "fmr", order: str = "desc", version: str | None = None):
+        return _leaderboard(request, service, name, sort, order, version)
+
+    @app.get("/jobs/{job_id}", response_class=HTMLResponse, tags=["pages"])
+    def job_page(request: Request, job_id: str):
+        job = get_job(job_id)
+        pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
+        context = {"job": job, "pct": pct, "benchmarks": list(service.benchmarks.values()),
+                   "created": _date(job.created_at), "finished": _date(job.finished_at),
+                   "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))]
+                   if job.status == "done" else []}
+        return TEMPLATES.TemplateResponse(request, "job.html", context)
+
+    @app.get("/jobs/{job_id}/report", response_class=HTMLResponse, tags=["results"])
+    def report(job_id: str, rep: int = 0):
+        """The run's self-contained report (genEval.report)."""
+        job = get_job(job_id)
+        if job.status != "done":
+            raise HTTPException(409, f"job {job_id} is {job.status}; its report exists once it is done.")
+        try:
+            return FileResponse(service.report(job, rep), media_type="text/html")
+        except IndexError as err:
+            raise HTTPException(404, str(err)) from None

@@ -1,0 +1,255 @@
+"""The worker: claim a job, run it in a child process, heartbeat its progress, record how it ended.
+
+One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The loop:
+
+1. put back jobs whose lease ran out (their worker died: ``Database.requeue_expired``);
+2. claim the oldest queued job atomically (``Database.claim_job``);
+3. run it in a *child process* (``multiprocessing`` spawn) so that a model that crashes, leaks memory or
+   has to be cancelled takes only the child with it; the child dies with its worker (Linux
+   ``PR_SET_PDEATHSIG``, with a parent-watching thread elsewhere), so a killed worker never leaves an
+   orphan writing into a run directory that another worker is about to re-run;
+4. every ``heartbeat_s``: renew the lease and store progress (images done, ETA) read from the run
+   directories; when the heartbeat finds the job no longer held (cancelled, or re-queued after a
+   stall), stop the child;
+5. store ``done`` with the result summary, or ``failed`` with the error the evaluation raised.
+
+A worker shutting down cleanly puts its running job back in the queue; a worker killed outright leaves
+it to expire, and the next worker re-runs it into the same run directory with the same seeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
+
+from genEval.service.db import Database, JobInfo, new_id
+
+log = logging.getLogger(__name__)
+
+#: Progress callback a runner gets: ``report("total", n_images)``, ``report("rep", r)``.
+Report = Callable[[str, Any], None]
+#: ``runner(job, home, report) -> result summary``; must be picklable (a module-level function or a
+#: functools.partial of one): it is sent to the child process.
+Runner = Callable[[JobInfo, Path, Report], dict]
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this process end when its parent does (no orphan evaluations)."""
+    try:
+        import ctypes  # Linux: the kernel sends SIGKILL when the parent exits
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        def watch() -> None:  # elsewhere: poll for re-parenting
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(1)
+
+
+def _child_main(runner: Runner, job: JobInfo, home: str, conn: Any, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    try:
+        result = runner(job, Path(home), lambda kind, value: conn.send((kind, value)))
+        conn.send(("done", result))
+    except BaseException as err:  # everything the evaluation raises fails the job, not the worker
+        conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def _lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except FileNotFoundError:
+        return 0
+
+
+class Progress:
+    """Images done and ETA of a running job, read from its run directories (the child reports the total
+    and which repetition it is in; finished repetitions count fully, the current one by the lines of its
+    ``samples.partial.jsonl``)."""
+
+    def __init__(self, home: Path, job: JobInfo) -> None:
+        self.home, self.job = home, job
+        self.total: int | None = None
+        self.rep = 0
+        self.started = time.time()
+
+    def update(self, kind: str, value: Any) -> None:
+        if kind == "total":
+            self.total = int(value)
+        elif kind == "rep":
+            self.rep = int(value)
+
+    def done(self) -> int:
+        if not self.total:
+            return 0
+        per_rep = self.total // max(1, len(self.job.seeds))
+        current = min(per_rep, _lines(self.job.rep_dir(self.home, self.rep) / "samples.partial.jsonl"))
+        return self.rep * per_rep + current
+
+    def eta(self, done: int) -> float | None:
+        if not self.total or done <= 0:
+            return None
+        rate = done / max(1e-6, time.time() - self.started)
+        return max(0.0, (self.total - done) / rate)
+
+
+class Worker:
+    """Claims and runs jobs from ``db`` until stopped (or, with ``exit_when_idle``, until the queue is empty).
+
+    ``home``: the service directory (run directories and uploads live under it; shared by every worker
+    and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
+    command layer's builder in production; tests pass cheap stand-ins).
+    """
+
+    def __init__(self, db: Database, home: str | Path, runner: Runner, *, device: str = "auto",
+                 worker_id: str | None = None, lease_s: float = 60.0, heartbeat_s: float = 5.0,
+                 poll_s: float = 2.0, max_attempts: int = 3, exit_when_idle: bool = False,
+                 max_jobs: int | None = None) -> None:
+        if not 0 < heartbeat_s < lease_s:
+            raise ValueError(f"heartbeat_s ({heartbeat_s}) must be positive and below lease_s ({lease_s}), or "
+                             "jobs expire while their worker is alive.")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}.")
+        self.db, self.home, self.runner, self.device = db, Path(home), runner, device
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
+        self.lease_s, self.heartbeat_s, self.poll_s = float(lease_s), float(heartbeat_s), float(poll_s)
+        self.max_attempts, self.exit_when_idle, self.max_jobs = int(max_attempts), exit_when_idle, max_jobs
+        self._stop = threading.Event()
+        self.jobs_run = 0
+
+    def stop(self) -> None:
+        """Ask the loop to end; a running job is stopped and put back in the queue."""
+        self._stop.set()
+
+    def run(self) -> int:
+        """The worker loop; returns the number of jobs it ran to an end (done or failed)."""
+        self.db.register_worker(self.id, socket.gethostname(), os.getpid(), self.device)
+        log.info("worker %s polling %s", self.id, self.db.display_url())
+        try:
+            while not self._stop.is_set():
+                try:
+                    for job_id, status in self.db.requeue_expired(self.max_attempts):
+                        log.warning("job %s lost its worker: now %s", job_id, status)
+                    job = self.db.claim_job(self.id, self.lease_s)
+                except OperationalError as err:  # the database is restarting or unreachable: try again later
+                    log.warning("worker %s: database unavailable (%s); retrying", self.id, str(err).splitlines()[0])
+                    self._stop.wait(self.poll_s)
+                    continue
+                if job is None:
+                    if self.exit_when_idle:
+                        break
+                    self.db.worker_seen(self.id, None)
+                    self._stop.wait(self.poll_s)
+                    continue
+                self.run_claimed(job)
+                if self.max_jobs is not None and self.jobs_run >= self.max_jobs:
+                    break
+        finally:
+            self.db.worker_stopped(self.id)
+        return self.jobs_run
+
+    def run_claimed(self, job: JobInfo) -> None:
+        """Run one claimed job to its end (see the module docstring)."""
+        log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark,
+                 job.attempts)
+        self.db.worker_seen(self.id, job.id)
+        ctx = multiprocessing.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child_main, args=(self.runner, job, str(self.home), send, os.getpid()),
+                            name=f"geneval-job-{job.id[:8]}")
+        child.start()
+        send.close()
+        progress = Progress(self.home, job)
+        outcome: tuple | None = None
+        next_beat = time.time() + self.heartbeat_s
+        while outcome is None:
+            ready = wait([recv, child.sentinel], timeout=max(0.0, min(next_beat - time.time(), 0.5)))
+            outcome = self._drain(recv, progress) if recv in ready else None
+            if outcome is None and child.sentinel in ready:
+                outcome = self._drain(recv, progress) or ("died", child)
+            if outcome is not None:
+                break
+            if self._stop.is_set():
+                self._end_child(child)
+                self.db.release_job(job.id, self.id)
+                log.warning("worker %s stopping: job %s put back in the queue", self.id, job.id)
+                return
+            if time.time() >= next_beat:
+                done = progress.done()
+                if not self.db.heartbeat(job.id, self.id, self.lease_s, done, progress.total, progress.eta(done)):
+                    self._end_child(child)
+                    log.warning("worker %s: job %s was cancelled or re-queued; its evaluation was stopped",
+                                self.id, job.id)
+                    return
+                self.db.worker_seen(self.id, job.id)
+                next_beat = time.time() + self.heartbeat_s
+        child.join()
+        self._record(job, outcome, child.exitcode, progress)
+
+    @staticmethod
+    def _drain(recv: Any, progress: Progress) -> tuple | None:
+        """Read the child's messages; the final one ("done"/"error") is returned."""
+        try:
+            while recv.poll():
+                msg = recv.recv()
+                if msg[0] in ("done", "error"):
+                    return msg
+                progress.update(*msg)
+        except (EOFError, OSError):
+            return None
+        return None
+
+    def _record(self, job: JobInfo, outcome: tuple, exitcode: int | None, progress: Progress) -> None:
+        self.jobs_run += 1
+        if outcome[0] == "done":
+            if not self.db.finish_job(job.id, self.id, outcome[1], progress.total):
+                log.warning("worker %s: job %s finished after it was cancelled or re-queued", self.id, job.id)
+            log.info("worker %s: job %s done", self.id, job.id)
+            return
+        if outcome[0] == "error":
+            message, tb = outcome[1], outcome[2]
+            log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, message, tb)
+        else:
+            sig = -exitcode if exitcode is not None and exitcode < 0 else None
+            message = (f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
+                       if sig else f"the evaluation process exited with code {exitcode} without a result")
+            log.error("worker %s: job %s failed: %s", self.id, job.id, message)
+        self.db.fail_job(job.id, self.id, message)
+
+    @staticmethod
+    def _end_child(child: Any) -> None:
+        child.terminate()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+def run_worker_in_thread(worker: Worker) -> threading.Thread:
+    """Start ``worker.run`` in a daemon thread (the worker inside ``geneval serve``)."""
+    thread = threading.Thread(target=worker.run, name=f"geneval-worker-{worker.id}", daemon=True)
+    thread.start()
+    return thread
+
+

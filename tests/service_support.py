@@ -1,0 +1,122 @@
+"""Shared pieces of the service tests: a real PostgreSQL server, free ports, stand-in job runners.
+
+The runners here are module-level functions because a worker sends its runner to a spawned child
+process (pickled by reference); the child imports this module from the tests directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from genEval.service.db import Database, JobInfo, sqlite_url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth), started by the tests and removed after.
+
+    postgres refuses to run as root, so as root the cluster belongs to the ``postgres`` user (``runuser``).
+    """
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries not installed (Debian: apt-get install postgresql)")
+    as_user: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
+    if os.geteuid() == 0:
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no postgres user to own the test cluster")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = root / "data", free_port()
+    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                    "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o",
+                    f"-p {port} -h 127.0.0.1 -k {root} -F -c max_connections=200", "start"],
+                   check=True, capture_output=True)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    """A fresh, empty database on the test cluster."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    dsn = postgres_server.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return f"{postgres_server}/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """Each database test runs on SQLite and on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "geneval.db")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def db(db_url):
+    database = Database(db_url)
+    yield database
+    database.close()
+
+
+# ------------------------------------------------------------------------------------ stand-in runners
+def record_runner(job: JobInfo, home: Path, report) -> dict:
+    """Appends the job id to ``home/executions.log`` (one line per execution) and takes a moment."""
+    report("total", 1)
+    with open(home / "executions.log", "a", encoding="utf-8") as fh:
+        fh.write(f"{job.id} {os.getpid()}\n")
+    time.sleep(0.3)
+    return {"ran": job.id}
+
+
+def slow_runner(job: JobInfo, home: Path, report) -> dict:
+    """Runs for a long time (to be cancelled or stopped)."""
+    report("total", 1)
+    (home / f"started-{job.id}").write_text(str(os.getpid()))
+    time.sleep(600)
+    return {}
+
+
+def failing_runner(job: JobInfo, home: Path, report) -> dict:
+    raise ValueError(f"classifier returned 7 logits but the dataset has 10 classes (job {job.name})")
+
+
+def crashing_runner(job: JobInfo, home: Path, report) -> dict:
+    os.kill(os.getpid(), 9)
+    return {}
