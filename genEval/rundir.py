@@ -21,6 +21,7 @@ A run directory holds:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -177,6 +178,11 @@ def environment(device: str) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- identity
+def config_hash(config: dict[str, Any]) -> str:
+    """16 hex digits of the sha256 of a config's canonical JSON (sorted keys): a version id for presets."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(d, dict):
         out: dict[str, Any] = {}
