@@ -45,6 +45,20 @@ def decisions(run_dir: Path) -> list[tuple]:
     return [tuple(r[k] for k in DECISIONS) for r in records(run_dir)]
 
 
+def same_records(a: Path, b: Path) -> None:
+    """Every field of every record equal; the measured distances (floats) equal up to float noise, because a
+    resumed run refills its batch with other neighbours than the uninterrupted one (README: "Resume")."""
+    ra, rb = records(a), records(b)
+    assert [r["source_id"] for r in ra] == [r["source_id"] for r in rb]
+    for x, y in zip(ra, rb):
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(x[k], float):
+                assert x[k] == pytest.approx(y[k], rel=1e-5, abs=1e-6), (x["source_id"], k)
+            else:
+                assert x[k] == y[k], (x["source_id"], k)
+
+
 def scores(run_dir: Path) -> tuple[dict, list]:
     res = json.loads((run_dir / "results.json").read_text())
     return res["scores"], res["per_class"]
@@ -246,7 +260,7 @@ def test_kill_9_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path, dig
     assert resumed.returncode == 0, resumed.stderr
     whole = geneval(*DIGITS, f"hydra.run.dir={tmp_path / 'whole'}")
     assert whole.returncode == 0, whole.stderr
-    assert (run / "samples.jsonl").read_text() == (tmp_path / "whole" / "samples.jsonl").read_text()
+    same_records(run, tmp_path / "whole")
     assert scores(run) == scores(tmp_path / "whole")
     computed = json.loads((run / "results.json").read_text())["timings"]["samples_computed"]
     assert computed <= 60 - done_before < 60
