@@ -1,0 +1,595 @@
+"""Throughput of the search on the paper's architectures: samples/s, ms/step, memory, FLOP-limit share (issue 12).
+
+Usage::
+
+    python benchmarks/throughput.py --device cuda --json results.json     # the full table (GPU)
+    python benchmarks/throughput.py --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
+
+Roles (random weights: they cost the same time as trained ones): the tested classifier is torchvision's
+ResNet-50 (input 224 px, or the image size when smaller), the oracle open_clip ViT-B-32 (``pretrained=None``,
+prepared with ImageNet's 1000 class names) through :class:`oracles.clip.CLIPOracle`, and the generators are
+the paper's taming VQGAN f16-16384 (``vqgan-f16``), TAESD (diffusers ``AutoencoderTiny`` default config),
+the Stable Diffusion VAE (``sd-vae``, ``AutoencoderKL``) and TAEF2 (the shared weights when present).
+
+What a number means (issue 12, "What must land" 4-6):
+
+* A *sample* is one source image searched for the full budget ``B``. Each (generator, setting, batch) runs
+  :func:`genEval.perturb.perturb` itself, with an oracle that runs the real CLIP judge but accepts every
+  step (so the batch stays full): ``T(0)`` (budget 0: preparation and start check) and ``T(k)`` (``k`` steps,
+  default ``min(B, 10)``). ``ms/step = (T(k) - T(0)) / k`` is one loop step of the whole batch;
+  ``samples/s = batch / (T(0) + B * step)``, which is ``batch * steps/s / B`` plus the fixed part, and exactly
+  ``batch / T(B)`` when ``k = B``.
+* FLOPs per sample-step are counted with ``torch.utils.flop_counter.FlopCounterMode`` on one real fp32 step
+  (decode forward + classifier forward + backward to the latent + oracle forward). The issue's arithmetic for
+  the paper's setting: VQGAN decode + gradient 506, ResNet-50 forward + input gradient 16.4, CLIP image tower
+  8.8, about 531 GFLOP per sample-step, 26.6 TFLOP per sample at B = 50, so an H100's ~790 TFLOP/s of bf16
+  caps it near 30 samples/s. ``% of FLOP limit`` = achieved FLOP/s / the device's dense bf16 peak
+  (:data:`PEAK_BF16_TFLOPS`); empty on a CPU.
+* Settings are cumulative: ``fp32`` (eager; TF32 on CUDA), ``bf16`` (autocast), ``bf16-cl`` (+ channels_last),
+  ``compile`` (+ ``torch.compile``) through :func:`genEval.kernels.accelerate`, and ``refill``: the compile
+  kernels with an oracle that rejects steps (each sample's rejection step drawn once from a seeded geometric
+  law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed chunks of ``batch``
+  sources (one :func:`perturb` per chunk, each running until all its samples stop).
+* The naive reference is the textbook loop: one image at a time, fp32, Adam on ``z`` and two decodes per step
+  (one for the gradient, one for the oracle). The speed-up printed is best samples/s over its samples/s, both
+  measured in this run with the same roles.
+* The per-phase breakdown of the best setting times decode forward, classifier forward, backward (through
+  classifier and decoder to the latent) and oracle alone; "host syncs / bookkeeping" is the loop step minus
+  their sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the sibling benchmark scripts
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
+
+from genEval.classifiers import torchvision_classifier  # noqa: E402
+from genEval.fileio import atomic_write_json  # noqa: E402
+from genEval.interfaces import Judgement  # noqa: E402
+from genEval.kernels import ROLES, Kernels, accelerate  # noqa: E402
+from genEval.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
+from oracles.clip import CLIPOracle  # noqa: E402
+
+log = logging.getLogger("throughput")
+
+GENERATORS = ("vqgan-f16", "taesd", "sd-vae", "taef2")
+SETTINGS: dict[str, Kernels] = {
+    "fp32": Kernels(),
+    "bf16": Kernels(precision="bf16"),
+    "bf16-cl": Kernels(precision="bf16", channels_last=True),
+    "compile": Kernels(precision="bf16", channels_last=True, compile=True),
+}
+REFILL = "refill"  # + the refilled stream, on the kernels of the setting listed before it
+# Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets; the first name that
+# occurs in torch.cuda.get_device_name() wins, so the more specific names come first.
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("GH200", 989.0),
+                    ("H200", 989.0), ("A100", 312.0), ("L40S", 362.0))
+NUM_CLASSES = 1000  # ResNet-50's logits; labels double as sample ids in the refill comparison (< 1000)
+
+
+# ------------------------------------------------------------------------------------------- the oracle
+class ScriptedOracle:
+    """Runs the real oracle on every image (its cost is paid) but decides by script.
+
+    ``accept_prob = 1`` accepts everything, so the batch stays full. Below 1, every sample gets a rejection
+    step ``r ~ Geometric(1 - accept_prob)``, drawn once per label from a generator seeded with ``seed``: its
+    clean-image verdict and start check pass, steps ``t < r`` are accepted and step ``r`` is rejected. Labels
+    are sample ids here (unique within a run), so a sample does the same work however the sources are batched;
+    the step count is kept per label on the device (no host sync). ``stamps`` records when each judgement was
+    asked for (:func:`stamp`), which times the loop's steps from inside without adding a sync.
+    """
+
+    def __init__(self, oracle: Any, oracle_classes: int, accept_prob: float = 1.0, seed: int = 0) -> None:
+        self.oracle, self.oracle_classes, self.accept_prob = oracle, oracle_classes, accept_prob
+        self.stamps: list[Any] = []
+        g = torch.Generator().manual_seed(seed)
+        u = torch.rand(NUM_CLASSES, generator=g, dtype=torch.float64).clamp_min(1e-12)
+        steps = torch.ceil(torch.log(u) / math.log(accept_prob)) if accept_prob < 1 else torch.full_like(u, 1e9)
+        self.reject_at = steps.clamp_min(1).long()
+        self.calls: torch.Tensor | None = None
+
+    def prepare(self, class_names: list[str]) -> None:
+        self.oracle.prepare(class_names)
+
+    def judge(self, images: torch.Tensor, labels: torch.Tensor) -> Judgement:
+        self.stamps.append(stamp(images.device))
+        j = self.oracle.judge(images, labels % self.oracle_classes)
+        if self.accept_prob >= 1:
+            return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
+        if self.calls is None:
+            self.calls = torch.zeros(NUM_CLASSES, dtype=torch.long, device=labels.device)
+            self.reject_at = self.reject_at.to(labels.device)
+        self.calls.index_add_(0, labels, torch.ones_like(labels))
+        t = self.calls[labels] - 2  # call 1: the clean image, call 2: the start check (t = 0)
+        return Judgement(t < self.reject_at[labels], j.scores, j.predictions)
+
+
+# ------------------------------------------------------------------------------------------------ roles
+@dataclass
+class Roles:
+    """The three roles as built (fp32, eager); settings wrap them afresh with :func:`apply_setting`."""
+
+    classifier: Any
+    generator: Any
+    oracle: Any
+    oracle_classes: int
+
+
+def build_judges(args: argparse.Namespace, dev: torch.device) -> tuple[Any, Any, int]:
+    """ResNet-50 (weights=None) and the CLIP zero-shot oracle (pretrained=None) prepared with class names."""
+    from open_clip import IMAGENET_CLASSNAMES  # optional heavy dependency (the oracle's own), imported on use
+
+    clf = torchvision_classifier("resnet50", weights=None, input_size=min(224, args.size)).to(dev)
+    oracle = CLIPOracle(args.oracle_model, pretrained=None).to(dev)
+    names = list(IMAGENET_CLASSNAMES[: args.classes])
+    oracle.prepare(names)
+    return clf, oracle, len(names)
+
+
+def apply_setting(roles: Roles, kernels: Kernels, dev: torch.device) -> tuple[Any, Any, Any, dict]:
+    """Wrap the roles for one setting. ``accelerate`` converts weights to channels_last in place, so the
+    memory format is set explicitly first; compiled settings start from a clean dynamo cache, since a new
+    batch size is a new graph and the recompile limit would otherwise turn later batches eager."""
+    fmt = torch.channels_last if kernels.channels_last else torch.contiguous_format
+    for m in (roles.classifier, roles.generator, roles.oracle):
+        m.to(memory_format=fmt)
+    if any(kernels.compile_of(r) for r in ROLES):
+        torch._dynamo.reset()
+    return accelerate(roles.classifier, roles.generator, roles.oracle, kernels, dev)
+
+
+def make_sources(n: int, size: int, seed: int = 0) -> list[Sample]:
+    """``n`` random images (3, size, size) with distinct labels (the sample ids of :class:`ScriptedOracle`)."""
+    g = torch.Generator().manual_seed(seed)
+    return [Sample(torch.rand(3, size, size, generator=g), i % NUM_CLASSES, f"src{i:05d}", seed=seed * 100003 + i,
+                   index=i) for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------- timing
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def timed_call(fn: Callable[[], Any], dev: torch.device) -> tuple[Any, float]:
+    """``fn()`` and its wall-clock seconds, the device synchronised before and after."""
+    sync(dev)
+    t0 = time.perf_counter()
+    out = fn()
+    sync(dev)
+    return out, time.perf_counter() - t0
+
+
+def timed(fn: Callable[[], Any], dev: torch.device) -> float:
+    return timed_call(fn, dev)[1]
+
+
+def stamp(dev: torch.device) -> Any:
+    """Now, as a CUDA event recorded on the stream (no host sync) or as ``perf_counter`` on a CPU."""
+    if dev.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def seconds_between(a: Any, b: Any) -> float:
+    """Seconds from stamp ``a`` to stamp ``b`` (CUDA events must have completed: synchronise first)."""
+    return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
+
+
+def run_search(sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int,
+               dev: torch.device) -> list[Outcome]:
+    """All outcomes of one :func:`perturb` run (paper Algorithm 1) over ``sources``."""
+    clf, gen = wrapped[0], wrapped[1]
+    return list(perturb(sources, clf, gen, oracle, SearchConfig(budget=budget), batch_size=batch, device=dev))
+
+
+def measure_setting(roles: Roles, name: str, batch: int, args: argparse.Namespace, dev: torch.device,
+                    flops: float | None, peak: float | None) -> dict:
+    """One row of the main table: samples/s, ms/step, peak memory and FLOP-limit share (accept-all oracle).
+
+    One search of ``batch`` sources for ``k = args.steps`` steps is timed whole (``T(k)``); the oracle's stamps
+    split it into loop steps, so ``ms/step`` is the median step and ``samples/s = batch / (T(k) + (B - k) *
+    step)``: the full budget's time, exactly ``batch / T(B)`` when ``k = B``.
+    """
+    *wrapped, effective = apply_setting(roles, SETTINGS[name], dev)
+    sources = make_sources(batch, args.size)
+    run_search(sources, wrapped, ScriptedOracle(wrapped[2], roles.oracle_classes), args.warmup, batch, dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    runs = []
+    for _ in range(args.repeats):
+        oracle = ScriptedOracle(wrapped[2], roles.oracle_classes)
+        secs = timed(partial(run_search, sources, wrapped, oracle, args.steps, batch, dev), dev)
+        loop = oracle.stamps[-(args.steps + 1):]  # judgements at t = 0..k; one before them judged the clean x
+        runs.append((secs, [seconds_between(a, b) for a, b in zip(loop, loop[1:])]))
+    secs = min(s for s, _ in runs)
+    step = statistics.median(d for _, ds in runs for d in ds)
+    row = {"setting": name, "batch": batch, "samples_per_s": batch / (secs + (args.budget - args.steps) * step),
+           "ms_per_step": 1e3 * step, "timed_s": secs, "peak_mib": None, "flop_limit_pct": None,
+           "effective": effective}
+    if dev.type == "cuda":
+        row["peak_mib"] = torch.cuda.max_memory_allocated(dev) / 2**20
+    if flops and peak and step > 0:
+        row["flop_limit_pct"] = 100 * flops * batch / step / (peak * 1e12)
+    return row
+
+
+def describe(effective: dict) -> str:
+    """What actually ran (compile falls back to eager on a CPU; TF32 follows fp32 on CUDA)."""
+    compiled = [r for r in ROLES if effective[r]["compile"]]
+    parts = ["compiled: " + ",".join(compiled) if compiled else "eager"]
+    return "; ".join(parts + (["tf32"] if effective.get("tf32") else []))
+
+
+# ------------------------------------------------------------------------------------------------ refill
+def steps_taken(o: Outcome, budget: int) -> int:
+    """Search steps a sample ran: up to its rejection, the whole budget, or none when the start failed."""
+    return o.rejected_at if o.rejected_at > 0 else (budget if o.start_ok else 0)
+
+
+def refill_base(settings: list[str]) -> str:
+    """The kernel setting "+ refill" builds on: the one listed just before it (fp32 when none is)."""
+    before = settings[: settings.index(REFILL)] if REFILL in settings else settings
+    return next((s for s in reversed(before) if s in SETTINGS), "fp32")
+
+
+def run_chunked(sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int,
+                dev: torch.device) -> list[Outcome]:
+    """The non-refilling way: one :func:`perturb` per chunk of ``batch`` sources, each until all its samples
+    stop (the chunk's batch thins out as they do)."""
+    return [o for i in range(0, len(sources), batch)
+            for o in run_search(sources[i:i + batch], wrapped, oracle, budget, batch, dev)]
+
+
+def measure_refill(roles: Roles, batch: int, args: argparse.Namespace, dev: torch.device) -> dict:
+    """Refilled stream vs fixed chunks over the same sources, with the same per-sample rejection steps.
+
+    Under ``compile`` each mode runs once untimed first: chunk tails shrink the batch, and every new shape
+    is a new graph. ``same_work`` checks that every sample stopped at the same step in both modes.
+    """
+    base = refill_base(args.settings)
+    *wrapped, effective = apply_setting(roles, SETTINGS[base], dev)
+    chunks = max(1, min(args.chunks, NUM_CLASSES // batch))
+    sources = make_sources(chunks * batch, args.size, seed=1)
+    result: dict[str, Any] = {"setting": base, "batch": batch, "sources": len(sources),
+                              "accept_prob": args.accept_prob}
+    stops = {}
+    for mode, run in (("chunks", run_chunked), ("refill", run_search)):  # the same sources and rejection steps
+        def once(run=run) -> list[Outcome]:
+            oracle = ScriptedOracle(wrapped[2], roles.oracle_classes, args.accept_prob, seed=2)
+            return run(sources, wrapped, oracle, args.budget, batch, dev)
+
+        if any(effective[r]["compile"] for r in ROLES):
+            once()
+        outs, secs = timed_call(once, dev)
+        stops[mode] = {o.source_id: steps_taken(o, args.budget) for o in outs}
+        result[f"{mode}_samples_per_s"] = len(outs) / secs
+    result["mean_steps"] = statistics.fmean(stops["refill"].values())
+    result["ratio"] = result["refill_samples_per_s"] / result["chunks_samples_per_s"]
+    result["same_work"] = stops["chunks"] == stops["refill"]
+    return result
+
+
+# ------------------------------------------------------------------------------------------------- naive
+def naive_search(x: torch.Tensor, y: torch.Tensor, classifier, generator, oracle, budget: int, lr: float):
+    """The textbook loop for one image (B = 1): start check, then Adam ascent on ``z`` with two decodes per
+    step (METHOD.md "Per sample", steps 2-4)."""
+    with torch.no_grad():
+        z = generator.encode(x).requires_grad_(True)
+        if not bool(oracle.judge(generator.decode(z), y).accept.all()):  # not validatable
+            return z.detach()
+    opt = torch.optim.Adam([z], lr=lr)
+    for _ in range(budget):
+        loss = -F.cross_entropy(classifier(generator.decode(z)), y)  # ascent on the classifier's loss
+        opt.zero_grad()
+        loss.backward()
+        last = z.detach().clone()
+        opt.step()
+        with torch.no_grad():
+            if not bool(oracle.judge(generator.decode(z), y).accept.all()):  # decode again for the oracle
+                return last
+    return z.detach()
+
+
+def measure_naive(roles: Roles, args: argparse.Namespace, dev: torch.device) -> float:
+    """Samples/s of :func:`naive_search` (fp32 eager, torch's default TF32 flags) with the accept-all oracle."""
+    apply_setting(roles, SETTINGS["fp32"], dev)
+    if dev.type == "cuda":  # torch's defaults (accelerate may have changed them): TF32 convolutions only
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
+    oracle = ScriptedOracle(roles.oracle, roles.oracle_classes)
+    sources = make_sources(args.naive_samples + 1, args.size, seed=3)
+    run = lambda s: naive_search(s.x[None].to(dev), torch.tensor([s.label], device=dev), roles.classifier,  # noqa: E731
+                                 roles.generator, oracle, args.budget, 1e-3)
+    run(sources[0])  # warm-up
+    secs = timed(lambda: [run(s) for s in sources[1:]], dev)
+    return args.naive_samples / secs
+
+
+# ------------------------------------------------------------------------------------------------- FLOPs
+def count_flops(roles: Roles, size: int, dev: torch.device) -> dict[str, float]:
+    """GFLOP per sample-step by phase, counted on one real fp32 step at batch 1 (matmuls, convolutions and
+    attention; attention runs through the math path here so that every kernel is one FlopCounterMode knows)."""
+    apply_setting(roles, SETTINGS["fp32"], dev)
+    s = make_sources(1, size)[0]
+    x, y = s.x[None].to(dev), torch.tensor([s.label], device=dev)
+    counters = {k: FlopCounterMode(display=False) for k in ("decode", "classifier", "backward", "oracle")}
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused MHA op is invisible to the counter
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            with torch.no_grad():
+                z = roles.generator.encode(x).detach().requires_grad_(True)
+            with counters["decode"]:
+                img = roles.generator.decode(z)
+            with counters["classifier"]:
+                loss = F.cross_entropy(roles.classifier(img), y)
+            with counters["backward"]:
+                loss.backward()  # (autograd.grad trips FlopCounterMode's module hooks on a leaf)
+            with counters["oracle"], torch.no_grad():
+                roles.oracle.judge(img.detach(), y % roles.oracle_classes)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+    out = {k: c.get_total_flops() / 1e9 for k, c in counters.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+def peak_for_name(device_name: str) -> float | None:
+    """Dense bf16 TFLOP/s of a GPU named like ``torch.cuda.get_device_name()``; None when not known."""
+    return next((tf for key, tf in PEAK_BF16_TFLOPS if key in device_name), None)
+
+
+def peak_tflops(dev: torch.device, override: float | None) -> float | None:
+    """Dense bf16 peak of the device (``--peak-tflops`` wins); None on a CPU or an unknown GPU."""
+    if override:
+        return override
+    return peak_for_name(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else None
+
+
+# -------------------------------------------------------------------------------------------- breakdown
+def timed_median(fns: dict[str, Callable[[], Any]], repeats: int, dev: torch.device) -> dict[str, float]:
+    """Median seconds of each function after one warm-up call; they take turns so drift hits all alike."""
+    for fn in fns.values():
+        fn()
+    ts: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            ts[k].append(timed(fn, dev))
+    return {k: statistics.median(v) for k, v in ts.items()}
+
+
+def phase_breakdown(roles: Roles, row: dict, args: argparse.Namespace, dev: torch.device) -> dict[str, float]:
+    """Milliseconds per loop step by phase for the setting and batch of ``row`` (the best one)."""
+    clf, gen, orc, _ = apply_setting(roles, SETTINGS[row["setting"]], dev)
+    sources = make_sources(row["batch"], args.size)
+    x = torch.stack([s.x for s in sources]).to(dev)
+    y = torch.tensor([s.label for s in sources], device=dev)
+    with torch.no_grad():
+        z0 = gen.encode(x)
+        img = gen.decode(z0)
+    leaf = lambda: z0.detach().requires_grad_(True)  # noqa: E731
+
+    def full() -> None:
+        z = leaf()
+        torch.autograd.grad(F.cross_entropy(clf(gen.decode(z)), y, reduction="sum"), z)
+
+    def judge() -> None:
+        with torch.no_grad():
+            orc.judge(img, y % roles.oracle_classes)
+
+    t = timed_median({"decode": lambda: gen.decode(leaf()), "decode_clf": lambda: clf(gen.decode(leaf())),
+                      "full": full, "oracle": judge}, args.phase_repeats, dev)
+    ms = {"decode forward": t["decode"], "classifier forward": t["decode_clf"] - t["decode"],
+          "backward (classifier + decoder)": t["full"] - t["decode_clf"], "oracle forward": t["oracle"]}
+    ms = {k: 1e3 * v for k, v in ms.items()}  # a part below 0 (or a remainder below 0) is timing noise
+    ms["host syncs / bookkeeping"] = row["ms_per_step"] - sum(ms.values())
+    ms["loop step (perturb)"] = row["ms_per_step"]
+    return ms
+
+
+# ---------------------------------------------------------------------------------------------- driving
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def free_memory(dev: torch.device) -> None:
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def measure_generator(kind: str, clf: Any, oracle: Any, n_cls: int, args: argparse.Namespace,
+                      dev: torch.device, peak: float | None) -> dict:
+    """Every table's numbers for one generator; a batch that runs out of memory is reported as OOM and the
+    larger batches of that setting are skipped."""
+    gen, weights = build_generator(kind)
+    roles = Roles(clf, gen.to(dev).eval(), oracle, n_cls)
+    res: dict[str, Any] = {"generator": kind, "weights": weights, "rows": [], "refill": []}
+    res["flops"] = count_flops(roles, args.size, dev)
+    log.info("%s: %.2f GFLOP per sample-step", kind, res["flops"]["total"])
+    res["naive_samples_per_s"] = measure_naive(roles, args, dev) if args.naive_samples > 0 else None
+    for name in args.settings:
+        for batch in args.batches:
+            try:
+                if name == REFILL:
+                    res["refill"].append(measure_refill(roles, batch, args, dev))
+                else:
+                    res["rows"].append(measure_setting(roles, name, batch, args, dev, res["flops"]["total"], peak))
+            except RuntimeError as err:
+                if not is_oom(err):
+                    raise
+                free_memory(dev)
+                res["refill" if name == REFILL else "rows"].append({"setting": name, "batch": batch, "oom": True})
+                log.info("%s %s batch %d: OOM; larger batches skipped", kind, name, batch)
+                break
+            log.info("%s %s batch %d done", kind, name, batch)
+    timed_rows = [r for r in res["rows"] if not r.get("oom")]
+    if timed_rows:
+        res["best"] = max(timed_rows, key=lambda r: r["samples_per_s"])
+        res["breakdown"] = phase_breakdown(roles, res["best"], args, dev)
+    del roles, gen
+    free_memory(dev)
+    return res
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+    return str(v)
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows])
+
+
+def report(results: list[dict], args: argparse.Namespace, device_name: str) -> str:
+    """All tables as markdown."""
+    main_rows, refill_rows, flop_rows, naive_rows, phase_rows = [], [], [], [], []
+    for res in results:
+        g = res["generator"]
+        f = res["flops"]
+        flop_rows.append([g, res["weights"], f["decode"], f["classifier"], f["backward"], f["oracle"], f["total"],
+                          f["total"] * args.budget / 1e3])
+        for r in res["rows"]:
+            if r.get("oom"):
+                main_rows.append([g, r["setting"], r["batch"], "OOM", "", "", "", ""])
+            else:
+                main_rows.append([g, r["setting"], r["batch"], r["samples_per_s"], r["ms_per_step"], r["peak_mib"],
+                                  r["flop_limit_pct"], describe(r["effective"])])
+        for r in res["refill"]:
+            refill_rows.append([g, r["setting"], r["batch"], "OOM"] if r.get("oom") else
+                               [g, f"{r['setting']} + refill", r["batch"], r["sources"], r["mean_steps"],
+                                r["chunks_samples_per_s"],
+                                r["refill_samples_per_s"], r["ratio"], r["same_work"]])
+        best, naive = res.get("best"), res["naive_samples_per_s"]
+        if best:
+            naive_rows.append([g, naive, f"{best['setting']} @ {best['batch']}", best["samples_per_s"],
+                               best["samples_per_s"] / naive if naive else None])
+            share = {k: v / best["ms_per_step"] for k, v in res["breakdown"].items()} if best["ms_per_step"] else {}
+            phase_rows += [[g, f"{best['setting']} @ {best['batch']}", k, v, 100 * share.get(k, 0.0)]
+                           for k, v in res["breakdown"].items()]
+    head = (f"device: {device_name}; image {args.size} px; budget B = {args.budget} (k = {args.steps} timed steps, "
+            f"{args.repeats} run(s)); oracle {args.oracle_model} with {args.classes} classes; "
+            f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    parts = [head, "", "### Throughput (accept-all oracle: the batch stays full)", "",
+             table(["generator", "setting", "batch", "samples/s", "ms/step", "peak MiB", "% of FLOP limit", "ran"],
+                   main_rows),
+             "", "### + refill (oracle rejects: refilled stream vs fixed chunks of `batch`)", "",
+             table(["generator", "setting", "batch", "sources", "mean steps/sample", "chunks samples/s",
+                    "refill samples/s",
+                    "refill / chunks", "same work"], refill_rows),
+             "", "### FLOPs per sample-step (GFLOP, FlopCounterMode, fp32)", "",
+             table(["generator", "weights", "decode fwd", "classifier fwd", "backward", "oracle fwd", "total",
+                    f"TFLOP per sample (B={args.budget})"], flop_rows),
+             "", "### Speed-up over the naive reference (1 image, fp32, two decodes per step)", "",
+             table(["generator", "naive samples/s", "best setting @ batch", "best samples/s", "speed-up"],
+                   naive_rows),
+             "", "### Where a step goes (best setting)", "",
+             table(["generator", "setting @ batch", "phase", "ms", "% of loop step"], phase_rows)]
+    return "\n".join(parts)
+
+
+# bf16 is left out of the smoke run: CPUs without native bf16 (no AVX512-BF16/AMX) emulate it ~10x slower.
+SMOKE = {"size": 32, "batches": [1, 2], "budget": 2, "steps": 2, "warmup": 0, "generators": ["taesd"],
+         "settings": ["fp32", REFILL], "oracle_model": "ViT-S-32", "classes": 10, "naive_samples": 1, "chunks": 2,
+         "accept_prob": 0.5, "phase_repeats": 3}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes for a CPU check: {SMOKE}")
+    ap.add_argument("--size", type=int, default=256, help="image side in px")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
+    ap.add_argument("--budget", type=int, default=50, help="search budget B (steps per sample)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps k (default min(B, 10))")
+    ap.add_argument("--warmup", type=int, default=2, help="steps of the untimed warm-up run")
+    ap.add_argument("--repeats", type=int, default=1, help="timed runs of each kind; the minimum is used")
+    ap.add_argument("--phase-repeats", type=int, default=5, help="timed calls per phase; the median is used")
+    ap.add_argument("--settings", nargs="+", default=[*SETTINGS, REFILL], choices=[*SETTINGS, REFILL],
+                    help="refill runs on the kernels of the setting listed before it")
+    ap.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=list(GENERATORS))
+    ap.add_argument("--oracle-model", default="ViT-B-32", help="open_clip architecture of the oracle")
+    ap.add_argument("--classes", type=int, default=1000, help="class names the oracle is prepared with")
+    ap.add_argument("--naive-samples", type=int, default=3, help="images the naive reference searches (0: skip)")
+    ap.add_argument("--chunks", type=int, default=4, help="refill comparison: sources = chunks x batch")
+    ap.add_argument("--accept-prob", type=float, default=0.95, help="refill comparison: P(a step is accepted)")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: known devices)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--json", type=Path, default=None, help="also write every number to this JSON file")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
+        for k, v in SMOKE.items():
+            if k not in given:
+                setattr(args, k, v)
+    args.steps = args.steps or min(args.budget, 10)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error("--device cuda but CUDA is not available here; use --device cpu (with --smoke)")
+    if min(args.batches) < 1 or args.budget < 1 or not 1 <= args.steps <= args.budget:
+        ap.error("--batches and --budget must be >= 1 and 1 <= --steps <= --budget")
+    if min(args.repeats, args.phase_repeats) < 1 or args.warmup < 0 or args.naive_samples < 0:
+        ap.error("--repeats and --phase-repeats must be >= 1, --warmup and --naive-samples >= 0")
+    if not 0 < args.accept_prob <= 1 or not 1 <= args.classes <= NUM_CLASSES:
+        ap.error(f"--accept-prob must be in (0, 1] and --classes in [1, {NUM_CLASSES}]")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("generators", "genEval", "oracles", "diffusers", "root"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    log.setLevel(logging.INFO)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    peak = peak_tflops(dev, args.peak_tflops)
+    clf, oracle, n_cls = build_judges(args, dev)
+    log.info("classifier and oracle built (%.0f s)", time.perf_counter() - start)
+    results = [measure_generator(kind, clf, oracle, n_cls, args, dev, peak) for kind in args.generators]
+    print(report(results, args, device_name))
+    elapsed = time.perf_counter() - start
+    print(f"\n(total {elapsed:.0f} s; peak bf16 {peak or '-'} TFLOP/s)")
+    if args.json is not None:
+        atomic_write_json(args.json, {"device": device_name, "peak_bf16_tflops": peak, "args": vars(args),
+                                      "torch": torch.__version__, "seconds": elapsed, "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
