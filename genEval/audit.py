@@ -16,7 +16,7 @@ PA is only as meaningful as that judge. This module lets a person check it on a 
    marked ``unsure``, in percent with a Wilson 95% interval (:func:`genEval.stats.proportion`).
 
 The run id (:func:`run_id`) is the sha256 of the run's identity (``run.json``: config, components, seed,
-sources) together with the sha256 of its ``samples.jsonl``, so an answers file of another run, or of a rerun
+sources) together with its per-sample records (``samples.jsonl``), so an answers file of another run, or of a rerun
 whose outcomes differ, is refused.
 """
 
@@ -42,7 +42,7 @@ import torch
 from PIL import Image
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, sha256_file
-from genEval.rundir import RESULTS, SAMPLES, iter_tensor_parts, read_results, read_run_identity, read_samples
+from genEval.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
 from genEval.stats import Estimate, proportion
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,13 @@ def content_security_policy(script: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the draw
-def run_id(run_dir: str | Path) -> str:
-    """sha256 (hex) of the run's identity (run.json) and of its samples.jsonl: what an audit belongs to."""
-    identity = read_run_identity(run_dir)
-    samples = Path(run_dir) / SAMPLES
-    if not samples.is_file():
-        read_samples(run_dir)  # raises the run directory's own "not a finished run" error
-    blob = json.dumps({"identity": identity, "samples_sha256": sha256_file(samples)}, sort_keys=True)
+def run_id(run_dir: str | Path, records: Sequence[dict] | None = None) -> str:
+    """sha256 (hex) of the run's identity (run.json) and of its per-sample records: what an audit belongs to.
+
+    ``records``: the run's samples.jsonl rows when already read (:func:`genEval.rundir.read_samples`).
+    """
+    records = read_samples(run_dir) if records is None else records
+    blob = json.dumps({"identity": read_run_identity(run_dir), "samples": list(records)}, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -196,7 +196,7 @@ def build_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, w
                 _name(names, int(r["final_pred"])), float(r["oracle_score"]), _png(orig), _png(pert),
                 tuple(orig.shape[-2:]), tuple(pert.shape[-2:]))
     components = results.get("components", {})
-    return AuditSheet(str(d.resolve()), run_id(d), seed, seed_drawn, int(n),
+    return AuditSheet(str(d.resolve()), run_id(d, records), seed, seed_drawn, int(n),
                       sum(bool(r["validated"]) for r in records), len(records), int(width),
                       str(components.get("oracle", "")), str(components.get("classifier", "")),
                       bool(show_predictions), [loaded[r["source_id"]] for r in chosen])
@@ -236,10 +236,10 @@ class AuditFiles:
 def write_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, out: str | Path | None = None,
                 width: int = 192, show_predictions: bool = False) -> AuditFiles:
     """Write the audit page (default ``<run>/audit.html``) and, next to it, ``<page stem>_samples.json``."""
-    sheet = build_audit(run_dir, n, seed=seed, width=width, show_predictions=show_predictions)
     page = Path(out) if out else Path(run_dir) / "audit.html"
     if page.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"out={page} must name an .html file (e.g. out={page.with_suffix('.html')}).")
+    sheet = build_audit(run_dir, n, seed=seed, width=width, show_predictions=show_predictions)
     page.parent.mkdir(parents=True, exist_ok=True)
     samples = page.with_name(f"{page.stem}_samples.json")
     atomic_write_json(samples, sheet.sample_list())
@@ -282,12 +282,12 @@ def read_answers(path: str | Path) -> dict[str, Any]:
 
 def check_answers(run_dir: str | Path, answers: dict[str, Any], path: str | Path = "answers") -> None:
     """Raise a ValueError unless ``answers`` (:func:`read_answers`) belong to this run and its recorded draw."""
-    rid = run_id(run_dir)
+    records = read_samples(run_dir)
+    rid = run_id(run_dir, records)
     if answers["run_id"] != rid:
         raise ValueError(f"answers file '{path}' belongs to run {answers['run_id'][:12]} "
                          f"({answers.get('run_dir', 'unknown directory')}), but '{run_dir}' is run {rid[:12]}. "
                          "Pass the run directory the audit page was written for.")
-    records = read_samples(run_dir)
     known = {r["source_id"] for r in records}
     unknown = [s for s in [*answers["answers"], *answers["sample_ids"]] if s not in known]
     if unknown:

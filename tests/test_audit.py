@@ -180,6 +180,11 @@ def test_grey_images_of_different_sizes_are_shown_at_one_width(tmp_path):
         assert p["images"][0].shape == (8, 8) and p["images"][1].shape == (16, 16)  # greyscale, native sizes
         assert p["sizes"] == [("96", "96"), ("96", "96")]
     assert "original 8×8, perturbed 16×16" in html and html.count('class="px"') == 8
+    assert "tested model (" not in html  # predictions are hidden unless asked for (they could prime the person)
+    shown = write_audit(d, 4, seed=0, show_predictions=True).page.read_text()
+    for p, meta in zip(page_pairs(shown), files.sheet.sample_list()["pairs"]):
+        said = f"<b>{meta['clean_pred']}</b> on the original,\n<b>{meta['final_pred']}</b> on the perturbed"
+        assert said in p["body"]
 
 
 def test_page_errors_name_the_fix(run, tmp_path):
@@ -318,7 +323,7 @@ def test_audit_page_in_headless_chromium_records_a_click(audited, tmp_path):
             page.goto((audited / "audit.html").as_uri())
             assert page.locator("section.pair").count() == 10
             assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
-            assert page.text_content("#progress") == "0 / 10 answered"  # the script ran
+            assert page.locator("#pair-0.current").count() == 1  # the script ran (the CSP let it)
             page.click("#pair-2 label.changed")
             assert page.is_checked('#pair-2 input[value="changed"]')
             assert page.evaluate("window.genevalAudit.payload().answers") == {ids[2]: "changed"}
