@@ -12,6 +12,7 @@ import sys
 import hydra
 
 from genEval.commands import CONF_DIR, REGISTRY
+from genEval.commands import audit as _audit  # noqa: F401
 from genEval.commands import compare as _compare  # noqa: F401  (each import registers its commands)
 from genEval.commands import evaluate as _evaluate  # noqa: F401
 from genEval.commands import mask as _mask  # noqa: F401
