@@ -345,7 +345,7 @@ class Comparison:
         ]
         for r in self.leaderboard:
             cells = [_rank(r.rank_fmr), r.model + (" (baseline)" if r.baseline else ""),
-                     *(r[k].fmt() for k in TABLE_SCORES), _er_cell(r), _rank(r.rank_sa), signed(r.rank_diff)]
+                     *(r[k].fmt() for k in TABLE_SCORES), er_cell(r), _rank(r.rank_sa), signed(r.rank_diff)]
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "## Run cost (mean over repetitions)", "",
                   "| model | rejected steps per sample | steps per sample | s per run | s per sample | SoftmaxCorr |",
@@ -383,7 +383,8 @@ class Comparison:
         return buf.getvalue()
 
 
-def _er_cell(r: LeaderboardRow) -> str:
+def er_cell(r: LeaderboardRow) -> str:
+    """ER with its bootstrap interval (``+1.23 [-0.40, +2.90]``), empty when ER is not reported."""
     if r.er is None:
         return ""
     return f"{r.er:+.2f}" + (f" [{r.er_low:+.2f}, {r.er_high:+.2f}]" if r.er_low is not None else "")

@@ -218,7 +218,7 @@ def test_directory_layout_and_recorded_seeds(made):
             res = results(out, m, r)
             assert res["seed"] == [11, 12][r]  # the same seed for every model within a repetition
             assert res["config"]["comparison"] == {"model": m, "repetition": r, "seed": [11, 12][r],
-                                                   "repetitions": 2, "models": list(MODELS)}
+                                                   "repetitions": 2, "models": list(MODELS), "data_seed": None}
         assert (out / "models" / f"{m}.json").is_file()
     for f in ("leaderboard.csv", "leaderboard.md", "comparison.json"):
         assert (out / f).is_file()
