@@ -505,8 +505,10 @@ def test_paired_differences_when_every_repetition_draws_fresh_sources():
 
 # ------------------------------------------------------------------------------------------ ER intervals
 def test_er_intervals_refit_the_line_per_draw():
+    # three resamples, each with its own baseline line; in each, the baselines lie on it and model 4 is 5 above
     sa = np.array([[60.0, 70.0, 80.0, 75.0], [62.0, 71.0, 85.0, 70.0], [58.0, 69.0, 82.0, 78.0]])
-    pa = np.array([[*_line(row[:3]), _line([row[3]])[0] + 5.0] for row in sa])  # baselines on the line, +5 above
+    lines = [(1.5, -1.0), (1.0, 0.0), (2.0, -0.5)]
+    pa = np.array([[*_line(row[:3], *wb), _line([row[3]], *wb)[0] + 5.0] for row, wb in zip(sa, lines)])
     fit = fit_effective_robustness(sa[0].tolist(), pa[0].tolist(), [True, True, True, False])
     out = er_intervals(fit, sa, pa, level=0.95)
     assert out.er_low[:3] == pytest.approx([0.0] * 3, abs=1e-9) and out.er_high[:3] == pytest.approx([0.0] * 3,
