@@ -50,7 +50,7 @@ from genEval.rundir import (
     read_run_identity,
     save_grid,
 )
-from genEval.stats import INTERVALS, Outcomes, compute_scores, per_class_table
+from genEval.stats import INTERVALS, Outcomes, compute_scores, per_class_table, score_warnings
 from genEval.style_mask import (
     AutoMask,
     NoMask,
@@ -370,8 +370,10 @@ def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: 
     The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
     """
     outcomes = Outcomes.from_records([asdict(r) for r in records])
-    scores = compute_scores(outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed)
-    per_class = per_class_table(outcomes, class_names)
+    search = config.get("search") or {}  # the budget tells "budget 0" apart in the reason for an undefined PA
+    scores = compute_scores(outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed,
+                            budget=search.get("budget"))
+    per_class = per_class_table(outcomes, class_names, interval)
     warnings = []
     if scores.sa.value is not None and scores.ra.value is not None \
             and scores.sa.value - scores.ra.value > gap_warn_points:
@@ -382,6 +384,7 @@ def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: 
     if scores.n_validatable < scores.n / 2:
         warnings.append(f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
                         "the start check; VR is low because the oracle or generator does not fit this data.")
+    warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
     return EvalResult(
         scores=scores, per_class=per_class, seed=seed, seed_drawn=seed_drawn, components=components,
         class_names=class_names, config=config, versions=package_versions(), environment=environment(device),

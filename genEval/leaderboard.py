@@ -17,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
-from genEval.stats import LEADERBOARD_SCORES, SCORE, Difference, ERFit, Estimate, format_estimate
+from genEval.stats import LEADERBOARD_SCORES, SCORE, Difference, ERFit, Estimate, TauDistribution, format_estimate
 
-COMPARISON_SCHEMA = 1
-#: Leaderboard columns in tables: ranked by FMR, so FMR first, then the other scores in definition order.
-TABLE_SCORES = ("fmr", *(k for k in LEADERBOARD_SCORES if k != "fmr"))
+COMPARISON_SCHEMA = 2
+#: Leaderboard columns in tables: ranked by the paper's FMR, so FMR first with FMR_v (same population) beside
+#: it, then the accuracies, rates and the oracle's own accuracy; any other leaderboard score after them.
+_ORDER = ("fmr", "fmr_validated", "sa", "sa_validated", "pa", "vr", "vr_conditional", "ra", "fmr_chance_corrected",
+          "oracle_clean_accuracy", "oracle_recon_accuracy", "unchanged_share")
+TABLE_SCORES = (*(k for k in _ORDER if k in LEADERBOARD_SCORES), *(k for k in LEADERBOARD_SCORES if k not in _ORDER))
+#: Per-model run-cost columns (means over repetitions): the paper's speed claim for the mask comes from
+#: fewer rejected steps, so rejections stand next to the run time.
+COST = ("rejected_per_sample", "steps_per_sample", "time_s", "time_per_sample_s")
 
 
 def _fields(cls: type, d: Mapping) -> dict:
@@ -59,7 +65,12 @@ class LeaderboardRow:
     """One model of a comparison. ``scores``: score key -> :class:`MetricEntry` (also ``row["fmr"]``).
 
     ``rank_diff = rank_sa - rank_fmr`` (timm's convention: positive = ranks higher on FMR than on SA);
-    ``er`` is the effective robustness in points (None unless the baseline fit is trusted).
+    ``er`` is the effective robustness in points (None unless baselines were named and their fit is trusted)
+    with its bootstrap interval ``er_low``/``er_high``. ``softmax_corr``: label-free SoftmaxCorr of the model on
+    its perturbed images (hard decisions; :func:`genEval.stats.hard_softmax_corr`), mean over repetitions.
+    Run cost, means over repetitions: ``rejected_per_sample`` (samples whose search ended on an oracle
+    rejection, per sample), ``steps_per_sample`` (steps the oracle judged, start check excluded), ``time_s``
+    per run and ``time_per_sample_s``.
     """
 
     model: str
@@ -73,6 +84,13 @@ class LeaderboardRow:
     n_validated: float
     er: float | None = None
     er_predicted_pa: float | None = None
+    er_low: float | None = None
+    er_high: float | None = None
+    softmax_corr: float | None = None
+    rejected_per_sample: float | None = None
+    steps_per_sample: float | None = None
+    time_s: float | None = None
+    time_per_sample_s: float | None = None
     components: dict[str, Any] = field(default_factory=dict)
     seeds: list[int | None] = field(default_factory=list)
     run_dirs: list[str] = field(default_factory=list)
@@ -113,7 +131,10 @@ class Flip:
 
 @dataclass(frozen=True)
 class Stability:
-    """How stable the ranking is across fresh repetitions (digest 5.3.5; S0 App. A.2)."""
+    """How stable the ranking is (digest 5.3.5; S0 App. A.2): Kendall tau between the FMR rankings of fresh
+    repetitions, and ``tau_bootstrap``, the distribution of tau between the FMR ranking and the rankings of
+    bootstrap resamples of the source images (:func:`genEval.stats.rank_stability`). ``sources_resampled``:
+    the repetitions drew different source images (else tau between them reflects the start noise only)."""
 
     repetitions: int
     tau_reps: list[TauPair]
@@ -123,6 +144,8 @@ class Stability:
     tau_fmr_sa: float | None
     flips: list[Flip]
     identical_repetitions: bool
+    tau_bootstrap: TauDistribution | None = None
+    sources_resampled: bool | None = None
 
     @property
     def stable(self) -> bool:
@@ -133,8 +156,21 @@ class Stability:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Stability:
+        boot = d.get("tau_bootstrap")
         return cls(**{**_fields(cls, d), "tau_reps": [TauPair(**t) for t in d["tau_reps"]],
-                      "flips": [Flip(**f) for f in d["flips"]]})
+                      "flips": [Flip(**f) for f in d["flips"]],
+                      "tau_bootstrap": None if boot is None else TauDistribution.from_dict(boot)})
+
+
+@dataclass(frozen=True)
+class LabelFree:
+    """The label-free diagnostic (S1, Tu et al. 2024): SoftmaxCorr of each model on its perturbed images
+    (leaderboard rows, ``softmax_corr``) and its Spearman correlation with PA across the models."""
+
+    spearman_pa: float | None
+    n_models: int
+    method: str
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +188,9 @@ class Settings:
     created: str
     components: dict[str, Any]
     search: dict[str, Any] | None
+    baselines: list[str] | None = None
+    mask: dict[str, Any] | None = None
+    data_seeds: list[int | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -173,6 +212,7 @@ class Comparison:
     settings: Settings
     warnings: list[str] = field(default_factory=list)
     out_dir: str | None = None
+    label_free: LabelFree | None = None
 
     @property
     def models(self) -> list[str]:
@@ -195,6 +235,7 @@ class Comparison:
                                      "baseline_models": [m for m, b in zip(self.models, er.baselines) if b]},
             "runs": self.runs, "seeds": self.seeds, "class_names": self.class_names, "per_class": self.per_class,
             "settings": asdict(self.settings), "warnings": self.warnings, "out_dir": self.out_dir,
+            "label_free": None if self.label_free is None else asdict(self.label_free),
         }
 
     @classmethod
@@ -205,9 +246,10 @@ class Comparison:
             stability=Stability.from_dict(d["stability"]),
             effective_robustness=ERFit.from_dict(d["effective_robustness"]),
             settings=Settings(**_fields(Settings, d["settings"])),
+            label_free=LabelFree(**d["label_free"]) if d.get("label_free") else None,
             **_fields(cls, {k: v for k, v in d.items()
                             if k not in ("leaderboard", "differences", "stability", "effective_robustness",
-                                         "settings")}),
+                                         "settings", "label_free")}),
         )
 
     @classmethod
@@ -221,37 +263,67 @@ class Comparison:
 
     # ---------------------------------------------------------------------------------- text renderings
     def notes(self) -> list[str]:
-        """Stability, ER and warnings as short sentences (summary, leaderboard.md, report)."""
-        s, er = self.stability, self.effective_robustness
+        """Stability, ER, the label-free diagnostic and warnings as short sentences (summary, leaderboard.md,
+        report)."""
+        s = self.stability
         out = []
         if s.tau_reps_mean is not None:
             out.append(f"rank stability: Kendall tau between repetitions' FMR rankings mean {s.tau_reps_mean:.3f}, "
-                       f"min {s.tau_reps_min:.3f} ({len(s.tau_reps)} pairs)")
+                       f"min {s.tau_reps_min:.3f} ({len(s.tau_reps)} pairs"
+                       + (", repetitions drew different source images)" if s.sources_resampled else ")"))
         else:
             out.append(f"rank stability: {s.tau_reps_note or 'not computed'}")
+        if s.tau_bootstrap is not None:
+            out.append(s.tau_bootstrap.describe())
         out.append("Kendall tau(FMR ranking, SA ranking): " + _num(s.tau_fmr_sa, 3, "undefined"))
         for f in s.flips:
             out.append(f"FMR order of {f.a} and {f.b} flips across repetitions "
                        f"({f.a} higher in reps {f.a_higher}, {f.b} higher in reps {f.b_higher})")
-        if er.w is not None:
-            out.append(f"effective robustness fit ({er.space} space, {er.n_baselines} baselines): "
-                       f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
-                       f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
-                       + ("ER reported" if er.trusted else er.reason))
-        else:
-            out.append(f"effective robustness: {er.reason or 'not computed'}")
+        out.append(self._er_note())
+        if self.label_free is not None:
+            lf = self.label_free
+            out.append(f"label-free diagnostic: SoftmaxCorr on the perturbed images ({lf.method}); Spearman rho "
+                       f"(SoftmaxCorr, PA) over {lf.n_models} models = " + _num(lf.spearman_pa, 3, f"undefined "
+                                                                                  f"({lf.reason})"))
+        over = [r.model for r in self.leaderboard if (r["fmr"].value or 0) > 100]
+        if over:
+            out.append(f"FMR above 100 ({', '.join(over)}): possible because PA is measured over the validated "
+                       "samples only (the images the oracle vouched for) and SA over all; FMR_v compares the same "
+                       "population.")
+        if self.settings.mask:
+            m = self.settings.mask
+            out.append(f"style mask {m.get('id')} fitted once with reference model {m.get('reference')} on "
+                       f"{m.get('fit_samples')} samples (scored by no model) and used for every model")
         return out + [f"WARNING: {w}" for w in self.warnings]
 
+    def _er_note(self) -> str:
+        er = self.effective_robustness
+        if er.w is None:
+            return f"effective robustness: {er.reason or 'not computed'}"
+        base = [m for m, b in zip(self.models, er.baselines) if b]
+        return (f"effective robustness fit ({er.space} space, {er.n_baselines} baselines: {', '.join(base)}): "
+                f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
+                f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
+                + (f"ER reported with {er.interval or 'no interval'}" if er.trusted else er.reason))
+
     def summary(self) -> str:
-        """The fixed-width table printed at the end of ``geneval compare``."""
+        """The fixed-width tables printed at the end of ``geneval compare``: scores, then run cost."""
         lines = [f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
                  f"(95% intervals: {self.settings.interval_note})"]
-        head = f"{'#':>2} {'model':<20} {'FMR':>22} {'SA':>22} {'PA':>22} {'VR':>7} {'rankSA':>6} {'diff':>5}"
+        head = (f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
+                f"{'VR_cond':>7} {'rankSA':>6} {'diff':>5}")
         lines += [head, "-" * len(head)]
         for r in self.leaderboard:
-            lines.append(f"{_rank(r.rank_fmr):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} {r['sa'].fmt():>22} "
-                         f"{r['pa'].fmt():>22} {_num(r['vr'].value):>7} {_rank(r.rank_sa):>6} "
+            lines.append(f"{_rank(r.rank_fmr):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
+                         f"{r['fmr_validated'].fmt():>22} {r['sa'].fmt():>22} {r['pa'].fmt():>22} "
+                         f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
+                         f"{_num(r['vr_conditional'].value):>7} {_rank(r.rank_sa):>6} "
                          f"{signed(r.rank_diff):>5}")
+        cost = f"{'':>2} {'model':<20} {'rejected/sample':>15} {'steps/sample':>12} {'s/run':>9} {'s/sample':>9}"
+        lines += ["", cost, "-" * len(cost)]
+        for r in self.leaderboard:
+            lines.append(f"{'':>2} {r.model[:20]:<20} {_num(r.rejected_per_sample, 3):>15} "
+                         f"{_num(r.steps_per_sample, 2):>12} {_num(r.time_s, 1):>9} {_num(r.time_per_sample_s, 4):>9}")
         lines += ["", *self.notes()]
         if self.out_dir:
             lines.append(f"comparison directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)")
@@ -265,21 +337,30 @@ class Comparison:
             "# genEval leaderboard", "",
             f"{len(self.models)} models, {self.settings.repetitions} repetition(s); seeds per repetition: "
             f"{self.settings.repetition_seeds}. Scores in percent, mean over repetitions with 95% interval: "
-            f"{self.settings.interval_note}. Ranked by FMR; rank_diff = rank by SA - rank by FMR (positive: "
-            "higher on FMR than on SA). ER = effective robustness in points (blank when the baseline fit is "
-            "not trusted).", "",
-            "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+            f"{self.settings.interval_note}. Ranked by FMR (the paper's 100 PA / SA); FMR_v = 100 PA / SA_v with "
+            "SA_v over the validated samples (the population of PA); VR_cond = validated / passed the start check. "
+            "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
+            "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted).",
+            "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
         ]
         for r in self.leaderboard:
             cells = [_rank(r.rank_fmr), r.model + (" (baseline)" if r.baseline else ""),
-                     *(r[k].fmt() for k in TABLE_SCORES), _num(r.er), _rank(r.rank_sa), signed(r.rank_diff)]
+                     *(r[k].fmt() for k in TABLE_SCORES), er_cell(r), _rank(r.rank_sa), signed(r.rank_diff)]
             lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "## Run cost (mean over repetitions)", "",
+                  "| model | rejected steps per sample | steps per sample | s per run | s per sample | SoftmaxCorr |",
+                  "|---|---|---|---|---|---|"]
+        for r in self.leaderboard:
+            lines.append(f"| {r.model} | {_num(r.rejected_per_sample, 3)} | {_num(r.steps_per_sample, 2)} | "
+                         f"{_num(r.time_s, 1)} | {_num(r.time_per_sample_s, 4)} | {_num(r.softmax_corr, 3)} |")
         lines += ["", "## Notes", "", *[f"- {n}" for n in self.notes()], ""]
         if self.differences:
             lines += ["## Pairwise differences (a - b, points, 95% interval)", "",
                       "| a | b | metric | difference | paired | separated |", "|---|---|---|---|---|---|"]
             for d in self.differences:
-                iv = "undefined" if d.value is None else f"{d.value:.2f} [{_num(d.low)}, {_num(d.high)}]"
+                iv = "undefined" if d.value is None else (
+                    f"{d.value:.2f} [{_num(d.low)}, {_num(d.high)}]" if d.low is not None
+                    else f"{d.value:.2f} (no interval: {d.reason})")
                 lines.append(f"| {d.a} | {d.b} | {SCORE[d.metric].label} | {iv} | {'yes' if d.paired else 'no'} | "
                              f"{'yes' if d.excludes_zero else 'no'} |")
             lines.append("")
@@ -288,7 +369,7 @@ class Comparison:
     def csv(self) -> str:
         """``leaderboard.csv``: one row per model, numbers as numbers (empty = undefined)."""
         head = ["model", "rank_fmr", "rank_sa", "rank_diff", "baseline", "repetitions", "n", "n_validated"]
-        tail = ["er", "er_predicted_pa"]
+        tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST]
         scores = [c for k in LEADERBOARD_SCORES for c in (k, f"{k}_low", f"{k}_high", f"{k}_std")]
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=head + scores + tail, lineterminator="\n")
@@ -300,6 +381,13 @@ class Comparison:
                 row.update({k: e.value, f"{k}_low": e.low, f"{k}_high": e.high, f"{k}_std": e.std})
             w.writerow({k: "" if v is None else v for k, v in row.items()})
         return buf.getvalue()
+
+
+def er_cell(r: LeaderboardRow) -> str:
+    """ER with its bootstrap interval (``+1.23 [-0.40, +2.90]``), empty when ER is not reported."""
+    if r.er is None:
+        return ""
+    return f"{r.er:+.2f}" + (f" [{r.er_low:+.2f}, {r.er_high:+.2f}]" if r.er_low is not None else "")
 
 
 def _num(v: float | None, digits: int = 2, missing: str = "") -> str:

@@ -4,6 +4,18 @@ A dynamic benchmark draws new samples every run, so a ranking is only worth as m
 fresh runs (``../seeds/digest.md`` 5.3.5). Repetition ``r`` therefore uses the **same seed for every model**
 (same source images, same start noise) and a **fresh seed per repetition**; the seeds are recorded in each
 run's ``results.json`` under ``config.comparison``. :func:`genEval.compare.compare` aggregates the runs.
+
+Fresh sources per repetition (issue 10): repetitions that only differ by the start noise measure nothing
+about sampling. The data are therefore re-drawn per repetition through one documented hook,
+:func:`data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data options with
+the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``
+(what ``geneval compare`` passes when the data config has a ``seed`` key). All models of repetition ``r``
+get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
+comparison says so (its repetitions then share their sources; see :mod:`genEval.compare`).
+
+``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
+(:func:`fit_comparison_mask`: :func:`genEval.driver.evaluate` with the :class:`~genEval.style_mask.AutoMask`
+into ``<out_dir>/mask``) and reused for every model and repetition; its fit samples are scored by no model.
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +34,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from genEval.data import SubsetData
 from genEval.driver import evaluate
 from genEval.perturb import SearchConfig
+from genEval.rundir import read_samples
+from genEval.style_mask import AutoMask, StyleMask
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +87,75 @@ def _is_factory(obj: Any) -> bool:
                for p in sig.parameters.values())
 
 
+def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
+    """The data set of one repetition and whether it was re-drawn with ``seed``.
+
+    ``data.with_seed(seed)`` when the data object has that method, ``data(seed)`` when ``data`` is a factory
+    (a callable that is not itself a data set), else ``data`` unchanged (``False``).
+    """
+    hook = getattr(data, "with_seed", None)
+    if callable(hook):
+        return hook(int(seed)), True
+    if callable(data) and not hasattr(data, "__getitem__"):
+        return data(int(seed)), True
+    return data, False
+
+
+def source_ids(data: Any) -> list[str]:
+    """Every source id of ``data``, without reading images when it can tell them (``source_id(i)``)."""
+    get = getattr(data, "source_id", None)
+    return [str(get(i)) if callable(get) else str(data[i][2]) for i in range(len(data))]
+
+
+@dataclass(frozen=True)
+class ComparisonMask:
+    """The one style mask of a comparison: fitted with ``reference`` on its fit samples ``fit_ids``."""
+
+    mask: StyleMask
+    reference: str
+    fit_ids: frozenset[str]
+    path: str
+
+    @property
+    def mask_id(self) -> str:
+        return f"auto:{self.reference}:{self.mask.sha256[:16]}"
+
+    def record(self) -> dict:
+        return {"reference": self.reference, "id": self.mask_id, "path": self.path, "fit_samples": len(self.fit_ids)}
+
+    def scored_part(self, data: Any) -> SubsetData:
+        """``data`` without the samples the mask was fitted on (no scored image helped choose its mask)."""
+        keep = [i for i, sid in enumerate(source_ids(data)) if sid not in self.fit_ids]
+        return SubsetData(data, keep, "mask-scored")
+
+
+def fit_comparison_mask(auto: AutoMask, reference: str, classifier: Any, data: Any, generator: Any, oracle: Any,
+                        search: SearchConfig, seed: int, out_dir: str | Path, **evaluate_kwargs: Any
+                        ) -> ComparisonMask:
+    """Fit the comparison's one mask: ``evaluate(reference, data, mask=auto)`` into ``<out_dir>/mask`` (a dense
+    pass over the fit samples, the fit, then the reference's masked run on the rest), then read the mask and
+    the fit samples back from there."""
+    where = Path(out_dir) / "mask"
+    log.info("compare: mask=auto fitted once with reference model %s into %s", reference, where)
+    evaluate(classifier, data, generator, oracle, search, seed=seed, output_dir=where, mask=auto, **evaluate_kwargs)
+    fitted = StyleMask.load(where / "style_mask.safetensors")
+    fit_ids = frozenset(str(r["source_id"]) for r in read_samples(where / "mask_fit"))
+    return ComparisonMask(fitted, reference, fit_ids, str(where / "style_mask.safetensors"))
+
+
 def _record(name: str, r: int, seed: int, models: list[str], repetitions: int, base: Mapping | None,
-            search: SearchConfig) -> dict:
-    """The config recorded in a run's results.json: the caller's (or the search) plus who/which repetition."""
+            search: SearchConfig, data_seeded: bool, mask: ComparisonMask | None) -> dict:
+    """The config recorded in a run's results.json: the caller's (or the search) plus who/which repetition,
+    the data seed of the repetition (None: the data were not re-drawn) and the comparison's mask."""
     cfg = dict(base or {"search": asdict(search)})
-    cfg["comparison"] = {"model": name, "repetition": r, "seed": seed, "repetitions": repetitions, "models": models}
+    cfg["comparison"] = {"model": name, "repetition": r, "seed": seed, "repetitions": repetitions, "models": models,
+                         "data_seed": seed if data_seeded else None,
+                         **({"mask": mask.record()} if mask is not None else {})}
     return cfg
+
+
+def _build(entry: Any) -> Any:
+    return entry() if _is_factory(entry) else entry
 
 
 def evaluate_repetitions(
@@ -91,32 +169,59 @@ def evaluate_repetitions(
     *,
     progress: bool | None = True,
     run_configs: Mapping[str, dict] | None = None,
+    mask: Any = None,
+    mask_reference: str | None = None,
     **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
 
     ``classifiers``: name -> classifier, or name -> zero-argument factory (built when its turn comes and
-    released after its repetitions, so one model is in memory at a time). ``run_configs``: per model, the
-    config recorded in its results.json. Other keyword arguments go to :func:`genEval.evaluate`.
+    released after its repetitions, so one model is in memory at a time). ``data``: a data set, or one that
+    is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
+    results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
+    ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. Other keyword arguments go to
+    :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
     for k in ("seed", "output_dir"):
         if k in evaluate_kwargs:
             raise ValueError(f"compare sets {k} itself (seeds=..., out_dir=...); do not pass {k}.")
+    if isinstance(mask, AutoMask) and mask_reference not in names:
+        raise ValueError(f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
+                         f"one of {', '.join(names)} (got {mask_reference!r}).")
     search = SearchConfig.coerce(search)
     evaluate_kwargs.setdefault("progress", False)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     log.info("compare: %d models x %d repetitions, seeds %s, out_dir=%s", len(names), len(seeds), list(seeds), out_dir)
+    drawn = [data_for_seed(data, s) for s in seeds]
+    datas, seeded = [d for d, _ in drawn], all(ok for _, ok in drawn)
+    if not seeded and len(seeds) > 1:
+        log.warning("compare: the data have no with_seed(seed) hook, so every repetition evaluates the same "
+                    "sources (set data.subset=random with data.limit for fresh draws).")
+    fitted = None
+    if isinstance(mask, AutoMask):
+        ref = classifiers[mask_reference]
+        fitted = fit_comparison_mask(mask, mask_reference, _build(ref), datas[0], generator, oracle, search,
+                                     seeds[0], out_dir, **evaluate_kwargs)
+        parts: dict[int, SubsetData] = {}  # data that were not re-drawn are one object: split it once
+        for d in datas:
+            if id(d) not in parts:
+                parts[id(d)] = fitted.scored_part(d)
+        datas = [parts[id(d)] for d in datas]
+        evaluate_kwargs.update(mask=fitted.mask, mask_id=fitted.mask_id)
+    elif mask is not None:
+        evaluate_kwargs["mask"] = mask
     dirs: dict[str, list[str]] = {}
     with tqdm(total=len(names) * len(seeds), desc="compare", unit="run", disable=not show, dynamic_ncols=True) as bar:
         for name, entry in zip(names, classifiers.values()):
-            clf = entry() if _is_factory(entry) else entry
+            clf = _build(entry)
             for r, seed in enumerate(seeds):
                 bar.set_postfix(model=name, rep=r)
                 run_dir = Path(out_dir) / "runs" / name / f"rep{r}"
-                config = _record(name, r, seed, names, len(seeds), (run_configs or {}).get(name), search)
-                evaluate(clf, data, generator, oracle, search, seed=seed, output_dir=run_dir, config=config,
+                config = _record(name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded,
+                                 fitted)
+                evaluate(clf, datas[r], generator, oracle, search, seed=seed, output_dir=run_dir, config=config,
                          **evaluate_kwargs)
                 dirs.setdefault(name, []).append(str(run_dir))
                 bar.update(1)

@@ -3,10 +3,14 @@ leaderboards, Table 2 comparisons; S0 effective-robustness scatter; ``../seeds/d
 
 ``write_report(comparison_or_dir, path)`` writes ``report.html`` from the jinja2 templates in
 ``genEval/templates/`` (autoescaped): no scripts, no external requests (a Content-Security-Policy forbids
-them), every plot a base64 PNG (:mod:`genEval.report_figures`). Sections: summary, leaderboard, scores
-(SA/PA/FMR with intervals), PA against budget, first-fooled steps, per-class FMR, effective robustness,
-stability, pairwise differences, transfer (when a ``transfer.csv`` lies next to the input), and image grids
-(original / perturbed / amplified difference) when the runs were made with ``save_images=true``. A single run
+them), every plot a base64 PNG (:mod:`genEval.report_figures`). Sections: summary, leaderboard (with FMR_v
+beside the paper's FMR, the oracle's own accuracy, and the run cost: rejected steps per sample next to run
+time), scores (SA/SA_v/PA/FMR/FMR_v with intervals), PA against budget, first-fooled steps, per-class scores
+(heatmap and a table with Wilson intervals, the oracle's per-class accuracy included), effective robustness
+(baselines named, with bootstrap intervals), stability (tau between repetitions and its bootstrap
+distribution), the label-free diagnostic (SoftmaxCorr against PA), pairwise differences, transfer (when a
+``transfer.csv`` lies next to the input), and image grids (original / perturbed / amplified difference)
+when the runs were made with ``save_images=true``. A single run
 directory is aggregated like a one-model comparison (:func:`genEval.compare.build_comparison`), so its
 leaderboard row is built the same way; the sections that need several models say so.
 
@@ -36,7 +40,7 @@ import numpy as np
 
 from genEval.compare import build_comparison, load_runs
 from genEval.fileio import atomic_write_bytes
-from genEval.leaderboard import TABLE_SCORES, Comparison, signed
+from genEval.leaderboard import TABLE_SCORES, Comparison, er_cell, signed
 from genEval.report_figures import (
     MAX_CLASSES,
     PNG,
@@ -49,7 +53,7 @@ from genEval.report_figures import (
     score_bars,
     transfer_heatmap,
 )
-from genEval.stats import SCORE
+from genEval.stats import SCORE, TauDistribution
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +63,10 @@ SECTIONS = {
     "scores": "Scores with 95% intervals",
     "budget": "PA against budget",
     "first-fooled": "First-fooled step",
-    "per-class": "Per-class FMR",
+    "per-class": "Per-class scores",
     "effective-robustness": "Effective robustness",
     "stability": "Ranking stability",
+    "label-free": "Label-free diagnostic",
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
@@ -200,6 +205,32 @@ def _fmt(v: float | None, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
+#: Per-class table columns: score key -> header (proportions carry Wilson intervals).
+PER_CLASS_COLUMNS = {"sa": "SA", "sa_validated": "SA_v", "vr": "VR", "pa": "PA", "fmr": "FMR",
+                     "fmr_validated": "FMR_v", "oracle_clean_accuracy": "oracle (clean)",
+                     "oracle_recon_accuracy": "oracle (recon.)"}
+
+
+def _cell(row: dict, key: str) -> dict[str, Any] | str:
+    """A per-class value as an estimate-like cell (value with its interval), or "" when absent."""
+    if key not in row:
+        return ""
+    return {"value": row[key], "low": row.get(f"{key}_low"), "high": row.get(f"{key}_high")}
+
+
+def _per_class_rows(comp: Comparison, limit: int) -> list[list]:
+    """(model, class, n, scores...) rows, at most ``limit`` classes per model in class order."""
+    return [[m, r["name"], r["n"], *(_cell(r, k) for k in PER_CLASS_COLUMNS)]
+            for m in comp.models for r in comp.per_class.get(m, [])[:limit]]
+
+
+def _tau_rows(t: TauDistribution | None) -> list[list]:
+    if t is None or t.mean is None:
+        return []
+    return [[f"{t.mean:.3f}", f"{t.median:.3f}", f"[{t.low:.3f}, {t.high:.3f}]", f"{100 * t.share_identical:.1f}%",
+             t.n_defined, t.n_sources]]
+
+
 def _tables(comp: Comparison) -> dict[str, list]:
     """Rows of the effective-robustness, stability and differences tables (cells: text or a MetricEntry)."""
     n_reps = max((len(r["fmr"].per_rep) for r in comp.leaderboard), default=0)
@@ -211,13 +242,19 @@ def _tables(comp: Comparison) -> dict[str, list]:
 
     return {
         "er": [[r.model, "yes" if r.baseline else "no", r["sa"], r["pa"], _fmt(r.er_predicted_pa, ".2f"),
-                _fmt(r.er, "+.2f")] for r in comp.leaderboard],
+                er_cell(r)] for r in comp.leaderboard],
         "tau": [[f"{t.reps[0]} vs {t.reps[1]}", _fmt(t.tau, ".3f") or "undefined", t.n_models]
                 for t in comp.stability.tau_reps],
+        "tau_boot": _tau_rows(comp.stability.tau_bootstrap),
         "per_rep_head": ["model", *(f"rep {i}" for i in range(n_reps))],
         "per_rep": [[r.model, *(_fmt(v, ".2f") for v in r["fmr"].per_rep)] for r in comp.leaderboard],
         "differences": [[d.a, d.b, SCORE[d.metric].label, diff(d), "paired" if d.paired else "independent",
                          d.n_sources, "yes" if d.excludes_zero else "no"] for d in comp.differences],
+        "cost": [[r.model, _fmt(r.rejected_per_sample, ".3f"), _fmt(r.steps_per_sample, ".2f"), _fmt(r.time_s, ".1f"),
+                  _fmt(r.time_per_sample_s, ".4f")] for r in comp.leaderboard],
+        "label_free": [[r.model, _fmt(r.softmax_corr, ".3f"), r["pa"]] for r in comp.leaderboard],
+        "per_class_head": ["model", "class", "n", *PER_CLASS_COLUMNS.values()],
+        "per_class": _per_class_rows(comp, MAX_CLASSES),
     }
 
 
@@ -243,7 +280,7 @@ def render_report(source: Comparison | str | Path, *, grid_samples: int = 6, tra
     html = _ENV.get_template("report.html.j2").render(
         title=title, csp=CSP, sections=SECTIONS, kind=loaded.kind, comp=comp, models=loaded.models,
         info=_summary_rows(loaded), warnings=warnings, tables=_tables(comp), table_scores=TABLE_SCORES,
-        score=SCORE, fig=figures,
+        score=SCORE, fig=figures, er_cell=er_cell,
         n_figures=n_figures, max_classes=MAX_CLASSES, n_classes=len(comp.class_names),
         notes=[n for n in comp.notes() if not n.startswith("effective robustness")],
         written=time.strftime("%Y-%m-%d %H:%M:%S"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,6 +26,7 @@ from genEval.stats import SCORE, ERFit
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 MAX_CLASSES = 60  # columns of the per-class heatmap; more classes: the ones with the lowest mean FMR
+_UNDEFINED = SimpleNamespace(value=None, low=None, high=None)  # a score a (older) row does not carry
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,14 @@ def pa_by_budget(records: list[dict], budget: int) -> tuple[np.ndarray, np.ndarr
     return ts, pa
 
 
-def score_bars(models: list[ModelView], keys: tuple[str, ...] = ("sa", "pa", "fmr")) -> PNG:
-    """SA, PA and FMR per model with 95% interval error bars."""
+def score_bars(models: list[ModelView], keys: tuple[str, ...] = ("sa", "sa_validated", "pa", "fmr", "fmr_validated")
+               ) -> PNG:
+    """SA, SA_v, PA, FMR and FMR_v per model with 95% interval error bars (no bar for an undefined score)."""
     fig = _new(min(12, 3 + 1.2 * len(models) * len(keys) / 2), 3.6)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(models))
     for i, m in enumerate(models):
-        es = [m.row[k] for k in keys]
+        es = [m.row.scores.get(k) or _UNDEFINED for k in keys]
         vals = [np.nan if e.value is None else e.value for e in es]
         err = [[0 if e.value is None or e.low is None else max(0.0, e.value - e.low) for e in es],
                [0 if e.value is None or e.high is None else max(0.0, e.high - e.value) for e in es]]
@@ -109,8 +112,8 @@ def score_bars(models: list[ModelView], keys: tuple[str, ...] = ("sa", "pa", "fm
     ax.grid(axis="y", alpha=0.3)
     if len(models) > 1:
         ax.legend(fontsize=8, ncols=min(4, len(models)))
-    ax.set_title("SA, PA and FMR (error bars: 95% interval)", fontsize=10)
-    return _png(fig, "bar chart of SA, PA and FMR with 95% intervals")
+    ax.set_title("SA, SA_v, PA, FMR and FMR_v (error bars: 95% interval)", fontsize=10)
+    return _png(fig, "bar chart of SA, SA_v, PA, FMR and FMR_v with 95% intervals")
 
 
 def budget_curves(models: list[ModelView]) -> PNG:

@@ -43,7 +43,7 @@ from torchvision.utils import make_grid
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, default_file_mode, ensure_writable_dir, to_json
 from genEval.interfaces import resize_images
-from genEval.stats import Scores
+from genEval.stats import LEADERBOARD_SCORES, Scores
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +128,10 @@ class EvalResult:
 
     @property
     def metrics(self) -> dict[str, float | None]:
-        """Point values in percent: ``{"sa": ..., "ra": ..., "vr": ..., "pa": ..., "fmr": ...}``."""
-        s = self.scores
-        return {"sa": s.sa.value, "ra": s.ra.value, "vr": s.vr.value, "pa": s.pa.value,
-                "fmr": s.fmr.value, "fmr_chance_corrected": s.fmr_chance_corrected.value}
+        """Point values in percent of the scores shown in leaderboards (``sa``, ``sa_validated``, ``ra``,
+        ``vr``, ``vr_conditional``, ``pa``, ``fmr``, ``fmr_validated``, ``fmr_chance_corrected``, the oracle's
+        accuracies, ``unchanged_share``)."""
+        return {k: e.value for k, e in self.scores.estimates.items() if k in LEADERBOARD_SCORES}
 
     def summary(self) -> str:
         """The one-screen summary printed at the end of a run."""
@@ -145,12 +145,24 @@ class EvalResult:
             f"  oracle:     {self.components.get('oracle')}",
             "  score (95% CI)",
             f"  SA   {s.sa.fmt()}   ({s.n_clean_correct}/{s.n})",
+            f"  SA_v {s.sa_validated.fmt()}   ({s.n_clean_validated}/{s.n_validated}: SA over the validated samples)",
             f"  RA   {s.ra.fmt()}   (accuracy on reconstructions)",
             f"  VR   {s.vr.fmt()}   ({s.n_validated}/{s.n} validated, {s.n_validatable} passed the start check)",
+            f"  VR_cond {s.vr_conditional.fmt()}   ({s.n_validated}/{s.n_validatable}: validated / passed the start "
+            "check)",
             f"  PA   {s.pa.fmt()}   ({s.n_perturbed_correct}/{s.n_validated})",
-            f"  FMR  {s.fmr.fmt()}",
+            f"  FMR  {s.fmr.fmt()}   (100 PA / SA, the paper's FMR)",
+            f"  FMR_v {s.fmr_validated.fmt()}   (100 PA / SA_v: both over the validated samples)",
             f"  FMR chance-corrected  {s.fmr_chance_corrected.fmt()}",
+            f"  oracle accuracy: clean {s.oracle_clean_accuracy.fmt()} ({s.n_oracle_clean_correct}/{s.n}), "
+            f"start reconstructions {s.oracle_recon_accuracy.fmt()} ({s.n_oracle_recon_correct}/{s.n})",
+            f"  unchanged {s.unchanged_share.fmt()}   ({s.n_unchanged}/{s.n_validated} validated samples moved "
+            "< 1/255 L-inf)",
         ]
+        if s.fmr.value is not None and s.fmr.value > 100:
+            lines.append("  note: FMR > 100 is possible: PA is measured over the validated samples only (the images "
+                         "the oracle vouched for, often the easier ones) while SA is over all samples; FMR_v compares "
+                         "the same population.")
         if "total_s" in self.timings:
             lines.append(f"  time {self.timings['total_s']:.1f}s")
         lines += [f"  WARNING: {w}" for w in self.warnings]

@@ -111,6 +111,9 @@ class Manifest:
     config: dict[str, Any] = field(default_factory=dict)
     exported_with: dict[str, str] = field(default_factory=dict)
     run_scores: dict[str, Any] = field(default_factory=dict)
+    # the tested model's SA over every sample of the run (not only the exported, validated ones), as results.json
+    # has it (value, low, high, n, k, method): the denominator of a snapshot's FMR (genEval.snapshot_eval)
+    full_sample_sa: dict[str, Any] = field(default_factory=dict)
     # filter only
     filtered_with: list[str] = field(default_factory=list)
     surrogates: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -500,6 +503,7 @@ def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
         config=r.get("config", {}),
         exported_with=package_versions(),
         run_scores=r.get("scores", {}),
+        full_sample_sa=dict((r.get("scores") or {}).get("sa") or {}),
     )
 
 

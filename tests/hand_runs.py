@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# Three models x two repetitions on four source images (labels cat, dog, cat, dog), every sample validated.
-# clean / final: 1 = the model is right on the clean / final perturbed image.
+# Three models x two repetitions on eight source images (labels cat, dog, cat, dog, ...), every sample validated:
+# the four outcomes below, each on two sources (s<i> and s<i+4>), so every fraction is that of the four and the
+# bootstrap has enough sources for an interval. clean / final: 1 = the model is right on the clean / final
+# perturbed image. For every model the oracle is wrong on the clean image of the fourth outcome (oracle clean
+# accuracy 75) and the first outcome's final image moved less than 1/255 (unchanged share 25).
 HAND = {
     "A": {"clean": [[1, 1, 1, 1], [1, 1, 1, 1]], "final": [[1, 1, 0, 0], [1, 1, 1, 0]]},  # SA 100, PA 50 | 75
     "B": {"clean": [[1, 1, 0, 0], [1, 1, 0, 0]], "final": [[1, 0, 0, 0], [1, 1, 0, 0]]},  # SA 50, PA 25 | 50
     "C": {"clean": [[1, 1, 1, 0], [1, 1, 1, 0]], "final": [[1, 1, 1, 0], [1, 0, 0, 0]]},  # SA 75, PA 75 | 25
 }
 LABELS = [0, 1, 0, 1]
+COPIES = 2  # each outcome on this many source images
 
 
 def write_hand_runs(root: Path) -> Path:
@@ -21,11 +25,14 @@ def write_hand_runs(root: Path) -> Path:
         for r in (0, 1):
             d = root / "runs" / model / f"rep{r}"
             d.mkdir(parents=True)
-            recs = [{"source_id": f"s{i}", "label": y, "clean_pred": y if outcome["clean"][r][i] else 1 - y,
+            recs = [{"source_id": f"s{c * len(LABELS) + i}", "label": y,
+                     "clean_pred": y if outcome["clean"][r][i] else 1 - y,
                      "recon_pred": y, "start_ok": True, "validated": True, "accepted_steps": 3,
                      "rejected_at": -1, "first_fooled": -1 if outcome["final"][r][i] else 2,
                      "final_pred": y if outcome["final"][r][i] else 1 - y, "oracle_start_pred": y,
-                     "oracle_score": 0.9} for i, y in enumerate(LABELS)]
+                     "oracle_clean_pred": 1 - y if i == 3 else y, "reference": y,
+                     "image_linf": 0.5 / 255 if i == 0 else 0.1,
+                     "oracle_score": 0.9} for c in range(COPIES) for i, y in enumerate(LABELS)]
             (d / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
             (d / "results.json").write_text(json.dumps({
                 "scores": {"num_classes": 2}, "class_names": ["cat", "dog"], "seed": 100 + r,

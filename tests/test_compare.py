@@ -38,7 +38,7 @@ N_BOOT = 150
 def hand(tmp_path_factory):
     root = tmp_path_factory.mktemp("hand")
     runs = write_hand_runs(root)
-    return aggregate([runs], out_dir=root / "cmp", n_boot=200), root / "cmp"
+    return aggregate([runs], out_dir=root / "cmp", n_boot=200, baselines=["A", "B", "C"]), root / "cmp"
 
 
 def test_hand_made_runs_give_the_hand_computed_leaderboard(hand):
@@ -52,11 +52,18 @@ def test_hand_made_runs_give_the_hand_computed_leaderboard(hand):
     assert c["fmr"].per_rep == pytest.approx([100.0, 100 / 3])
     assert (a["fmr"].value, b["fmr"].value, c["fmr"].value) == pytest.approx((62.5, 75.0, 200 / 3))
     assert b["fmr"].std == pytest.approx(50 / 2**0.5) and a["sa"].std == 0.0
-    assert a["vr"].value == 100.0 and a.n == 4 and a.n_validated == 4 and a.repetitions == 2
+    assert a["vr"].value == 100.0 and a.n == 8 and a.n_validated == 8 and a.repetitions == 2
     # ranks: FMR B 1, C 2, A 3; SA A 1, C 2, B 3; rank_diff = rank_sa - rank_fmr
     assert [(r.rank_fmr, r.rank_sa, r.rank_diff) for r in comp.leaderboard] == [(1, 3, 2), (2, 2, 0), (3, 1, -2)]
     assert a.seeds == [100, 101] and comp.settings.repetition_seeds == [100, 101]
-    assert a["fmr"].method == "mean of 2 repetitions, bootstrap(200, 4 source images)"
+    assert a["fmr"].method == "mean of 2 repetitions, bootstrap(200, 8 source images)"
+    # every sample validated: SA_v = SA, FMR_v = FMR, VR_cond 100; the oracle is wrong on 1 of 4 clean images
+    # and 1 of 4 validated images is unchanged (hand_runs.py)
+    for r in (a, b, c):
+        assert r["sa_validated"].value == r["sa"].value and r["fmr_validated"].value == pytest.approx(r["fmr"].value)
+        assert (r["vr_conditional"].value, r["oracle_clean_accuracy"].value) == (100.0, 75.0)
+        assert (r["oracle_recon_accuracy"].value, r["unchanged_share"].value) == (100.0, 25.0)
+        assert (r.rejected_per_sample, r.steps_per_sample, r.time_s) == (0.0, 3.0, None)
 
 
 def test_hand_made_runs_give_the_hand_computed_stability(hand):
@@ -64,6 +71,12 @@ def test_hand_made_runs_give_the_hand_computed_stability(hand):
     # rep0 FMR (A 50, B 50, C 100) vs rep1 (A 75, B 100, C 33.3): 0 concordant, 2 discordant, one tie in
     # rep0 -> tau-b = -2 / sqrt(2 * 3)
     assert [(t.reps, t.n_models) for t in s.tau_reps] == [([0, 1], 3)]
+    boot = s.tau_bootstrap  # a distribution, not one tau: the three models are close, so resamples reorder them
+    assert boot.n_models == 3 and boot.n_sources == 8 and boot.n_boot == 200 and boot.n_defined > 150
+    assert -1 <= boot.low <= boot.median <= boot.high <= 1 and boot.low < boot.high
+    assert 0 < boot.share_identical < 1 and boot.mean < 1
+    assert s.sources_resampled is False  # both repetitions used s0..s7
+    assert any("every repetition evaluated the same source images" in w for w in hand[0].warnings)
     assert s.tau_reps[0].tau == pytest.approx(-2 / 6**0.5) and s.tau_reps_mean == s.tau_reps_min
     assert s.tau_fmr_sa == pytest.approx(-1.0)  # FMR order B, C, A is exactly the reverse of SA order
     # A-C and B-C change order between the repetitions; A-B does not (tied in rep0)
@@ -77,7 +90,7 @@ def test_hand_made_runs_give_the_hand_computed_stability(hand):
 def test_hand_made_runs_give_the_hand_computed_differences_and_er(hand):
     comp, _ = hand
     d = {(x.a, x.b, x.metric): x for x in comp.differences}
-    assert len(comp.differences) == 3 * 5 and all(x.paired and x.n_sources == 4 for x in comp.differences)
+    assert len(comp.differences) == 3 * 7 and all(x.paired and x.n_sources == 8 for x in comp.differences)
     assert d[("B", "A", "sa")].value == -50.0 and d[("B", "A", "pa")].value == -25.0
     assert d[("B", "A", "fmr")].value == pytest.approx(12.5) and d[("C", "A", "vr")].value == 0.0
     # ER: an independent least-squares line through (logit SA, logit PA), SA 100 clipped to 0.999
@@ -89,13 +102,50 @@ def test_hand_made_runs_give_the_hand_computed_differences_and_er(hand):
     pred = 100 * expit(w * x + b)
     assert [r.er_predicted_pa for r in comp.leaderboard] == pytest.approx(pred)
     assert (comp.row("A").er is None) == (not er.trusted)
+    assert er.baselines == [True, True, True] and comp.settings.baselines == ["A", "B", "C"]
+
+
+def test_effective_robustness_is_left_out_without_named_baselines(hand):
+    runs = hand[1].parent / "runs"
+    none = aggregate([runs], n_boot=50)
+    er = none.effective_robustness
+    assert er.w is None and er.n_baselines == 0 and all(r.er is None and not r.baseline for r in none.leaderboard)
+    assert "never on the interventions it judges" in er.reason and "baselines=[...]" in er.reason
+    assert any("effective robustness: left out" in n for n in none.notes())
+
+
+def test_effective_robustness_gets_a_bootstrap_interval(hand):
+    # the hand-made fit (three baselines) is trusted with the gate lowered; each resample refits the line
+    runs = hand[1].parent / "runs"
+    comp = aggregate([runs], n_boot=300, baselines=["A", "B", "C"], er_min_r2=0.0)
+    er = comp.effective_robustness
+    assert er.trusted and er.interval.startswith("bootstrap(300) over source images")
+    for r in comp.leaderboard:
+        assert r.er_low is not None and r.er_low <= r.er <= r.er_high
+    assert "ER reported with bootstrap(300)" in " ".join(comp.notes())
+
+
+def test_hand_made_label_free_diagnostic(hand):
+    # SoftmaxCorr from hard decisions = cos(predicted-class histogram, accepted-class histogram); the accepted
+    # classes are balanced (0.5, 0.5). Predicted histograms per repetition: A (.5,.5) | (.75,.25), B (.75,.25) |
+    # (.5,.5), C (.75,.25) | (.75,.25); cos((.75,.25), (.5,.5)) = 2/sqrt(5)
+    comp = hand[0]
+    c = 2 / 5**0.5
+    assert comp.row("A").softmax_corr == pytest.approx((1 + c) / 2) and comp.row("B").softmax_corr == pytest.approx(
+        (1 + c) / 2)
+    assert comp.row("C").softmax_corr == pytest.approx(c)
+    # ranks of SoftmaxCorr (A, B tied above C) against PA (A 62.5 > C 50 > B 37.5): Spearman rho 0
+    assert comp.label_free.n_models == 3 and comp.label_free.spearman_pa == pytest.approx(0.0, abs=1e-12)
 
 
 def test_hand_made_per_class_table(hand):
     per = {r["name"]: r for r in hand[0].per_class["A"]}
-    # A, both repetitions pooled: cat (s0, s2) perturbed right 3 of 4, dog (s1, s3) 2 of 4
-    assert (per["cat"]["sa"], per["cat"]["pa"], per["cat"]["fmr"], per["cat"]["n"]) == (100.0, 75.0, 75.0, 4)
+    # A, both repetitions pooled: cat (s0, s2 and copies) perturbed right 6 of 8, dog (s1, s3, ...) 4 of 8
+    assert (per["cat"]["sa"], per["cat"]["pa"], per["cat"]["fmr"], per["cat"]["n"]) == (100.0, 75.0, 75.0, 8)
     assert (per["dog"]["pa"], per["dog"]["fmr"]) == (50.0, 50.0)
+    # Wilson intervals per class (scipy), and the oracle's per-class accuracy: wrong on every dog of outcome 3
+    assert (per["cat"]["pa_low"], per["cat"]["pa_high"]) == pytest.approx((100 * 0.40927, 100 * 0.92853), abs=1e-3)
+    assert per["cat"]["oracle_clean_accuracy"] == 100.0 and per["dog"]["oracle_clean_accuracy"] == 50.0
 
 
 def test_hand_made_leaderboard_files(hand):
@@ -109,7 +159,8 @@ def test_hand_made_leaderboard_files(hand):
     assert float(b["sa_low"]) <= 50.0 <= float(b["sa_high"])
     assert (b["er"] == "") == (not comp.effective_robustness.trusted)
     md = (out / "leaderboard.md").read_text()
-    assert "| rank | model | FMR |" in md and "| 1 | B (baseline) | 75.00 [" in md and "Kendall tau" in md
+    assert "| rank | model | FMR | FMR_v | SA | SA_v |" in md and "| 1 | B (baseline) | 75.00 [" in md
+    assert "Kendall tau" in md and "## Run cost" in md and "| B | 0.000 | 3.00 |" in md
     model = json.loads((out / "models" / "A.json").read_text())
     assert model["sa"]["value"] == 100.0 and model["rank_fmr"] == 3 and model["sa"]["per_rep"] == [100.0, 100.0]
     assert {c["name"] for c in model["per_class"]} == {"cat", "dog"}
@@ -167,7 +218,7 @@ def test_directory_layout_and_recorded_seeds(made):
             res = results(out, m, r)
             assert res["seed"] == [11, 12][r]  # the same seed for every model within a repetition
             assert res["config"]["comparison"] == {"model": m, "repetition": r, "seed": [11, 12][r],
-                                                   "repetitions": 2, "models": list(MODELS)}
+                                                   "repetitions": 2, "models": list(MODELS), "data_seed": None}
         assert (out / "models" / f"{m}.json").is_file()
     for f in ("leaderboard.csv", "leaderboard.md", "comparison.json"):
         assert (out / f).is_file()

@@ -99,16 +99,28 @@ def test_single_run_leaderboard_shows_the_runs_own_scores(comparison_dir, tmp_pa
 
 
 def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
-    comp = aggregate([write_hand_runs(tmp_path)], out_dir=tmp_path / "cmp", n_boot=50)
+    comp = aggregate([write_hand_runs(tmp_path)], out_dir=tmp_path / "cmp", n_boot=50, baselines=["A", "B", "C"])
     text, n = render_report(comp)
     board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
     rows = re.findall(r'<td class="l">(\d)</td>\s*<td class="l">(\w) \(baseline\)</td>\s*<td>([\d.]+)<span', board)
     assert rows == [("1", "B", "75.00"), ("2", "C", "66.67"), ("3", "A", "62.50")]  # rank, model, FMR
     assert "<td>+2</td>" in board and "<td>-2</td>" in board  # rank_diff of B and A
-    stab = text[text.index('<section id="stability">') : text.index('<section id="differences">')]
+    assert "<th>FMR_v</th>" in board and "<th>oracle clean</th>" in board and "<th>unchanged</th>" in board
+    assert '<td class="l">B</td><td class="">0.000</td><td class="">3.00</td>' in board  # run cost
+    stab = text[text.index('<section id="stability">') : text.index('<section id="label-free">')]
     assert '<td class="l">0 vs 1</td><td class="">-0.816</td>' in stab  # tau-b of the two repetitions
     assert '<td class="l">C</td><td class="">100.00</td><td class="">33.33</td>' in stab  # FMR per repetition
-    assert n == expected_figures(text) == text.count("<img ") == 5  # no images were saved
+    t = comp.stability.tau_bootstrap
+    cells = f'<td class="">{t.mean:.3f}</td><td class="">{t.median:.3f}</td><td class="">[{t.low:.3f}, {t.high:.3f}]'
+    assert cells in stab and t.n_sources == 8
+    label_free = text[text.index('<section id="label-free">') : text.index('<section id="differences">')]
+    assert '<td class="l">C</td><td class="">0.894</td>' in label_free  # 2 / sqrt(5), see test_compare
+    assert "Spearman rho (SoftmaxCorr, PA) over 3 models:\n0.000" in label_free
+    per_class = text[text.index('<section id="per-class">') : text.index('<section id="effective-robustness">')]
+    # model B, class dog pooled over both repetitions: SA 4/8 with its Wilson interval
+    assert re.search(r'<td class="l">B</td><td class="l">dog</td><td class="">8</td><td class="">50.00<span class="ci">'
+                     r"\[21\.52, 78\.48\]</span>", per_class)
+    assert n == expected_figures(text) == text.count("<img ") == 5  # with the ER scatter; no images were saved
 
 
 def test_text_from_the_runs_is_escaped(tmp_path):

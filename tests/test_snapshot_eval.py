@@ -31,23 +31,38 @@ pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 # --------------------------------------------------------------------------------------------- score
 
 
-def test_score_known_answers(snap_if, snap_wds, run_data):
+def test_score_known_answers(snap_if, snap_wds, run_data, run_dir):
     labels = run_data["labels"]
     n_still = sum(r["final_pred"] == r["label"] for r in run_data["records"])
+    run_sa = json.loads((run_dir / "results.json").read_text())["scores"]["sa"]
+    assert (run_sa["k"], run_sa["n"]) == (30, 30)  # the run's whole sample: 30 sources, 27 of them validated
     for path in (snap_if, snap_wds):
         r = score_snapshot(path, ChannelClassifier(), batch_size=7, device="cpu")
         assert r.predictions == [rec["final_pred"] for rec in run_data["records"]]  # PNG kept the decisions
         assert r.original_predictions == [rec["clean_pred"] for rec in run_data["records"]]
         assert (r.pa.k, r.pa.n, r.sa.k, r.sa.n) == (n_still, 27, 27, 27)
         assert r.pa.value == pytest.approx(100 * n_still / 27) and r.sa.value == 100.0
-        assert r.fmr == pytest.approx(100 * n_still / 27)
+        assert r.sa_full.to_dict() == run_sa  # the tested model: the manifest's full-sample SA
+        assert r.fmr == pytest.approx(100 * r.pa.value / run_sa["value"]) and r.fmr_validated == pytest.approx(
+            100 * n_still / 27)
         assert r.tested_models == ["channel"] and r.classifier == "channel"
     const = score_snapshot(snap_if, ConstClassifier(0), device="cpu")
     k0 = int((labels == 0).sum())
-    assert const.pa.k == const.sa.k == k0 and const.fmr == 100.0
+    assert const.pa.k == const.sa.k == k0 and const.fmr_validated == 100.0
+    # another model's full-sample SA is not in the manifest: FMR is undefined unless it is given
+    assert const.fmr is None and const.sa_full is None
+    assert const.fmr_reason.startswith("the full-sample SA of const0 is unknown: the snapshot was made against channel")
+    given = score_snapshot(snap_if, ConstClassifier(0), device="cpu", sa_full=50.0)
+    assert given.fmr == pytest.approx(100 * const.pa.value / 50.0) and given.fmr_validated == 100.0
     assert const.pa.low == pytest.approx(proportion(k0, 27).low)
     assert [c["pa"] for c in const.per_class] == [100.0, 0.0, 0.0]
     assert [c["n"] for c in const.per_class] == [int((labels == k).sum()) for k in range(3)]
+
+
+def test_the_manifest_stores_the_runs_full_sample_sa(snap_if, run_dir):
+    m = load_snapshot(snap_if, lazy=True).manifest
+    assert m.full_sample_sa == json.loads((run_dir / "results.json").read_text())["scores"]["sa"]
+    assert m.samples == 27 and m.counts["run_samples"] == 30
 
 
 def test_score_summary_and_json(snap_if):
@@ -56,6 +71,8 @@ def test_score_summary_and_json(snap_if):
     assert d["pa"]["k"] == r.pa.k and d["sa"]["value"] == 100.0 and d["n"] == 27
     text = r.summary()
     assert f"({r.pa.k}/27)" in text and "SA (originals)  100.00" in text and "snapshot made against: channel" in text
+    assert "SA (full sample of the run)  100.00 [" in text and "(100 PA / SA_full)" in text and "FMR_v  " in text
+    assert d["sa_full"]["n"] == 30 and d["fmr_validated"] == r.fmr_validated
 
 
 def test_score_refuses_a_classifier_with_other_classes(snap_if):
@@ -88,13 +105,18 @@ def test_transfer_matrix_shape_diagonal_and_csv(snap_if, snap_wds, tmp_path):
     assert [r.self_generated for r in rows] == [True, False, False, False]
     direct = score_snapshot(snap_if, ChannelClassifier())
     assert rows[0].pa == rows[2].pa == direct.pa.value and rows[0].fmr == direct.fmr
+    assert rows[2].sa_full == rows[0].sa_full == direct.sa_full.value  # the target's own snapshot gives SA_full
     assert (rows[0].pa_low, rows[0].pa_high) == (direct.pa.low, direct.pa.high)
     assert rows[1].sa == rows[1].pa == pytest.approx(100 * 9 / 27)  # const0 is right on the 9 cats, perturbed or not
+    assert rows[1].fmr is None and rows[1].sa_full is None and rows[1].fmr_validated == 100.0  # no SA_full for const0
     with out.open() as fh:
         table = list(csv.DictReader(fh))
     assert list(table[0]) == list(TRANSFER_COLUMNS)
     assert len(table) == 4 and table[0]["source"] == "channel" and float(table[0]["pa"]) == rows[0].pa
-    assert table[0]["self_generated"] == "True" and table[0]["skipped"] == "False"
+    assert table[0]["self_generated"] == "True" and table[0]["skipped"] == "False" and table[1]["fmr"] == ""
+    given = transfer_matrix({"channel": snap_if}, {"const0": ConstClassifier(0)}, device="cpu",
+                            clean_accuracy={"const0": 40.0})
+    assert given[0].sa_full == 40.0 and given[0].fmr == pytest.approx(100 * (100 * 9 / 27) / 40.0)
 
 
 # --------------------------------------------------------------------------------------------- filter

@@ -13,27 +13,47 @@ from genEval.stats import (
     Outcomes,
     bootstrap_scores,
     compute_scores,
+    er_intervals,
     fit_effective_robustness,
     fmr_value,
+    hard_softmax_corr,
     kendall_tau,
     metric_differences,
+    model_draws,
     per_class_table,
     proportion,
     rank,
+    rank_stability,
     score_values,
+    softmax_corr,
+    spearman,
 )
 
-RESULTS_SCORE_KEYS = ["sa", "ra", "vr", "pa", "fmr", "fmr_chance_corrected", "oracle_start_accuracy"]
+RESULTS_SCORE_KEYS = ["sa", "ra", "vr", "pa", "fmr", "fmr_chance_corrected", "oracle_start_accuracy", "sa_validated",
+                      "fmr_validated", "vr_conditional", "oracle_clean_accuracy", "oracle_recon_accuracy",
+                      "unchanged_share"]
 RESULTS_COUNT_KEYS = ["n", "n_clean_correct", "n_validatable", "n_validated", "n_perturbed_correct", "n_rejected",
-                      "num_classes"]
+                      "num_classes", "n_clean_validated", "n_oracle_clean_correct", "n_oracle_recon_correct",
+                      "n_unchanged"]
 
 
-def outcomes(ids, clean, validated, final, *, recon=None, start_ok=None, labels=None, rejected=None) -> Outcomes:
+def outcomes(ids, clean, validated, final, *, recon=None, start_ok=None, labels=None, rejected=None,
+             oracle_clean=None, oracle_recon=None, unchanged=None) -> Outcomes:
     n = len(ids)
+    ones, zeros = np.ones(n, bool), np.zeros(n, bool)
     return Outcomes(ids=ids, labels=np.zeros(n, int) if labels is None else labels, clean=clean,
-                    recon=clean if recon is None else recon,
-                    start_ok=np.ones(n, bool) if start_ok is None else start_ok, validated=validated, final=final,
-                    rejected=np.zeros(n, bool) if rejected is None else rejected)
+                    recon=clean if recon is None else recon, start_ok=ones if start_ok is None else start_ok,
+                    validated=validated, final=final, rejected=zeros if rejected is None else rejected,
+                    oracle_clean=ones if oracle_clean is None else oracle_clean,
+                    oracle_recon=ones if oracle_recon is None else oracle_recon,
+                    unchanged=zeros if unchanged is None else unchanged)
+
+
+def column_sums(**given) -> np.ndarray:
+    """Column sums in the order of COLUMNS; columns not given are 0."""
+    unknown = set(given) - set(COLUMNS)
+    assert not unknown, unknown
+    return np.array([given.get(c, 0) for c in COLUMNS], float)
 
 
 # ------------------------------------------------------------------------------------------ score definitions
@@ -47,12 +67,18 @@ def test_fmr_value_is_undefined_without_sa_or_pa():
 
 
 def test_every_score_from_hand_summed_columns():
-    sums = dict(n=10, clean=8, recon=7, start_ok=9, validated=5, perturbed_correct=2, rejected=3)
-    v = score_values(np.array([sums[c] for c in COLUMNS], float), num_classes=2)
+    sums = column_sums(n=10, clean=8, recon=7, start_ok=9, validated=5, perturbed_correct=2, rejected=3,
+                       clean_validated=4, oracle_clean=6, oracle_recon=5, unchanged=1)
+    v = score_values(sums, num_classes=2)
     assert v["sa"] == pytest.approx(80.0) and v["ra"] == pytest.approx(70.0) and v["vr"] == pytest.approx(50.0)
     assert v["pa"] == pytest.approx(40.0) and v["fmr"] == pytest.approx(50.0)
     assert v["oracle_start_accuracy"] == pytest.approx(90.0)
     assert v["fmr_chance_corrected"] == pytest.approx(100 * (40 - 50) / (80 - 50))
+    # the same population as PA: SA_v = 4/5, FMR_v = 100 * 40 / 80; VR_cond = 5/9
+    assert v["sa_validated"] == pytest.approx(80.0) and v["fmr_validated"] == pytest.approx(50.0)
+    assert v["vr_conditional"] == pytest.approx(500 / 9)
+    assert v["oracle_clean_accuracy"] == pytest.approx(60.0) and v["oracle_recon_accuracy"] == pytest.approx(50.0)
+    assert v["unchanged_share"] == pytest.approx(20.0)  # 1 of the 5 validated samples
     assert set(v) == {s.key for s in SCORES}
     with pytest.raises(ValueError, match=r"unknown score 'acc'; choose one of sa, ra"):
         score_values(np.ones(len(COLUMNS)), 2, ["acc"])
@@ -61,18 +87,22 @@ def test_every_score_from_hand_summed_columns():
 def test_chance_corrected_fmr_known_values():
     def cc(sa, pa, c):
         n = 1000  # SA and PA over the same 1000 samples, all validated
-        sums = np.array([n, sa * n / 100, 0, n, n, pa * n / 100, 0], float)
+        sums = column_sums(n=n, clean=sa * n / 100, start_ok=n, validated=n, perturbed_correct=pa * n / 100)
         return score_values(sums, c, ["fmr_chance_corrected"])["fmr_chance_corrected"]
 
     assert cc(90.0, 90.0, 10) == pytest.approx(100.0)  # no drop
     assert cc(90.0, 10.0, 10) == pytest.approx(0.0)  # at chance after perturbation
     assert np.isnan(cc(10.0, 50.0, 10))  # SA at chance: undefined
+    assert np.isnan(cc(5.0, 5.0, 10)) and np.isnan(cc(0.0, 0.0, 1000))  # below chance: undefined too (issue 14)
 
 
 def test_undefined_scores_are_nan_not_zero():
-    v = score_values(np.array([4.0, 2, 2, 4, 0, 0, 0]), 10)  # nothing validated
+    v = score_values(column_sums(n=4, clean=2, recon=2, start_ok=4), 10)  # nothing validated
     assert np.isnan(v["pa"]) and np.isnan(v["fmr"]) and v["vr"] == 0.0
-    assert np.isnan(score_values(np.array([4.0, 0, 0, 4, 4, 1, 0]), 10)["fmr"])  # SA 0
+    assert np.isnan(v["sa_validated"]) and np.isnan(v["fmr_validated"]) and np.isnan(v["unchanged_share"])
+    assert v["vr_conditional"] == 0.0
+    assert np.isnan(score_values(column_sums(n=4, start_ok=4, validated=4, perturbed_correct=1), 10)["fmr"])  # SA 0
+    assert np.isnan(score_values(column_sums(n=4), 10)["vr_conditional"])  # nothing passed the start check
 
 
 # ------------------------------------------------------------------------------------------ intervals
@@ -121,8 +151,31 @@ def test_compute_scores_of_a_hand_made_run():
     assert s.oracle_start_accuracy.value == 80.0 and (s.pa.k, s.pa.n) == (1, 2)
     assert s.fmr.value == pytest.approx(62.5) and s.fmr_chance_corrected.value == pytest.approx(100 * 25 / 55)
     assert s.sa.method == "wilson" and s.fmr.method == "bootstrap(200, source images)"
-    assert s.sa.low < 80.0 < s.sa.high and s.fmr.low <= 62.5 <= s.fmr.high
+    assert s.sa.low < 80.0 < s.sa.high
+    # two validated sources: too few for a bootstrap interval (issue 14), the value stays
+    assert s.fmr.low is s.fmr.high is None and "only 2 source images with a validated sample (< 5)" in s.fmr.reason
     assert compute_scores(o, 4, interval="clopper-pearson").pa.method == "clopper-pearson"
+
+
+def test_new_scores_of_a_hand_made_run_compare_the_same_population():
+    # 8 samples, 6 validated (s0..s5). The model is right on the clean image of s0 s1 s2 s6 s7 (SA 62.5) but of
+    # the validated ones only s0 s1 s2 (SA_v 50); perturbed right on s0 s1 (PA 33.3). 7 passed the start check
+    # (VR_cond 6/7). The oracle's own verdict is right on 6 clean images and 7 reconstructions; 2 of the 6
+    # validated final images moved less than 1/255 (s4 s5; s7's is unchanged but s7 is not validated).
+    o = outcomes([f"s{i}" for i in range(8)], clean=[1, 1, 1, 0, 0, 0, 1, 1], validated=[1] * 6 + [0, 0],
+                 final=[1, 1, 0, 0, 0, 0, 1, 1], start_ok=[1] * 7 + [0], oracle_clean=[1, 1, 1, 1, 1, 1, 0, 0],
+                 oracle_recon=[1] * 7 + [0], unchanged=[0, 0, 0, 0, 1, 1, 0, 1])
+    s = compute_scores(o, num_classes=10, n_boot=300)
+    assert s.sa.value == 62.5 and s.pa.value == pytest.approx(100 / 3) and s.fmr.value == pytest.approx(160 / 3)
+    assert (s.sa_validated.value, s.sa_validated.k, s.sa_validated.n) == (50.0, 3, 6)
+    assert s.fmr_validated.value == pytest.approx(200 / 3)  # 100 * 33.3 / 50: above the paper's FMR
+    assert (s.vr_conditional.value, s.vr_conditional.k, s.vr_conditional.n) == (pytest.approx(600 / 7), 6, 7)
+    assert (s.oracle_clean_accuracy.value, s.oracle_clean_accuracy.k, s.oracle_clean_accuracy.n) == (75.0, 6, 8)
+    assert (s.oracle_recon_accuracy.value, s.oracle_recon_accuracy.k) == (87.5, 7)
+    assert (s.unchanged_share.value, s.unchanged_share.k, s.unchanged_share.n) == (pytest.approx(100 / 3), 2, 6)
+    assert s.sa_validated.low == pytest.approx(100 * proportion(3, 6).low / 100)  # Wilson, like SA
+    assert s.fmr_validated.low is not None and s.fmr_validated.method == "bootstrap(300, source images)"
+    assert (s.n_clean_validated, s.n_oracle_clean_correct, s.n_oracle_recon_correct, s.n_unchanged) == (3, 6, 7, 2)
 
 
 def test_scores_undefined_without_validated_samples_say_why():
@@ -131,11 +184,65 @@ def test_scores_undefined_without_validated_samples_say_why():
     s = compute_scores(outcomes([str(i) for i in range(n)], np.ones(n, bool), z, z), 10)
     assert s.sa.value == 100.0 and s.vr.value == 0.0
     assert s.pa.value is None and "no validated sample" in s.pa.reason and s.pa.n == 0
-    assert s.fmr.value is None and s.fmr.reason == "no validated sample, so PA is undefined"
+    assert s.fmr.value is None and s.fmr.reason == "PA is undefined: " + s.pa.reason
+    assert s.sa_validated.value is None and s.fmr_validated.reason == s.fmr.reason
     empty = compute_scores(outcomes([], [], [], []), 10)
     assert empty.sa.value is None and empty.sa.reason == "no samples for SA" and empty.fmr.reason == "no samples"
-    sa0 = compute_scores(outcomes(["a", "b"], [0, 0], [1, 1], [1, 0]), 10)
-    assert sa0.fmr.value is None and sa0.fmr.reason == "SA is 0" and sa0.pa.value == 50.0
+    sa0 = compute_scores(outcomes([f"s{i}" for i in range(6)], [0] * 6, [1] * 6, [1, 0, 0, 0, 0, 0]), 10)
+    assert sa0.fmr.value is None and sa0.fmr.reason == "SA is 0" and sa0.pa.value == pytest.approx(100 / 6)
+    assert sa0.fmr_validated.reason.startswith("SA_v is 0")
+
+
+def test_undefined_pa_names_the_real_reason():
+    """Issue 14: "no sample passed the start check", "budget 0" and "every first step rejected" are different
+    faults with different fixes; the records (start_ok, rejected_at) and the budget tell them apart."""
+    ids, n = [f"s{i}" for i in range(4)], 4
+    z, one = np.zeros(n, bool), np.ones(n, bool)
+    start_failed = compute_scores(outcomes(ids, one, z, z, start_ok=z), 10, budget=50)
+    assert "no sample passed the start check" in start_failed.pa.reason
+    assert "no sample passed the start check" in start_failed.fmr.reason
+    assert start_failed.vr_conditional.reason == "no sample passed the start check, so VR_cond is undefined"
+    budget0 = compute_scores(outcomes(ids, one, z, z), 10, budget=0)
+    assert "search.budget is 0, so no step was taken" in budget0.pa.reason
+    assert "budget 0" in compute_scores(outcomes(ids, one, z, z), 10).pa.reason  # budget unknown: inferred
+    rejected = compute_scores(outcomes(ids, one, z, z, rejected=one), 10, budget=50)
+    assert "the oracle rejected the first step of every one of the 4 samples" in rejected.pa.reason
+    assert "search.step_size" in rejected.pa.reason and "budget" not in rejected.pa.reason
+
+
+def test_chance_corrected_fmr_is_undefined_at_and_below_chance_with_the_reason():
+    """Issue 14: SA 0 and PA 0 over 1000 classes read "100.00 [100.00, 100.00]" (perfectly robust)."""
+    ids = [f"s{i}" for i in range(20)]
+    z, one = np.zeros(20, bool), np.ones(20, bool)
+    s = compute_scores(outcomes(ids, z, one, z), num_classes=1000, n_boot=100)
+    assert (s.sa.value, s.pa.value) == (0.0, 0.0)
+    cc = s.fmr_chance_corrected
+    assert cc.value is None and cc.low is None and cc.high is None
+    assert cc.reason == ("SA (0.00) is at or below chance (100/C = 0.10): the chance-corrected ratio is undefined "
+                         "there")
+    below = compute_scores(outcomes(ids, np.arange(20) < 1, one, z), num_classes=10, n_boot=100)  # SA 5 < 10
+    cc = below.fmr_chance_corrected
+    assert cc.value is None and "SA (5.00) is at or below chance (100/C = 10.00)" in cc.reason
+    above = compute_scores(outcomes(ids, np.arange(20) < 10, one, np.arange(20) < 5), num_classes=10, n_boot=100)
+    assert above.fmr_chance_corrected.value == pytest.approx(100 * (25 - 10) / (50 - 10))
+
+
+def test_a_bootstrap_over_fewer_than_five_sources_gives_no_interval():
+    """Issue 14: one validated sample gave "FMR 0.00 [0.00, 0.00]"; below 5 sources no interval is printed."""
+    ids = [f"s{i}" for i in range(30)]
+    val = np.arange(30) == 0  # one validated sample, fooled
+    s = compute_scores(outcomes(ids, np.ones(30, bool), val, np.zeros(30, bool)), 10, n_boot=200)
+    assert s.fmr.value == 0.0 and s.fmr.low is None and s.fmr.high is None
+    assert s.fmr.reason == ("only 1 source images with a validated sample (< 5): a bootstrap over so few is "
+                            "degenerate, so no interval is given")
+    assert s.fmr.fmt() == "0.00 (no interval: " + s.fmr.reason + ")"  # what the run summary prints
+    assert s.pa.low == 0.0 and s.pa.high > 50  # a proportion keeps its Wilson interval, valid at n = 1
+    five = compute_scores(outcomes(ids, np.ones(30, bool), np.arange(30) < 5, np.arange(30) == 1), 10, n_boot=200)
+    assert five.fmr.low is not None and five.fmr.low < five.fmr.high and five.fmr.reason == ""
+    # the same rule for differences between models
+    a = outcomes(ids[:3], [1, 1, 1], [1, 1, 1], [1, 0, 0])
+    d = metric_differences([a], [a], 10, ("sa", "fmr"), n_boot=50)
+    assert d["fmr"].value == 0.0 and d["fmr"].low is None and "only 3 source images" in d["fmr"].reason
 
 
 def test_bootstrap_groups_repeats_of_one_source_image():
@@ -161,30 +268,50 @@ def test_bootstrap_groups_repeats_of_one_source_image():
 
 
 def test_per_class_table_known_answer():
-    # class 0: s0..s2 (clean 2/3, validated s0 s1, perturbed right on s0); class 1: s3 (clean, not validated)
+    # class 0: s0..s2 (clean 2/3, validated s0 s1, perturbed right on s0); class 1: s3 (clean, not validated);
+    # the oracle is wrong on the clean image of s2
     o = outcomes(["s0", "s1", "s2", "s3"], clean=[1, 1, 0, 1], validated=[1, 1, 0, 0], final=[1, 0, 0, 1],
-                 labels=[0, 0, 0, 1])
+                 labels=[0, 0, 0, 1], oracle_clean=[1, 1, 0, 1])
     rows = per_class_table(o, ["cat", "dog", "empty"])
     assert [r["name"] for r in rows] == ["cat", "dog"]  # a class without samples has no row
     cat, dog = rows
-    assert list(cat) == ["class", "name", "n", "sa", "ra", "vr", "pa", "fmr", "n_validated"]
+    assert list(cat) == ["class", "name", "n", "sa", "sa_low", "sa_high", "ra", "ra_low", "ra_high", "vr", "vr_low",
+                         "vr_high", "pa", "pa_low", "pa_high", "fmr", "sa_validated", "sa_validated_low",
+                         "sa_validated_high", "fmr_validated", "vr_conditional", "vr_conditional_low",
+                         "vr_conditional_high", "oracle_clean_accuracy", "oracle_clean_accuracy_low",
+                         "oracle_clean_accuracy_high", "oracle_recon_accuracy", "oracle_recon_accuracy_low",
+                         "oracle_recon_accuracy_high", "n_validated"]
     assert (cat["n"], cat["n_validated"]) == (3, 2)
     assert cat["sa"] == pytest.approx(200 / 3) and cat["pa"] == 50.0 and cat["fmr"] == pytest.approx(75.0)
+    assert cat["sa_validated"] == 100.0 and cat["fmr_validated"] == 50.0  # both validated cats were right clean
+    assert cat["oracle_clean_accuracy"] == pytest.approx(200 / 3) and dog["oracle_clean_accuracy"] == 100.0
+    # Wilson 95% intervals (hand: 2 of 3 -> [20.77, 93.85]; 1 of 2 -> [9.45, 90.55]); none for undefined ones
+    assert (cat["sa_low"], cat["sa_high"]) == pytest.approx((20.765, 93.851), abs=1e-3)
+    assert (cat["pa_low"], cat["pa_high"]) == pytest.approx((9.453, 90.547), abs=1e-3)
     assert (dog["sa"], dog["vr"], dog["pa"], dog["fmr"]) == (100.0, 0.0, None, None)
+    assert dog["pa_low"] is None and dog["vr_high"] == pytest.approx(79.345, abs=1e-3)  # 0 of 1
+    cp = per_class_table(o, ["cat", "dog"], interval="clopper-pearson")[0]
+    assert (cp["pa_low"], cp["pa_high"]) == pytest.approx((1.258, 98.742), abs=1e-3)
 
 
 def test_outcomes_from_records_and_length_check():
     recs = [dict(source_id=7, label=1, clean_pred=1, recon_pred=0, start_ok=True, validated=True, final_pred=2,
-                 rejected_at=3),
+                 rejected_at=3, oracle_clean_pred=1, oracle_start_pred=0, image_linf=0.9 / 255, reference=1),
             dict(source_id="x", label=0, clean_pred=1, recon_pred=0, start_ok=False, validated=False, final_pred=0,
-                 rejected_at=-1)]
+                 rejected_at=-1, oracle_clean_pred=2, oracle_start_pred=0, image_linf=1 / 255, reference=0)]
     o = Outcomes.from_records(recs)
     assert o.ids.tolist() == ["7", "x"] and o.labels.tolist() == [1, 0]
     assert o.clean.tolist() == [True, False] and o.recon.tolist() == [False, True]
     assert o.start_ok.tolist() == [True, False] and o.validated.tolist() == [True, False]
     assert o.final.tolist() == [False, True] and o.rejected.tolist() == [True, False]
+    assert o.oracle_clean.tolist() == [True, False] and o.oracle_recon.tolist() == [False, True]
+    assert o.unchanged.tolist() == [True, False]  # strictly less than 1/255
+    assert o.predictions.tolist() == [2, 0] and o.references.tolist() == [1, 0]
     with pytest.raises(ValueError, match=r"Outcomes.clean has 1 entries for 2 source ids"):
         outcomes(["a", "b"], [1], [1, 1], [1, 1])
+    old = [{k: v for k, v in recs[0].items() if k not in ("oracle_clean_pred", "image_linf")}]
+    with pytest.raises(ValueError, match=r"lack oracle_clean_pred, image_linf: .* older genEval; rerun"):
+        Outcomes.from_records(old)
 
 
 # ------------------------------------------------------------------------------------------ repetitions
@@ -238,7 +365,7 @@ def test_pairing_narrows_the_interval_of_correlated_models():
     assert (paired.high - paired.low) < 0.5 * (indep.high - indep.low)
     other = outcomes([f"t{i}" for i in range(200)], base, np.ones(200), base)
     assert not metric_differences([a], [other], 10, ("sa",), n_boot=50)["sa"].paired  # no shared sources
-    with pytest.raises(ValueError, match=r"share no source ids; use paired=False"):
+    with pytest.raises(ValueError, match=r"share no source ids \(in at least one repetition\); use paired=False"):
         metric_differences([a], [other], 10, ("sa",), n_boot=50, paired=True)
 
 
@@ -329,3 +456,91 @@ def test_effective_robustness_errors():
         fit_effective_robustness([50.0, 60.0], [40.0, 50.0], min_r2=1.5)
     with pytest.raises(ValueError, match=r"baseline_mask has 1 entries for 2 models"):
         fit_effective_robustness([50.0, 60.0], [40.0, 50.0], [True])
+
+
+# ------------------------------------------------------------------------------------------ rank stability
+def test_rank_stability_known_distribution():
+    point = np.array([3.0, 2.0, 1.0])
+    draws = np.array([[3, 2, 1], [1, 2, 3], [3, 1, 2], [3, 2, 1], [np.nan, 2, 1], [2, 2, 2]], float)
+    # taus: 1, -1, 1/3, 1, 1 (two models left), undefined (constant draw)
+    t = rank_stability(point, draws, n_sources=10, level=0.5)
+    assert t.n_defined == 5 and t.n_boot == 6 and t.n_models == 3 and t.n_sources == 10
+    assert t.mean == pytest.approx((1 - 1 + 1 / 3 + 1 + 1) / 5) and t.median == 1.0
+    assert t.share_identical == pytest.approx(3 / 5)
+    assert (t.low, t.high) == pytest.approx((np.quantile([1, -1, 1 / 3, 1, 1], 0.25), 1.0))
+    assert "mean 0.467, median 1.000, 50% of resamples in [0.333, 1.000], same order in 60.0%" in t.describe()
+    few = rank_stability(point, draws, n_sources=4)
+    assert few.mean is None and "only 4 source images (< 5)" in few.reason
+    assert rank_stability(point[:1], draws[:, :1], n_sources=10).reason == "needs at least 2 models"
+
+
+def test_model_draws_resample_every_model_with_the_same_sources():
+    ids = [f"s{i}" for i in range(40)]
+    good = outcomes(ids, np.ones(40), np.ones(40), np.ones(40))  # right everywhere: FMR 100 in every resample
+    half = outcomes(ids, np.ones(40), np.ones(40), np.arange(40) % 2 == 0)
+    point, draws, g = model_draws([[good], [half, half]], 10, ("sa", "fmr"), n_boot=200, seed=1)
+    assert g == 40 and draws.shape == (200, 2, 2) and point[:, 1].tolist() == [100.0, 50.0]
+    assert np.all(draws[:, 0, 1] == 100.0) and np.all(draws[:, 1, 1] < 100)  # dominance survives every resample
+    t = rank_stability(point[:, 1], draws[:, :, 1], n_sources=g)
+    assert (t.mean, t.low, t.high, t.share_identical) == (1.0, 1.0, 1.0, 1.0)
+    # paired: a source that one model gets right is resampled for both; shares of the same draw agree
+    tied = model_draws([[half], [half]], 10, ("fmr",), n_boot=50)[1]
+    assert np.array_equal(tied[:, 0, 0], tied[:, 1, 0])
+
+
+def test_paired_differences_when_every_repetition_draws_fresh_sources():
+    """Repetition r of both models shares its draw, but the draws differ between repetitions: still paired."""
+    rng = np.random.default_rng(0)
+    reps_a, reps_b = [], []
+    for r in range(2):
+        ids = [f"r{r}s{i}" for i in range(100)]
+        base = rng.random(100) < 0.6
+        reps_a.append(outcomes(ids, base, np.ones(100), base))
+        reps_b.append(outcomes(ids, base & (np.arange(100) % 10 != 0), np.ones(100), base))
+    d = metric_differences(reps_a, reps_b, 10, ("sa",), n_boot=300)["sa"]
+    assert d.paired and d.n_sources == 200 and d.method.startswith("paired bootstrap(300) over 200 shared")
+    indep = metric_differences(reps_a, reps_b, 10, ("sa",), n_boot=300, paired=False)["sa"]
+    assert d.value == pytest.approx(indep.value) and (d.high - d.low) < 0.6 * (indep.high - indep.low)
+
+
+# ------------------------------------------------------------------------------------------ ER intervals
+def test_er_intervals_refit_the_line_per_draw():
+    # three resamples, each with its own baseline line; in each, the baselines lie on it and model 4 is 5 above
+    sa = np.array([[60.0, 70.0, 80.0, 75.0], [62.0, 71.0, 85.0, 70.0], [58.0, 69.0, 82.0, 78.0]])
+    lines = [(1.5, -1.0), (1.0, 0.0), (2.0, -0.5)]
+    pa = np.array([[*_line(row[:3], *wb), _line([row[3]], *wb)[0] + 5.0] for row, wb in zip(sa, lines)])
+    fit = fit_effective_robustness(sa[0].tolist(), pa[0].tolist(), [True, True, True, False])
+    out = er_intervals(fit, sa, pa, level=0.95)
+    assert out.er_low[:3] == pytest.approx([0.0] * 3, abs=1e-9) and out.er_high[:3] == pytest.approx([0.0] * 3,
+                                                                                                     abs=1e-9)
+    assert (out.er_low[3], out.er_high[3]) == pytest.approx((5.0, 5.0))
+    assert out.interval == "bootstrap(3) over source images, line refitted per resample"
+    untrusted = fit_effective_robustness(sa[0, :2].tolist(), pa[0, :2].tolist())  # 2 baselines: not trusted
+    assert er_intervals(untrusted, sa[:, :2], pa[:, :2]).er_low == [None, None]
+
+
+# ------------------------------------------------------------------------------------------ label-free
+def test_softmax_corr_known_answers():
+    k = 4
+    prior = np.full(k, 0.25)
+    assert softmax_corr(np.full((10, k), 1 / k), prior) == pytest.approx(1 / np.sqrt(k))  # uncertain: 1/sqrt(K)
+    onehot = np.eye(k)[[0, 1, 2, 3, 0, 1, 2, 3]]
+    assert softmax_corr(onehot, prior) == pytest.approx(1.0)  # certain and matching the prior: the maximum
+    assert softmax_corr(np.eye(k)[[0] * 8], np.array([0, 0.5, 0.5, 0])) == 0.0  # all on a class of prior 0
+    # by hand: P rows (1, 0) and (0.5, 0.5): C = [[0.625, 0.125], [0.125, 0.125]], q = (0.5, 0.5)
+    # sum C_kk q_k = 0.375; ||C||_F = sqrt(0.390625 + 2 * 0.015625 + 0.015625) = 0.661438; ||q|| = 0.707107
+    assert softmax_corr(np.array([[1.0, 0.0], [0.5, 0.5]]), np.array([0.5, 0.5])) == pytest.approx(
+        0.375 / (0.661438 * 0.707107), rel=1e-5)
+    assert softmax_corr(np.zeros((0, 2)), np.array([0.5, 0.5])) is None
+    with pytest.raises(ValueError, match=r"probs \(N, K\) and prior \(K,\), got \(2, 3\) and \(2,\)"):
+        softmax_corr(np.ones((2, 3)), np.ones(2))
+    # hard decisions: the cosine between the predicted and the reference class histograms
+    assert hard_softmax_corr([0, 0, 0, 1], [0, 1, 0, 1], 2) == pytest.approx(0.5 / (np.sqrt(0.625) * np.sqrt(0.5)))
+    assert hard_softmax_corr([], [], 3) is None
+
+
+def test_spearman_known_values():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, None], [1, 3, 2, 5]) == pytest.approx(0.5)  # None left out: 1 - 6*2/(3*8)
+    assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None

@@ -1,0 +1,40 @@
+"""A toy data set that draws a seeded subset of a fixed pool, for comparisons with fresh sources per repetition.
+
+:class:`ToyPool` has the data hook :mod:`genEval.repetitions` looks for (``with_seed(seed)``) and a ``seed``
+constructor argument, so it also stands in for a data config with a ``seed`` key (genEval.commands.compare).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class ToyPool:
+    """``limit`` of ``pool`` fixed 3x2x2 images (3 classes, labels ``i % 3``), drawn with ``seed``."""
+
+    def __init__(self, pool: int = 60, limit: int = 20, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(1234)  # the pool itself never changes
+        self.pool_x = torch.rand(pool, 3, 2, 2, generator=g)
+        self.pool, self.limit, self.seed = pool, limit, int(seed)
+        self.indices = sorted(np.random.default_rng(self.seed).choice(pool, size=limit, replace=False).tolist())
+        self.labels = [i % 3 for i in self.indices]
+        self.class_names, self.name = ["c0", "c1", "c2"], "toypool"
+
+    def with_seed(self, seed: int) -> ToyPool:
+        return ToyPool(self.pool, self.limit, seed)
+
+    def __len__(self) -> int:
+        return self.limit
+
+    def __getitem__(self, i: int):
+        return self.pool_x[self.indices[i]], self.labels[i], self.source_id(i)
+
+    def source_id(self, i: int) -> str:
+        return f"pool/{self.indices[i]:03d}"
+
+
+class PlainPool(ToyPool):
+    """The same data without the hook: a comparison cannot re-draw it."""
+
+    with_seed = None  # type: ignore[assignment]
