@@ -15,6 +15,12 @@ Factories (the Hydra ``_target_`` of ``conf/classifier/*.yaml``):
 * :func:`module_classifier` - any ``nn.Module`` built by Hydra, plus an optional state dict.
 * :func:`digits_classifier` - small models trained on scikit-learn's digits on first use and cached:
   the offline default that needs no downloaded weights.
+* :func:`superclass_classifier` - a 1k ImageNet classifier read as a super-class classifier (the paper's
+  9-class ImageNet): the 1k logits of each super-class are pooled (log-sum-exp by default).
+
+A classifier trained on known classes carries them in ``class_names`` (CIFAR ResNets: the CIFAR-10 names,
+digits models: ``"0"..."9"``, a super-class classifier: the super-class names); an oracle built from it
+refuses data with other classes (:mod:`oracles.classifier`).
 
 Resizing goes straight to the model's input size (no centre crop): genEval's images are already framed,
 and a crop would hide part of the perturbation from the tested model.
@@ -45,7 +51,8 @@ from genEval.checkpoints import (
     require_file,
 )
 from genEval.cifar_resnet import CifarResNet
-from genEval.data import DigitsData
+from genEval.data import CIFAR10_CLASSES, DIGIT_CLASSES, DigitsData
+from genEval.imagenet import superclass_members, superclass_table
 from genEval.interfaces import resize_images
 
 log = logging.getLogger(__name__)
@@ -83,10 +90,12 @@ class ImageClassifier(nn.Module):
             1-channel model.
         input_size: side (int) or ``(H, W)`` the model expects; ``None`` passes images at any size.
         name: id recorded in results and logs.
+        class_names: the classes the model was trained on, in logit order, when known (else ``None``).
     """
 
     def __init__(self, model: nn.Module, num_classes: int, mean: Sequence[float], std: Sequence[float],
-                 input_size: int | Sequence[int] | None = None, name: str = "classifier") -> None:
+                 input_size: int | Sequence[int] | None = None, name: str = "classifier",
+                 class_names: Sequence[str] | None = None) -> None:
         super().__init__()
         mean_t = torch.tensor([float(m) for m in mean], dtype=torch.float32)
         std_t = torch.tensor([float(s) for s in std], dtype=torch.float32)
@@ -97,8 +106,11 @@ class ImageClassifier(nn.Module):
             raise ValueError(f"std must be positive, got {list(std)}.")
         if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
             raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}.")
+        if class_names is not None and len(class_names) != int(num_classes):
+            raise ValueError(f"{name}: class_names has {len(class_names)} entries but num_classes is {num_classes}.")
         self.model = model
         self.num_classes = int(num_classes)
+        self.class_names = None if class_names is None else [str(c) for c in class_names]
         self.input_size = _as_size(input_size)
         self.name = str(name)
         self.in_channels = mean_t.numel()
@@ -184,8 +196,9 @@ def cifar_resnet(depth: int = 20, checkpoint: str | Path | None = None, num_clas
     else:
         log.warning("cifar_resnet(depth=%s) has no checkpoint: weights are random", depth)
     tag = Path(checkpoint).name if checkpoint is not None else "random"
+    names = CIFAR10_CLASSES if int(num_classes) == len(CIFAR10_CLASSES) else None
     return _freeze(ImageClassifier(net, num_classes, IMAGENET_MEAN, IMAGENET_STD, 32,
-                                   name=f"cifar_resnet{depth}:{tag}"))
+                                   name=f"cifar_resnet{depth}:{tag}", class_names=names))
 
 
 # ---------------------------------------------------------------------------------------------- timm
@@ -278,11 +291,34 @@ def torchvision_classifier(name: str, weights: str | None = None, checkpoint: st
 
 
 # ------------------------------------------------------------------------------------------ torchscript
-def torchscript_classifier(path: str | Path, num_classes: int, mean: Sequence[float] = IMAGENET_MEAN,
-                           std: Sequence[float] = IMAGENET_STD,
+def _input_channels(model: nn.Module, input_size: int | Sequence[int] | None) -> int | None:
+    """Channels a model takes: from its first 4-D (conv) weight, else by a forward probe at ``input_size``
+    (32 px when unset) with 3 and then 1 channel; None when neither tells."""
+    for _, p in model.named_parameters():
+        if p.ndim == 4:
+            return int(p.shape[1])
+    side = _as_size(input_size) or 32
+    hw = (side, side) if isinstance(side, int) else side
+    for c in (3, 1):
+        try:
+            with torch.no_grad():
+                model(torch.zeros(1, c, *hw))
+            return c
+        except RuntimeError:
+            continue
+    return None
+
+
+def torchscript_classifier(path: str | Path, num_classes: int, mean: Sequence[float] | None = None,
+                           std: Sequence[float] | None = None,
                            input_size: int | Sequence[int] | None = None) -> ImageClassifier:
     """A model saved with ``torch.jit.save`` that takes normalised images; ``mean``/``std``/``input_size``
-    describe the preprocessing it was trained with."""
+    describe the preprocessing it was trained with.
+
+    Without ``mean``/``std`` the channel count is read from the first convolution weight of the script (or
+    found by a forward probe): 3 channels get ImageNet's mean/std, 1 channel mean 0 / std 1 (no
+    normalisation, with a warning naming ``classifier.mean``/``classifier.std``).
+    """
     p = require_file(path, "TorchScript model", "Set classifier.path to a file saved with torch.jit.save.")
     with warnings.catch_warnings():  # torch >= 2.9 deprecates jit in favour of export; jit still works
         warnings.simplefilter("ignore", FutureWarning)
@@ -292,6 +328,24 @@ def torchscript_classifier(path: str | Path, num_classes: int, mean: Sequence[fl
             raise ValueError(f"'{p}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save "
                              "the model with torch.jit.save(torch.jit.script(model), path), or use "
                              "classifier=module for a state dict.") from err
+    channels = _input_channels(model, input_size)
+    if (mean is None) != (std is None):
+        raise ValueError("give both classifier.mean and classifier.std (one entry per input channel), or neither.")
+    if mean is None:
+        if channels is None:
+            raise ValueError(f"cannot tell how many channels the TorchScript model '{p.name}' takes (no conv "
+                             "weight, and a probe with 3 and 1 channels failed). Set classifier.mean and "
+                             "classifier.std with one entry per channel (e.g. classifier.mean=[0.5] "
+                             "classifier.std=[0.5]) and classifier.input_size.")
+        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.0,) * channels, (1.0,) * channels)
+        if channels != 3:
+            log.warning("TorchScript model %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
+                        "passed unnormalised. Set classifier.mean=[...] classifier.std=[...] to its training "
+                        "normalisation.", p.name, channels)
+    elif channels is not None and len(mean) != channels:
+        raise ValueError(f"classifier.mean/std have {len(mean)} entries but the TorchScript model '{p.name}' takes "
+                         f"{channels}-channel images; give {channels} entries (e.g. classifier.mean="
+                         f"[{', '.join(['0.5'] * channels)}]).")
     return _freeze(ImageClassifier(model, num_classes, mean, std, input_size, name=f"torchscript:{p.name}"))
 
 
@@ -397,7 +451,8 @@ def digits_classifier(arch: str = "cnn", seed: int = 0, epochs: int | None = Non
     name = f"digits_{arch}:seed{seed}"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        clf = ImageClassifier(_digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name)
+        clf = ImageClassifier(_digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name,
+                              class_names=DIGIT_CLASSES)
     if path.is_file():
         _load_weights(clf.model, path, what="cached digits classifier")
         log.info("loaded cached digits classifier %s from %s", name, path)
@@ -422,3 +477,63 @@ def digits_classifier(arch: str = "cnn", seed: int = 0, epochs: int | None = Non
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return _freeze(clf)
+
+
+# -------------------------------------------------------------------------------------------- super-classes
+POOLS = ("logsumexp", "max", "mean")
+
+
+class SuperclassClassifier(nn.Module):
+    """A 1k ImageNet classifier read as a classifier over super-classes (the paper's 9-class ImageNet).
+
+    ``forward`` pools the 1k logits of each super-class (:func:`genEval.imagenet.superclass_table` ranges)
+    into one logit: ``logsumexp`` (default: softmax over the pooled logits is the 1k probability mass of each
+    super-class, renormalised over the super-classes), ``max`` or ``mean``. Logits of classes outside every
+    super-class are dropped. Images ``(B, C, H, W)`` in ``[0, 1]`` -> ``(B, len(superclasses))``.
+    """
+
+    def __init__(self, classifier: nn.Module, superclasses: str | dict, pool: str = "logsumexp",
+                 name: str | None = None) -> None:
+        super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}.")
+        table = superclass_table(superclasses)
+        inner = int(getattr(classifier, "num_classes", 0) or 0)
+        if inner != 1000:
+            raise ValueError(f"classifier.classifier must be a 1000-class ImageNet classifier to pool into "
+                             f"super-classes, got num_classes={inner}.")
+        self.classifier = classifier
+        self.pool = pool
+        self.superclasses = table
+        self.class_names = list(table)
+        self.num_classes = len(table)
+        members = superclass_members(table)
+        self.register_buffer("members", torch.tensor([k for m in members for k in m]), persistent=False)
+        self.sizes = [len(m) for m in members]
+        self.name = name or f"{getattr(classifier, 'name', type(classifier).__name__)}>{len(table)}-superclass"
+
+    def forward(self, images: Tensor) -> Tensor:
+        logits = self.classifier(images)[:, self.members]  # (B, K) logits of the super-classes' members
+        parts = torch.split(logits, self.sizes, dim=1)
+        if self.pool == "logsumexp":
+            return torch.stack([p.logsumexp(1) for p in parts], 1)
+        if self.pool == "max":
+            return torch.stack([p.amax(1) for p in parts], 1)
+        return torch.stack([p.mean(1) for p in parts], 1)
+
+    def train(self, mode: bool = True) -> SuperclassClassifier:
+        return super().train(False)  # a tested classifier is a fixed function (see ImageClassifier.train)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, num_classes={self.num_classes}, pool={self.pool!r}"
+
+
+def superclass_classifier(classifier: nn.Module, superclasses: str | dict | None = "restricted_imagenet9",
+                          pool: str = "logsumexp", name: str | None = None) -> SuperclassClassifier:
+    """Hydra target of ``conf/classifier/imagenet9.yaml``: pool a 1k classifier's logits into super-classes."""
+    if superclasses is None:
+        raise ValueError("classifier.superclasses is not set: name a set (restricted_imagenet9) or give a mapping "
+                         "name -> [first, last] 1k indices, as data=imagenet9 does.")
+    clf = SuperclassClassifier(classifier, superclasses, pool, name)
+    clf.eval().requires_grad_(False)
+    return clf

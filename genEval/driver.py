@@ -190,6 +190,12 @@ def evaluate(
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval {interval!r}; choose one of {', '.join(INTERVALS)}.")
     dev = resolve_device(device)
+    seed_drawn = seed is None
+    if seed is None:
+        seed = _recorded_seed(output_dir) or secrets.randbits(31)
+    seed = int(seed)
+    if callable(getattr(data, "with_seed", None)):
+        data = data.with_seed(seed)  # data.subset=random: the sources are drawn from the run's seed
     class_names = list(data.class_names)
     if len(data) == 0:
         raise ValueError(f"dataset {getattr(data, 'name', data)!r} is empty; point data at a folder with images "
@@ -202,10 +208,6 @@ def evaluate(
         "search": asdict(search), "interval": interval, "n_boot": n_boot, "gap_warn_points": gap_warn_points,
         "save_latents": save_latents, "save_images": save_images, "reference": reference,
         "precision": kernels.precision, "role_precision": dict(kernels.role_precision)}
-    seed_drawn = seed is None
-    if seed is None:
-        seed = _recorded_seed(output_dir) or secrets.randbits(31)
-    seed = int(seed)
     identity = _identity(run_config, components, seed, data, positions, shard)
     for m in (classifier, generator, oracle):
         if isinstance(m, torch.nn.Module):

@@ -4,12 +4,18 @@ the small shared helper they all import)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 
 import torch
 from torch import Tensor
 
 from genEval.interfaces import resize_images
+
+log = logging.getLogger(__name__)
+
+#: Latents smaller than this (per side) keep too little of the image for a meaningful latent walk.
+MIN_LATENT_SIDE = 4
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -79,3 +85,22 @@ def state_dict_digest(state_dict: Mapping[str, Tensor], n: int = 12) -> str:
         # raw bytes of any dtype (bfloat16 has no numpy twin); reshape(-1) also covers 0-dim buffers
         h.update(state_dict[key].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:n]
+
+
+def warn_small_latent(name: str, image_hw: tuple[int, int], latent_hw: tuple[int, int], downsample: int,
+                      warned: set) -> None:
+    """Warn (once per image size, tracked in ``warned``) when a latent is smaller than 4x4.
+
+    A 32-px CIFAR image through a 16x down-sampling VQGAN gives a 2x2 latent: the decoder then draws the image
+    from four codes, the reconstruction loses the picture, and PA measures the generator. The fix is to
+    up-sample the images inside the generator (``generator.image_size``).
+    """
+    h, w = (int(v) for v in latent_hw)
+    if min(h, w) >= MIN_LATENT_SIDE or tuple(image_hw) in warned:
+        return
+    warned.add(tuple(image_hw))
+    side = MIN_LATENT_SIDE * downsample
+    log.warning("generator '%s': %dx%d images give %dx%d latents (down-sampling %d), smaller than %dx%d; the "
+                "reconstructions lose most of the image. Set generator.image_size=%d or larger (e.g. %d) to "
+                "up-sample the images inside the generator.", name, image_hw[0], image_hw[1], h, w, downsample,
+                MIN_LATENT_SIDE, MIN_LATENT_SIDE, side, max(side, 256))

@@ -5,7 +5,10 @@ ICLR 2024, Sec. 4 "Generator"; Esser et al., CVPR 2021). The search walks the la
 ``x = D(z)`` (Sec. 3.2); METHOD.md's default latent is the *continuous* encoder output decoded
 directly (``quantize="none"``); ``quantize="straight_through"`` re-quantises every latent to its
 nearest codebook vector in the forward pass with an identity gradient
-(``z + (z_q - z).detach()``, van den Oord et al. 2017).
+(``z + (z_q - z).detach()``, van den Oord et al. 2017). The paper decodes quantised final latents, so the
+``vqgan_imagenet_f16_16384`` preset quantises (``quantize: straight_through``); :meth:`VQGANGenerator.
+decoded_latents` gives the latents the decoder actually sees (for a style mask fitted on quantised latents).
+A latent smaller than 4x4 (a 32-px image at f=16) is warned about: set ``image_size``.
 
 The model is assembled from taming's own building blocks (``Encoder``, ``Decoder``,
 ``VectorQuantizer2``) plus the 1x1 ``quant_conv`` / ``post_quant_conv``, so official checkpoints
@@ -32,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from generators.common import prepare_generator_input
+from generators.common import prepare_generator_input, warn_small_latent
 from genEval.checkpoints import cache_dir, extract_state_dict, load_checkpoint, load_state_dict_into
 
 log = logging.getLogger(__name__)
@@ -196,6 +199,7 @@ class VQGANGenerator(nn.Module):
             raise ValueError(f"VQGANGenerator: image_size={image_size} must be a positive multiple of "
                              f"{self.downsample} (the down-sampling factor 2**(len(ch_mult)-1)), or null.")
         self.image_size = None if image_size is None else int(image_size)
+        self._small_latent_warned: set = set()
 
         Encoder, Decoder, VectorQuantizer = _taming_modules()
         z_channels = int(self.ddconfig["z_channels"])
@@ -236,7 +240,10 @@ class VQGANGenerator(nn.Module):
                                          downsample=self.downsample, image_size=self.image_size)
         out_dtype = images.dtype
         x = images.to(device=self.device, dtype=self.dtype) * 2 - 1
-        return self.quant_conv(self.encoder(x)).to(out_dtype)
+        z = self.quant_conv(self.encoder(x)).to(out_dtype)
+        warn_small_latent(self.name, tuple(images.shape[-2:]), tuple(z.shape[-2:]), self.downsample,
+                          self._small_latent_warned)
+        return z
 
     def quantize_latents(self, latents: Tensor) -> tuple[Tensor, Tensor]:
         """Nearest-codebook latents with a straight-through gradient, and taming's VQ loss.
@@ -245,6 +252,18 @@ class VQGANGenerator(nn.Module):
         """
         z_q, vq_loss, _ = self.quantize(latents)
         return z_q, vq_loss
+
+    @torch.no_grad()
+    def decoded_latents(self, latents: Tensor) -> Tensor:
+        """The latents the decoder sees: snapped to the codebook under ``straight_through``, else unchanged.
+
+        ``(B, embed_dim, h, w)`` -> same shape and dtype. A run that quantises should store these as its final
+        latents, so that ``fit-mask`` fits the style mask on the quantised latents the paper decodes.
+        """
+        if self.quantize_mode != "straight_through":
+            return latents
+        z = latents.to(device=self.device, dtype=self.dtype)
+        return self.quantize_latents(z)[0].to(device=latents.device, dtype=latents.dtype)
 
     def decode(self, latents: Tensor) -> Tensor:
         """Latents ``(B, embed_dim, h, w)`` -> images in ``[0, 1]``; differentiable in the latents."""
@@ -332,9 +351,11 @@ def _resolve_file(explicit: str | Path | None, cached: Path, url: str, download:
 
 
 def vqgan_imagenet_f16_16384(checkpoint: str | Path | None = None, config: str | Path | None = None,
-                             download: bool = False, allow_pickle: bool = False, quantize: str = "none",
+                             download: bool = False, allow_pickle: bool = False, quantize: str = "straight_through",
                              image_size: int | None = None) -> VQGANGenerator:
-    """The paper's default generator, taming's ``vqgan_imagenet_f16_16384`` (f=16, 16384 codes).
+    """The paper's default generator, taming's ``vqgan_imagenet_f16_16384`` (f=16, 16384 codes), decoding
+    quantised latents as the paper does (``quantize="straight_through"``; ``"none"`` decodes the continuous
+    encoder output).
 
     Files are taken from the explicit paths, else from ``cache_dir("vqgan_imagenet_f16_16384")``
     (``last.ckpt``, ``model.yaml``), else downloaded there when ``download=True``. Without a yaml the

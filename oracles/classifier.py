@@ -1,9 +1,15 @@
 """Any strong classifier used as the oracle ``O`` (paper Sec. 3.2: "a foundation model, or any strong
 classifier, vetoes steps that change what the image depicts"; METHOD.md "Actors").
 
-The oracle accepts an image when its own prediction equals the true label and, optionally, its
-softmax probability for that label reaches an acceptance threshold (METHOD.md "oracle acceptance
-threshold"). The small helpers here (threshold and label checks, turning logits into a
+The oracle accepts an image when its own prediction equals the reference class and, optionally, its
+softmax probability for that class reaches an acceptance threshold (METHOD.md "oracle acceptance
+threshold"). The reference (``reference``, read by the driver) is the true label (``label``, METHOD.md
+step 3) or the oracle's own verdict on the clean image (``clean_prediction``: the reading under which the
+paper's "VR = 100 in our official configuration", Appendix J, is possible with an imperfect oracle).
+
+A classifier knows the classes it was trained on (``class_names`` of a CIFAR ResNet or a digits model):
+``prepare`` refuses a data set with other classes before the first batch, and names the oracle preset that
+fits the data. The small helpers here (threshold, reference and label checks, turning logits into a
 :class:`~genEval.interfaces.Judgement`) are shared by the other oracles in this package.
 """
 
@@ -14,9 +20,41 @@ import logging
 import torch
 from torch import Tensor, nn
 
+from genEval.data import CIFAR10_CLASSES, DIGIT_CLASSES
 from genEval.interfaces import Judgement, check_images
 
 log = logging.getLogger(__name__)
+
+#: What the oracle must keep seeing: the true label, or its own verdict on the clean image.
+REFERENCES = ("label", "clean_prediction")
+#: Oracle presets (conf/oracle) whose judges were trained on exactly these classes.
+ORACLE_PRESETS = {tuple(CIFAR10_CLASSES): "cifar_resnet_zoo", tuple(DIGIT_CLASSES): "digits_zoo"}
+
+
+def check_reference(reference: str, who: str) -> str:
+    """Validate ``oracle.reference``: ``label`` (default) or ``clean_prediction``."""
+    if reference not in REFERENCES:
+        raise ValueError(f"{who}: unknown reference {reference!r}; choose oracle.reference=label (the oracle must "
+                         "keep seeing the true class) or oracle.reference=clean_prediction (its own verdict on the "
+                         "clean image).")
+    return reference
+
+
+def _short(names) -> str:
+    names = [str(n) for n in names]
+    return "[" + ", ".join(names[:10]) + (f", ... ({len(names)} classes)" if len(names) > 10 else "") + "]"
+
+
+def check_trained_classes(who: str, trained: list[str] | None, class_names: list[str]) -> None:
+    """Refuse data whose classes differ from the ones the judge was trained on (when it knows them)."""
+    if trained is None or list(trained) == list(class_names):
+        return
+    preset = ORACLE_PRESETS.get(tuple(class_names))
+    fix = (f"Use oracle={preset}, whose judges were trained on these classes" if preset else
+           "Use an oracle trained on these classes, or oracle=clip (zero-shot: it reads any class names)")
+    raise ValueError(f"oracle {who} was trained on the classes {_short(trained)} but the data's classes are "
+                     f"{_short(class_names)}; it would judge images of classes it does not know. {fix} (an explicit "
+                     "oracle=... on the command line replaces the data preset's default).")
 
 
 def check_threshold(threshold: float | None, who: str) -> float | None:
@@ -79,10 +117,11 @@ class ClassifierOracle(nn.Module):
         threshold: when set, an image is accepted only if the classifier's softmax probability for
             the true label is at least this value (in ``[0, 1]``); ``None`` accepts on argmax alone.
         name: stable id recorded in results; default ``"classifier:<name or class name>"``.
+        reference: ``label`` or ``clean_prediction`` (see the module docstring).
     """
 
     def __init__(self, classifier: nn.Module, threshold: float | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, reference: str = "label") -> None:
         super().__init__()
         if not isinstance(classifier, nn.Module):
             raise TypeError(f"ClassifierOracle needs an nn.Module classifier, got "
@@ -96,12 +135,15 @@ class ClassifierOracle(nn.Module):
         self.classifier = classifier.eval()
         self.num_classes = num_classes
         self.threshold = check_threshold(threshold, "ClassifierOracle")
+        self.reference = check_reference(reference, "ClassifierOracle")
         inner = getattr(classifier, "name", None)
         self.name = name or f"classifier:{inner if isinstance(inner, str) else type(classifier).__name__}"
         self.class_names: list[str] | None = None
 
     def prepare(self, class_names: list[str]) -> None:
-        """Check that the classifier has one logit per class of the dataset."""
+        """Check that the classifier has one logit per class of the dataset, and, when it knows the classes
+        it was trained on (``classifier.class_names``), that they are the dataset's."""
+        check_trained_classes(self.name, getattr(self.classifier, "class_names", None), list(class_names))
         n = len(class_names)
         if n != self.num_classes:
             raise ValueError(
@@ -123,4 +165,5 @@ class ClassifierOracle(nn.Module):
         return judgement_from_logits(logits, labels, self.threshold)
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, num_classes={self.num_classes}, threshold={self.threshold}"
+        return (f"name={self.name!r}, num_classes={self.num_classes}, threshold={self.threshold}, "
+                f"reference={self.reference!r}")

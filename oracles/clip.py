@@ -2,9 +2,17 @@
 with the prompt ``"an image of {class}"``; METHOD.md "Actors").
 
 The zero-shot head follows Radford et al. (2021, Sec. 3.1.4): every class gets the mean of the
-normalised text embeddings of its prompts (one per template), re-normalised; an image's logits
-are ``logit_scale * <image embedding, class embedding>``. The oracle accepts an image when the
-argmax is the true label (and, optionally, its softmax probability reaches ``threshold``).
+normalised text embeddings of its prompts (one per template), re-normalised
+(``open_clip.build_zero_shot_classifier``); an image's logits are ``logit_scale * <image embedding,
+class embedding>``. The oracle accepts an image when the argmax is the reference class (the true label, or
+with ``reference="clean_prediction"`` its own verdict on the clean image) and, optionally, its softmax
+probability reaches ``threshold``.
+
+``templates`` is a list of prompts with ``{}`` or ``{class}``, or a named set: ``paper`` (the paper's
+"an image of {class}"), ``openai`` (the 80 ImageNet prompts of Radford et al. 2021, from
+``open_clip.zero_shot_metadata``) or ``simple`` (open_clip's 7-prompt subset of those). The prompts are
+logged when the oracle is prepared (templates and the prompts of the first classes; every prompt at DEBUG
+level), and a warning says when class names look like WordNet ids or bare numbers, which CLIP cannot read.
 
 Models come from open_clip: ``pretrained`` is an open_clip tag (e.g. ``openai``), a local
 checkpoint file, or ``None`` for random initialisation (tests). All open_clip API details are
@@ -16,6 +24,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 from collections.abc import Sequence
 
 import torch
@@ -24,19 +33,32 @@ from torch import Tensor, nn
 
 from genEval.checkpoints import require_file
 from genEval.interfaces import Judgement, check_images
-from oracles.classifier import check_labels, check_threshold, judgement_from_logits
+from oracles.classifier import check_labels, check_reference, check_threshold, judgement_from_logits
 
 log = logging.getLogger(__name__)
 
 PAPER_TEMPLATE = "an image of {}"
+TEMPLATE_SETS = ("paper", "openai", "simple")
+_UNREADABLE = re.compile(r"^(n\d{8}|\d+)$")  # WordNet ids (ImageNet folders) and bare numbers
 PRECISIONS = ("fp32", "fp16", "bf16")
 _CHECKPOINT_SUFFIXES = (".bin", ".pt", ".pth", ".safetensors", ".ckpt", ".npz")
 _TEXT_CHUNK = 512  # prompts per text-encoder call: bounds memory for 1000 classes x 80 templates
 
 
+def named_templates(name: str) -> tuple[str, ...]:
+    """A named prompt set as ``{}`` templates: ``paper``, ``openai`` (80) or ``simple`` (7)."""
+    if name == "paper":
+        return (PAPER_TEMPLATE,)
+    from open_clip import zero_shot_metadata
+
+    sets = {"openai": zero_shot_metadata.OPENAI_IMAGENET_TEMPLATES,
+            "simple": zero_shot_metadata.SIMPLE_IMAGENET_TEMPLATES}
+    return tuple(t("{}") for t in sets[name])  # open_clip stores them as one-argument callables
+
+
 def _check_templates(templates: str | Sequence[str]) -> tuple[str, ...]:
     if isinstance(templates, str):
-        templates = (templates,)
+        templates = named_templates(templates) if templates in TEMPLATE_SETS else (templates,)
     templates = tuple(templates) if templates is not None else ()
     if not templates:
         raise ValueError("CLIPOracle: templates is empty; give at least one prompt template such as "
@@ -44,7 +66,8 @@ def _check_templates(templates: str | Sequence[str]) -> tuple[str, ...]:
     for t in templates:
         if not isinstance(t, str) or ("{}" not in t and "{class}" not in t):
             raise ValueError(f"CLIPOracle: template {t!r} has no class placeholder; write '{{}}' or "
-                             f"'{{class}}' where the class name goes, e.g. '{PAPER_TEMPLATE}'.")
+                             f"'{{class}}' where the class name goes, e.g. '{PAPER_TEMPLATE}', or name a set: "
+                             f"{', '.join(TEMPLATE_SETS)}.")
     return templates
 
 
@@ -62,24 +85,28 @@ class CLIPOracle(nn.Module):
         pretrained: an open_clip pretrained tag for that model (``open_clip.list_pretrained()``),
             a local checkpoint file (``open_clip_pytorch_model.bin`` / ``.safetensors``), or ``None``
             for random weights (tests only).
-        templates: prompt templates with ``{}`` or ``{class}``; class embeddings average over them.
+        templates: prompt templates with ``{}`` or ``{class}`` (class embeddings average over them), or a
+            named set: ``paper``, ``openai`` (80 prompts), ``simple`` (7).
         threshold: when set, acceptance also needs p(true class) >= threshold (in ``[0, 1]``).
         cache_dir: where open_clip caches downloaded weights (``None``: the Hugging Face cache).
         precision: ``fp32``, ``fp16`` or ``bf16`` (open_clip's mixed low precision).
         quick_gelu: use QuickGELU activations. ``None`` follows the pretrained tag (OpenAI weights
             need QuickGELU; open_clip's plain ``ViT-B-32`` config does not use it). Set it to
             ``true`` when ``pretrained`` is a local copy of OpenAI weights.
+        reference: ``label`` (keep seeing the true class) or ``clean_prediction`` (keep its own verdict
+            on the clean image); read by the driver.
     """
 
     def __init__(self, model_name: str = "ViT-B-32", pretrained: str | None = "openai",
                  templates: str | Sequence[str] = (PAPER_TEMPLATE,), threshold: float | None = None,
                  cache_dir: str | None = None, precision: str = "fp32",
-                 quick_gelu: bool | None = None) -> None:
+                 quick_gelu: bool | None = None, reference: str = "label") -> None:
         super().__init__()
         import open_clip
 
         self.templates = _check_templates(templates)
         self.threshold = check_threshold(threshold, "CLIPOracle")
+        self.reference = check_reference(reference, "CLIPOracle")
         if precision not in PRECISIONS:
             raise ValueError(f"CLIPOracle: unknown precision {precision!r}; choose one of "
                              f"{', '.join(PRECISIONS)}.")
@@ -99,7 +126,7 @@ class CLIPOracle(nn.Module):
         tag_cfg = {} if schema or pretrained is None \
             else open_clip.get_pretrained_cfg(self.model_name, pretrained)
         if schema:
-            self.source = self.model_name
+            self.source = "hub" if self.model_name.startswith("hf-hub:") else "local"
             model = open_clip.create_model(self.model_name, **kwargs)
         elif pretrained is None:
             self.source = "random"
@@ -179,21 +206,24 @@ class CLIPOracle(nn.Module):
     def class_embeddings(self, class_names: Sequence[str]) -> Tensor:
         """(C, D) zero-shot head for ``class_names``: mean over templates of normalised text embeddings,
         re-normalised. Computed once per (class list, templates) and kept in ``text_cache``."""
+        import open_clip
+
         key = (tuple(str(c) for c in class_names), self.templates)
         cached = self.text_cache.get(key)
         if cached is not None:
             return cached
-        prompts = [fill_template(t, c) for c in key[0] for t in self.templates]  # class-major order
-        device = self.mean.device
-        feats = []
-        for i in range(0, len(prompts), _TEXT_CHUNK):
-            tokens = self.tokenizer(prompts[i:i + _TEXT_CHUNK]).to(device)
-            feats.append(F.normalize(self.model.encode_text(tokens).float(), dim=-1))
-        emb = torch.cat(feats).view(len(key[0]), len(self.templates), -1).mean(dim=1)
-        emb = F.normalize(emb, dim=-1)
+        fills = [lambda c, t=t: fill_template(t, c) for t in self.templates]  # "{class}" too, other braces kept
+        head = open_clip.build_zero_shot_classifier(
+            self.model, self.tokenizer, list(key[0]), fills, device=self.mean.device,
+            num_classes_per_batch=max(1, _TEXT_CHUNK // len(self.templates)))  # (D, C)
+        emb = F.normalize(head.T.float(), dim=-1)
         self.text_cache[key] = emb
-        log.debug("%s: encoded %d prompts for %d classes", self.name, len(prompts), len(key[0]))
+        log.debug("%s: encoded %d prompts for %d classes", self.name, len(key[0]) * len(self.templates), len(key[0]))
         return emb
+
+    def prompts(self, class_name: str) -> list[str]:
+        """The prompts whose text embeddings make up ``class_name``'s zero-shot weight."""
+        return [fill_template(t, str(class_name)) for t in self.templates]
 
     def prepare(self, class_names: list[str]) -> None:
         """Compute (or fetch from the cache) the class embeddings of ``class_names``."""
@@ -205,8 +235,29 @@ class CLIPOracle(nn.Module):
         if bad:
             raise ValueError(f"oracle {self.name}: class names must be non-empty strings (CLIP reads them "
                              f"in its prompts), got {bad[:5]!r}. Set data.class_names to readable names.")
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise ValueError(f"oracle {self.name}: the class names {twice} occur more than once; their prompts "
+                             "would be identical and the zero-shot head could not tell those classes apart. Give "
+                             "each class its own name in data.class_names.")
+        self._log_prompts(names)
         self.class_embeddings(names)
         self.class_names = tuple(names)
+
+    def _log_prompts(self, names: list[str]) -> None:
+        unreadable = [c for c in names if _UNREADABLE.match(c.strip())]
+        if unreadable:
+            log.warning("oracle %s: %d of %d class names look like WordNet ids or bare numbers (%s); CLIP reads "
+                        "them as text, so prompts such as %r carry no meaning. Map ImageNet wnid folders to names "
+                        "with data=imagenet, or set data.class_names to words (e.g. 'zero', 'one', ... for digits).",
+                        self.name, len(unreadable), len(names), ", ".join(unreadable[:5]),
+                        fill_template(self.templates[0], unreadable[0]))
+        log.info("oracle %s: %d classes x %d templates = %d prompts; templates: %s", self.name, len(names),
+                 len(self.templates), len(names) * len(self.templates), list(self.templates))
+        for c in names[:5]:
+            log.info("oracle %s: prompts of %r: %s", self.name, c, self.prompts(c))
+        for c in names[5:]:
+            log.debug("oracle %s: prompts of %r: %s", self.name, c, self.prompts(c))
 
     # --------------------------------------------------------------------------------------- images
     def preprocess(self, images: Tensor) -> Tensor:
@@ -260,8 +311,10 @@ class CLIPOracle(nn.Module):
         return out
 
     def extra_repr(self) -> str:
-        return (f"name={self.name!r}, templates={list(self.templates)!r}, threshold={self.threshold}, "
-                f"precision={self.precision!r}, image_size={self.image_size}, "
+        more = [f"... ({len(self.templates)} templates)"] if len(self.templates) > 4 else []
+        shown = list(self.templates[:4]) + more
+        return (f"name={self.name!r}, templates={shown!r}, threshold={self.threshold}, "
+                f"reference={self.reference!r}, precision={self.precision!r}, image_size={self.image_size}, "
                 f"interpolation={self.interpolation!r}")
 
     def __repr__(self) -> str:  # the full open_clip module tree would drown the settings

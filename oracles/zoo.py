@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from genEval.interfaces import Judgement
-from oracles.classifier import check_threshold
+from oracles.classifier import check_reference, check_threshold
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,12 @@ class ZooOracle(nn.Module):
         rule: ``"all"`` (every member must accept; paper default) or ``"majority"`` (strict majority).
         name: stable id for results; default ``"zoo(<rule>):[<member names>]"``.
         threshold: when set, acceptance also requires the mean member score >= threshold.
+        reference: the class the zoo must keep seeing, ``label`` or ``clean_prediction`` (the zoo's own
+            verdict on the clean image, i.e. its majority vote); the members' own settings are not used.
     """
 
     def __init__(self, members: Iterable[nn.Module], rule: str = "all", name: str | None = None,
-                 threshold: float | None = None) -> None:
+                 threshold: float | None = None, reference: str = "label") -> None:
         super().__init__()
         members = list(members) if members is not None else []
         if not members:
@@ -66,6 +68,7 @@ class ZooOracle(nn.Module):
         self.members = nn.ModuleList(members)
         self.rule = rule
         self.threshold = check_threshold(threshold, "ZooOracle")
+        self.reference = check_reference(reference, "ZooOracle")
         member_names = [str(getattr(m, "name", type(m).__name__)) for m in members]
         self.name = name or f"zoo({rule}):[{', '.join(member_names)}]"
 
@@ -91,4 +94,4 @@ class ZooOracle(nn.Module):
         return Judgement(accept=accept, scores=scores, predictions=predictions)
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, rule={self.rule!r}, threshold={self.threshold}"
+        return f"name={self.name!r}, rule={self.rule!r}, threshold={self.threshold}, reference={self.reference!r}"

@@ -238,6 +238,49 @@ def test_torchscript_classifier(tmp_path):
         torchscript_classifier(tmp_path / "sd.pt", num_classes=6)
 
 
+def _script(net: nn.Module, path: Path) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.jit.save(torch.jit.script(net.eval()), str(path))
+    return path
+
+
+def test_torchscript_channel_count_is_read_from_the_model(tmp_path, caplog):
+    """A 1-channel scripted model without mean/std (issue 14): channels from its first conv, or by a probe."""
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+    clf = torchscript_classifier(_script(conv, tmp_path / "grey.pt"), num_classes=10)
+    assert clf.in_channels == 1 and clf.mean.flatten().tolist() == [0.0] and clf.std.flatten().tolist() == [1.0]
+    assert "classifier.mean=[...] classifier.std=[...]" in caplog.text
+    rgb = torch.rand(2, 3, 12, 12)
+    grey = (rgb * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+    with torch.no_grad():
+        assert torch.allclose(clf(rgb), conv(grey), atol=1e-5)  # RGB data reaches it as luma
+    linear = nn.Sequential(nn.Flatten(), nn.Linear(1 * 8 * 8, 10))  # no conv weight: found by a probe
+    assert torchscript_classifier(_script(linear, tmp_path / "lin.pt"), 10, input_size=8).in_channels == 1
+    three = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+    c3 = torchscript_classifier(_script(three, tmp_path / "rgb.pt"), num_classes=10)
+    assert c3.in_channels == 3 and torch.allclose(c3.mean.flatten(), torch.tensor([0.485, 0.456, 0.406]))
+    with pytest.raises(ValueError, match=r"mean/std have 3 entries but the TorchScript model 'grey.pt' takes "
+                                         r"1-channel images; give 1 entries"):
+        torchscript_classifier(tmp_path / "grey.pt", 10, mean=[0.5] * 3, std=[0.5] * 3)
+    with pytest.raises(ValueError, match=r"give both classifier.mean and classifier.std"):
+        torchscript_classifier(tmp_path / "grey.pt", 10, mean=[0.5])
+    odd = nn.Sequential(nn.Flatten(), nn.Linear(2 * 5 * 5, 10))  # 2 channels at 5 px: no probe fits
+    with pytest.raises(ValueError, match=r"cannot tell how many channels .* Set classifier.mean and classifier.std"):
+        torchscript_classifier(_script(odd, tmp_path / "odd.pt"), 10)
+
+
+def test_classifiers_know_their_classes():
+    from genEval.data import CIFAR10_CLASSES
+
+    assert cifar_resnet(20).class_names == CIFAR10_CLASSES
+    assert cifar_resnet(20, num_classes=100).class_names is None
+    assert ImageClassifier(nn.Flatten(), 3, (0.0,), (1.0,)).class_names is None
+    with pytest.raises(ValueError, match=r"class_names has 2 entries but num_classes is 3"):
+        ImageClassifier(nn.Flatten(), 3, (0.0,), (1.0,), class_names=["a", "b"])
+
+
 # -------------------------------------------------------------------------------------------- module
 def test_module_classifier_from_hydra_config(tmp_path):
     torch.manual_seed(0)

@@ -64,11 +64,11 @@ def test_limit_is_balanced_deterministic_and_a_prefix(tmp_path):
     root = _write_folder(tmp_path / "imgs", {"a": 5, "b": 2, "c": 4})
     full = ImageFolderData(root)
     assert full.labels == [0] * 5 + [1] * 2 + [2] * 4  # no limit: natural order
-    ids = {n: [ImageFolderData(root, limit=n)[i][2] for i in range(min(n, 11))] for n in range(1, 13)}
+    ids = {n: [ImageFolderData(root, limit=n, subset="first")[i][2] for i in range(min(n, 11))] for n in range(1, 13)}
     for n in range(1, 12):
         assert ids[n] == ids[n + 1][:n]  # limit=N is a prefix of limit=N+1
     assert ids[6] == ["a/000.png", "b/000.png", "c/000.png", "a/001.png", "b/001.png", "c/001.png"]
-    assert [ImageFolderData(root, limit=6)[i][2] for i in range(6)] == ids[6]  # same N, same samples
+    assert [ImageFolderData(root, limit=6, subset="first")[i][2] for i in range(6)] == ids[6]  # same N, same samples
     assert len(ImageFolderData(root, limit=100)) == 11
     ds = ImageFolderData(root, limit=9)
     assert Counter(ds.labels) == {0: 4, 1: 2, 2: 3}  # b runs out after 2; the others keep alternating
@@ -246,7 +246,9 @@ def test_digits_split_sizes_disjoint_stratified_deterministic():
 
 # ---------------------------------------------------------------------------------------------- configs
 def _load(name: str, **overrides):
-    cfg = OmegaConf.create({"assets": str(ASSETS), "data": OmegaConf.load(CONF / f"{name}.yaml")})
+    node = OmegaConf.load(CONF / f"{name}.yaml")
+    node.pop("defaults", None)  # Hydra's defaults list (matching oracle etc.) is not an argument
+    cfg = OmegaConf.create({"assets": str(ASSETS), "data": node})
     for k, v in overrides.items():
         OmegaConf.update(cfg, f"data.{k}", v)
     return instantiate(cfg.data)
@@ -271,3 +273,75 @@ def test_cifar10_jpg_config():
     asset("cifar10/test-jpg")
     ds = _load("cifar10_jpg", limit=20)
     assert ds.name == "cifar10_jpg:test-jpg" and ds.class_names == CIFAR10_CLASSES and len(ds) == 20
+
+
+# ---------------------------------------------------------------------------------- varied sizes (issue 14)
+def test_varied_image_sizes_stop_before_the_first_batch_naming_two_files(tmp_path):
+    root = _write_folder(tmp_path / "imgs", {"a": 2, "b": 1}, size=6)
+    Image.new("RGB", (8, 5), (1, 2, 3)).save(root / "b" / "wide.png")
+    with pytest.raises(ValueError, match=r"'a/000\.png' is 6x6 px but 'b/wide\.png' is 8x5 px.*data\.image_size="):
+        ImageFolderData(root)  # image_size=None: refused when the dataset is built, from headers alone
+    ds = ImageFolderData(root, image_size=8)  # the fix the message names
+    assert torch.stack([ds[i][0] for i in range(len(ds))]).shape == (4, 3, 8, 8)
+    (root / "b" / "wide.png").unlink()
+    Image.new("L", (6, 6), 9).save(root / "b" / "grey.png")
+    assert len(ImageFolderData(root)) == 4  # channels=3 converts grey to RGB: one size, one channel count
+    with pytest.raises(ValueError, match=r"has 3 channel\(s\) but 'b/grey\.png' has 1.*data\.channels"):
+        ImageFolderData(root, channels=None)
+
+
+def test_varied_sizes_only_matter_among_the_selected_images(tmp_path):
+    root = _write_folder(tmp_path / "imgs", {"a": 3, "b": 3}, size=6)
+    Image.new("RGB", (9, 9)).save(root / "b" / "zzz.png")  # last in the dataset's order
+    assert len(ImageFolderData(root, indices="0:6")) == 6  # the odd file is not selected
+    (root / "a" / "broken.png").write_bytes(b"not a png")  # unreadable: reported when read, not here
+    assert len(ImageFolderData(root, indices=":6")) == 6
+
+
+# -------------------------------------------------------------------------------- duplicate class names
+def test_duplicate_class_names_are_refused_with_the_names(tmp_path):
+    root = _write_folder(tmp_path / "imgs", {"crane": 1, "dog": 1})
+    with pytest.raises(ValueError, match=r"class names must be distinct, but 'crane' at positions \[0, 2\]"):
+        ImageFolderData(root, class_names=["crane", "dog", "crane"])
+    with pytest.raises(ValueError, match=r"'7' at positions \[7, 9\]"):
+        DigitsData(class_names=[str(i) for i in range(9)] + ["7"])
+
+
+# ---------------------------------------------------------------------------------------- data.indices
+def test_indices_split_a_test_set_for_every_reader(tmp_path):
+    root = _write_folder(tmp_path / "imgs", {"a": 4, "b": 4})
+    ids = lambda ds: [ds.source_id(i) for i in range(len(ds))]  # noqa: E731
+    first, second = ImageFolderData(root, indices="0:5"), ImageFolderData(root, indices="5:")
+    assert ids(first) == ["a/000.png", "a/001.png", "a/002.png", "a/003.png", "b/000.png"]
+    assert set(ids(first)).isdisjoint(ids(second)) and len(ids(first) + ids(second)) == 8
+    assert ids(ImageFolderData(root, indices="-2:")) == ["b/002.png", "b/003.png"]
+    # a file of source ids (e.g. copied from a run's samples.jsonl), with limit drawn inside it
+    id_file = tmp_path / "ids.txt"
+    id_file.write_text("# held-out half\nb/003.png\na/001.png\n\nb/000.png\n")
+    part = ImageFolderData(root, indices=str(id_file))
+    assert ids(part) == ["a/001.png", "b/000.png", "b/003.png"] and part.labels == [0, 1, 1]
+    assert set(ids(ImageFolderData(root, indices=str(id_file), limit=2))) <= set(ids(part))
+    digits = DigitsData(indices="100:200")
+    assert len(digits) == 100 and ids(digits) == ids(DigitsData())[100:200]
+    _write_mnist(tmp_path / "mn", "t10k", np.zeros((6, 2, 2), np.uint8), np.arange(6, dtype=np.uint8), gz=False)
+    assert ids(MNISTData(tmp_path / "mn", indices="4:")) == ["test/00004", "test/00005"]
+    assert ids(MNISTData(tmp_path / "mn", indices=[5, 1])) == ["test/00001", "test/00005"]
+    with pytest.raises(ValueError, match=r"indices='9:' selects no sample of the 8"):
+        ImageFolderData(root, indices="9:")
+    with pytest.raises(FileNotFoundError, match=r"neither a range START:STOP .* nor an existing file"):
+        ImageFolderData(root, indices="first-half")
+    id_file.write_text("a/000.png\nc/000.png\n")
+    with pytest.raises(ValueError, match=r"lists 1 source id\(s\) this dataset does not have, e.g. \['c/000.png'\]"):
+        ImageFolderData(root, indices=str(id_file))
+    with pytest.raises(ValueError, match=r"indices \[8\] lie outside 0..7"):
+        ImageFolderData(root, indices=[0, 8])
+
+
+def test_source_id_reads_no_image(tmp_path, monkeypatch):
+    root = _write_folder(tmp_path / "imgs", {"a": 2, "b": 2})
+    ds = ImageFolderData(root, limit=3)
+    expected = [ds[i][2] for i in range(3)]
+    monkeypatch.setattr(ImageFolderData, "_read", lambda self, i: (_ for _ in ()).throw(AssertionError("read")))
+    assert [ds.source_id(i) for i in range(3)] == expected
+    with pytest.raises(IndexError, match="out of range"):
+        ds.source_id(3)

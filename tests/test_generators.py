@@ -396,3 +396,39 @@ def test_generator_configs_point_at_real_callables():
         target = OmegaConf.load(path)["_target_"]
         module, _, attr = target.rpartition(".")
         assert callable(getattr(importlib.import_module(module), attr)), path.name
+
+
+def test_vqgan_warns_once_when_the_latent_is_smaller_than_4x4(caplog):
+    g = tiny_vq()  # down-samples by 2
+    caplog.set_level("WARNING", logger="generators.common")
+    assert g.encode(torch.rand(1, 3, 6, 8)).shape[-2:] == (3, 4)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "6x8 images give 3x4 latents (down-sampling 2), smaller than 4x4" in warned[0]
+    assert "generator.image_size=8 or larger" in warned[0]
+    g.encode(torch.rand(2, 3, 6, 8))
+    assert len(caplog.records) == 1  # once per image size
+    g.encode(torch.rand(1, 3, 8, 8))  # 4x4: enough
+    assert len(caplog.records) == 1
+    sized = tiny_vq(image_size=8)
+    sized.encode(torch.rand(1, 3, 4, 4))  # resized to 8 inside the generator: no warning
+    assert len(caplog.records) == 1
+
+
+def test_vqgan_decoded_latents_are_the_quantised_ones():
+    z = tiny_vq().encode(torch.rand(2, 3, 16, 16))
+    assert torch.equal(tiny_vq().decoded_latents(z), z)  # quantize=none decodes z itself
+    st = tiny_vq(quantize="straight_through")
+    zq = st.decoded_latents(z)
+    assert torch.equal(zq, st.quantize_latents(z)[0]) and not torch.equal(zq, z)
+    assert torch.allclose(st.decode(z), tiny_vq().decode(zq), atol=1e-5)  # what the decoder sees
+
+
+def test_vqgan_paper_preset_quantises():
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    preset = OmegaConf.load(ROOT / "conf" / "generator" / "vqgan_imagenet_f16_16384.yaml")
+    assert preset.quantize == "straight_through"
+    assert inspect.signature(vqgan_imagenet_f16_16384).parameters["quantize"].default == "straight_through"
+    assert OmegaConf.load(ROOT / "conf" / "generator" / "vqgan.yaml").quantize == "none"  # still an option

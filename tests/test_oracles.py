@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genEval.data import CIFAR10_CLASSES
 from genEval.interfaces import Judgement, Oracle
 from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle, majority_vote
@@ -446,7 +447,8 @@ def _targets(node) -> list:
     return found
 
 
-@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "classifier", "digits_zoo", "cifar_resnet_zoo"])
+@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo",
+                                  "cifar_resnet_zoo"])
 def test_oracle_configs_resolve(name):
     """Each target exists and accepts exactly the keys its config gives it."""
     import inspect
@@ -471,11 +473,11 @@ def test_clip_configs_instantiate(tiny_clip_name):
     paper = _load("clip_vit_b32")
     assert (paper.model_name, paper.pretrained) == ("ViT-B-32", "openai")
     assert list(paper.templates) == ["an image of {}"]
-    for name in ("clip_vit_b32", "clip"):
+    for name in ("clip_vit_b32", "clip", "clip_imagenet"):
         cfg = _load(name)
         cfg.model_name, cfg.pretrained = tiny_clip_name, None
         o = instantiate(cfg)
-        assert isinstance(o, CLIPOracle) and o.templates == tuple(cfg.templates)
+        assert isinstance(o, CLIPOracle) and len(o.templates) == (80 if name == "clip_imagenet" else len(cfg.templates))
         o.prepare(CLASSES)
         assert o.judge(torch.rand(2, 3, 32, 32), torch.tensor([0, 1])).accept.shape == (2,)
 
@@ -491,7 +493,7 @@ def test_zoo_config_instantiates_members():
         m.classifier = {"_target_": "genEval.classifiers.cifar_resnet", "depth": 20}
     zoo = instantiate(cfg)
     assert isinstance(zoo, ZooOracle) and isinstance(zoo.members, nn.ModuleList) and len(zoo.members) == 2
-    zoo.prepare([str(i) for i in range(10)])
+    zoo.prepare(CIFAR10_CLASSES)  # the members are CIFAR ResNets now
     assert zoo.judge(torch.rand(3, 3, 32, 32), torch.tensor([0, 1, 2])).accept.shape == (3,)
 
 
@@ -537,5 +539,123 @@ def test_cifar_resnet_zoo_on_real_weights():
     j = zoo.judge(x, y)
     assert int(j.accept.sum()) == 19 and bool((j.scores > 0).all())
     single = instantiate(_load("classifier"))
-    single.prepare([str(i) for i in range(10)])
+    single.prepare(CIFAR10_CLASSES)
     assert int(single.judge(x, y).accept.sum()) == 20
+
+
+# ------------------------------------------------------------------------------ oracle.reference (issue 10)
+def test_every_oracle_has_a_validated_reference(tiny_clip_name):
+    assert member([0]).reference == "label" and ZooOracle([member([0])]).reference == "label"
+    assert make_clip(tiny_clip_name).reference == "label"
+    picked = [ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference="clean_prediction"),
+              ZooOracle([member([0])], reference="clean_prediction"),
+              make_clip(tiny_clip_name, reference="clean_prediction")]
+    assert [o.reference for o in picked] == ["clean_prediction"] * 3
+    assert all("reference='clean_prediction'" in repr(o) for o in picked)
+    for build in (lambda r: ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference=r),
+                  lambda r: ZooOracle([member([0])], reference=r), lambda r: make_clip(tiny_clip_name, reference=r)):
+        with pytest.raises(ValueError, match=r"unknown reference 'clean'; choose oracle.reference=label .* "
+                                             r"oracle.reference=clean_prediction"):
+            build("clean")
+
+
+@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo",
+                                  "cifar_resnet_zoo"])
+def test_oracle_configs_set_reference_label(name):
+    assert _load(name).reference == "label"
+
+
+def test_the_driver_reads_the_oracles_reference():
+    from toys import LinearClassifier, SigmoidGenerator, toy_data
+
+    from genEval import evaluate
+    from genEval.perturb import SearchConfig
+
+    judge = ClassifierOracle(LinearClassifier(seed=3), reference="clean_prediction")
+    r = evaluate(LinearClassifier(seed=0), toy_data(12), SigmoidGenerator(), judge, SearchConfig(budget=1), seed=0)
+    assert r.config["reference"] == "clean_prediction"
+    assert all(s.reference == s.oracle_clean_pred for s in r.samples)  # the oracle's own clean verdict
+    assert any(s.reference != s.label for s in r.samples)
+
+
+# ---------------------------------------------------------------------- an oracle for other classes (issue 14)
+def test_classifier_oracle_refuses_data_of_other_classes():
+    from genEval.classifiers import cifar_resnet
+
+    judge = ClassifierOracle(cifar_resnet(20))  # random weights; knows the CIFAR-10 class names
+    judge.prepare(CIFAR10_CLASSES)
+    digits = [str(i) for i in range(10)]
+    with pytest.raises(ValueError, match=r"trained on the classes \[airplane, automobile, .*truck\] but the data's "
+                                         r"classes are \[0, 1, .*9\].*Use oracle=digits_zoo"):
+        judge.prepare(digits)
+    with pytest.raises(ValueError, match=r"but the data's classes are \[a, b, .*\].*or oracle=clip"):
+        judge.prepare(list("abcdefghij"))
+    zoo = ZooOracle([ClassifierOracle(cifar_resnet(20)), member([0])])
+    with pytest.raises(ValueError, match=r"Use oracle=digits_zoo"):
+        zoo.prepare(digits)
+    member([0]).prepare(["x", "y", "z"])  # a judge that does not know its classes only checks the count
+
+
+def test_cifar_data_presets_pick_the_cifar_zoo_and_an_explicit_oracle_wins():
+    from hydra import compose, initialize_config_dir
+
+    from genEval.commands import CONF_DIR
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        picks = {tuple(ov): compose("config", overrides=list(ov)).oracle for ov in [
+            ("data=cifar10_jpg", "classifier=cifar_resnet20"), ("data=cifar10",), ("data=cifar10_jpg", "oracle=clip"),
+            ("oracle=digits_zoo", "data=cifar10_jpg"), ("experiment=cifar10_taef2",), ()]}
+    depths = {k: [m.classifier.get("depth") for m in v.get("members", [])] for k, v in picks.items()}
+    assert depths[("data=cifar10_jpg", "classifier=cifar_resnet20")] == [32, 56] == depths[("data=cifar10",)]
+    assert depths[("experiment=cifar10_taef2",)] == [32, 56]
+    assert picks[("data=cifar10_jpg", "oracle=clip")]._target_ == "oracles.clip.CLIPOracle"
+    assert [m.classifier.arch for m in picks[("oracle=digits_zoo", "data=cifar10_jpg")].members] == ["mlp", "wide_cnn"]
+    assert [m.classifier.arch for m in picks[()].members] == ["mlp", "wide_cnn"]  # the offline default is unchanged
+
+
+def test_digits_zoo_on_cifar_stops_before_the_first_batch(tmp_path, digits_cache):
+    from conftest import asset
+    from test_cli import geneval
+
+    asset("cifar10/test-jpg")
+    r = geneval("data=cifar10_jpg", "classifier=cifar_resnet20", "oracle=digits_zoo", "data.limit=4",
+                f"hydra.run.dir={tmp_path}", env_extra={"GENEVAL_CACHE": str(digits_cache)})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "geneval: error: oracle classifier:digits_mlp:seed1 was trained on the classes [0, 1," in r.stderr
+    assert "but the data's classes are [airplane, automobile," in r.stderr and "Use oracle=cifar_resnet_zoo" in r.stderr
+    assert not (tmp_path / "samples.jsonl").exists() and not (tmp_path / "results.json").exists()
+
+
+# -------------------------------------------------------------------------- CLIP prompts (issue 10, 14)
+def test_clip_named_prompt_sets():
+    from oracles.clip import named_templates
+
+    openai = named_templates("openai")
+    assert len(openai) == 80 and openai[0] == "a bad photo of a {}." and len(set(openai)) == 80
+    assert named_templates("simple")[0] == "itap of a {}." and len(named_templates("simple")) == 7
+    assert named_templates("paper") == ("an image of {}",)
+
+
+def test_clip_prompts_are_logged_and_unreadable_names_warned(tiny_clip_name, caplog):
+    o = make_clip(tiny_clip_name, templates="simple")
+    assert len(o.templates) == 7 and o.prompts("cat")[0] == "itap of a cat."
+    assert "... (7 templates)" in repr(o)
+    caplog.set_level("INFO", logger="oracles.clip")
+    o.prepare(CLASSES)
+    assert "3 classes x 7 templates = 21 prompts" in caplog.text
+    assert "prompts of 'cat': ['itap of a cat.', 'a bad photo of the cat.'" in caplog.text
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    caplog.clear()
+    make_clip(tiny_clip_name).prepare(["n01440764", "n01443537", "dog"])
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "2 of 3 class names look like WordNet ids or bare numbers (n01440764, n01443537)" \
+        in warned[0] and "'an image of n01440764'" in warned[0] and "data=imagenet" in warned[0]
+    caplog.clear()
+    make_clip(tiny_clip_name).prepare([str(i) for i in range(10)])
+    assert "10 of 10 class names look like" in caplog.text
+
+
+def test_clip_refuses_duplicate_class_names(tiny_clip_name):
+    o = make_clip(tiny_clip_name)
+    with pytest.raises(ValueError, match=r"the class names \['crane'\] occur more than once"):
+        o.prepare(["crane", "dog", "crane"])
