@@ -107,6 +107,16 @@ def _image_folder(root: Path) -> Path:
     return root
 
 
+def _wnid_folder(root: Path) -> Path:
+    """An ImageNet validation-layout folder: tench (1k class 0), goldfish (1) and Chihuahua (151, a dog)."""
+    from PIL import Image
+
+    for i, wnid in enumerate(("n01440764", "n01443537", "n02085620")):
+        (root / wnid).mkdir(parents=True)
+        Image.new("RGB", (20 + 4 * i, 16), (60 * i, 90, 180)).save(root / wnid / f"ILSVRC2012_val_{i:08d}.JPEG")
+    return root
+
+
 def _style_mask(root: Path) -> Path:
     from genEval.style_mask import fit_style_mask
 
@@ -131,6 +141,7 @@ def stand_ins(tmp_path_factory) -> dict[str, str]:
     paths["mnist"] = _mnist(root / "mnist")
     paths["cifar10"] = _cifar10(root / "cifar")
     paths["folder"] = _image_folder(root / "folder")
+    paths["wnids"] = _wnid_folder(root / "wnids")
     paths["mask"] = _style_mask(root)
     return {k: str(v) for k, v in paths.items()}
 
@@ -140,11 +151,13 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
     "data": {
         "cifar10": {"root": "{cifar10}"}, "cifar10_jpg": {"limit": "20"}, "digits": {}, "digits_train": {},
         "imagefolder": {"root": "{folder}"}, "mnist": {"root": "{mnist}"},
+        "imagenet": {"root": "{wnids}"}, "imagenet9": {"root": "{wnids}"},
     },
     "classifier": {
         **{f"cifar_resnet{d}": {} for d in (20, 32, 56)},
         "cifar_resnet44": {"checkpoint": "null"},  # no ResNet-44 weights in the assets: random init
         "digits_cnn": {}, "digits_mlp": {}, "digits_wide_cnn": {},
+        "imagenet9": {"classifier.pretrained": "false"},
         "module": {"module": "{{_target_: genEval.cifar_resnet.CifarResNet, depth: 20}}", "num_classes": "10"},
         "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
         "torchscript": {"path": "{torchscript}", "num_classes": "10"},
@@ -160,6 +173,7 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
     "oracle": {
         "cifar_resnet_zoo": {}, "classifier": {}, "digits_zoo": {},
         "clip": {"pretrained": "null", "model_name": "ViT-B-32"}, "clip_vit_b32": {"pretrained": "null"},
+        "clip_imagenet": {"pretrained": "null"},
     },
     "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
     "search": {"default": {}},

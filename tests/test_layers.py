@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("genEval", "generators", "oracles")
 TOP = {"genEval.cli"}
-BACKENDS_IN_ENGINE = {"genEval.classifiers", "genEval.cifar_resnet", "genEval.data"}
+BACKENDS_IN_ENGINE = {"genEval.classifiers", "genEval.cifar_resnet", "genEval.data", "genEval.imagenet"}
 # The bottom of the house: contracts and small helpers every layer may use.
 FOUNDATION = {"genEval.interfaces", "genEval.checkpoints", "genEval.fileio"}
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
