@@ -7,6 +7,10 @@
   with the mask in the same process (wall times comparable), with the paper's sparsity as target.
 * snapshots: one snapshot per shared ResNet (20/32/56) with the others as the oracle zoo, exported as
   ImageFolder, and the 3 x 3 transfer matrix (paper Table 6).
+* start_noise: the start-noise scale in search steps (std = start_noise x step per latent dim) for 0, 1, 5
+  steps and 42 steps (the old default, 0.05 x TAEF2's latent std = 0.042): scores with seed 0, and how many
+  per-sample decisions (validated, first fooled step, final prediction) change when only the seed (the
+  noise) changes, on the same sources.
 * compare: the three ResNets compared with R repetitions under the recipe (TAEF2, ResNet-32+56 zoo):
   leaderboard, Kendall tau, effective-robustness fit. (ResNet-32/56 are oracle members: their PA is 100 by
   construction, which the leaderboard flags.)
@@ -50,9 +54,9 @@ def taef2():
     return TAEF2Generator(w / "taef2_encoder.pth", w / "taef2_decoder.pth", image_size=64)
 
 
-def data(limit):
+def data(limit, subset_seed=None):
     return ImageFolderData(A / "cifar10" / "test-jpg", class_names=list(CIFAR10_CLASSES), limit=limit,
-                           name="cifar10_jpg:test-jpg")
+                           name="cifar10_jpg:test-jpg", subset_seed=subset_seed)
 
 
 def line(r):
@@ -109,6 +113,32 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
     print(format_transfer(rows), flush=True)
 
 
+def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 5.0, 42.0)) -> list[dict]:
+    from dataclasses import replace
+
+    from genEval.rundir import read_samples
+
+    keys = ("validated", "first_fooled", "final_pred")
+    rows = []
+    for level in levels:
+        runs = {}
+        for s in (seed, seed + 1):  # same sources (subset_seed fixed), different start noise
+            d = out / f"noise{level:g}_seed{s}"
+            r = evaluate(resnet(20), data(n, subset_seed=seed), taef2(), zoo([32, 56]),
+                         replace(search(), start_noise=level), seed=s, batch_size=50, output_dir=d, progress=False)
+            runs[s] = (r, {x["source_id"]: x for x in read_samples(d)})
+        r0, a = runs[seed]
+        b = runs[seed + 1][1]
+        changed = sum(any(a[k][f] != b[k][f] for f in keys) for k in a)
+        moved = [x["latent_dist"] for x in a.values() if x["validated"]]
+        row = {"start_noise_steps": level, "std_per_dim": level * STEP, "line": line(r0),
+               "decisions_changed_by_seed": f"{changed}/{len(a)}",
+               "mean_latent_dist_validated": sum(moved) / max(len(moved), 1)}
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
 def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
     from genEval.compare import compare
 
@@ -136,6 +166,9 @@ def main() -> None:
         (out / "mask" / "study.json").write_text(json.dumps(res, indent=2, default=str))
     if "snapshots" in args.only:
         study_snapshots(out / "snapshots", args.n, args.seed)
+    if "start_noise" in args.only:
+        res = study_start_noise(out / "start_noise", args.n, args.seed)
+        (out / "start_noise" / "study.json").write_text(json.dumps(res, indent=2, default=str))
     if "compare" in args.only:
         study_compare(out / "compare", args.n, args.seed, args.reps)
 

@@ -90,12 +90,13 @@ def _is_factory(obj: Any) -> bool:
 def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
     """The data set of one repetition and whether it was re-drawn with ``seed``.
 
-    ``data.with_seed(seed)`` when the data object has that method, ``data(seed)`` when ``data`` is a factory
+    ``data.with_seed(seed)`` when the data object has that method (re-drawn unless it returns itself), ``data(seed)`` when ``data`` is a factory
     (a callable that is not itself a data set), else ``data`` unchanged (``False``).
     """
     hook = getattr(data, "with_seed", None)
     if callable(hook):
-        return hook(int(seed)), True
+        drawn = hook(int(seed))
+        return drawn, drawn is not data  # the same object back: nothing to re-draw (subset=first, fixed seed)
     if callable(data) and not hasattr(data, "__getitem__"):
         return data(int(seed)), True
     return data, False

@@ -288,4 +288,14 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
             ax.set_yticks([])
     for r, label in enumerate(("original", "perturbed", "difference")):
         axes[r][0].set_ylabel(label, fontsize=9)
-    return _png(fig, f"image grid for {m.name}", kind="images")
+    size = shown_at_one_size(tuple(data["original"].shape[-2:]), tuple(data["perturbed"].shape[-2:]))
+    fig.suptitle(size, fontsize=8)
+    return _png(fig, f"image grid for {m.name}: {size}", kind="images")
+
+
+def shown_at_one_size(original_hw: tuple[int, int], perturbed_hw: tuple[int, int]) -> str:
+    """The sentence that states at which size a grid shows originals next to perturbed images."""
+    o, p = (f"{h}x{w} px" for h, w in (original_hw, perturbed_hw))
+    if o == p:
+        return f"originals and perturbed images at their size, {p}"
+    return f"originals ({o}) resized to the perturbed images' size ({p}) to be shown side by side"

@@ -325,7 +325,7 @@ def test_compare_config_composes_with_the_three_digits_classifiers():
         assert callable(get_method(node._target_))
     assert cfg.repetitions == 3 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
     assert cfg.generator._target_ and cfg.oracle._target_ and cfg.search.budget == 50
-    assert cfg.search.start_noise == 0.05  # repetitions must differ (see conf/compare.yaml)
+    assert cfg.search.start_noise == 1.0  # repetitions must differ (see conf/compare.yaml)
     assert cfg.report is True
 
 

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 from compare_toys import PlainPool, ToyPool
-from omegaconf import OmegaConf
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
-from genEval.commands.compare import data_factory
+from genEval.data import DigitsData
 from genEval.compare import compare
 from genEval.perturb import SearchConfig
 from genEval.repetitions import data_for_seed
@@ -55,7 +54,7 @@ def test_every_repetition_draws_fresh_sources_shared_by_all_models(fresh):
 def test_data_without_the_hook_keep_their_sources_and_the_comparison_says_so(tmp_path):
     data = PlainPool(limit=12)
     assert data_for_seed(data, 3) == (data, False)
-    noisy = SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.1)  # repetitions differ by noise only
+    noisy = SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=1.0)  # repetitions differ by noise only
     comp = compare(models(), data, SigmoidGenerator(), AcceptAllOracle(), noisy, repetitions=2, seeds=[5, 6],
                    out_dir=tmp_path, progress=False, n_boot=30, batch_size=12)
     assert sources(tmp_path, "lin0", 0) == sources(tmp_path, "lin0", 1)
@@ -63,14 +62,15 @@ def test_data_without_the_hook_keep_their_sources_and_the_comparison_says_so(tmp
     assert any("every repetition evaluated the same source images" in w for w in comp.warnings)
 
 
-def test_a_data_config_with_a_seed_key_is_rebuilt_per_repetition():
-    node = OmegaConf.create({"_target_": "compare_toys.ToyPool", "limit": 10, "seed": 0})
-    draw = data_factory(node)
-    assert callable(draw) and not hasattr(draw, "__getitem__")
-    data, seeded = data_for_seed(draw, 7)
-    assert seeded and isinstance(data, ToyPool) and data.seed == 7 and len(data) == 10
-    built = data_factory(OmegaConf.create({"_target_": "compare_toys.PlainPool", "limit": 10}))
-    assert isinstance(built, PlainPool)  # no seed key: built once
+def test_conf_data_re_draw_their_subset_per_repetition_unless_told_not_to():
+    def ids(d):
+        return [d.source_id(i) for i in range(len(d))]
+
+    data = DigitsData(limit=20)
+    (a, seeded), (b, _) = data_for_seed(data, 7), data_for_seed(data, 8)
+    assert seeded and ids(a) != ids(b) and ids(a) == ids(data_for_seed(data, 7)[0])
+    for fixed in (DigitsData(limit=20, subset="first"), DigitsData(limit=20, subset_seed=3)):
+        assert data_for_seed(fixed, 7) == (fixed, False)  # one set of sources in every repetition
 
 
 def test_mask_auto_fits_one_mask_with_the_reference_and_reuses_it(tmp_path):

@@ -55,19 +55,18 @@ def test_adam_first_step_is_bias_corrected(tmp_path):
     assert float((moved > 0.999 * a).float().mean()) > 0.9  # all but coordinates with |g| ~ eps
 
 
-def test_start_noise_is_scaled_by_each_latents_std(tmp_path):
-    """Start noise = start_noise x (std of the sample's own latent) x N(0, 1), per sample."""
+def test_start_noise_is_measured_in_steps_not_in_latent_std(tmp_path):
+    """Start noise = start_noise x step_size x N(0, 1) per dim, whatever the spread of the sample's latent."""
     g = torch.Generator().manual_seed(0)
     x = torch.rand(6, 3, 16, 16, generator=g) * 0.98 + 0.01
     x[:3] = 0.5 + (x[:3] - 0.5) * 0.1  # three samples with a small latent std, three with a large one
     data = ListDataset(x, [0, 1, 2, 0, 1, 2], ["a", "b", "c"])
     clf = LinearClassifier(in_features=3 * 16 * 16, seed=0)
-    evaluate(clf, data, SigmoidGenerator(), AcceptAllOracle(), SearchConfig(budget=0, start_noise=0.2), seed=3,
-             output_dir=tmp_path, save_latents=True)
+    evaluate(clf, data, SigmoidGenerator(), AcceptAllOracle(),
+             SearchConfig(budget=0, start_noise=4.0, step_size=0.05), seed=3, output_dir=tmp_path, save_latents=True)
     start, final, _ = _latents(tmp_path)
     noise = (final - start).flatten(1)
-    ratio = noise.std(dim=1) / start.flatten(1).std(dim=1)
-    torch.testing.assert_close(ratio, torch.full((6,), 0.2), rtol=0.1, atol=0)
+    torch.testing.assert_close(noise.std(dim=1), torch.full((6,), 4.0 * 0.05), rtol=0.1, atol=0)
     assert float(start[:3].flatten(1).std(1).max()) < 0.5 * float(start[3:].flatten(1).std(1).min())
 
 

@@ -66,7 +66,7 @@ def test_comparison_report_has_every_section_and_no_external_resources(compariso
     assert "Content-Security-Policy" in text and "<script" not in text
     assert expected_figures(text) == text.count("<img ") == expected_count(comp, with_images=True)
     for m in MODELS:
-        assert f"image grid for {m}" in text
+        assert f"image grid for {m}: originals and perturbed images at their size, 8x8 px" in text
     assert "R^2 (logit space)" in text or "Not computed" in text
     assert "first fooled step is in [1, t]" in text  # the PA-vs-budget approximation is stated
 
@@ -239,3 +239,11 @@ def test_report_renders_in_headless_chromium(comparison_dir, tmp_path):
     with Image.open(shot) as im:
         lo, hi = im.convert("L").getextrema()
         assert im.size == (1280, 3000) and hi - lo > 100  # not a blank page
+
+
+def test_grids_state_the_one_size_originals_and_perturbed_images_are_shown_at():
+    from genEval.report_figures import shown_at_one_size
+
+    assert shown_at_one_size((32, 32), (64, 64)) == \
+        "originals (32x32 px) resized to the perturbed images' size (64x64 px) to be shown side by side"
+    assert shown_at_one_size((16, 16), (16, 16)) == "originals and perturbed images at their size, 16x16 px"

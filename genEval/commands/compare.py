@@ -5,16 +5,13 @@ The path runs top-down: this module turns the config into objects (classifier fa
 :func:`genEval.compare.aggregate` for existing runs), which writes the runs and the comparison files, then
 writes ``report.html`` (:func:`genEval.report.write_report`) and prints the leaderboard.
 
-Fresh sources per repetition are coordinated through the config only: when the data config has a ``seed``
-key (the seed of its subset draw, e.g. ``data.subset=random`` with ``data.limit``), the data are rebuilt for
-every repetition with ``data.seed`` set to the repetition's seed (:func:`data_factory`); otherwise the data
-object is passed as built (and re-drawn only if it has a ``with_seed`` method; genEval.repetitions).
+Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its
+``data.limit`` subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.repetitions` calls it
+with the repetition's seed, shared by every model of that repetition. ``data.subset=first`` or a fixed
+``data.subset_seed`` keeps the same sources in every repetition (the comparison then says so).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,25 +29,13 @@ from genEval.perturb import SearchConfig
 from genEval.report import write_report
 
 
-def data_factory(node: DictConfig) -> Any | Callable[[int], Any]:
-    """The data of a comparison: a factory ``seed -> data`` (rebuilt with ``data.seed=seed``) when the data
-    config has a ``seed`` key, else the data built once."""
-    if "seed" not in node:
-        return build(node, "data")
-
-    def draw(seed: int) -> Any:
-        return build(OmegaConf.merge(node, {"seed": int(seed)}), "data")
-
-    return draw
-
-
 def _run_models(cfg: DictConfig, **common) -> Comparison:
     """Evaluate every classifier of ``cfg.classifiers`` ``cfg.repetitions`` times, then compare them."""
     nodes = classifier_nodes(cfg, "classifiers")
     shared = {k: v for k, v in plain(cfg).items() if k not in ("classifiers", "hydra")}
     mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
     return compare(
-        classifier_factories(nodes, "classifiers"), data_factory(cfg.data), build(cfg.generator, "generator"),
+        classifier_factories(nodes, "classifiers"), build(cfg.data, "data"), build(cfg.generator, "generator"),
         build(cfg.oracle, "oracle"), SearchConfig.coerce(plain(cfg.search)), mask=mask,
         mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
         repetitions=int(cfg.repetitions), seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
