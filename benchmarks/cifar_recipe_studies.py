@@ -55,14 +55,21 @@ def taef2():
 
 
 def data(limit, subset_seed=None):
-    return ImageFolderData(A / "cifar10" / "test-jpg", class_names=list(CIFAR10_CLASSES), limit=limit,
-                           name="cifar10_jpg:test-jpg", subset_seed=subset_seed)
+    return ImageFolderData(
+        A / "cifar10" / "test-jpg",
+        class_names=list(CIFAR10_CLASSES),
+        limit=limit,
+        name="cifar10_jpg:test-jpg",
+        subset_seed=subset_seed,
+    )
 
 
 def line(r):
     s = r.scores
-    return (f"SA {s.sa.fmt()} | RA {s.ra.fmt()} | VR {s.vr.fmt()} | PA {s.pa.fmt()} | FMR {s.fmr.fmt()} | "
-            f"rejected {s.n_rejected}/{s.n} ({s.n_rejected / s.n:.2f}/sample) | loop {r.timings['loop_s']:.0f}s")
+    return (
+        f"SA {s.sa.fmt()} | RA {s.ra.fmt()} | VR {s.vr.fmt()} | PA {s.pa.fmt()} | FMR {s.fmr.fmt()} | "
+        f"rejected {s.n_rejected}/{s.n} ({s.n_rejected / s.n:.2f}/sample) | loop {r.timings['loop_s']:.0f}s"
+    )
 
 
 def study_mask(out: Path, n: int, seed: int) -> dict:
@@ -82,18 +89,25 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
             print(f"mask {name}: {err}", flush=True)
             continue
         masks[name] = m
-        print(f"mask {name}: sparsity {m.sparsity:.2f}% held-out {m.heldout_accuracy:.1f}% train "
-              f"{m.train_accuracy:.1f}% C={m.C:.4g} n={m.n_samples} ({time.perf_counter() - t0:.1f}s)", flush=True)
+        print(
+            f"mask {name}: sparsity {m.sparsity:.2f}% held-out {m.heldout_accuracy:.1f}% train "
+            f"{m.train_accuracy:.1f}% C={m.C:.4g} n={m.n_samples} ({time.perf_counter() - t0:.1f}s)",
+            flush=True,
+        )
     m = masks["paper-sparsity"]
     m.save(out / "style_mask.safetensors")
     plot_style_mask(m, out / "style_mask.png")
     dense = evaluate(clf, eval_set, gen, orc, search(), output_dir=out / "dense", **kw)
     print("dense :", line(dense), flush=True)
-    masked = evaluate(clf, eval_set, gen, orc, search(), output_dir=out / "masked", mask=m.as_tensor(),
-                      mask_id=m.sha256[:16], **kw)
+    masked = evaluate(
+        clf, eval_set, gen, orc, search(), output_dir=out / "masked", mask=m.as_tensor(), mask_id=m.sha256[:16], **kw
+    )
     print("masked:", line(masked), flush=True)
-    return {"dense": dense.to_dict(), "masked": masked.to_dict(),
-            "masks": {k: {"sparsity": v.sparsity, "heldout": v.heldout_accuracy, "C": v.C} for k, v in masks.items()}}
+    return {
+        "dense": dense.to_dict(),
+        "masked": masked.to_dict(),
+        "masks": {k: {"sparsity": v.sparsity, "heldout": v.heldout_accuracy, "C": v.C} for k, v in masks.items()},
+    }
 
 
 def study_snapshots(out: Path, n: int, seed: int) -> None:
@@ -104,12 +118,26 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
     snaps = {}
     for d in (20, 32, 56):
         others = [o for o in (20, 32, 56) if o != d]
-        r = evaluate(resnet(d), data(n), taef2(), zoo(others), search(), seed=seed, batch_size=50,
-                     output_dir=out / f"run_resnet{d}", save_images=True, progress=False)
+        r = evaluate(
+            resnet(d),
+            data(n),
+            taef2(),
+            zoo(others),
+            search(),
+            seed=seed,
+            batch_size=50,
+            output_dir=out / f"run_resnet{d}",
+            save_images=True,
+            progress=False,
+        )
         print(f"resnet{d} (oracle resnet{others[0]}+{others[1]}):", line(r), flush=True)
         snaps[f"resnet{d}"] = export_snapshot(out / f"run_resnet{d}", out / f"snapshot_resnet{d}", overwrite=True)
-    rows = transfer_matrix(snaps, {f"resnet{d}": resnet(d) for d in (20, 32, 56)}, out_csv=out / "transfer.csv",
-                           device=resolve_device("auto"))
+    rows = transfer_matrix(
+        snaps,
+        {f"resnet{d}": resnet(d) for d in (20, 32, 56)},
+        out_csv=out / "transfer.csv",
+        device=resolve_device("auto"),
+    )
     print(format_transfer(rows), flush=True)
 
 
@@ -124,16 +152,29 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 5.0, 42.0)
         runs = {}
         for s in (seed, seed + 1):  # same sources (subset_seed fixed), different start noise
             d = out / f"noise{level:g}_seed{s}"
-            r = evaluate(resnet(20), data(n, subset_seed=seed), taef2(), zoo([32, 56]),
-                         replace(search(), start_noise=level), seed=s, batch_size=50, output_dir=d, progress=False)
+            r = evaluate(
+                resnet(20),
+                data(n, subset_seed=seed),
+                taef2(),
+                zoo([32, 56]),
+                replace(search(), start_noise=level),
+                seed=s,
+                batch_size=50,
+                output_dir=d,
+                progress=False,
+            )
             runs[s] = (r, {x["source_id"]: x for x in read_samples(d)})
         r0, a = runs[seed]
         b = runs[seed + 1][1]
         changed = sum(any(a[k][f] != b[k][f] for f in keys) for k in a)
         moved = [x["latent_dist"] for x in a.values() if x["validated"]]
-        row = {"start_noise_steps": level, "std_per_dim": level * STEP, "line": line(r0),
-               "decisions_changed_by_seed": f"{changed}/{len(a)}",
-               "mean_latent_dist_validated": sum(moved) / max(len(moved), 1)}
+        row = {
+            "start_noise_steps": level,
+            "std_per_dim": level * STEP,
+            "line": line(r0),
+            "decisions_changed_by_seed": f"{changed}/{len(a)}",
+            "mean_latent_dist_validated": sum(moved) / max(len(moved), 1),
+        }
         print(row, flush=True)
         rows.append(row)
     return rows
@@ -142,8 +183,18 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 5.0, 42.0)
 def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
     from genEval.compare import compare
 
-    comp = compare({f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)}, data(n), taef2(), zoo([32, 56]),
-                   search(), repetitions=reps, seeds=seed, out_dir=out, progress=False, batch_size=50)
+    comp = compare(
+        {f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)},
+        data(n),
+        taef2(),
+        zoo([32, 56]),
+        search(),
+        repetitions=reps,
+        seeds=seed,
+        out_dir=out,
+        progress=False,
+        batch_size=50,
+    )
     print(comp.summary(), flush=True)
     print(comp.markdown(), flush=True)
 

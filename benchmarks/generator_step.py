@@ -59,9 +59,15 @@ class SmallCNN(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
-                                 nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-                                 nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, self.num_classes))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, self.num_classes),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -107,10 +113,16 @@ def build_generator(kind: str) -> tuple[nn.Module, str]:
 
         from generators.diffusers_vae import DiffusersVAEGenerator
 
-        vae = AutoencoderKL(block_out_channels=(128, 256, 512, 512),
-                            down_block_types=("DownEncoderBlock2D",) * 4,
-                            up_block_types=("UpDecoderBlock2D",) * 4, layers_per_block=2, latent_channels=4,
-                            norm_num_groups=32, sample_size=256, scaling_factor=0.18215)
+        vae = AutoencoderKL(
+            block_out_channels=(128, 256, 512, 512),
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            layers_per_block=2,
+            latent_channels=4,
+            norm_num_groups=32,
+            sample_size=256,
+            scaling_factor=0.18215,
+        )
         return DiffusersVAEGenerator(pretrained=vae, name="sd-vae-random"), "random"
     if kind == "vqgan-f16":
         from generators.vqgan import (
@@ -120,8 +132,11 @@ def build_generator(kind: str) -> tuple[nn.Module, str]:
             VQGANGenerator,
         )
 
-        return VQGANGenerator(ddconfig=IMAGENET_F16_16384_DDCONFIG, n_embed=IMAGENET_F16_16384_N_EMBED,
-                              embed_dim=IMAGENET_F16_16384_EMBED_DIM), "random"
+        return VQGANGenerator(
+            ddconfig=IMAGENET_F16_16384_DDCONFIG,
+            n_embed=IMAGENET_F16_16384_N_EMBED,
+            embed_dim=IMAGENET_F16_16384_EMBED_DIM,
+        ), "random"
     raise ValueError(f"unknown generator {kind!r}; choose from {list(GENERATORS)}")
 
 
@@ -138,8 +153,16 @@ def timed(fn: Callable[[], object], dev: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def step_seconds(gen: nn.Module, clf: nn.Module, size: int, batch: int, budget: int, repeats: int,
-                 dev: torch.device, max_seconds: float) -> tuple[float | None, str]:
+def step_seconds(
+    gen: nn.Module,
+    clf: nn.Module,
+    size: int,
+    batch: int,
+    budget: int,
+    repeats: int,
+    dev: torch.device,
+    max_seconds: float,
+) -> tuple[float | None, str]:
     """``(min t(budget) - min t(0)) / budget`` over ``repeats`` runs each, or ``(None, reason)`` if skipped.
 
     Minima, not means: on a shared machine the fastest run is the one least disturbed by other work.
@@ -164,8 +187,9 @@ def step_seconds(gen: nn.Module, clf: nn.Module, size: int, batch: int, budget: 
     return max(min(full) - min(base), 0.0) / budget, ""
 
 
-def gradient_cosine(gen: nn.Module, clf: nn.Module, size: int, batch: int, dtype: torch.dtype,
-                    dev: torch.device) -> float:
+def gradient_cosine(
+    gen: nn.Module, clf: nn.Module, size: int, batch: int, dtype: torch.dtype, dev: torch.device
+) -> float:
     """Cosine between the fp32 latent gradient and the one with ``gen`` run in ``dtype`` (same z, y)."""
     g = torch.Generator().manual_seed(1)
     x = torch.rand(batch, 3, size, size, generator=g).to(dev)
@@ -189,8 +213,9 @@ def gradient_cosine(gen: nn.Module, clf: nn.Module, size: int, batch: int, dtype
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=GENERATORS)
     ap.add_argument("--sizes", nargs="+", type=int, default=[64, 128, 256], help="image sides in px")
     ap.add_argument("--batch", type=int, default=4)
@@ -198,10 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of each budget; minima are used")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    ap.add_argument("--max-seconds", type=float, default=120.0,
-                    help="skip a (generator, size) whose timed runs are estimated to take longer")
-    ap.add_argument("--precision", action="store_true",
-                    help="CUDA only: cosine of the bf16/fp16 latent gradient with the fp32 one")
+    ap.add_argument(
+        "--max-seconds",
+        type=float,
+        default=120.0,
+        help="skip a (generator, size) whose timed runs are estimated to take longer",
+    )
+    ap.add_argument(
+        "--precision", action="store_true", help="CUDA only: cosine of the bf16/fp16 latent gradient with the fp32 one"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -225,16 +255,33 @@ def main(argv: list[str] | None = None) -> int:
             gen, weights = build_generator(kind)
         except Exception as err:  # e.g. taming not installed: report and go on with the others
             log.info("%s: not built (%s: %s)", kind, type(err).__name__, str(err).splitlines()[0][:200])
-            rows.append({"generator": kind, "size": None, "weights": "-", "s_per_step": None,
-                         "s_per_step_image": None, "note": f"not built: {type(err).__name__}"})
+            rows.append(
+                {
+                    "generator": kind,
+                    "size": None,
+                    "weights": "-",
+                    "s_per_step": None,
+                    "s_per_step_image": None,
+                    "note": f"not built: {type(err).__name__}",
+                }
+            )
             continue
         gen = gen.to(dev).eval()
         n_params = sum(p.numel() for p in gen.parameters())
         for size in args.sizes:
             ds = int(getattr(gen, "downsample", 1))
-            row = {"generator": kind, "size": size, "batch": args.batch, "budget": args.budget,
-                   "weights": weights, "params_m": round(n_params / 1e6, 2), "device": str(dev),
-                   "s_per_step": None, "s_per_step_image": None, "note": ""}
+            row = {
+                "generator": kind,
+                "size": size,
+                "batch": args.batch,
+                "budget": args.budget,
+                "weights": weights,
+                "params_m": round(n_params / 1e6, 2),
+                "device": str(dev),
+                "s_per_step": None,
+                "s_per_step_image": None,
+                "note": "",
+            }
             if size % ds:
                 row["note"] = f"skipped: size not a multiple of {ds}"
             else:
@@ -258,20 +305,38 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "---|" * len(cols))
     for r in rows:
         fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
-        cells = [r["generator"], r["weights"], "-" if r["size"] is None else str(r["size"]),
-                 fmt(r["s_per_step"]), fmt(r["s_per_step_image"])]
+        cells = [
+            r["generator"],
+            r["weights"],
+            "-" if r["size"] is None else str(r["size"]),
+            fmt(r["s_per_step"]),
+            fmt(r["s_per_step_image"]),
+        ]
         if precision:
             cells += [fmt(r.get("cos_bf16")), fmt(r.get("cos_fp16"))]
         cells.append(r["note"])
         print("| " + " | ".join(cells) + " |")
-    print(f"\n(device {dev}, batch {args.batch}, budget {args.budget}, min of {args.repeats} runs; "
-          f"torch threads {torch.get_num_threads()}; "
-          "per step = (t(B) - t(0)) / B of genEval.perturb.perturb)")
+    print(
+        f"\n(device {dev}, batch {args.batch}, budget {args.budget}, min of {args.repeats} runs; "
+        f"torch threads {torch.get_num_threads()}; "
+        "per step = (t(B) - t(0)) / B of genEval.perturb.perturb)"
+    )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"device": str(dev), "batch": args.batch, "budget": args.budget,
-                                         "repeats": args.repeats, "torch": torch.__version__,
-                                         "threads": torch.get_num_threads(), "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "device": str(dev),
+                    "batch": args.batch,
+                    "budget": args.budget,
+                    "repeats": args.repeats,
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

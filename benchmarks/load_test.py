@@ -37,8 +37,9 @@ def _free_port() -> int:
 
 
 def _geneval(args: list[str], env: dict) -> str:
-    out = subprocess.run([sys.executable, "-m", "genEval.cli", *args], env=env, capture_output=True, text=True,
-                         timeout=600, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], env=env, capture_output=True, text=True, timeout=600, check=True
+    )
     return out.stdout
 
 
@@ -60,6 +61,7 @@ async def _fire(base: str, paths: list[str], n: int, concurrency: int, timeout: 
         queue.put_nowait(paths[i % len(paths)])
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
+
         async def one_client() -> None:
             while not queue.empty():
                 path = queue.get_nowait()
@@ -90,20 +92,34 @@ def main() -> None:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log = open(home / "serve.log", "w")
-    cmd = [sys.executable, "-m", "genEval.cli", "serve", "host=127.0.0.1", f"port={port}", "heartbeat_s=1",
-           "log_level=warning", f"default_benchmark={args.board}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "genEval.cli",
+        "serve",
+        "host=127.0.0.1",
+        f"port={port}",
+        "heartbeat_s=1",
+        "log_level=warning",
+        f"default_benchmark={args.board}",
+    ]
     server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait(lambda: _healthy(base), 600, "server start")
         token = _geneval(["token", "name=load", "role=submitter"], env).strip().splitlines()[-1]
         http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        first = http.post("/api/jobs", json={"benchmark": args.board, "name": "warm-up",
-                                             "model": {"kind": "config", "name": "digits_mlp"}}).json()["id"]
+        first = http.post(
+            "/api/jobs",
+            json={"benchmark": args.board, "name": "warm-up", "model": {"kind": "config", "name": "digits_mlp"}},
+        ).json()["id"]
         _wait(lambda: http.get(f"/api/jobs/{first}").json()["status"] == "done", 3600, "the first job", poll=2)
-        job = http.post("/api/jobs", json={"benchmark": args.benchmark, "name": "under-load",
-                                           "model": {"kind": "config", "name": "digits_cnn"}}).json()["id"]
-        _wait(lambda: http.get(f"/api/jobs/{job}").json()["images_done"] > 0, 3600, "the second job's progress",
-              poll=0.5)
+        job = http.post(
+            "/api/jobs",
+            json={"benchmark": args.benchmark, "name": "under-load", "model": {"kind": "config", "name": "digits_cnn"}},
+        ).json()["id"]
+        _wait(
+            lambda: http.get(f"/api/jobs/{job}").json()["images_done"] > 0, 3600, "the second job's progress", poll=0.5
+        )
         paths = ["/", f"/leaderboard/{args.board}", f"/api/leaderboard/{args.board}", f"/api/jobs/{job}"]
         t0 = time.perf_counter()
         lat, errors = asyncio.run(_fire(base, paths, args.requests, args.concurrency, args.timeout))

@@ -58,9 +58,21 @@ def one_run(n: int, size: int, budget: int, workers: int, batch: int, out: str) 
     data = ImageFolderData(ASSETS / "cifar10" / "test-jpg", class_names=CIFAR10_CLASSES, image_size=size, limit=n)
     clf = cifar_resnet(20, checkpoint=ASSETS / "weights" / "cifar10-resnet" / "resnet20-12fca82f.th")
     t0 = time.perf_counter()
-    r = evaluate(clf, data, IdentityGenerator(), AcceptAll(), SearchConfig(budget=budget, step_size=1e-3), seed=0,
-                 batch_size=batch, num_workers=workers, device="cpu", output_dir=out, save_images=True,
-                 save_latents=False, progress=False)
+    r = evaluate(
+        clf,
+        data,
+        IdentityGenerator(),
+        AcceptAll(),
+        SearchConfig(budget=budget, step_size=1e-3),
+        seed=0,
+        batch_size=batch,
+        num_workers=workers,
+        device="cpu",
+        output_dir=out,
+        save_images=True,
+        save_latents=False,
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
     return {"n": n, "seconds": seconds, "sa": r.scores.sa.value, "peak_rss_mib": peak}

@@ -103,21 +103,44 @@ def main() -> None:
     judge_all = AcceptAll(orc)
     search = SearchConfig(**{**dict(cfg.search), "budget": args.budget, "early_stop": False})
     run = lambda b: perturb(x, y, clf, gen, judge_all, SearchConfig(**{**search.__dict__, "budget": b}))  # noqa: E731
-    t = _timed_interleaved({"decode": decode, "decode_grad": decode_and_grad, "oracle": oracle,
-                            "loop_b": lambda: run(args.budget), "loop_0": lambda: run(0)}, args.repeats, sync)
+    t = _timed_interleaved(
+        {
+            "decode": decode,
+            "decode_grad": decode_and_grad,
+            "oracle": oracle,
+            "loop_b": lambda: run(args.budget),
+            "loop_0": lambda: run(0),
+        },
+        args.repeats,
+        sync,
+    )
     t_dec, t_orc = t["decode"], t["oracle"]
     t_grad = max(0.0, t["decode_grad"] - t_dec)
     parts = t_dec + t_grad + t_orc
     step = (t["loop_b"] - t["loop_0"]) / args.budget
     res = {
-        "device": str(dev), "batch": len(x), "budget": args.budget, "overrides": overrides,
-        "generator": getattr(gen, "name", type(gen).__name__), "image_size": list(x.shape[-2:]),
-        "decode_s": t_dec, "classifier_fwd_bwd_s": t_grad, "oracle_s": t_orc, "sum_of_parts_s": parts,
-        "loop_step_s": step, "overhead": step / parts - 1, "threads": torch.get_num_threads(),
+        "device": str(dev),
+        "batch": len(x),
+        "budget": args.budget,
+        "overrides": overrides,
+        "generator": getattr(gen, "name", type(gen).__name__),
+        "image_size": list(x.shape[-2:]),
+        "decode_s": t_dec,
+        "classifier_fwd_bwd_s": t_grad,
+        "oracle_s": t_orc,
+        "sum_of_parts_s": parts,
+        "loop_step_s": step,
+        "overhead": step / parts - 1,
+        "threads": torch.get_num_threads(),
     }
     print(f"| part | seconds / step (batch {len(x)}, {dev}) |\n|---|---|")
-    labels = {"decode_s": "decode (with graph)", "classifier_fwd_bwd_s": "classifier fwd + bwd (through decoder)",
-              "oracle_s": "oracle judge", "sum_of_parts_s": "sum of parts", "loop_step_s": "loop step (perturb)"}
+    labels = {
+        "decode_s": "decode (with graph)",
+        "classifier_fwd_bwd_s": "classifier fwd + bwd (through decoder)",
+        "oracle_s": "oracle judge",
+        "sum_of_parts_s": "sum of parts",
+        "loop_step_s": "loop step (perturb)",
+    }
     for k, label in labels.items():
         print(f"| {label} | {res[k]:.4f} |")
     print(f"| engine overhead over the sum of parts | {100 * res['overhead']:+.1f}% |")

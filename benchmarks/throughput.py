@@ -85,8 +85,15 @@ SETTINGS: dict[str, Kernels] = {
 REFILL = "refill"  # + the refilled stream, on the kernels of the setting listed before it
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets; the first name that
 # occurs in torch.cuda.get_device_name() wins, so the more specific names come first.
-PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("GH200", 989.0),
-                    ("H200", 989.0), ("A100", 312.0), ("L40S", 362.0))
+PEAK_BF16_TFLOPS = (
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("GH200", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+    ("L40S", 362.0),
+)
 NUM_CLASSES = 1000  # ResNet-50's logits; labels double as sample ids in the refill comparison (< 1000)
 
 
@@ -164,8 +171,10 @@ def apply_setting(roles: Roles, kernels: Kernels, dev: torch.device) -> tuple[An
 def make_sources(n: int, size: int, seed: int = 0) -> list[Sample]:
     """``n`` random images (3, size, size) with distinct labels (the sample ids of :class:`ScriptedOracle`)."""
     g = torch.Generator().manual_seed(seed)
-    return [Sample(torch.rand(3, size, size, generator=g), i % NUM_CLASSES, f"src{i:05d}", seed=seed * 100003 + i,
-                   index=i) for i in range(n)]
+    return [
+        Sample(torch.rand(3, size, size, generator=g), i % NUM_CLASSES, f"src{i:05d}", seed=seed * 100003 + i, index=i)
+        for i in range(n)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- timing
@@ -201,15 +210,23 @@ def seconds_between(a: Any, b: Any) -> float:
     return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
 
 
-def run_search(sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int,
-               dev: torch.device) -> list[Outcome]:
+def run_search(
+    sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int, dev: torch.device
+) -> list[Outcome]:
     """All outcomes of one :func:`perturb` run (paper Algorithm 1) over ``sources``."""
     clf, gen = wrapped[0], wrapped[1]
     return list(perturb(sources, clf, gen, oracle, SearchConfig(budget=budget), batch_size=batch, device=dev))
 
 
-def measure_setting(roles: Roles, name: str, batch: int, args: argparse.Namespace, dev: torch.device,
-                    flops: float | None, peak: float | None) -> dict:
+def measure_setting(
+    roles: Roles,
+    name: str,
+    batch: int,
+    args: argparse.Namespace,
+    dev: torch.device,
+    flops: float | None,
+    peak: float | None,
+) -> dict:
     """One row of the main table: samples/s, ms/step, peak memory and FLOP-limit share (accept-all oracle).
 
     One search of ``batch`` sources for ``k = args.steps`` steps is timed whole (``T(k)``); the oracle's stamps
@@ -225,13 +242,20 @@ def measure_setting(roles: Roles, name: str, batch: int, args: argparse.Namespac
     for _ in range(args.repeats):
         oracle = ScriptedOracle(wrapped[2], roles.oracle_classes)
         secs = timed(partial(run_search, sources, wrapped, oracle, args.steps, batch, dev), dev)
-        loop = oracle.stamps[-(args.steps + 1):]  # judgements at t = 0..k; one before them judged the clean x
+        loop = oracle.stamps[-(args.steps + 1) :]  # judgements at t = 0..k; one before them judged the clean x
         runs.append((secs, [seconds_between(a, b) for a, b in zip(loop, loop[1:])]))
     secs = min(s for s, _ in runs)
     step = statistics.median(d for _, ds in runs for d in ds)
-    row = {"setting": name, "batch": batch, "samples_per_s": batch / (secs + (args.budget - args.steps) * step),
-           "ms_per_step": 1e3 * step, "timed_s": secs, "peak_mib": None, "flop_limit_pct": None,
-           "effective": effective}
+    row = {
+        "setting": name,
+        "batch": batch,
+        "samples_per_s": batch / (secs + (args.budget - args.steps) * step),
+        "ms_per_step": 1e3 * step,
+        "timed_s": secs,
+        "peak_mib": None,
+        "flop_limit_pct": None,
+        "effective": effective,
+    }
     if dev.type == "cuda":
         row["peak_mib"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if flops and peak and step > 0:
@@ -258,12 +282,16 @@ def refill_base(settings: list[str]) -> str:
     return next((s for s in reversed(before) if s in SETTINGS), "fp32")
 
 
-def run_chunked(sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int,
-                dev: torch.device) -> list[Outcome]:
+def run_chunked(
+    sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int, dev: torch.device
+) -> list[Outcome]:
     """The non-refilling way: one :func:`perturb` per chunk of ``batch`` sources, each until all its samples
     stop (the chunk's batch thins out as they do)."""
-    return [o for i in range(0, len(sources), batch)
-            for o in run_search(sources[i:i + batch], wrapped, oracle, budget, batch, dev)]
+    return [
+        o
+        for i in range(0, len(sources), batch)
+        for o in run_search(sources[i : i + batch], wrapped, oracle, budget, batch, dev)
+    ]
 
 
 def measure_refill(roles: Roles, batch: int, args: argparse.Namespace, dev: torch.device) -> dict:
@@ -276,10 +304,10 @@ def measure_refill(roles: Roles, batch: int, args: argparse.Namespace, dev: torc
     *wrapped, effective = apply_setting(roles, SETTINGS[base], dev)
     chunks = max(1, min(args.chunks, NUM_CLASSES // batch))
     sources = make_sources(chunks * batch, args.size, seed=1)
-    result: dict[str, Any] = {"setting": base, "batch": batch, "sources": len(sources),
-                              "accept_prob": args.accept_prob}
+    result: dict[str, Any] = {"setting": base, "batch": batch, "sources": len(sources), "accept_prob": args.accept_prob}
     stops = {}
     for mode, run in (("chunks", run_chunked), ("refill", run_search)):  # the same sources and rejection steps
+
         def once(run=run) -> list[Outcome]:
             oracle = ScriptedOracle(wrapped[2], roles.oracle_classes, args.accept_prob, seed=2)
             return run(sources, wrapped, oracle, args.budget, batch, dev)
@@ -323,8 +351,15 @@ def measure_naive(roles: Roles, args: argparse.Namespace, dev: torch.device) -> 
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
     oracle = ScriptedOracle(roles.oracle, roles.oracle_classes)
     sources = make_sources(args.naive_samples + 1, args.size, seed=3)
-    run = lambda s: naive_search(s.x[None].to(dev), torch.tensor([s.label], device=dev), roles.classifier,  # noqa: E731
-                                 roles.generator, oracle, args.budget, 1e-3)
+    run = lambda s: naive_search(
+        s.x[None].to(dev),
+        torch.tensor([s.label], device=dev),
+        roles.classifier,  # noqa: E731
+        roles.generator,
+        oracle,
+        args.budget,
+        1e-3,
+    )
     run(sources[0])  # warm-up
     secs = timed(lambda: [run(s) for s in sources[1:]], dev)
     return args.naive_samples / secs
@@ -402,10 +437,22 @@ def phase_breakdown(roles: Roles, row: dict, args: argparse.Namespace, dev: torc
         with torch.no_grad():
             orc.judge(img, y % roles.oracle_classes)
 
-    t = timed_median({"decode": lambda: gen.decode(leaf()), "decode_clf": lambda: clf(gen.decode(leaf())),
-                      "full": full, "oracle": judge}, args.phase_repeats, dev)
-    ms = {"decode forward": t["decode"], "classifier forward": t["decode_clf"] - t["decode"],
-          "backward (classifier + decoder)": t["full"] - t["decode_clf"], "oracle forward": t["oracle"]}
+    t = timed_median(
+        {
+            "decode": lambda: gen.decode(leaf()),
+            "decode_clf": lambda: clf(gen.decode(leaf())),
+            "full": full,
+            "oracle": judge,
+        },
+        args.phase_repeats,
+        dev,
+    )
+    ms = {
+        "decode forward": t["decode"],
+        "classifier forward": t["decode_clf"] - t["decode"],
+        "backward (classifier + decoder)": t["full"] - t["decode_clf"],
+        "oracle forward": t["oracle"],
+    }
     ms = {k: 1e3 * v for k, v in ms.items()}  # a part below 0 (or a remainder below 0) is timing noise
     ms["host syncs / bookkeeping"] = row["ms_per_step"] - sum(ms.values())
     ms["loop step (perturb)"] = row["ms_per_step"]
@@ -423,8 +470,9 @@ def free_memory(dev: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def measure_generator(kind: str, clf: Any, oracle: Any, n_cls: int, args: argparse.Namespace,
-                      dev: torch.device, peak: float | None) -> dict:
+def measure_generator(
+    kind: str, clf: Any, oracle: Any, n_cls: int, args: argparse.Namespace, dev: torch.device, peak: float | None
+) -> dict:
     """Every table's numbers for one generator; a batch that runs out of memory is reported as OOM and the
     larger batches of that setting are skipped."""
     gen, weights = build_generator(kind)
@@ -463,7 +511,7 @@ def fmt(v: Any, digits: int = 3) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+        return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:.0f}"
     return str(v)
 
 
@@ -478,56 +526,146 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
     for res in results:
         g = res["generator"]
         f = res["flops"]
-        flop_rows.append([g, res["weights"], f["decode"], f["classifier"], f["backward"], f["oracle"], f["total"],
-                          f["total"] * args.budget / 1e3])
+        flop_rows.append(
+            [
+                g,
+                res["weights"],
+                f["decode"],
+                f["classifier"],
+                f["backward"],
+                f["oracle"],
+                f["total"],
+                f["total"] * args.budget / 1e3,
+            ]
+        )
         for r in res["rows"]:
             if r.get("oom"):
                 main_rows.append([g, r["setting"], r["batch"], "OOM", "", "", "", ""])
             else:
-                main_rows.append([g, r["setting"], r["batch"], r["samples_per_s"], r["ms_per_step"], r["peak_mib"],
-                                  r["flop_limit_pct"], describe(r["effective"])])
+                main_rows.append(
+                    [
+                        g,
+                        r["setting"],
+                        r["batch"],
+                        r["samples_per_s"],
+                        r["ms_per_step"],
+                        r["peak_mib"],
+                        r["flop_limit_pct"],
+                        describe(r["effective"]),
+                    ]
+                )
         for r in res["refill"]:
-            refill_rows.append([g, r["setting"], r["batch"], "OOM"] if r.get("oom") else
-                               [g, f"{r['setting']} + refill", r["batch"], r["sources"], r["mean_steps"],
-                                r["chunks_samples_per_s"],
-                                r["refill_samples_per_s"], r["ratio"], r["same_work"]])
+            refill_rows.append(
+                [g, r["setting"], r["batch"], "OOM"]
+                if r.get("oom")
+                else [
+                    g,
+                    f"{r['setting']} + refill",
+                    r["batch"],
+                    r["sources"],
+                    r["mean_steps"],
+                    r["chunks_samples_per_s"],
+                    r["refill_samples_per_s"],
+                    r["ratio"],
+                    r["same_work"],
+                ]
+            )
         best, naive = res.get("best"), res["naive_samples_per_s"]
         if best:
-            naive_rows.append([g, naive, f"{best['setting']} @ {best['batch']}", best["samples_per_s"],
-                               best["samples_per_s"] / naive if naive else None])
+            naive_rows.append(
+                [
+                    g,
+                    naive,
+                    f"{best['setting']} @ {best['batch']}",
+                    best["samples_per_s"],
+                    best["samples_per_s"] / naive if naive else None,
+                ]
+            )
             share = {k: v / best["ms_per_step"] for k, v in res["breakdown"].items()} if best["ms_per_step"] else {}
-            phase_rows += [[g, f"{best['setting']} @ {best['batch']}", k, v, 100 * share.get(k, 0.0)]
-                           for k, v in res["breakdown"].items()]
-    head = (f"device: {device_name}; image {args.size} px; budget B = {args.budget} (k = {args.steps} timed steps, "
-            f"{args.repeats} run(s)); oracle {args.oracle_model} with {args.classes} classes; "
-            f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    parts = [head, "", "### Throughput (accept-all oracle: the batch stays full)", "",
-             table(["generator", "setting", "batch", "samples/s", "ms/step", "peak MiB", "% of FLOP limit", "ran"],
-                   main_rows),
-             "", "### + refill (oracle rejects: refilled stream vs fixed chunks of `batch`)", "",
-             table(["generator", "setting", "batch", "sources", "mean steps/sample", "chunks samples/s",
-                    "refill samples/s",
-                    "refill / chunks", "same work"], refill_rows),
-             "", "### FLOPs per sample-step (GFLOP, FlopCounterMode, fp32)", "",
-             table(["generator", "weights", "decode fwd", "classifier fwd", "backward", "oracle fwd", "total",
-                    f"TFLOP per sample (B={args.budget})"], flop_rows),
-             "", "### Speed-up over the naive reference (1 image, fp32, two decodes per step)", "",
-             table(["generator", "naive samples/s", "best setting @ batch", "best samples/s", "speed-up"],
-                   naive_rows),
-             "", "### Where a step goes (best setting)", "",
-             table(["generator", "setting @ batch", "phase", "ms", "% of loop step"], phase_rows)]
+            phase_rows += [
+                [g, f"{best['setting']} @ {best['batch']}", k, v, 100 * share.get(k, 0.0)]
+                for k, v in res["breakdown"].items()
+            ]
+    head = (
+        f"device: {device_name}; image {args.size} px; budget B = {args.budget} (k = {args.steps} timed steps, "
+        f"{args.repeats} run(s)); oracle {args.oracle_model} with {args.classes} classes; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    )
+    parts = [
+        head,
+        "",
+        "### Throughput (accept-all oracle: the batch stays full)",
+        "",
+        table(
+            ["generator", "setting", "batch", "samples/s", "ms/step", "peak MiB", "% of FLOP limit", "ran"], main_rows
+        ),
+        "",
+        "### + refill (oracle rejects: refilled stream vs fixed chunks of `batch`)",
+        "",
+        table(
+            [
+                "generator",
+                "setting",
+                "batch",
+                "sources",
+                "mean steps/sample",
+                "chunks samples/s",
+                "refill samples/s",
+                "refill / chunks",
+                "same work",
+            ],
+            refill_rows,
+        ),
+        "",
+        "### FLOPs per sample-step (GFLOP, FlopCounterMode, fp32)",
+        "",
+        table(
+            [
+                "generator",
+                "weights",
+                "decode fwd",
+                "classifier fwd",
+                "backward",
+                "oracle fwd",
+                "total",
+                f"TFLOP per sample (B={args.budget})",
+            ],
+            flop_rows,
+        ),
+        "",
+        "### Speed-up over the naive reference (1 image, fp32, two decodes per step)",
+        "",
+        table(["generator", "naive samples/s", "best setting @ batch", "best samples/s", "speed-up"], naive_rows),
+        "",
+        "### Where a step goes (best setting)",
+        "",
+        table(["generator", "setting @ batch", "phase", "ms", "% of loop step"], phase_rows),
+    ]
     return "\n".join(parts)
 
 
 # bf16 is left out of the smoke run: CPUs without native bf16 (no AVX512-BF16/AMX) emulate it ~10x slower.
-SMOKE = {"size": 32, "batches": [1, 2], "budget": 2, "steps": 2, "warmup": 0, "generators": ["taesd"],
-         "settings": ["fp32", REFILL], "oracle_model": "ViT-S-32", "classes": 10, "naive_samples": 1, "chunks": 2,
-         "accept_prob": 0.5, "phase_repeats": 3}
+SMOKE = {
+    "size": 32,
+    "batches": [1, 2],
+    "budget": 2,
+    "steps": 2,
+    "warmup": 0,
+    "generators": ["taesd"],
+    "settings": ["fp32", REFILL],
+    "oracle_model": "ViT-S-32",
+    "classes": 10,
+    "naive_samples": 1,
+    "chunks": 2,
+    "accept_prob": 0.5,
+    "phase_repeats": 3,
+}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--smoke", action="store_true", help=f"tiny sizes for a CPU check: {SMOKE}")
     ap.add_argument("--size", type=int, default=256, help="image side in px")
@@ -537,8 +675,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=2, help="steps of the untimed warm-up run")
     ap.add_argument("--repeats", type=int, default=1, help="timed runs of each kind; the minimum is used")
     ap.add_argument("--phase-repeats", type=int, default=5, help="timed calls per phase; the median is used")
-    ap.add_argument("--settings", nargs="+", default=[*SETTINGS, REFILL], choices=[*SETTINGS, REFILL],
-                    help="refill runs on the kernels of the setting listed before it")
+    ap.add_argument(
+        "--settings",
+        nargs="+",
+        default=[*SETTINGS, REFILL],
+        choices=[*SETTINGS, REFILL],
+        help="refill runs on the kernels of the setting listed before it",
+    )
     ap.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=list(GENERATORS))
     ap.add_argument("--oracle-model", default="ViT-B-32", help="open_clip architecture of the oracle")
     ap.add_argument("--classes", type=int, default=1000, help="class names the oracle is prepared with")
@@ -586,8 +729,17 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     print(f"\n(total {elapsed:.0f} s; peak bf16 {peak or '-'} TFLOP/s)")
     if args.json is not None:
-        atomic_write_json(args.json, {"device": device_name, "peak_bf16_tflops": peak, "args": vars(args),
-                                      "torch": torch.__version__, "seconds": elapsed, "results": results})
+        atomic_write_json(
+            args.json,
+            {
+                "device": device_name,
+                "peak_bf16_tflops": peak,
+                "args": vars(args),
+                "torch": torch.__version__,
+                "seconds": elapsed,
+                "results": results,
+            },
+        )
     return 0
 
 

@@ -51,11 +51,18 @@ ANSWERS = ("same", "changed", "unsure")
 ANSWERS_KIND = "geneval-oracle-audit-answers"
 SAMPLES_KIND = "geneval-oracle-audit-samples"
 AUDIT_KEY = "oracle_audit"
-DEFINITION = ("human agreement with the oracle: the share of audited validated (original, perturbed) pairs a person "
-              "marked 'same' (the perturbed image still shows the class), among the pairs not marked 'unsure'; "
-              "percent with a Wilson 95% interval")
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("genEval", "templates"), autoescape=True,
-                          undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+DEFINITION = (
+    "human agreement with the oracle: the share of audited validated (original, perturbed) pairs a person "
+    "marked 'same' (the perturbed image still shows the class), among the pairs not marked 'unsure'; "
+    "percent with a Wilson 95% interval"
+)
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("genEval", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def _script() -> str:
@@ -90,8 +97,10 @@ def draw_validated(records: Sequence[dict], n: int, seed: int) -> list[dict]:
         raise ValueError(f"n={n}: an audit needs at least one pair; e.g. n=100.")
     valid = [r for r in records if r["validated"]]
     if not valid:
-        raise ValueError("this run has no validated samples (VR = 0), so there is nothing the oracle accepted to "
-                         "audit. Audit a run whose oracle accepted some steps.")
+        raise ValueError(
+            "this run has no validated samples (VR = 0), so there is nothing the oracle accepted to "
+            "audit. Audit a run whose oracle accepted some steps."
+        )
     order = np.random.default_rng(seed).permutation(len(valid))[:n]
     return [valid[i] for i in order]
 
@@ -114,9 +123,16 @@ class AuditPair:
 
     def meta(self) -> dict[str, Any]:
         """Everything but the images (the sample list and the page's data)."""
-        return {"source_id": self.source_id, "label": self.label, "class_name": self.class_name,
-                "clean_pred": self.clean_pred, "final_pred": self.final_pred, "oracle_score": self.oracle_score,
-                "original_size": list(self.original_size), "perturbed_size": list(self.perturbed_size)}
+        return {
+            "source_id": self.source_id,
+            "label": self.label,
+            "class_name": self.class_name,
+            "clean_pred": self.clean_pred,
+            "final_pred": self.final_pred,
+            "oracle_score": self.oracle_score,
+            "original_size": list(self.original_size),
+            "perturbed_size": list(self.perturbed_size),
+        }
 
 
 @dataclass(frozen=True)
@@ -142,19 +158,33 @@ class AuditSheet:
 
     def sample_list(self) -> dict[str, Any]:
         """The content of ``audit_samples.json`` (also embedded in the page, and copied into its answers)."""
-        return {"kind": SAMPLES_KIND, "schema_version": 1, "run_id": self.run_id, "run_dir": self.run_dir,
-                "seed": self.seed, "seed_drawn": self.seed_drawn, "n": len(self.pairs),
-                "n_requested": self.n_requested, "n_validated": self.n_validated, "n_samples": self.n_samples,
-                "display_width": self.width, "answers": list(ANSWERS), "oracle": self.oracle,
-                "classifier": self.classifier, "sample_ids": self.sample_ids,
-                "pairs": [p.meta() for p in self.pairs]}
+        return {
+            "kind": SAMPLES_KIND,
+            "schema_version": 1,
+            "run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "seed": self.seed,
+            "seed_drawn": self.seed_drawn,
+            "n": len(self.pairs),
+            "n_requested": self.n_requested,
+            "n_validated": self.n_validated,
+            "n_samples": self.n_samples,
+            "display_width": self.width,
+            "answers": list(ANSWERS),
+            "oracle": self.oracle,
+            "classifier": self.classifier,
+            "sample_ids": self.sample_ids,
+            "pairs": [p.meta() for p in self.pairs],
+        }
 
 
 def _png(image: torch.Tensor) -> bytes:
     """A uint8 (C, H, W) image, C = 1 or 3, as PNG bytes."""
     if image.dtype != torch.uint8 or image.dim() != 3 or image.shape[0] not in (1, 3):
-        raise ValueError(f"saved image has dtype {image.dtype} and shape {tuple(image.shape)}; expected uint8 "
-                         "(1 or 3, H, W) as genEval's run writer saves them. Rerun with save_images=true.")
+        raise ValueError(
+            f"saved image has dtype {image.dtype} and shape {tuple(image.shape)}; expected uint8 "
+            "(1 or 3, H, W) as genEval's run writer saves them. Rerun with save_images=true."
+        )
     arr = image.permute(1, 2, 0).numpy()
     buf = io.BytesIO()
     Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr).save(buf, format="PNG")
@@ -165,8 +195,9 @@ def _name(class_names: Sequence[str], index: int) -> str:
     return class_names[index] if 0 <= index < len(class_names) else str(index)
 
 
-def build_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, width: int = 192,
-                show_predictions: bool = False) -> AuditSheet:
+def build_audit(
+    run_dir: str | Path, n: int = 100, *, seed: int | None = None, width: int = 192, show_predictions: bool = False
+) -> AuditSheet:
     """Draw ``n`` validated samples of a finished run saved with ``save_images=true`` and load their images.
 
     ``seed=None`` draws one (recorded). ``width``: the width in CSS pixels both images of a pair are shown at
@@ -181,25 +212,44 @@ def build_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, w
     seed = secrets.randbits(31) if seed is None else int(seed)
     chosen = draw_validated(records, int(n), seed)
     if len(chosen) < n:
-        log.warning("the run has only %d validated samples; the audit shows all of them (n=%d asked)",
-                    len(chosen), n)
+        log.warning("the run has only %d validated samples; the audit shows all of them (n=%d asked)", len(chosen), n)
     names = list(results.get("class_names") or [])
     loaded: dict[str, AuditPair] = {}
     for recs, tensors in iter_tensor_parts(d, "images", chosen):
         for i, r in enumerate(recs):
             if not bool(tensors["validated"][i]):
-                raise ValueError(f"run '{d}': sample {r['source_id']} is validated in samples.jsonl but not in "
-                                 "its image part; the directory mixes two runs. Rerun the evaluation.")
+                raise ValueError(
+                    f"run '{d}': sample {r['source_id']} is validated in samples.jsonl but not in "
+                    "its image part; the directory mixes two runs. Rerun the evaluation."
+                )
             orig, pert = tensors["original"][i], tensors["perturbed"][i]
             loaded[r["source_id"]] = AuditPair(
-                r["source_id"], int(r["label"]), _name(names, int(r["label"])), _name(names, int(r["clean_pred"])),
-                _name(names, int(r["final_pred"])), float(r["oracle_score"]), _png(orig), _png(pert),
-                tuple(orig.shape[-2:]), tuple(pert.shape[-2:]))
+                r["source_id"],
+                int(r["label"]),
+                _name(names, int(r["label"])),
+                _name(names, int(r["clean_pred"])),
+                _name(names, int(r["final_pred"])),
+                float(r["oracle_score"]),
+                _png(orig),
+                _png(pert),
+                tuple(orig.shape[-2:]),
+                tuple(pert.shape[-2:]),
+            )
     components = results.get("components", {})
-    return AuditSheet(str(d.resolve()), run_id(d, records), seed, seed_drawn, int(n),
-                      sum(bool(r["validated"]) for r in records), len(records), int(width),
-                      str(components.get("oracle", "")), str(components.get("classifier", "")),
-                      bool(show_predictions), [loaded[r["source_id"]] for r in chosen])
+    return AuditSheet(
+        str(d.resolve()),
+        run_id(d, records),
+        seed,
+        seed_drawn,
+        int(n),
+        sum(bool(r["validated"]) for r in records),
+        len(records),
+        int(width),
+        str(components.get("oracle", "")),
+        str(components.get("classifier", "")),
+        bool(show_predictions),
+        [loaded[r["source_id"]] for r in chosen],
+    )
 
 
 def _shown(size: tuple[int, int], width: int) -> dict[str, Any]:
@@ -211,17 +261,29 @@ def _shown(size: tuple[int, int], width: int) -> dict[str, Any]:
 def render_audit(sheet: AuditSheet) -> str:
     """The audit page's HTML (templates/audit.html.j2 and audit.js)."""
     script = _script()
-    pairs = [{**p.meta(), "original": base64.b64encode(p.original_png).decode(),
-              "perturbed": base64.b64encode(p.perturbed_png).decode(),
-              "shown_original": _shown(p.original_size, sheet.width),
-              "shown_perturbed": _shown(p.perturbed_size, sheet.width)} for p in sheet.pairs]
+    pairs = [
+        {
+            **p.meta(),
+            "original": base64.b64encode(p.original_png).decode(),
+            "perturbed": base64.b64encode(p.perturbed_png).decode(),
+            "shown_original": _shown(p.original_size, sheet.width),
+            "shown_perturbed": _shown(p.perturbed_size, sheet.width),
+        }
+        for p in sheet.pairs
+    ]
     natives = sorted({(p["shown_original"]["native"], p["shown_perturbed"]["native"]) for p in pairs})
     listed = sheet.sample_list()  # the script needs the draw's identity, not the records (no priming data)
     data = {k: listed[k] for k in ("run_id", "run_dir", "seed", "n", "display_width", "sample_ids", "answers")}
     return _ENV.get_template("audit.html.j2").render(
-        sheet=sheet, pairs=pairs, natives=natives, data=data, answers=ANSWERS,
-        csp=content_security_policy(script), script=markupsafe.Markup(script),
-        written=time.strftime("%Y-%m-%d %H:%M:%S"))
+        sheet=sheet,
+        pairs=pairs,
+        natives=natives,
+        data=data,
+        answers=ANSWERS,
+        csp=content_security_policy(script),
+        script=markupsafe.Markup(script),
+        written=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
 
 
 @dataclass(frozen=True)
@@ -233,8 +295,15 @@ class AuditFiles:
     sheet: AuditSheet
 
 
-def write_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, out: str | Path | None = None,
-                width: int = 192, show_predictions: bool = False) -> AuditFiles:
+def write_audit(
+    run_dir: str | Path,
+    n: int = 100,
+    *,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    width: int = 192,
+    show_predictions: bool = False,
+) -> AuditFiles:
     """Write the audit page (default ``<run>/audit.html``) and, next to it, ``<page stem>_samples.json``."""
     page = Path(out) if out else Path(run_dir) / "audit.html"
     if page.suffix.lower() not in (".html", ".htm"):
@@ -252,31 +321,43 @@ def write_audit(run_dir: str | Path, n: int = 100, *, seed: int | None = None, o
 def agreement(counts: dict[str, int], level: float = 0.95) -> Estimate:
     """Share (percent) of ``same`` among ``same + changed`` answers, with a Wilson interval; ``unsure`` is
     left out. Undefined (value None) when every answer was ``unsure``."""
-    return proportion(int(counts.get("same", 0)), int(counts.get("same", 0)) + int(counts.get("changed", 0)),
-                      "wilson", level, what="an audit with no 'same' or 'changed' answer")
+    return proportion(
+        int(counts.get("same", 0)),
+        int(counts.get("same", 0)) + int(counts.get("changed", 0)),
+        "wilson",
+        level,
+        what="an audit with no 'same' or 'changed' answer",
+    )
 
 
 def read_answers(path: str | Path) -> dict[str, Any]:
     """An answers file the audit page saved, checked for its form (not yet against a run)."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"answers file '{p}' does not exist; pass the JSON the audit page downloaded "
-                                "(answers=<path>).")
+        raise FileNotFoundError(
+            f"answers file '{p}' does not exist; pass the JSON the audit page downloaded (answers=<path>)."
+        )
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"answers file '{p}' is not JSON ({err}); pass the file the audit page downloaded.") from err
     if not isinstance(data, dict) or data.get("kind") != ANSWERS_KIND:
-        raise ValueError(f"'{p}' is not a genEval audit answers file (its kind is not {ANSWERS_KIND!r}); use the "
-                         "'Download answers' link of the page `geneval audit run=<dir>` wrote.")
+        raise ValueError(
+            f"'{p}' is not a genEval audit answers file (its kind is not {ANSWERS_KIND!r}); use the "
+            "'Download answers' link of the page `geneval audit run=<dir>` wrote."
+        )
     for key, typ in (("run_id", str), ("seed", int), ("sample_ids", list), ("answers", dict)):
         if not isinstance(data.get(key), typ):
-            raise ValueError(f"answers file '{p}' lacks {key!r} (or it is not a {typ.__name__}); it was edited or "
-                             "cut short. Download it again from the audit page.")
+            raise ValueError(
+                f"answers file '{p}' lacks {key!r} (or it is not a {typ.__name__}); it was edited or "
+                "cut short. Download it again from the audit page."
+            )
     for sid, value in data["answers"].items():
         if value not in ANSWERS:
-            raise ValueError(f"answers file '{p}': the answer {value!r} for sample {sid} is not one of "
-                             f"{', '.join(ANSWERS)}. Mark it again on the audit page.")
+            raise ValueError(
+                f"answers file '{p}': the answer {value!r} for sample {sid} is not one of "
+                f"{', '.join(ANSWERS)}. Mark it again on the audit page."
+            )
     return data
 
 
@@ -285,23 +366,31 @@ def check_answers(run_dir: str | Path, answers: dict[str, Any], path: str | Path
     records = read_samples(run_dir)
     rid = run_id(run_dir, records)
     if answers["run_id"] != rid:
-        raise ValueError(f"answers file '{path}' belongs to run {answers['run_id'][:12]} "
-                         f"({answers.get('run_dir', 'unknown directory')}), but '{run_dir}' is run {rid[:12]}. "
-                         "Pass the run directory the audit page was written for.")
+        raise ValueError(
+            f"answers file '{path}' belongs to run {answers['run_id'][:12]} "
+            f"({answers.get('run_dir', 'unknown directory')}), but '{run_dir}' is run {rid[:12]}. "
+            "Pass the run directory the audit page was written for."
+        )
     known = {r["source_id"] for r in records}
     unknown = [s for s in [*answers["answers"], *answers["sample_ids"]] if s not in known]
     if unknown:
-        raise ValueError(f"answers file '{path}' names sample ids that are not samples of run '{run_dir}': "
-                         f"{sorted(set(unknown))[:5]}. It was edited; download it again from the audit page.")
+        raise ValueError(
+            f"answers file '{path}' names sample ids that are not samples of run '{run_dir}': "
+            f"{sorted(set(unknown))[:5]}. It was edited; download it again from the audit page."
+        )
     drawn = [r["source_id"] for r in draw_validated(records, len(answers["sample_ids"]), answers["seed"])]
     if drawn != answers["sample_ids"]:
-        raise ValueError(f"answers file '{path}': its sample list is not the draw of seed {answers['seed']} from "
-                         f"this run's validated samples (the page shows {drawn[:3]} ..., the file lists "
-                         f"{answers['sample_ids'][:3]} ...). It was edited; download it again from the audit page.")
+        raise ValueError(
+            f"answers file '{path}': its sample list is not the draw of seed {answers['seed']} from "
+            f"this run's validated samples (the page shows {drawn[:3]} ..., the file lists "
+            f"{answers['sample_ids'][:3]} ...). It was edited; download it again from the audit page."
+        )
     strays = [s for s in answers["answers"] if s not in set(drawn)]
     if strays:
-        raise ValueError(f"answers file '{path}' answers samples that were not drawn for this audit (seed "
-                         f"{answers['seed']}): {strays[:5]}. Download it again from the audit page.")
+        raise ValueError(
+            f"answers file '{path}' answers samples that were not drawn for this audit (seed "
+            f"{answers['seed']}): {strays[:5]}. Download it again from the audit page."
+        )
 
 
 @dataclass(frozen=True)
@@ -329,14 +418,16 @@ class AuditResult:
 
     def summary(self) -> str:
         c = self.counts
-        return "\n".join([
-            f"oracle audit of {self.run_dir}  (run {self.run_id[:12]}, seed {self.seed}, {self.pairs} pairs)",
-            f"  agreement with the oracle  {self.agreement.fmt()}   ({self.agreement.k} 'same' of "
-            f"{self.agreement.n} judged; {self.agreement.method} 95% interval)",
-            f"  same {c['same']}  changed {c['changed']}  unsure {c['unsure']}  unanswered {c['unanswered']}",
-            *([f"  WARNING: {c['unanswered']} of {self.pairs} pairs were not answered"] if c["unanswered"] else []),
-            f"  stored as '{AUDIT_KEY}' in {Path(self.run_dir) / RESULTS}",
-        ])
+        return "\n".join(
+            [
+                f"oracle audit of {self.run_dir}  (run {self.run_id[:12]}, seed {self.seed}, {self.pairs} pairs)",
+                f"  agreement with the oracle  {self.agreement.fmt()}   ({self.agreement.k} 'same' of "
+                f"{self.agreement.n} judged; {self.agreement.method} 95% interval)",
+                f"  same {c['same']}  changed {c['changed']}  unsure {c['unsure']}  unanswered {c['unanswered']}",
+                *([f"  WARNING: {c['unanswered']} of {self.pairs} pairs were not answered"] if c["unanswered"] else []),
+                f"  stored as '{AUDIT_KEY}' in {Path(self.run_dir) / RESULTS}",
+            ]
+        )
 
 
 def score_answers(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
@@ -347,12 +438,20 @@ def score_answers(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
     counts = {a: sum(v == a for v in given.values()) for a in ANSWERS}
     counts["unanswered"] = len(answers["sample_ids"]) - len(given)
     return AuditResult(
-        agreement(counts), counts, len(answers["sample_ids"]), int(answers["seed"]), answers["run_id"],
-        str(Path(run_dir).resolve()), str(Path(answers_path).resolve()), sha256_file(answers_path),
-        str(answers.get("auditor") or ""), str(answers.get("saved") or ""),
+        agreement(counts),
+        counts,
+        len(answers["sample_ids"]),
+        int(answers["seed"]),
+        answers["run_id"],
+        str(Path(run_dir).resolve()),
+        str(Path(answers_path).resolve()),
+        sha256_file(answers_path),
+        str(answers.get("auditor") or ""),
+        str(answers.get("saved") or ""),
         time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         [s for s in answers["sample_ids"] if given.get(s) == "changed"],
-        [s for s in answers["sample_ids"] if given.get(s) == "unsure"])
+        [s for s in answers["sample_ids"] if given.get(s) == "unsure"],
+    )
 
 
 def record_audit(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
@@ -361,13 +460,33 @@ def record_audit(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
     result = score_answers(run_dir, answers_path)
     results = read_results(run_dir)
     if AUDIT_KEY in results:
-        log.info("replacing the earlier oracle audit of %s (answers %s)", run_dir,
-                 results[AUDIT_KEY].get("answers_sha256", "?")[:12])
+        log.info(
+            "replacing the earlier oracle audit of %s (answers %s)",
+            run_dir,
+            results[AUDIT_KEY].get("answers_sha256", "?")[:12],
+        )
     results[AUDIT_KEY] = result.to_dict()
     atomic_write_json(Path(run_dir) / RESULTS, results)
     return result
 
 
-__all__ = ["ANSWERS", "ANSWERS_KIND", "AUDIT_KEY", "AuditFiles", "AuditPair", "AuditResult", "AuditSheet",
-           "agreement", "build_audit", "check_answers", "content_security_policy", "draw_validated", "read_answers",
-           "record_audit", "render_audit", "run_id", "score_answers", "write_audit"]
+__all__ = [
+    "ANSWERS",
+    "ANSWERS_KIND",
+    "AUDIT_KEY",
+    "AuditFiles",
+    "AuditPair",
+    "AuditResult",
+    "AuditSheet",
+    "agreement",
+    "build_audit",
+    "check_answers",
+    "content_security_policy",
+    "draw_validated",
+    "read_answers",
+    "record_audit",
+    "render_audit",
+    "run_id",
+    "score_answers",
+    "write_audit",
+]

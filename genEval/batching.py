@@ -79,8 +79,14 @@ def auto_batch_size(x: torch.Tensor, label: int, classifier, generator, device: 
     free = free_memory_bytes(device)
     batch = int(max(1, min(MAX_BATCH, MEMORY_SHARE * free // max(per, 1))))
     choice = BatchChoice(batch, per / 2**20, free / 2**20, MEMORY_SHARE)
-    log.info("batch_size=auto: %d (one sample's step needs %.1f MiB; %.0f MiB free on %s, using %.0f%%)", batch,
-             choice.per_sample_mib, choice.free_mib, device, 100 * MEMORY_SHARE)
+    log.info(
+        "batch_size=auto: %d (one sample's step needs %.1f MiB; %.0f MiB free on %s, using %.0f%%)",
+        batch,
+        choice.per_sample_mib,
+        choice.free_mib,
+        device,
+        100 * MEMORY_SHARE,
+    )
     return choice
 
 
@@ -95,17 +101,22 @@ def is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and "can't allocate memory" in str(err)
 
 
-def too_large(batch_size: int, x: torch.Tensor, label: int, classifier, generator, device: torch.device,
-              err: BaseException) -> BatchTooLarge:
+def too_large(
+    batch_size: int, x: torch.Tensor, label: int, classifier, generator, device: torch.device, err: BaseException
+) -> BatchTooLarge:
     """A teaching error for an out-of-memory step: what was asked, what one sample needs, what would fit."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
     try:
         fit = auto_batch_size(x, label, classifier, generator, device)
-        hint = (f"one sample's step needs about {fit.per_sample_mib:.0f} MiB and {fit.free_mib:.0f} MiB are free, "
-                f"so batch_size={fit.batch_size} would fit")
+        hint = (
+            f"one sample's step needs about {fit.per_sample_mib:.0f} MiB and {fit.free_mib:.0f} MiB are free, "
+            f"so batch_size={fit.batch_size} would fit"
+        )
     except Exception:  # noqa: BLE001  (even one sample may not fit: say so rather than fail again)
         hint = "even batch_size=1 may not fit; use a smaller data.image_size or a lighter generator"
-    return BatchTooLarge(f"out of memory at batch_size={batch_size} on {device} ({type(err).__name__}); {hint}. "
-                         "Set batch_size= to that or smaller (or batch_size=null to choose it automatically); "
-                         "the run resumes where it stopped.")
+    return BatchTooLarge(
+        f"out of memory at batch_size={batch_size} on {device} ({type(err).__name__}); {hint}. "
+        "Set batch_size= to that or smaller (or batch_size=null to choose it automatically); "
+        "the run resumes where it stopped."
+    )

@@ -25,8 +25,7 @@ def require_file(path: str | Path, what: str, hint: str = "") -> Path:
     return p
 
 
-def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bool = False,
-                    hint: str = "") -> object:
+def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bool = False, hint: str = "") -> object:
     """Load a torch/safetensors file on the CPU without running pickled code unless allowed."""
     p = require_file(path, what, hint)
     if p.suffix == ".safetensors":
@@ -41,7 +40,8 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bo
                 f"{what} '{p}' holds pickled Python objects that torch refuses to load safely "
                 f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). If you trust the file, "
                 "set allow_pickle=true for this component to unpickle it (this executes code "
-                "stored in the file).") from err
+                "stored in the file)."
+            ) from err
         log.warning("unpickling %s '%s' with weights_only=False (allow_pickle=true)", what, p)
         return torch.load(p, map_location="cpu", weights_only=False)
 
@@ -60,22 +60,30 @@ def extract_state_dict(obj: object, prefixes: tuple[str, ...] = ("module.",)) ->
     for k, v in sd.items():
         for pre in prefixes:
             if k.startswith(pre):
-                k = k[len(pre):]
+                k = k[len(pre) :]
         out[k] = v
     return out
 
 
-def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str,
-                         ignore_prefixes: tuple[str, ...] = ()) -> None:
+def load_state_dict_into(
+    module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str, ignore_prefixes: tuple[str, ...] = ()
+) -> None:
     """Strictly load ``state_dict`` into ``module``; raise naming missing/unexpected/mis-shaped keys."""
-    sd = {k: v for k, v in state_dict.items() if not k.startswith(ignore_prefixes)} if ignore_prefixes \
+    sd = (
+        {k: v for k, v in state_dict.items() if not k.startswith(ignore_prefixes)}
+        if ignore_prefixes
         else dict(state_dict)
+    )
     own = module.state_dict()
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own))
-    shapes = [f"{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}"
-              for k in sorted(set(own) & set(sd)) if tuple(sd[k].shape) != tuple(own[k].shape)]
+    shapes = [
+        f"{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in sorted(set(own) & set(sd))
+        if tuple(sd[k].shape) != tuple(own[k].shape)
+    ]
     if missing or unexpected or shapes:
+
         def show(keys: list[str]) -> str:
             return ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
 
@@ -86,8 +94,11 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
             parts.append(f"unexpected keys: {show(unexpected)}")
         if shapes:
             parts.append(f"shape mismatches: {show(shapes)}")
-        raise ValueError(f"{what} does not match the model architecture; " + "; ".join(parts) +
-                         ". Check that the checkpoint belongs to this architecture/config.")
+        raise ValueError(
+            f"{what} does not match the model architecture; "
+            + "; ".join(parts)
+            + ". Check that the checkpoint belongs to this architecture/config."
+        )
     module.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
 
 

@@ -44,8 +44,7 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(planes)
         self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(planes)
-        self.shortcut: nn.Module = (ShortcutA(in_planes, planes) if stride != 1 or in_planes != planes
-                                    else nn.Identity())
+        self.shortcut: nn.Module = ShortcutA(in_planes, planes) if stride != 1 or in_planes != planes else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -59,8 +58,7 @@ class CifarResNet(nn.Module):
     def __init__(self, depth: int = 20, num_classes: int = 10) -> None:
         super().__init__()
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
-            raise ValueError(f"CIFAR ResNet depth must be 6n+2 (e.g. {list(CIFAR_RESNET_DEPTHS)}), "
-                             f"got {depth!r}.")
+            raise ValueError(f"CIFAR ResNet depth must be 6n+2 (e.g. {list(CIFAR_RESNET_DEPTHS)}), got {depth!r}.")
         n = (depth - 2) // 6
         self.depth = depth
         self.num_classes = int(num_classes)

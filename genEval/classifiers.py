@@ -93,15 +93,24 @@ class ImageClassifier(nn.Module):
         class_names: the classes the model was trained on, in logit order, when known (else ``None``).
     """
 
-    def __init__(self, model: nn.Module, num_classes: int, mean: Sequence[float], std: Sequence[float],
-                 input_size: int | Sequence[int] | None = None, name: str = "classifier",
-                 class_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        num_classes: int,
+        mean: Sequence[float],
+        std: Sequence[float],
+        input_size: int | Sequence[int] | None = None,
+        name: str = "classifier",
+        class_names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__()
         mean_t = torch.tensor([float(m) for m in mean], dtype=torch.float32)
         std_t = torch.tensor([float(s) for s in std], dtype=torch.float32)
         if mean_t.numel() != std_t.numel() or mean_t.numel() not in (1, 3):
-            raise ValueError(f"mean and std must both have 1 or 3 entries (one per channel), got mean "
-                             f"{list(mean)} and std {list(std)}.")
+            raise ValueError(
+                f"mean and std must both have 1 or 3 entries (one per channel), got mean "
+                f"{list(mean)} and std {list(std)}."
+            )
         if bool((std_t <= 0).any()):
             raise ValueError(f"std must be positive, got {list(std)}.")
         if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
@@ -129,17 +138,21 @@ class ImageClassifier(nn.Module):
                 w = torch.tensor(_LUMA, dtype=images.dtype, device=images.device).view(1, 3, 1, 1)
                 images = (images * w).sum(1, keepdim=True)
             else:
-                raise ValueError(f"{self.name} takes {self.in_channels}-channel images but got {c} channels "
-                                 f"(shape {tuple(images.shape)}). Set data.channels={self.in_channels}.")
+                raise ValueError(
+                    f"{self.name} takes {self.in_channels}-channel images but got {c} channels "
+                    f"(shape {tuple(images.shape)}). Set data.channels={self.in_channels}."
+                )
         images = resize_images(images, self.input_size)
         return (images - self.mean.to(images.dtype)) / self.std.to(images.dtype)
 
     def forward(self, images: Tensor) -> Tensor:
         logits = self.model(self.preprocess(images))
         if logits.ndim != 2 or logits.shape[1] != self.num_classes:
-            raise ValueError(f"{self.name} returned logits shaped {tuple(logits.shape)} but num_classes is "
-                             f"{self.num_classes}; expected ({images.shape[0]}, {self.num_classes}). Set "
-                             "classifier.num_classes to the model's output size.")
+            raise ValueError(
+                f"{self.name} returned logits shaped {tuple(logits.shape)} but num_classes is "
+                f"{self.num_classes}; expected ({images.shape[0]}, {self.num_classes}). Set "
+                "classifier.num_classes to the model's output size."
+            )
         return logits
 
     def train(self, mode: bool = True) -> ImageClassifier:
@@ -149,20 +162,21 @@ class ImageClassifier(nn.Module):
     def extra_repr(self) -> str:
         mean = tuple(round(float(m), 4) for m in self.mean.flatten())
         std = tuple(round(float(s), 4) for s in self.std.flatten())
-        return (f"name={self.name!r}, num_classes={self.num_classes}, input_size={self.input_size}, "
-                f"mean={mean}, std={std}")
+        return (
+            f"name={self.name!r}, num_classes={self.num_classes}, input_size={self.input_size}, mean={mean}, std={std}"
+        )
 
 
 def _freeze(clf: ImageClassifier) -> ImageClassifier:
     clf.eval()
     clf.requires_grad_(False)
-    log.info("classifier ready: %s (%d parameters)", clf.extra_repr(),
-             sum(p.numel() for p in clf.parameters()))
+    log.info("classifier ready: %s (%d parameters)", clf.extra_repr(), sum(p.numel() for p in clf.parameters()))
     return clf
 
 
-def _load_weights(model: nn.Module, checkpoint: str | Path, what: str, allow_pickle: bool = False,
-                  hint: str = "") -> None:
+def _load_weights(
+    model: nn.Module, checkpoint: str | Path, what: str, allow_pickle: bool = False, hint: str = ""
+) -> None:
     obj = load_checkpoint(checkpoint, what=what, allow_pickle=allow_pickle, hint=hint)
     if isinstance(obj, nn.Module):  # a whole pickled module (only reachable with allow_pickle)
         obj = obj.state_dict()
@@ -181,8 +195,9 @@ def _closest(name: str, options: Sequence[str], n: int = 8) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- CIFAR
-def cifar_resnet(depth: int = 20, checkpoint: str | Path | None = None, num_classes: int = 10,
-                 allow_pickle: bool = False) -> ImageClassifier:
+def cifar_resnet(
+    depth: int = 20, checkpoint: str | Path | None = None, num_classes: int = 10, allow_pickle: bool = False
+) -> ImageClassifier:
     """Option-A CIFAR ResNet (depth 20/32/44/56), 32 px input, ImageNet mean/std normalisation.
 
     ``checkpoint``: a state dict (akamaster's ``{'state_dict', 'best_prec1'}`` with ``module.`` prefixes
@@ -191,20 +206,33 @@ def cifar_resnet(depth: int = 20, checkpoint: str | Path | None = None, num_clas
 
     net = CifarResNet(int(depth), num_classes=int(num_classes))
     if checkpoint is not None:
-        _load_weights(net, checkpoint, what=f"CIFAR ResNet-{depth} checkpoint", allow_pickle=allow_pickle,
-                      hint="Set classifier.checkpoint to a .th/.pt/.safetensors state dict for this depth.")
+        _load_weights(
+            net,
+            checkpoint,
+            what=f"CIFAR ResNet-{depth} checkpoint",
+            allow_pickle=allow_pickle,
+            hint="Set classifier.checkpoint to a .th/.pt/.safetensors state dict for this depth.",
+        )
     else:
         log.warning("cifar_resnet(depth=%s) has no checkpoint: weights are random", depth)
     tag = Path(checkpoint).name if checkpoint is not None else "random"
     names = CIFAR10_CLASSES if int(num_classes) == len(CIFAR10_CLASSES) else None
-    return _freeze(ImageClassifier(net, num_classes, IMAGENET_MEAN, IMAGENET_STD, 32,
-                                   name=f"cifar_resnet{depth}:{tag}", class_names=names))
+    return _freeze(
+        ImageClassifier(
+            net, num_classes, IMAGENET_MEAN, IMAGENET_STD, 32, name=f"cifar_resnet{depth}:{tag}", class_names=names
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------- timm
-def timm_classifier(name: str, pretrained: bool = False, checkpoint: str | Path | None = None,
-                    num_classes: int | None = None, allow_pickle: bool = False,
-                    input_size: int | Sequence[int] | None = None) -> ImageClassifier:
+def timm_classifier(
+    name: str,
+    pretrained: bool = False,
+    checkpoint: str | Path | None = None,
+    num_classes: int | None = None,
+    allow_pickle: bool = False,
+    input_size: int | Sequence[int] | None = None,
+) -> ImageClassifier:
     """A timm model by name; mean/std/input size come from timm's data config for that model.
 
     ``pretrained=True`` downloads weights from timm's hub; offline, build with ``pretrained=false`` and
@@ -213,17 +241,21 @@ def timm_classifier(name: str, pretrained: bool = False, checkpoint: str | Path 
     import timm
 
     if not timm.is_model(name):
-        raise ValueError(f"unknown timm model '{name}'. Close names: {_closest(name, timm.list_models())}. "
-                         "See timm.list_models() for all.")
+        raise ValueError(
+            f"unknown timm model '{name}'. Close names: {_closest(name, timm.list_models())}. "
+            "See timm.list_models() for all."
+        )
     kwargs = {} if num_classes is None else {"num_classes": int(num_classes)}
     try:
         model = timm.create_model(name, pretrained=bool(pretrained), **kwargs)
     except Exception as err:
         if not pretrained:
             raise
-        raise RuntimeError(f"timm could not load pretrained weights for '{name}' ({type(err).__name__}: "
-                           f"{str(err).splitlines()[0][:200]}). Offline, set classifier.pretrained=false and "
-                           "classifier.checkpoint=<state dict file>.") from err
+        raise RuntimeError(
+            f"timm could not load pretrained weights for '{name}' ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:200]}). Offline, set classifier.pretrained=false and "
+            "classifier.checkpoint=<state dict file>."
+        ) from err
     if checkpoint is not None:
         _load_weights(model, checkpoint, what=f"timm '{name}' checkpoint", allow_pickle=allow_pickle)
     # timm >= 0.9 has resolve_model_data_config; older releases only resolve_data_config.
@@ -249,14 +281,18 @@ def _torchvision_weights(name: str, weights: str):
             raise ValueError(f"unknown torchvision weights '{weights}'.") from err
     enum = get_model_weights(name)
     if weights not in enum.__members__:
-        raise ValueError(f"torchvision model '{name}' has no weights '{weights}'; available: "
-                         f"{list(enum.__members__)}.")
+        raise ValueError(f"torchvision model '{name}' has no weights '{weights}'; available: {list(enum.__members__)}.")
     return enum[weights]
 
 
-def torchvision_classifier(name: str, weights: str | None = None, checkpoint: str | Path | None = None,
-                           num_classes: int | None = None, allow_pickle: bool = False,
-                           input_size: int | Sequence[int] | None = None) -> ImageClassifier:
+def torchvision_classifier(
+    name: str,
+    weights: str | None = None,
+    checkpoint: str | Path | None = None,
+    num_classes: int | None = None,
+    allow_pickle: bool = False,
+    input_size: int | Sequence[int] | None = None,
+) -> ImageClassifier:
     """A torchvision model by name (``torchvision.models.get_model``).
 
     With ``weights`` (e.g. ``"DEFAULT"``, ``"IMAGENET1K_V2"``) mean, std and crop size come from the
@@ -280,14 +316,19 @@ def torchvision_classifier(name: str, weights: str | None = None, checkpoint: st
     except Exception as err:
         if w is None:
             raise
-        raise RuntimeError(f"torchvision could not load weights {w} for '{name}' ({type(err).__name__}: "
-                           f"{str(err).splitlines()[0][:200]}). Offline, set classifier.weights=null and "
-                           "classifier.checkpoint=<state dict file>.") from err
+        raise RuntimeError(
+            f"torchvision could not load weights {w} for '{name}' ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:200]}). Offline, set classifier.weights=null and "
+            "classifier.checkpoint=<state dict file>."
+        ) from err
     if checkpoint is not None:
         _load_weights(model, checkpoint, what=f"torchvision '{name}' checkpoint", allow_pickle=allow_pickle)
     src = Path(checkpoint).name if checkpoint is not None else (str(w) if w is not None else "random")
-    return _freeze(ImageClassifier(model, n, mean, std, input_size if input_size is not None else size,
-                                   name=f"torchvision:{name}:{src}"))
+    return _freeze(
+        ImageClassifier(
+            model, n, mean, std, input_size if input_size is not None else size, name=f"torchvision:{name}:{src}"
+        )
+    )
 
 
 # ------------------------------------------------------------------------------------------ torchscript
@@ -309,9 +350,13 @@ def _input_channels(model: nn.Module, input_size: int | Sequence[int] | None) ->
     return None
 
 
-def torchscript_classifier(path: str | Path, num_classes: int, mean: Sequence[float] | None = None,
-                           std: Sequence[float] | None = None,
-                           input_size: int | Sequence[int] | None = None) -> ImageClassifier:
+def torchscript_classifier(
+    path: str | Path,
+    num_classes: int,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    input_size: int | Sequence[int] | None = None,
+) -> ImageClassifier:
     """A model saved with ``torch.jit.save`` that takes normalised images; ``mean``/``std``/``input_size``
     describe the preprocessing it was trained with.
 
@@ -325,42 +370,59 @@ def torchscript_classifier(path: str | Path, num_classes: int, mean: Sequence[fl
         try:
             model = torch.jit.load(str(p), map_location="cpu")
         except RuntimeError as err:
-            raise ValueError(f"'{p}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save "
-                             "the model with torch.jit.save(torch.jit.script(model), path), or use "
-                             "classifier=module for a state dict.") from err
+            raise ValueError(
+                f"'{p}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save "
+                "the model with torch.jit.save(torch.jit.script(model), path), or use "
+                "classifier=module for a state dict."
+            ) from err
     channels = _input_channels(model, input_size)
     if (mean is None) != (std is None):
         raise ValueError("give both classifier.mean and classifier.std (one entry per input channel), or neither.")
     if mean is None:
         if channels is None:
-            raise ValueError(f"cannot tell how many channels the TorchScript model '{p.name}' takes (no conv "
-                             "weight, and a probe with 3 and 1 channels failed). Set classifier.mean and "
-                             "classifier.std with one entry per channel (e.g. classifier.mean=[0.5] "
-                             "classifier.std=[0.5]) and classifier.input_size.")
+            raise ValueError(
+                f"cannot tell how many channels the TorchScript model '{p.name}' takes (no conv "
+                "weight, and a probe with 3 and 1 channels failed). Set classifier.mean and "
+                "classifier.std with one entry per channel (e.g. classifier.mean=[0.5] "
+                "classifier.std=[0.5]) and classifier.input_size."
+            )
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.0,) * channels, (1.0,) * channels)
         if channels != 3:
-            log.warning("TorchScript model %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
-                        "passed unnormalised. Set classifier.mean=[...] classifier.std=[...] to its training "
-                        "normalisation.", p.name, channels)
+            log.warning(
+                "TorchScript model %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
+                "passed unnormalised. Set classifier.mean=[...] classifier.std=[...] to its training "
+                "normalisation.",
+                p.name,
+                channels,
+            )
     elif channels is not None and len(mean) != channels:
-        raise ValueError(f"classifier.mean/std have {len(mean)} entries but the TorchScript model '{p.name}' takes "
-                         f"{channels}-channel images; give {channels} entries (e.g. classifier.mean="
-                         f"[{', '.join(['0.5'] * channels)}]).")
+        raise ValueError(
+            f"classifier.mean/std have {len(mean)} entries but the TorchScript model '{p.name}' takes "
+            f"{channels}-channel images; give {channels} entries (e.g. classifier.mean="
+            f"[{', '.join(['0.5'] * channels)}])."
+        )
     return _freeze(ImageClassifier(model, num_classes, mean, std, input_size, name=f"torchscript:{p.name}"))
 
 
 # --------------------------------------------------------------------------------------------- module
-def module_classifier(module: nn.Module, num_classes: int, checkpoint: str | Path | None = None,
-                      mean: Sequence[float] = (0.0, 0.0, 0.0), std: Sequence[float] = (1.0, 1.0, 1.0),
-                      input_size: int | Sequence[int] | None = None, allow_pickle: bool = False,
-                      name: str | None = None) -> ImageClassifier:
+def module_classifier(
+    module: nn.Module,
+    num_classes: int,
+    checkpoint: str | Path | None = None,
+    mean: Sequence[float] = (0.0, 0.0, 0.0),
+    std: Sequence[float] = (1.0, 1.0, 1.0),
+    input_size: int | Sequence[int] | None = None,
+    allow_pickle: bool = False,
+    name: str | None = None,
+) -> ImageClassifier:
     """Any ``nn.Module`` (Hydra builds it from ``module._target_``) plus an optional state dict file."""
     if not isinstance(module, nn.Module):
-        raise TypeError(f"classifier.module must build an nn.Module, got {type(module).__name__}. Give it "
-                        "a `_target_:` naming the model class and its arguments.")
+        raise TypeError(
+            f"classifier.module must build an nn.Module, got {type(module).__name__}. Give it "
+            "a `_target_:` naming the model class and its arguments."
+        )
     if checkpoint is not None:
-        _load_weights(module, checkpoint, what=f"{type(module).__name__} checkpoint",
-                      allow_pickle=allow_pickle)
+        _load_weights(module, checkpoint, what=f"{type(module).__name__} checkpoint", allow_pickle=allow_pickle)
     tag = name or f"module:{type(module).__name__}:{Path(checkpoint).name if checkpoint else 'random'}"
     return _freeze(ImageClassifier(module, num_classes, mean, std, input_size, name=tag))
 
@@ -375,17 +437,37 @@ _DIGITS_MEAN, _DIGITS_STD = (0.31,), (0.32,)  # pixel mean/std of the digits tra
 def _digits_net(arch: str, image_size: int) -> nn.Module:
     if arch == "cnn":
         return nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(4),
-            nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 10))
+            nn.Conv2d(1, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(4),
+            nn.Flatten(),
+            nn.Linear(32 * 16, 64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
     if arch == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(image_size * image_size, 128), nn.ReLU(),
-                             nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(image_size * image_size, 128),
+            nn.ReLU(),
+            nn.Linear(128, 64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
     if arch == "wide_cnn":
         return nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(4),
-            nn.Flatten(), nn.Linear(64 * 16, 10))
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(4),
+            nn.Flatten(),
+            nn.Linear(64 * 16, 10),
+        )
     raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
 
 
@@ -409,7 +491,7 @@ def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image
         for _ in range(epochs):
             perm = torch.randperm(len(x), generator=gen)
             for k in range(0, len(x), batch):
-                idx = perm[k:k + batch]
+                idx = perm[k : k + batch]
                 # +-1 px random shifts: a cheap augmentation that helps on the tiny training set
                 dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=gen))
                 xb = torch.roll(x[idx], shifts=(dy, dx), dims=(2, 3))
@@ -427,8 +509,9 @@ def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image
     return 100.0 * acc
 
 
-def digits_classifier(arch: str = "cnn", seed: int = 0, epochs: int | None = None,
-                      image_size: int = 16) -> ImageClassifier:
+def digits_classifier(
+    arch: str = "cnn", seed: int = 0, epochs: int | None = None, image_size: int = 16
+) -> ImageClassifier:
     """A small 1-channel classifier for :class:`genEval.data.DigitsData`, trained on first use and cached.
 
     Training is seeded and deterministic (its own RNG, the global one is untouched). The state dict is
@@ -441,18 +524,19 @@ def digits_classifier(arch: str = "cnn", seed: int = 0, epochs: int | None = Non
         raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
     epochs = int(epochs) if epochs is not None else _DIGITS_EPOCHS[arch]
     if epochs < 1 or int(image_size) < 4:
-        raise ValueError(f"digits_classifier needs epochs >= 1 and image_size >= 4, got epochs={epochs}, "
-                         f"image_size={image_size}.")
+        raise ValueError(
+            f"digits_classifier needs epochs >= 1 and image_size >= 4, got epochs={epochs}, image_size={image_size}."
+        )
     image_size = int(image_size)
-    settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size,
-                "recipe": _DIGITS_RECIPE}
+    settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size, "recipe": _DIGITS_RECIPE}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     path = cache_dir("digits_classifiers") / f"{arch}-seed{seed}-ep{epochs}-px{image_size}-{key}.safetensors"
     name = f"digits_{arch}:seed{seed}"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        clf = ImageClassifier(_digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name,
-                              class_names=DIGIT_CLASSES)
+        clf = ImageClassifier(
+            _digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name, class_names=DIGIT_CLASSES
+        )
     if path.is_file():
         _load_weights(clf.model, path, what="cached digits classifier")
         log.info("loaded cached digits classifier %s from %s", name, path)
@@ -463,8 +547,13 @@ def digits_classifier(arch: str = "cnn", seed: int = 0, epochs: int | None = Non
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             acc = _train_digits(clf, arch, int(seed), epochs, image_size)
-        log.info("trained digits classifier %s in %.1fs: test accuracy %.2f%%; caching at %s", name,
-                 time.perf_counter() - t0, acc, path)
+        log.info(
+            "trained digits classifier %s in %.1fs: test accuracy %.2f%%; caching at %s",
+            name,
+            time.perf_counter() - t0,
+            acc,
+            path,
+        )
         state = {k: v.detach().contiguous() for k, v in clf.model.state_dict().items()}
         meta = {k: str(v) for k, v in settings.items()} | {"test_accuracy": f"{acc:.2f}"}
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -492,16 +581,19 @@ class SuperclassClassifier(nn.Module):
     super-class are dropped. Images ``(B, C, H, W)`` in ``[0, 1]`` -> ``(B, len(superclasses))``.
     """
 
-    def __init__(self, classifier: nn.Module, superclasses: str | dict, pool: str = "logsumexp",
-                 name: str | None = None) -> None:
+    def __init__(
+        self, classifier: nn.Module, superclasses: str | dict, pool: str = "logsumexp", name: str | None = None
+    ) -> None:
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}.")
         table = superclass_table(superclasses)
         inner = int(getattr(classifier, "num_classes", 0) or 0)
         if inner != 1000:
-            raise ValueError(f"classifier.classifier must be a 1000-class ImageNet classifier to pool into "
-                             f"super-classes, got num_classes={inner}.")
+            raise ValueError(
+                f"classifier.classifier must be a 1000-class ImageNet classifier to pool into "
+                f"super-classes, got num_classes={inner}."
+            )
         self.classifier = classifier
         self.pool = pool
         self.superclasses = table
@@ -528,12 +620,18 @@ class SuperclassClassifier(nn.Module):
         return f"name={self.name!r}, num_classes={self.num_classes}, pool={self.pool!r}"
 
 
-def superclass_classifier(classifier: nn.Module, superclasses: str | dict | None = "restricted_imagenet9",
-                          pool: str = "logsumexp", name: str | None = None) -> SuperclassClassifier:
+def superclass_classifier(
+    classifier: nn.Module,
+    superclasses: str | dict | None = "restricted_imagenet9",
+    pool: str = "logsumexp",
+    name: str | None = None,
+) -> SuperclassClassifier:
     """Hydra target of ``conf/classifier/imagenet9.yaml``: pool a 1k classifier's logits into super-classes."""
     if superclasses is None:
-        raise ValueError("classifier.superclasses is not set: name a set (restricted_imagenet9) or give a mapping "
-                         "name -> [first, last] 1k indices, as data=imagenet9 does.")
+        raise ValueError(
+            "classifier.superclasses is not set: name a set (restricted_imagenet9) or give a mapping "
+            "name -> [first, last] 1k indices, as data=imagenet9 does."
+        )
     clf = SuperclassClassifier(classifier, superclasses, pool, name)
     clf.eval().requires_grad_(False)
     return clf

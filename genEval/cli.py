@@ -32,8 +32,10 @@ def main(argv: list[str] | None = None) -> None:
         cmd = args.pop(0)
     elif args and not args[0].startswith("-") and "=" not in args[0]:
         names = ", ".join(n for n in REGISTRY if n != "evaluate")
-        print(f"geneval: unknown command {args[0]!r}; commands: {names} "
-              "(or Hydra overrides such as data=cifar10_jpg).", file=sys.stderr)
+        print(
+            f"geneval: unknown command {args[0]!r}; commands: {names} (or Hydra overrides such as data=cifar10_jpg).",
+            file=sys.stderr,
+        )
         sys.exit(2)
     config_name, fn = REGISTRY[cmd]
     sys.argv = [f"geneval {cmd}" if cmd != "evaluate" else "geneval", *args]

@@ -100,8 +100,14 @@ class LoadedRun:
     @classmethod
     def read(cls, model: str, repetition: int, run_dir: Path, results: dict | None = None) -> LoadedRun:
         records = read_samples(run_dir)
-        return cls(model, repetition, str(run_dir), results if results is not None else read_results(run_dir),
-                   records, Outcomes.from_records(records))
+        return cls(
+            model,
+            repetition,
+            str(run_dir),
+            results if results is not None else read_results(run_dir),
+            records,
+            Outcomes.from_records(records),
+        )
 
 
 def _identity(run_dir: Path, results: dict) -> tuple[str, int | None]:
@@ -116,8 +122,9 @@ def _identity(run_dir: Path, results: dict) -> tuple[str, int | None]:
     return str((results.get("components") or {}).get("classifier") or run_dir.name), None
 
 
-def _group(run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]]
-           ) -> dict[str, list[tuple[int | None, Path, dict]]]:
+def _group(
+    run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]],
+) -> dict[str, list[tuple[int | None, Path, dict]]]:
     """model -> [(repetition or None, run dir, results)]: names from a mapping, else from each run."""
     grouped: dict[str, list[tuple[int | None, Path, dict]]] = {}
     if isinstance(run_dirs, Mapping):
@@ -147,8 +154,10 @@ def load_runs(run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]
         if all(r is not None for r in reps):
             dup = sorted({r for r in reps if reps.count(r) > 1})
             if dup:
-                raise ValueError(f"model {name!r} has more than one run for repetition(s) {dup}: "
-                                 f"{[str(p) for r, p, _ in items if r in dup]}. Pass each run once.")
+                raise ValueError(
+                    f"model {name!r} has more than one run for repetition(s) {dup}: "
+                    f"{[str(p) for r, p, _ in items if r in dup]}. Pass each run once."
+                )
             items = sorted(items, key=lambda t: t[0])
         else:  # no recorded repetition: the order of the directories is the repetition order
             items = [(i, p, res) for i, (_, p, res) in enumerate(sorted(items, key=lambda t: str(t[1])))]
@@ -164,8 +173,10 @@ def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     for name, reps in runs.items():
         for run in reps:
             if list(run.results.get("class_names") or []) != class_names:
-                raise ValueError(f"run {run.run_dir} ({name}) has classes {run.results.get('class_names')} but "
-                                 f"{first.run_dir} has {class_names}; compare runs on the same data.")
+                raise ValueError(
+                    f"run {run.run_dir} ({name}) has classes {run.results.get('class_names')} but "
+                    f"{first.run_dir} has {class_names}; compare runs on the same data."
+                )
     return class_names
 
 
@@ -174,36 +185,54 @@ def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     for role in ("data", "generator", "oracle"):
         ids = {str((r.results.get("components") or {}).get(role)) for reps in runs.values() for r in reps}
         if len(ids) > 1:
-            out.append(f"the runs use different {role}s ({', '.join(sorted(ids))}); differences then mix the "
-                       f"{role} with the model.")
+            out.append(
+                f"the runs use different {role}s ({', '.join(sorted(ids))}); differences then mix the "
+                f"{role} with the model."
+            )
     return out
 
 
-NO_BASELINES = ("left out: effective robustness is fitted on baseline models only, never on the interventions it "
-                "judges; name them with baselines=[...] (standard models, e.g. ERM-trained) to get it")
+NO_BASELINES = (
+    "left out: effective robustness is fitted on baseline models only, never on the interventions it "
+    "judges; name them with baselines=[...] (standard models, e.g. ERM-trained) to get it"
+)
 
 
 def _baseline_set(models: list[str], baselines: Sequence[str] | None) -> set[str]:
     base = set() if baselines is None else set(map(str, baselines))
     unknown = base - set(models)
     if unknown:
-        raise ValueError(f"baselines {sorted(unknown)} are not among the compared models ({', '.join(models)}); "
-                         "set baselines to a subset of the model names, or null to leave ER out.")
+        raise ValueError(
+            f"baselines {sorted(unknown)} are not among the compared models ({', '.join(models)}); "
+            "set baselines to a subset of the model names, or null to leave ER out."
+        )
     return base
 
 
-def _score_entries(reps: list[LoadedRun], num_classes: int, n_boot: int, seed: int, level: float
-                   ) -> dict[str, MetricEntry]:
+def _score_entries(
+    reps: list[LoadedRun], num_classes: int, n_boot: int, seed: int, level: float
+) -> dict[str, MetricEntry]:
     """Every leaderboard score of one model: the run's own estimate (one repetition) or the bootstrap mean."""
-    per_rep = {k: [None if np.isnan(v) else float(v) for v in vals] for k, vals in score_values(
-        np.stack([r.outcomes.totals() for r in reps]), num_classes, LEADERBOARD_SCORES).items()}
+    per_rep = {
+        k: [None if np.isnan(v) else float(v) for v in vals]
+        for k, vals in score_values(
+            np.stack([r.outcomes.totals() for r in reps]), num_classes, LEADERBOARD_SCORES
+        ).items()
+    }
     own = reps[0].results.get("scores", {})
     if len(reps) == 1 and all(k in own for k in LEADERBOARD_SCORES):
         estimates: Mapping[str, Any] = own
     else:
         budget = ((reps[0].results.get("config") or {}).get("search") or {}).get("budget")
-        estimates = bootstrap_scores([r.outcomes for r in reps], num_classes, LEADERBOARD_SCORES, n_boot=n_boot,
-                                     seed=seed, level=level, context={"budget": budget})
+        estimates = bootstrap_scores(
+            [r.outcomes for r in reps],
+            num_classes,
+            LEADERBOARD_SCORES,
+            n_boot=n_boot,
+            seed=seed,
+            level=level,
+            context={"budget": budget},
+        )
     out = {}
     for k in LEADERBOARD_SCORES:
         defined = [v for v in per_rep[k] if v is not None]
@@ -219,6 +248,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def _cost_and_label_free(reps: list[LoadedRun], num_classes: int) -> dict[str, float | None]:
     """Run cost (rejections and steps per sample, run time) and hard-label SoftmaxCorr, means over repetitions."""
+
     def steps(run: LoadedRun) -> float | None:
         judged = [int(r.get("accepted_steps", 0)) + (int(r.get("rejected_at", -1)) > 0) for r in run.records]
         return float(np.mean(judged)) if judged else None
@@ -246,20 +276,37 @@ def _order(entries: Mapping[str, Mapping[str, MetricEntry]]) -> tuple[list[str],
     return order, fmr_ranks, sa_ranks
 
 
-def _effective_robustness(order: list[str], entries: Mapping[str, Mapping[str, MetricEntry]], base: set[str],
-                          er_min_r2: float, draws: np.ndarray, n_sources: int) -> ERFit:
+def _effective_robustness(
+    order: list[str],
+    entries: Mapping[str, Mapping[str, MetricEntry]],
+    base: set[str],
+    er_min_r2: float,
+    draws: np.ndarray,
+    n_sources: int,
+) -> ERFit:
     """ER over the named baselines (none named: left out), with its bootstrap interval over the sources."""
     if not base:
         return ERFit.unfitted(len(order), NO_BASELINES, min_r2=er_min_r2)
-    er = fit_effective_robustness([entries[m]["sa"].value for m in order], [entries[m]["pa"].value for m in order],
-                                  [m in base for m in order], min_r2=er_min_r2)
+    er = fit_effective_robustness(
+        [entries[m]["sa"].value for m in order],
+        [entries[m]["pa"].value for m in order],
+        [m in base for m in order],
+        min_r2=er_min_r2,
+    )
     if n_sources < MIN_BOOTSTRAP_SOURCES:
         return er_intervals(er, draws[:0, :, 0], draws[:0, :, 1], how=few_sources(n_sources))
     return er_intervals(er, draws[:, :, 0], draws[:, :, 1])
 
 
-def _rows(runs: Mapping[str, list[LoadedRun]], entries: Mapping[str, dict[str, MetricEntry]], order: list[str],
-          ranks: tuple[dict, dict], base: set[str], er: ERFit, num_classes: int) -> list[LeaderboardRow]:
+def _rows(
+    runs: Mapping[str, list[LoadedRun]],
+    entries: Mapping[str, dict[str, MetricEntry]],
+    order: list[str],
+    ranks: tuple[dict, dict],
+    base: set[str],
+    er: ERFit,
+    num_classes: int,
+) -> list[LeaderboardRow]:
     """Leaderboard rows in ``order`` with ranks, ER (and its interval), run cost and the label-free score."""
     fmr_ranks, sa_ranks = ranks
     rows = []
@@ -268,27 +315,48 @@ def _rows(runs: Mapping[str, list[LoadedRun]], entries: Mapping[str, dict[str, M
         rf, rs = fmr_ranks[m], sa_ranks[m]
         pa = entries[m]["pa"]
         n_validated = float(np.mean([r.outcomes.validated.sum() for r in reps]))
-        warnings = ["PA is 100: every accepted image is still correct for this model; it may be (part of) the "
-                    "oracle, which makes its PA and FMR meaningless."] if pa.value == 100.0 and n_validated else []
-        rows.append(LeaderboardRow(
-            model=m, scores=entries[m], rank_fmr=rf, rank_sa=rs,
-            rank_diff=None if rf is None or rs is None else rs - rf,
-            baseline=m in base, repetitions=len(reps), n=float(np.mean([len(r.outcomes) for r in reps])),
-            n_validated=n_validated, er=er.er[i], er_predicted_pa=er.predicted[i],
-            er_low=er.er_low[i] if er.er_low else None, er_high=er.er_high[i] if er.er_high else None,
-            **_cost_and_label_free(reps, num_classes),
-            components=reps[0].results.get("components", {}), seeds=[r.results.get("seed") for r in reps],
-            run_dirs=[r.run_dir for r in reps], warnings=warnings))
+        warnings = (
+            [
+                "PA is 100: every accepted image is still correct for this model; it may be (part of) the "
+                "oracle, which makes its PA and FMR meaningless."
+            ]
+            if pa.value == 100.0 and n_validated
+            else []
+        )
+        rows.append(
+            LeaderboardRow(
+                model=m,
+                scores=entries[m],
+                rank_fmr=rf,
+                rank_sa=rs,
+                rank_diff=None if rf is None or rs is None else rs - rf,
+                baseline=m in base,
+                repetitions=len(reps),
+                n=float(np.mean([len(r.outcomes) for r in reps])),
+                n_validated=n_validated,
+                er=er.er[i],
+                er_predicted_pa=er.predicted[i],
+                er_low=er.er_low[i] if er.er_low else None,
+                er_high=er.er_high[i] if er.er_high else None,
+                **_cost_and_label_free(reps, num_classes),
+                components=reps[0].results.get("components", {}),
+                seeds=[r.results.get("seed") for r in reps],
+                run_dirs=[r.run_dir for r in reps],
+                warnings=warnings,
+            )
+        )
     return rows
 
 
-def _differences(order: list[str], outcomes: Mapping[str, list[Outcomes]], num_classes: int, n_boot: int, seed: int,
-                 level: float) -> list[Difference]:
+def _differences(
+    order: list[str], outcomes: Mapping[str, list[Outcomes]], num_classes: int, n_boot: int, seed: int, level: float
+) -> list[Difference]:
     """Every pair of models (a above b on the leaderboard), every compared score."""
     out = []
     for a, b in combinations(order, 2):
-        res = metric_differences(outcomes[a], outcomes[b], num_classes, COMPARED_SCORES, names=(a, b),
-                                 n_boot=n_boot, seed=seed, level=level)
+        res = metric_differences(
+            outcomes[a], outcomes[b], num_classes, COMPARED_SCORES, names=(a, b), n_boot=n_boot, seed=seed, level=level
+        )
         out += [res[k] for k in COMPARED_SCORES]
     return out
 
@@ -328,8 +396,13 @@ def sources_resampled(runs: Mapping[str, list[LoadedRun]]) -> bool | None:
     return any(len({frozenset(r.outcomes.ids.tolist()) for r in reps}) > 1 for reps in multi)
 
 
-def stability(rows: Sequence[LeaderboardRow], diffs: Sequence[Difference], identical: bool = False,
-              tau_bootstrap: TauDistribution | None = None, resampled: bool | None = None) -> Stability:
+def stability(
+    rows: Sequence[LeaderboardRow],
+    diffs: Sequence[Difference],
+    identical: bool = False,
+    tau_bootstrap: TauDistribution | None = None,
+    resampled: bool | None = None,
+) -> Stability:
     """Kendall tau between repetitions' FMR rankings, its bootstrap distribution (``tau_bootstrap``), FMR-vs-SA
     tau, and FMR order flips."""
     models = [r.model for r in rows]
@@ -342,31 +415,49 @@ def stability(rows: Sequence[LeaderboardRow], diffs: Sequence[Difference], ident
         taus.append(TauPair([r1, r2], tau, int(ok.sum())))
     defined = [t.tau for t in taus if t.tau is not None]
     both = [r for r in rows if r["fmr"].value is not None and r["sa"].value is not None]
-    note = ("needs at least 2 repetitions" if n_reps < 2 else
-            "needs at least 2 models with FMR defined in two repetitions" if not defined else "")
+    note = (
+        "needs at least 2 repetitions"
+        if n_reps < 2
+        else "needs at least 2 models with FMR defined in two repetitions"
+        if not defined
+        else ""
+    )
     return Stability(
-        repetitions=n_reps, tau_reps=taus, tau_reps_mean=float(np.mean(defined)) if defined else None,
-        tau_reps_min=float(np.min(defined)) if defined else None, tau_reps_note=note,
-        tau_fmr_sa=kendall_tau([r["fmr"].value for r in both], [r["sa"].value for r in both]) if len(both) >= 2
+        repetitions=n_reps,
+        tau_reps=taus,
+        tau_reps_mean=float(np.mean(defined)) if defined else None,
+        tau_reps_min=float(np.min(defined)) if defined else None,
+        tau_reps_note=note,
+        tau_fmr_sa=kendall_tau([r["fmr"].value for r in both], [r["sa"].value for r in both])
+        if len(both) >= 2
         else None,
-        flips=_flips(models, per_rep, diffs), identical_repetitions=identical, tau_bootstrap=tau_bootstrap,
-        sources_resampled=resampled)
+        flips=_flips(models, per_rep, diffs),
+        identical_repetitions=identical,
+        tau_bootstrap=tau_bootstrap,
+        sources_resampled=resampled,
+    )
 
 
 def _stability_warnings(stab: Stability) -> list[str]:
     out = []
     if stab.identical_repetitions:
-        out.append("every repetition produced the same per-sample outcomes (the search has no randomness, e.g. "
-                   "search.start_noise=0, and the data are the same), so rank stability is trivially perfect; set "
-                   "search.start_noise > 0 for repetitions that differ, or use repetitions=1.")
+        out.append(
+            "every repetition produced the same per-sample outcomes (the search has no randomness, e.g. "
+            "search.start_noise=0, and the data are the same), so rank stability is trivially perfect; set "
+            "search.start_noise > 0 for repetitions that differ, or use repetitions=1."
+        )
     elif stab.sources_resampled is False:
-        out.append("every repetition evaluated the same source images (the data were not re-drawn: use "
-                   "data.subset=random with data.limit, or data with a with_seed(seed) hook), so tau between "
-                   "repetitions reflects the start noise only; the bootstrap distribution over source images "
-                   "measures the sampling of sources.")
+        out.append(
+            "every repetition evaluated the same source images (the data were not re-drawn: use "
+            "data.subset=random with data.limit, or data with a with_seed(seed) hook), so tau between "
+            "repetitions reflects the start noise only; the bootstrap distribution over source images "
+            "measures the sampling of sources."
+        )
     if stab.flips:
-        out.append(f"{len(stab.flips)} pair(s) of models change FMR order between repetitions; their ranking is "
-                   "not stable (see stability.flips and the paired differences).")
+        out.append(
+            f"{len(stab.flips)} pair(s) of models change FMR order between repetitions; their ranking is "
+            "not stable (see stability.flips and the paired differences)."
+        )
     return out
 
 
@@ -376,36 +467,65 @@ def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[dict]:
     return [(r.results.get("config") or {}).get("comparison") or {} for r in first]
 
 
-def _settings(runs: Mapping[str, list[LoadedRun]], num_classes: int, n_boot: int, seed: int, level: float,
-              er_min_r2: float, repetition_seeds: list[int] | None, baselines: set[str]) -> Settings:
+def _settings(
+    runs: Mapping[str, list[LoadedRun]],
+    num_classes: int,
+    n_boot: int,
+    seed: int,
+    level: float,
+    er_min_r2: float,
+    repetition_seeds: list[int] | None,
+    baselines: set[str],
+) -> Settings:
     first_reps = next(iter(runs.values()))
     first = first_reps[0].results
     n_reps = sorted({len(v) for v in runs.values()})
-    note = ("single run's interval (Wilson for proportions, bootstrap over source images for FMR)" if n_reps == [1]
-            else "bootstrap over source images, all repetitions resampled together (one repetition: the run's own)")
+    note = (
+        "single run's interval (Wilson for proportions, bootstrap over source images for FMR)"
+        if n_reps == [1]
+        else "bootstrap over source images, all repetitions resampled together (one repetition: the run's own)"
+    )
     recorded = _comparison_record(runs)
     return Settings(
-        repetitions=n_reps[0] if len(n_reps) == 1 else n_reps, n_boot=n_boot, level=level, bootstrap_seed=seed,
-        er_min_r2=er_min_r2, interval_note=note,
-        repetition_seeds=repetition_seeds or [r.results.get("seed") for r in first_reps], num_classes=num_classes,
+        repetitions=n_reps[0] if len(n_reps) == 1 else n_reps,
+        n_boot=n_boot,
+        level=level,
+        bootstrap_seed=seed,
+        er_min_r2=er_min_r2,
+        interval_note=note,
+        repetition_seeds=repetition_seeds or [r.results.get("seed") for r in first_reps],
+        num_classes=num_classes,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
         components={k: (first.get("components") or {}).get(k) for k in ("data", "generator", "oracle", "mask")},
-        search=(first.get("config") or {}).get("search"), baselines=sorted(baselines) or None,
-        mask=recorded[0].get("mask"), data_seeds=[c.get("data_seed") for c in recorded])
+        search=(first.get("config") or {}).get("search"),
+        baselines=sorted(baselines) or None,
+        mask=recorded[0].get("mask"),
+        data_seeds=[c.get("data_seed") for c in recorded],
+    )
 
 
 def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
     rho = spearman([r.softmax_corr for r in rows], [r["pa"].value for r in rows])
     n = sum(r.softmax_corr is not None and r["pa"].value is not None for r in rows)
-    return LabelFree(rho, n, "hard decisions: P one-hot from the model's class for each validated perturbed image, "
-                            "q the histogram of the oracle's accepted class; the records hold no softmax vectors",
-                     "" if rho is not None else "needs at least 3 models with SoftmaxCorr and PA defined and not "
-                                                "all equal")
+    return LabelFree(
+        rho,
+        n,
+        "hard decisions: P one-hot from the model's class for each validated perturbed image, "
+        "q the histogram of the oracle's accepted class; the records hold no softmax vectors",
+        "" if rho is not None else "needs at least 3 models with SoftmaxCorr and PA defined and not all equal",
+    )
 
 
-def build_comparison(runs: Mapping[str, list[LoadedRun]], *, baselines: Sequence[str] | None = None,
-                     er_min_r2: float = 0.8, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                     repetition_seeds: list[int] | None = None) -> Comparison:
+def build_comparison(
+    runs: Mapping[str, list[LoadedRun]],
+    *,
+    baselines: Sequence[str] | None = None,
+    er_min_r2: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    repetition_seeds: list[int] | None = None,
+) -> Comparison:
     """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison; no I/O."""
     if not runs:
         raise ValueError("no runs to compare.")
@@ -419,26 +539,47 @@ def build_comparison(runs: Mapping[str, list[LoadedRun]], *, baselines: Sequence
     er = _effective_robustness(order, entries, base, er_min_r2, draws, g)
     rows = _rows(runs, entries, order, (fmr_ranks, sa_ranks), base, er, num_classes)
     diffs = _differences(order, outcomes, num_classes, n_boot, seed, level)
-    stab = stability(rows, diffs, identical_repetitions(runs),
-                     rank_stability(point[:, 2], draws[:, :, 2], score="fmr", n_sources=g, level=level),
-                     sources_resampled(runs))
-    warnings = [*_component_warnings(runs), *(f"{r.model}: {w}" for r in rows for w in r.warnings),
-                *_stability_warnings(stab)]
-    per_class = {m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.records]), class_names)
-                 for m in order}
+    stab = stability(
+        rows,
+        diffs,
+        identical_repetitions(runs),
+        rank_stability(point[:, 2], draws[:, :, 2], score="fmr", n_sources=g, level=level),
+        sources_resampled(runs),
+    )
+    warnings = [
+        *_component_warnings(runs),
+        *(f"{r.model}: {w}" for r in rows for w in r.warnings),
+        *_stability_warnings(stab),
+    ]
+    per_class = {
+        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.records]), class_names) for m in order
+    }
     return Comparison(
-        leaderboard=rows, differences=diffs, stability=stab, effective_robustness=er,
-        runs={m: [r.run_dir for r in runs[m]] for m in order}, seeds={m: [r.results.get("seed") for r in runs[m]]
-                                                                       for m in order},
-        class_names=class_names, per_class=per_class,
+        leaderboard=rows,
+        differences=diffs,
+        stability=stab,
+        effective_robustness=er,
+        runs={m: [r.run_dir for r in runs[m]] for m in order},
+        seeds={m: [r.results.get("seed") for r in runs[m]] for m in order},
+        class_names=class_names,
+        per_class=per_class,
         settings=_settings(runs, num_classes, n_boot, seed, level, er_min_r2, repetition_seeds, base),
-        warnings=warnings, label_free=_label_free(rows))
+        warnings=warnings,
+        label_free=_label_free(rows),
+    )
 
 
-def aggregate(run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]], *,
-              out_dir: str | Path | None = None, baselines: Sequence[str] | None = None, er_min_r2: float = 0.8,
-              n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-              repetition_seeds: list[int] | None = None) -> Comparison:
+def aggregate(
+    run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]],
+    *,
+    out_dir: str | Path | None = None,
+    baselines: Sequence[str] | None = None,
+    er_min_r2: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    repetition_seeds: list[int] | None = None,
+) -> Comparison:
     """Build a :class:`~genEval.leaderboard.Comparison` from finished run directories.
 
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
@@ -447,20 +588,46 @@ def aggregate(run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]
     ``baselines``: the models effective robustness is fitted on (None: ER is left out, with a note).
     With ``out_dir`` the comparison files are written there (not the report: genEval.report.write_report).
     """
-    comp = build_comparison(load_runs(run_dirs), baselines=baselines, er_min_r2=er_min_r2, n_boot=n_boot,
-                            seed=seed, level=level, repetition_seeds=repetition_seeds)
+    comp = build_comparison(
+        load_runs(run_dirs),
+        baselines=baselines,
+        er_min_r2=er_min_r2,
+        n_boot=n_boot,
+        seed=seed,
+        level=level,
+        repetition_seeds=repetition_seeds,
+    )
     if out_dir is not None:
         comp = write_comparison(comp, out_dir)
-    log.info("compared %d models (%s); leaderboard by FMR: %s", len(comp.models), comp.settings.interval_note,
-             ", ".join(comp.models))
+    log.info(
+        "compared %d models (%s); leaderboard by FMR: %s",
+        len(comp.models),
+        comp.settings.interval_note,
+        ", ".join(comp.models),
+    )
     return comp
 
 
-def compare(classifiers: Mapping[str, Any], data: Any, generator: Any, oracle: Any, search: Any = None, *,
-            repetitions: int = 1, seeds: Sequence[int] | int | None = None, out_dir: str | Path,
-            baselines: Sequence[str] | None = None, progress: bool | None = True, er_min_r2: float = 0.8,
-            n_boot: int = 1000, level: float = 0.95, run_configs: Mapping[str, dict] | None = None,
-            mask: Any = None, mask_reference: str | None = None, **evaluate_kwargs: Any) -> Comparison:
+def compare(
+    classifiers: Mapping[str, Any],
+    data: Any,
+    generator: Any,
+    oracle: Any,
+    search: Any = None,
+    *,
+    repetitions: int = 1,
+    seeds: Sequence[int] | int | None = None,
+    out_dir: str | Path,
+    baselines: Sequence[str] | None = None,
+    progress: bool | None = True,
+    er_min_r2: float = 0.8,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    run_configs: Mapping[str, dict] | None = None,
+    mask: Any = None,
+    mask_reference: str | None = None,
+    **evaluate_kwargs: Any,
+) -> Comparison:
     """Evaluate every classifier ``repetitions`` times and compare them (see the module docstring).
 
     ``classifiers``: name -> classifier, or name -> zero-argument factory. ``data``: a data set; one with a
@@ -478,10 +645,30 @@ def compare(classifiers: Mapping[str, Any], data: Any, generator: Any, oracle: A
     if baselines is not None:
         unknown = set(map(str, baselines)) - set(map(str, classifiers))
         if unknown:
-            raise ValueError(f"baselines {sorted(unknown)} are not among the classifiers "
-                             f"({', '.join(map(str, classifiers))}).")
-    dirs = evaluate_repetitions(classifiers, data, generator, oracle, search, seeds_used, out_dir, progress=progress,
-                                run_configs=run_configs, n_boot=n_boot, mask=mask, mask_reference=mask_reference,
-                                **evaluate_kwargs)
-    return aggregate(dirs, out_dir=out_dir, baselines=baselines, er_min_r2=er_min_r2, n_boot=n_boot, level=level,
-                     repetition_seeds=seeds_used)
+            raise ValueError(
+                f"baselines {sorted(unknown)} are not among the classifiers ({', '.join(map(str, classifiers))})."
+            )
+    dirs = evaluate_repetitions(
+        classifiers,
+        data,
+        generator,
+        oracle,
+        search,
+        seeds_used,
+        out_dir,
+        progress=progress,
+        run_configs=run_configs,
+        n_boot=n_boot,
+        mask=mask,
+        mask_reference=mask_reference,
+        **evaluate_kwargs,
+    )
+    return aggregate(
+        dirs,
+        out_dir=out_dir,
+        baselines=baselines,
+        er_min_r2=er_min_r2,
+        n_boot=n_boot,
+        level=level,
+        repetition_seeds=seeds_used,
+    )

@@ -90,9 +90,11 @@ def check_unique_names(names: Sequence[str], where: str) -> list[str]:
     twice = {n: [i for i, m in enumerate(names) if m == n] for n, k in Counter(names).items() if k > 1}
     if twice:
         listed = "; ".join(f"{n!r} at positions {pos}" for n, pos in twice.items())
-        raise ValueError(f"{where}: class names must be distinct, but {listed}. Two classes with one name cannot "
-                         "be told apart (a CLIP oracle would read the same prompt for both); give each its own "
-                         "name in data.class_names (e.g. 'crane bird' and 'construction crane').")
+        raise ValueError(
+            f"{where}: class names must be distinct, but {listed}. Two classes with one name cannot "
+            "be told apart (a CLIP oracle would read the same prompt for both); give each its own "
+            "name in data.class_names (e.g. 'crane bird' and 'construction crane')."
+        )
     return names
 
 
@@ -121,21 +123,28 @@ class _ImageData(abc.ABC):
     name: str
     class_names: list[str]
 
-    def __init__(self, image_size: int | None, channels: int | None, limit: int | None, subset: str = "random",
-                 subset_seed: int | None = None, indices: str | Sequence[int] | None = None) -> None:
-        if image_size is not None and (isinstance(image_size, bool) or int(image_size) != image_size
-                                       or image_size < 1):
-            raise ValueError(f"image_size must be a positive integer or null (keep the native size), "
-                             f"got {image_size!r}.")
+    def __init__(
+        self,
+        image_size: int | None,
+        channels: int | None,
+        limit: int | None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
+        if image_size is not None and (isinstance(image_size, bool) or int(image_size) != image_size or image_size < 1):
+            raise ValueError(
+                f"image_size must be a positive integer or null (keep the native size), got {image_size!r}."
+            )
         if channels not in (None, 1, 3):
-            raise ValueError(f"channels must be 1 (grayscale), 3 (RGB) or null (keep the source's), "
-                             f"got {channels!r}.")
+            raise ValueError(f"channels must be 1 (grayscale), 3 (RGB) or null (keep the source's), got {channels!r}.")
         if limit is not None and (isinstance(limit, bool) or int(limit) != limit or limit < 1):
-            raise ValueError(f"limit must be a positive integer (number of samples) or null (all), "
-                             f"got {limit!r}.")
+            raise ValueError(f"limit must be a positive integer (number of samples) or null (all), got {limit!r}.")
         if subset not in SUBSET_MODES:
-            raise ValueError(f"subset must be 'random' (a seeded class-balanced draw) or 'first' (the dataset's "
-                             f"own order), got {subset!r}.")
+            raise ValueError(
+                f"subset must be 'random' (a seeded class-balanced draw) or 'first' (the dataset's "
+                f"own order), got {subset!r}."
+            )
         if subset_seed is not None and (isinstance(subset_seed, bool) or int(subset_seed) != subset_seed):
             raise ValueError(f"subset_seed must be a whole number or null (the run's seed), got {subset_seed!r}.")
         self.image_size = None if image_size is None else int(image_size)
@@ -154,8 +163,10 @@ class _ImageData(abc.ABC):
         self._all_labels = [int(y) for y in labels]
         self._pool = self._pool_positions(len(self._all_labels))
         if not self._pool:
-            raise ValueError(f"{type(self).__name__}: indices={self.indices!r} selects no sample of the "
-                             f"{len(self._all_labels)}; give a range inside 0:{len(self._all_labels)}.")
+            raise ValueError(
+                f"{type(self).__name__}: indices={self.indices!r} selects no sample of the "
+                f"{len(self._all_labels)}; give a range inside 0:{len(self._all_labels)}."
+            )
         self._draw()
 
     def _pool_positions(self, n: int) -> list[int]:
@@ -175,15 +186,19 @@ class _ImageData(abc.ABC):
 
     def _positions_from_file(self, path: Path, n: int) -> list[int]:
         if not path.is_file():
-            raise FileNotFoundError(f"indices={str(path)!r} is neither a range START:STOP (e.g. 0:5000) nor an "
-                                    "existing file of source ids (one per line).")
+            raise FileNotFoundError(
+                f"indices={str(path)!r} is neither a range START:STOP (e.g. 0:5000) nor an "
+                "existing file of source ids (one per line)."
+            )
         wanted = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
         where = {self._source_id(i): i for i in range(n)}
         unknown = [w for w in wanted if w not in where]
         if unknown:
             example = self._source_id(0) if n else "?"
-            raise ValueError(f"indices file '{path}' lists {len(unknown)} source id(s) this dataset does not have, "
-                             f"e.g. {unknown[:3]}; ids look like {example!r} (samples.jsonl of a run lists them).")
+            raise ValueError(
+                f"indices file '{path}' lists {len(unknown)} source id(s) this dataset does not have, "
+                f"e.g. {unknown[:3]}; ids look like {example!r} (samples.jsonl of a run lists them)."
+            )
         return sorted({where[w] for w in wanted})
 
     def _seed(self) -> int:
@@ -217,17 +232,25 @@ class _ImageData(abc.ABC):
         other = copy.copy(self)
         other._draw_seed = int(seed)
         other._draw()
-        log.info("%s: drew %d of %d sources (class-balanced, seed %d)", other.name, len(other), len(other._pool),
-                 other._seed())
+        log.info(
+            "%s: drew %d of %d sources (class-balanced, seed %d)",
+            other.name,
+            len(other),
+            len(other._pool),
+            other._seed(),
+        )
         return other
 
     def subset_info(self) -> dict[str, Any]:
         """How the samples were chosen (for results): mode (``random``, ``first`` or ``all``), seed (None when
         nothing was drawn at random), limit, indices, and the size of the pool the subset came from."""
-        return {"mode": "all" if self.limit is None else self.subset,
-                "seed": self._seed() if self._random_draw() else None,
-                "limit": self.limit,
-                "indices": None if self.indices is None else str(self.indices), "pool": len(self._pool)}
+        return {
+            "mode": "all" if self.limit is None else self.subset,
+            "seed": self._seed() if self._random_draw() else None,
+            "limit": self.limit,
+            "indices": None if self.indices is None else str(self.indices),
+            "pool": len(self._pool),
+        }
 
     def _check_selection(self) -> None:  # noqa: B027 - an optional hook, empty on purpose
         """Hook run after every draw (image folders check that the selected images can be batched)."""
@@ -238,8 +261,10 @@ class _ImageData(abc.ABC):
         names = check_unique_names(class_names, f"{type(self).__name__}")
         if len(names) != len(default):
             shown = ", ".join(default[:10]) + (", ..." if len(default) > 10 else "")
-            raise ValueError(f"{type(self).__name__}: class_names has {len(names)} entries but the dataset "
-                             f"has {len(default)} classes ({shown}). Give one name per class, in label order.")
+            raise ValueError(
+                f"{type(self).__name__}: class_names has {len(names)} entries but the dataset "
+                f"has {len(default)} classes ({shown}). Give one name per class, in label order."
+            )
         return names
 
     # ---- reading --------------------------------------------------------------------------------------
@@ -278,8 +303,10 @@ class _ImageData(abc.ABC):
         info = self.subset_info()
         drawn = f", subset={info['mode']}" + (f"@seed{info['seed']}" if info["seed"] is not None else "")
         part = "" if self.indices is None else f", indices={self.indices!r}"
-        return (f"{type(self).__name__}(name={self.name!r}, n={len(self)}, classes={len(self.class_names)}, "
-                f"image_size={self.image_size}, channels={self.channels}, limit={self.limit}{drawn}{part})")
+        return (
+            f"{type(self).__name__}(name={self.name!r}, n={len(self)}, classes={len(self.class_names)}, "
+            f"image_size={self.image_size}, channels={self.channels}, limit={self.limit}{drawn}{part})"
+        )
 
 
 def _pil_to_tensor(img, channels: int | None) -> Tensor:
@@ -307,8 +334,9 @@ def _header(path: Path) -> tuple[tuple[int, int], int] | None:
         return None
 
 
-def _scan_folders(root: Path, folders: Sequence[str], label_of: Mapping[str, int], exts: tuple[str, ...]
-                  ) -> tuple[list[str], list[int]]:
+def _scan_folders(
+    root: Path, folders: Sequence[str], label_of: Mapping[str, int], exts: tuple[str, ...]
+) -> tuple[list[str], list[int]]:
     """Relative paths and labels of the image files under ``root/<folder>/**`` (sorted, folders in order)."""
     files: list[str] = []
     labels: list[int] = []
@@ -332,10 +360,19 @@ class ImageFolderData(_ImageData):
     ``data.image_size=``, before any batch is formed.
     """
 
-    def __init__(self, root: str | Path, class_names: Sequence[str] | None = None,
-                 image_size: int | None = None, channels: int | None = 3, limit: int | None = None,
-                 extensions: Sequence[str] = IMAGE_EXTENSIONS, name: str | None = None, subset: str = "random",
-                 subset_seed: int | None = None, indices: str | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        class_names: Sequence[str] | None = None,
+        image_size: int | None = None,
+        channels: int | None = 3,
+        limit: int | None = None,
+        extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        name: str | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         folders = self._open_root(root, extensions)
         if class_names is None:
@@ -346,7 +383,8 @@ class ImageFolderData(_ImageData):
             if unknown:
                 raise ValueError(
                     f"folder class '{unknown[0]}' in '{self.root}' is not in class_names "
-                    f"{self.class_names}. Add it to data.class_names or remove the folder.")
+                    f"{self.class_names}. Add it to data.class_names or remove the folder."
+                )
         index = {c: i for i, c in enumerate(self.class_names)}
         self._files, labels = _scan_folders(self.root, folders, {f: index[f] for f in folders}, self.extensions)
         self._require_files()
@@ -360,7 +398,8 @@ class ImageFolderData(_ImageData):
         if not self.root.is_dir():
             raise FileNotFoundError(
                 f"image folder root not found: '{self.root}'. Point data.root at a folder with one "
-                "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`).")
+                "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`)."
+            )
         self.extensions = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions)
         return sorted(d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith("."))
 
@@ -369,7 +408,8 @@ class ImageFolderData(_ImageData):
             raise ValueError(
                 f"no images with extensions {list(self.extensions)} found under '{self.root}/<class>/'. "
                 "Expected one sub-folder per class holding image files; set data.extensions if yours "
-                "use another suffix.")
+                "use another suffix."
+            )
 
     def _check_selection(self) -> None:
         """With ``image_size=None``, refuse images that cannot share a batch (read from headers only)."""
@@ -387,12 +427,16 @@ class ImageFolderData(_ImageData):
             elif key != first[1]:
                 (w0, h0), c0 = first[1]
                 (w1, h1), c1 = key
-                what = (f"is {w0}x{h0} px but '{rel}' is {w1}x{h1} px (width x height)" if (w0, h0) != (w1, h1)
-                        else f"has {c0} channel(s) but '{rel}' has {c1} (set data.channels=3 or 1)")
+                what = (
+                    f"is {w0}x{h0} px but '{rel}' is {w1}x{h1} px (width x height)"
+                    if (w0, h0) != (w1, h1)
+                    else f"has {c0} channel(s) but '{rel}' has {c1} (set data.channels=3 or 1)"
+                )
                 raise ValueError(
                     f"images in '{self.root}' differ: '{first[0]}' {what}. genEval evaluates images in batches, "
                     "so they must share one size: set data.image_size=<side> (e.g. data.image_size=224) to resize "
-                    "every image to a square of that side.")
+                    "every image to a square of that side."
+                )
 
     def _read(self, index: int) -> Tensor:
         from PIL import Image, UnidentifiedImageError
@@ -403,8 +447,10 @@ class ImageFolderData(_ImageData):
                 img.load()
                 return _pil_to_tensor(img, self.channels)
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-            raise ValueError(f"cannot read image file '{path}' ({type(err).__name__}: {err}). Remove or "
-                             "replace the corrupt/non-image file.") from err
+            raise ValueError(
+                f"cannot read image file '{path}' ({type(err).__name__}: {err}). Remove or "
+                "replace the corrupt/non-image file."
+            ) from err
 
     def _source_id(self, index: int) -> str:
         return self._files[index].replace(os.sep, "/")
@@ -422,16 +468,27 @@ class ImageNetData(ImageFolderData):
     -> class mapping used is logged and kept in ``folder_classes`` (wnid -> (label, name)).
     """
 
-    def __init__(self, root: str | Path, class_names: str | Sequence[str] = "openai",
-                 superclasses: str | Mapping[str, Sequence] | None = None, image_size: int | None = 224,
-                 channels: int | None = 3, limit: int | None = None, extensions: Sequence[str] = IMAGE_EXTENSIONS,
-                 name: str | None = None, subset: str = "random", subset_seed: int | None = None,
-                 indices: str | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        class_names: str | Sequence[str] = "openai",
+        superclasses: str | Mapping[str, Sequence] | None = None,
+        image_size: int | None = 224,
+        channels: int | None = 3,
+        limit: int | None = None,
+        extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        name: str | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
         _ImageData.__init__(self, image_size, channels, limit, subset, subset_seed, indices)
         folders = self._open_root(root, extensions)
         if not folders:
-            raise ValueError(f"no class folders in '{self.root}'; data=imagenet expects <root>/<wnid>/<image>, e.g. "
-                             f"'{self.root}/n01440764/ILSVRC2012_val_00000293.JPEG'.")
+            raise ValueError(
+                f"no class folders in '{self.root}'; data=imagenet expects <root>/<wnid>/<image>, e.g. "
+                f"'{self.root}/n01440764/ILSVRC2012_val_00000293.JPEG'."
+            )
         fine = {f: wnid_index(f) for f in folders}
         if superclasses is None:
             self.superclasses = None
@@ -441,18 +498,25 @@ class ImageNetData(ImageFolderData):
         else:
             self.superclasses = superclass_table(superclasses)
             default = list(self.superclasses)
-            self.class_names = self._check_class_names(None if isinstance(class_names, str) else class_names,
-                                                       default)
+            self.class_names = self._check_class_names(None if isinstance(class_names, str) else class_names, default)
             owner = {k: s for s, members in enumerate(superclass_members(self.superclasses)) for k in members}
             label_of = {f: owner[k] for f, k in fine.items() if k in owner}
             left_out = sorted(set(folders) - set(label_of))
             if left_out:
-                log.info("%s: %d of %d wnid folders lie outside the %d super-classes and are left out (%s%s)",
-                         self.root, len(left_out), len(folders), len(default), ", ".join(left_out[:5]),
-                         ", ..." if len(left_out) > 5 else "")
+                log.info(
+                    "%s: %d of %d wnid folders lie outside the %d super-classes and are left out (%s%s)",
+                    self.root,
+                    len(left_out),
+                    len(folders),
+                    len(default),
+                    ", ".join(left_out[:5]),
+                    ", ..." if len(left_out) > 5 else "",
+                )
             if not label_of:
-                raise ValueError(f"none of the {len(folders)} wnid folders in '{self.root}' belongs to a super-class "
-                                 f"({', '.join(default)}); check data.root and data.superclasses.")
+                raise ValueError(
+                    f"none of the {len(folders)} wnid folders in '{self.root}' belongs to a super-class "
+                    f"({', '.join(default)}); check data.root and data.superclasses."
+                )
             folders = [f for f in folders if f in label_of]
         self.folder_classes = {f: (label_of[f], self.class_names[label_of[f]]) for f in folders}
         self._files, labels = _scan_folders(self.root, folders, label_of, self.extensions)
@@ -460,8 +524,12 @@ class ImageNetData(ImageFolderData):
         self.name = name or f"imagenet{'' if self.superclasses is None else len(self.class_names)}:{self.root.name}"
         self._select(labels)
         shown = ", ".join(f"{w} -> {lab} {nm!r}" for w, (lab, nm) in list(self.folder_classes.items())[:20])
-        log.info("%s: wnid folder -> class: %s%s", self.name, shown,
-                 f", ... ({len(self.folder_classes)} folders)" if len(self.folder_classes) > 20 else "")
+        log.info(
+            "%s: wnid folder -> class: %s%s",
+            self.name,
+            shown,
+            f", ... ({len(self.folder_classes)} folders)" if len(self.folder_classes) > 20 else "",
+        )
 
     def _check_class_names(self, class_names: Sequence[str] | None, default: list[str]) -> list[str]:
         if class_names is None:
@@ -476,10 +544,19 @@ class CIFAR10Data(_ImageData):
     read with ``data=cifar10_jpg`` (:class:`ImageFolderData`) instead.
     """
 
-    def __init__(self, root: str | Path | None = None, train: bool = False, download: bool = False,
-                 image_size: int | None = None, channels: int | None = 3, limit: int | None = None,
-                 class_names: Sequence[str] | None = None, subset: str = "random", subset_seed: int | None = None,
-                 indices: str | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        train: bool = False,
+        download: bool = False,
+        image_size: int | None = None,
+        channels: int | None = 3,
+        limit: int | None = None,
+        class_names: Sequence[str] | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         from torchvision.datasets import CIFAR10
 
@@ -494,7 +571,8 @@ class CIFAR10Data(_ImageData):
             raise FileNotFoundError(
                 f"CIFAR-10 ({split}) not found under '{self.root}/cifar-10-batches-py' ({err}). Set "
                 "data.download=true when online, or use data=cifar10_jpg (the offline JPEG copy in the "
-                "shared assets).") from err
+                "shared assets)."
+            ) from err
         self._images = ds.data  # (N, 32, 32, 3) uint8; torchvision holds the pickles in memory
         self.class_names = self._check_class_names(class_names, CIFAR10_CLASSES)
         self.name = f"cifar10:{split}"
@@ -530,8 +608,10 @@ def read_mnist_file(path: str | Path, kind: str) -> Tensor:
         raise ValueError(f"'{path}' is too short to be an idx file")
     magic, expect = int.from_bytes(header, "big"), _IDX_MAGIC[kind]
     if magic != expect:
-        raise ValueError(f"'{path}' has idx magic number {magic} but {expect} was expected ({kind} file). Is it "
-                         "the right file, and not corrupt?")
+        raise ValueError(
+            f"'{path}' has idx magic number {magic} but {expect} was expected ({kind} file). Is it "
+            "the right file, and not corrupt?"
+        )
     reader = read_image_file if kind == "images" else read_label_file
     try:
         if path.suffix != ".gz":
@@ -551,10 +631,19 @@ class MNISTData(_ImageData):
 
     _PREFIX = {"test": "t10k", "train": "train"}
 
-    def __init__(self, root: str | Path | None = None, split: str = "test", image_size: int | None = None,
-                 channels: int | None = 1, limit: int | None = None,
-                 class_names: Sequence[str] | None = None, name: str | None = None, subset: str = "random",
-                 subset_seed: int | None = None, indices: str | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        split: str = "test",
+        image_size: int | None = None,
+        channels: int | None = 1,
+        limit: int | None = None,
+        class_names: Sequence[str] | None = None,
+        name: str | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         if split not in self._PREFIX:
             raise ValueError(f"MNIST split must be one of {list(self._PREFIX)}, got {split!r}.")
@@ -568,8 +657,10 @@ class MNISTData(_ImageData):
         labels = read_mnist_file(lbl_path, "labels")
         self._images = read_mnist_file(img_path, "images")  # (N, H, W) uint8
         if len(self._images) != len(labels):
-            raise ValueError(f"'{img_path}' holds {len(self._images)} images but '{lbl_path}' holds "
-                             f"{len(labels)} labels; the files do not belong together.")
+            raise ValueError(
+                f"'{img_path}' holds {len(self._images)} images but '{lbl_path}' holds "
+                f"{len(labels)} labels; the files do not belong together."
+            )
         self.class_names = self._check_class_names(class_names, DIGIT_CLASSES)
         self.name = name or f"mnist:{split}"
         self._select(labels.tolist())
@@ -582,7 +673,8 @@ class MNISTData(_ImageData):
                 return c
         raise FileNotFoundError(
             f"MNIST {self.split} file '{stem}' not found: looked for {[str(c) for c in candidates]}. Put "
-            f"the idx files ({stem} or {stem}.gz) in data.root.")
+            f"the idx files ({stem} or {stem}.gz) in data.root."
+        )
 
     def _read(self, index: int) -> Tensor:
         return self._images[index].float().div(255.0).unsqueeze(0)
@@ -601,10 +693,18 @@ class DigitsData(_ImageData):
 
     SPLIT_SEED = 0
 
-    def __init__(self, split: str = "test", image_size: int | None = 16, channels: int | None = 1,
-                 test_fraction: float = 0.3, limit: int | None = None,
-                 class_names: Sequence[str] | None = None, subset: str = "random", subset_seed: int | None = None,
-                 indices: str | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        split: str = "test",
+        image_size: int | None = 16,
+        channels: int | None = 1,
+        test_fraction: float = 0.3,
+        limit: int | None = None,
+        class_names: Sequence[str] | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         if split not in ("train", "test"):
             raise ValueError(f"digits split must be 'train' or 'test', got {split!r}.")
@@ -615,8 +715,9 @@ class DigitsData(_ImageData):
 
         digits = load_digits()
         idx = np.arange(len(digits.target))
-        train_idx, test_idx = train_test_split(idx, test_size=float(test_fraction), stratify=digits.target,
-                                               random_state=self.SPLIT_SEED, shuffle=True)
+        train_idx, test_idx = train_test_split(
+            idx, test_size=float(test_fraction), stratify=digits.target, random_state=self.SPLIT_SEED, shuffle=True
+        )
         chosen = np.sort(train_idx if split == "train" else test_idx)
         self.split = split
         self.test_fraction = float(test_fraction)

@@ -64,8 +64,18 @@ from genEval.style_mask import (
 log = logging.getLogger(__name__)
 
 #: Settings that change how fast a run goes, never what it finds: they may differ when a run is resumed.
-EXECUTION_KEYS = ("batch_size", "num_workers", "device", "progress", "log_interval", "hydra", "grid_size",
-                  "compile", "channels_last", "shard")
+EXECUTION_KEYS = (
+    "batch_size",
+    "num_workers",
+    "device",
+    "progress",
+    "log_interval",
+    "hydra",
+    "grid_size",
+    "compile",
+    "channels_last",
+    "shard",
+)
 
 
 @dataclass(frozen=True)
@@ -83,8 +93,10 @@ class Shard:
         if self.count < 1:
             raise ValueError(f"shard.count must be >= 1, got {self.count}; use shard.count=1 for no sharding.")
         if not 0 <= self.index < self.count:
-            raise ValueError(f"shard.index={self.index} must lie in 0..{self.count - 1} (shard.count={self.count}); "
-                             "shards are numbered from 0.")
+            raise ValueError(
+                f"shard.index={self.index} must lie in 0..{self.count - 1} (shard.count={self.count}); "
+                "shards are numbered from 0."
+            )
 
     def positions(self, n: int) -> list[int]:
         return list(range(self.index, n, self.count))
@@ -175,11 +187,30 @@ def evaluate(
     """
     if isinstance(mask, AutoMask):
         return _evaluate_with_auto_mask(
-            mask, classifier, data, generator, oracle, search, seed=seed, output_dir=output_dir,
-            batch_size=batch_size, device=device, progress=progress, log_interval=log_interval, interval=interval,
-            n_boot=n_boot, grid_size=grid_size, gap_warn_points=gap_warn_points, num_workers=num_workers,
-            save_latents=save_latents, save_images=save_images, shard=shard, reference=reference, kernels=kernels,
-            config=config)
+            mask,
+            classifier,
+            data,
+            generator,
+            oracle,
+            search,
+            seed=seed,
+            output_dir=output_dir,
+            batch_size=batch_size,
+            device=device,
+            progress=progress,
+            log_interval=log_interval,
+            interval=interval,
+            n_boot=n_boot,
+            grid_size=grid_size,
+            gap_warn_points=gap_warn_points,
+            num_workers=num_workers,
+            save_latents=save_latents,
+            save_images=save_images,
+            shard=shard,
+            reference=reference,
+            kernels=kernels,
+            config=config,
+        )
     mask, mask_id = _resolve_mask(mask, mask_id, generator, data)
     reference = reference or getattr(oracle, "reference", None) or "label"
     t_start = time.perf_counter()
@@ -198,16 +229,32 @@ def evaluate(
         data = data.with_seed(seed)  # data.subset=random: the sources are drawn from the run's seed
     class_names = list(data.class_names)
     if len(data) == 0:
-        raise ValueError(f"dataset {getattr(data, 'name', data)!r} is empty; point data at a folder with images "
-                         "or raise data.limit.")
+        raise ValueError(
+            f"dataset {getattr(data, 'name', data)!r} is empty; point data at a folder with images or raise data.limit."
+        )
     positions = shard.positions(len(data))
-    components = {"classifier": _component_id(classifier), "generator": _component_id(generator),
-                  "oracle": _component_id(oracle), "data": _component_id(data),
-                  "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}")}
-    run_config = config if config is not None else {
-        "search": asdict(search), "interval": interval, "n_boot": n_boot, "gap_warn_points": gap_warn_points,
-        "save_latents": save_latents, "save_images": save_images, "reference": reference,
-        "precision": kernels.precision, "role_precision": dict(kernels.role_precision)}
+    components = {
+        "classifier": _component_id(classifier),
+        "generator": _component_id(generator),
+        "oracle": _component_id(oracle),
+        "data": _component_id(data),
+        "mask": "none" if mask is None else (mask_id or f"tensor{tuple(mask.shape)}"),
+    }
+    run_config = (
+        config
+        if config is not None
+        else {
+            "search": asdict(search),
+            "interval": interval,
+            "n_boot": n_boot,
+            "gap_warn_points": gap_warn_points,
+            "save_latents": save_latents,
+            "save_images": save_images,
+            "reference": reference,
+            "precision": kernels.precision,
+            "role_precision": dict(kernels.role_precision),
+        }
+    )
     identity = _identity(run_config, components, seed, data, positions, shard)
     for m in (classifier, generator, oracle):
         if isinstance(m, torch.nn.Module):
@@ -220,12 +267,25 @@ def evaluate(
     if batch_size is None:
         auto = auto_batch_size(first_x, first_y, classifier, generator, dev)
         batch_size = auto.batch_size
-    log.info("genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s", seed,
-             dev, len(positions), shard.name, search, *(_describe(m) for m in (classifier, generator, oracle)))
+    log.info(
+        "genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s",
+        seed,
+        dev,
+        len(positions),
+        shard.name,
+        search,
+        *(_describe(m) for m in (classifier, generator, oracle)),
+    )
     writer = None
     if output_dir is not None:
-        writer = RunWriter.open(Path(output_dir), identity, save_latents=save_latents, save_images=save_images,
-                                generator=components["generator"], flush_every=batch_size)
+        writer = RunWriter.open(
+            Path(output_dir),
+            identity,
+            save_latents=save_latents,
+            save_images=save_images,
+            generator=components["generator"],
+            flush_every=batch_size,
+        )
     try:
         done = {r.index for r in writer.done} if writer else set()
         todo = [i for i in positions if i not in done]
@@ -236,8 +296,17 @@ def evaluate(
         t_loop = time.perf_counter()
         samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names)
         try:
-            for out in perturb(samples, classifier, generator, oracle, search, batch_size=batch_size, mask=mask,
-                               device=dev, reference=reference):
+            for out in perturb(
+                samples,
+                classifier,
+                generator,
+                oracle,
+                search,
+                batch_size=batch_size,
+                mask=mask,
+                device=dev,
+                reference=reference,
+            ):
                 record = _record(out)
                 shapes = shapes or {"original": list(out.original.shape), "perturbed": list(out.image.shape)}
                 if writer is not None:
@@ -259,19 +328,39 @@ def evaluate(
         if writer is not None:
             writer.flush()
         records = sorted(writer.done if writer else local, key=lambda r: r.index)
-        result = summarize(records, class_names, seed=seed, seed_drawn=seed_drawn, interval=interval, n_boot=n_boot,
-                           gap_warn_points=gap_warn_points, components=components, config=run_config,
-                           device=str(dev), run_dir=None if writer is None else str(writer.dir),
-                           timings={"total_s": time.perf_counter() - t_start, "loop_s": loop_s,
-                                    "per_sample_s": loop_s / max(1, len(todo)), "samples_computed": len(todo)},
-                           shard=shard, identity=identity, kernels=kernel_settings,
-                           batch={"batch_size": batch_size, "auto": None if auto is None else auto.to_dict()},
-                           image_shapes=shapes or _previous_shapes(writer))
+        result = summarize(
+            records,
+            class_names,
+            seed=seed,
+            seed_drawn=seed_drawn,
+            interval=interval,
+            n_boot=n_boot,
+            gap_warn_points=gap_warn_points,
+            components=components,
+            config=run_config,
+            device=str(dev),
+            run_dir=None if writer is None else str(writer.dir),
+            timings={
+                "total_s": time.perf_counter() - t_start,
+                "loop_s": loop_s,
+                "per_sample_s": loop_s / max(1, len(todo)),
+                "samples_computed": len(todo),
+            },
+            shard=shard,
+            identity=identity,
+            kernels=kernel_settings,
+            batch={"batch_size": batch_size, "auto": None if auto is None else auto.to_dict()},
+            image_shapes=shapes or _previous_shapes(writer),
+        )
         if writer is not None:
             if grid:
                 grid.sort(key=lambda g: -g[0])
-                save_grid(writer.dir / "grid.png", torch.stack([g[1] for g in grid]),
-                          torch.stack([g[2] for g in grid]), nrow=grid_size)
+                save_grid(
+                    writer.dir / "grid.png",
+                    torch.stack([g[1] for g in grid]),
+                    torch.stack([g[2] for g in grid]),
+                    nrow=grid_size,
+                )
             writer.finish(records, result.to_dict())
     except BaseException:
         if writer is not None:
@@ -289,8 +378,9 @@ def _previous_shapes(writer: RunWriter | None) -> dict | None:
     return read_results(writer.dir).get("image_shapes")
 
 
-def _resolve_mask(mask: Any, mask_id: str | None, generator: Generator, data: ImageDataset
-                  ) -> tuple[torch.Tensor | None, str | None]:
+def _resolve_mask(
+    mask: Any, mask_id: str | None, generator: Generator, data: ImageDataset
+) -> tuple[torch.Tensor | None, str | None]:
     if mask is None or isinstance(mask, NoMask):
         return None, None
     if isinstance(mask, SparseMask):
@@ -308,25 +398,34 @@ def _recorded_seed(output_dir: str | Path | None) -> int | None:
     return read_run_identity(output_dir).get("seed")
 
 
-def _identity(config: dict, components: dict, seed: int, data: ImageDataset, positions: list[int],
-              shard: Shard) -> dict[str, Any]:
+def _identity(
+    config: dict, components: dict, seed: int, data: ImageDataset, positions: list[int], shard: Shard
+) -> dict[str, Any]:
     """What a run is: config minus execution settings, components, seed, the sources, the shard."""
     ids = _source_ids(data, positions)
     sources = {"data": _component_id(data), "n_total": len(data), "n": len(positions)}
     if ids is not None:
         sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-    return {"config": {k: v for k, v in config.items() if k not in EXECUTION_KEYS}, "components": components,
-            "seed": seed, "sources": sources, "shard": {"index": shard.index, "count": shard.count}}
+    return {
+        "config": {k: v for k, v in config.items() if k not in EXECUTION_KEYS},
+        "components": components,
+        "seed": seed,
+        "sources": sources,
+        "shard": {"index": shard.index, "count": shard.count},
+    }
 
 
-def _check_classifier(classifier: Classifier, data: ImageDataset, position: int, num_classes: int,
-                      dev: torch.device) -> None:
+def _check_classifier(
+    classifier: Classifier, data: ImageDataset, position: int, num_classes: int, dev: torch.device
+) -> None:
     x = data[position][0][None].to(dev)
     with torch.no_grad():
         out_dim = classifier(x).shape[-1]
     if out_dim != num_classes:
-        raise ValueError(f"classifier returned {out_dim} logits but the dataset has {num_classes} classes "
-                         f"({_component_id(data)}). Set classifier num_classes or data.class_names to match.")
+        raise ValueError(
+            f"classifier returned {out_dim} logits but the dataset has {num_classes} classes "
+            f"({_component_id(data)}). Set classifier num_classes or data.class_names to match."
+        )
 
 
 def _collate(items: list[tuple[torch.Tensor, int, str]]):
@@ -334,20 +433,34 @@ def _collate(items: list[tuple[torch.Tensor, int, str]]):
     return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids)
 
 
-def _samples(data: ImageDataset, positions: list[int], seed: int, batch_size: int, num_workers: int,
-             dev: torch.device, class_names: list[str]) -> Iterator[Sample]:
+def _samples(
+    data: ImageDataset,
+    positions: list[int],
+    seed: int,
+    batch_size: int,
+    num_workers: int,
+    dev: torch.device,
+    class_names: list[str],
+) -> Iterator[Sample]:
     """The sources to search, read by a DataLoader (workers, pinned memory on CUDA), checked, seeded."""
-    loader = torch.utils.data.DataLoader(torch.utils.data.Subset(data, positions), batch_size=batch_size,
-                                         shuffle=False, num_workers=num_workers, collate_fn=_collate,
-                                         pin_memory=dev.type == "cuda")
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.Subset(data, positions),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        collate_fn=_collate,
+        pin_memory=dev.type == "cuda",
+    )
     start = 0
     for x, y, ids in loader:
         check_images(x, f"data {_component_id(data)} (samples {ids[0]}..{ids[-1]})")
         bad = (y < 0) | (y >= len(class_names))
         if bool(bad.any()):
             i = int(bad.nonzero()[0])
-            raise ValueError(f"label {int(y[i])} of sample {ids[i]} is outside the class list "
-                             f"(0..{len(class_names) - 1}: {class_names}). Fix data.class_names.")
+            raise ValueError(
+                f"label {int(y[i])} of sample {ids[i]} is outside the class list "
+                f"(0..{len(class_names) - 1}: {class_names}). Fix data.class_names."
+            )
         for i, sid in enumerate(ids):
             yield Sample(x[i], int(y[i]), sid, seed=sample_seed(seed, sid), index=positions[start + i])
         start += len(ids)
@@ -355,45 +468,96 @@ def _samples(data: ImageDataset, positions: list[int], seed: int, batch_size: in
 
 def _record(out: Outcome) -> SampleRecord:
     return SampleRecord(
-        source_id=out.source_id, index=out.index, label=out.label, reference=out.reference,
-        clean_pred=out.clean_pred, recon_pred=out.recon_pred, start_ok=out.start_ok, validated=out.validated,
-        accepted_steps=out.accepted_steps, rejected_at=out.rejected_at, first_fooled=out.first_fooled,
-        final_pred=out.final_pred, oracle_clean_pred=out.oracle_clean_pred, oracle_start_pred=out.oracle_start_pred,
-        oracle_score=out.oracle_score, latent_dist=out.latent_dist, image_dist=out.image_dist,
-        image_linf=out.image_linf)
+        source_id=out.source_id,
+        index=out.index,
+        label=out.label,
+        reference=out.reference,
+        clean_pred=out.clean_pred,
+        recon_pred=out.recon_pred,
+        start_ok=out.start_ok,
+        validated=out.validated,
+        accepted_steps=out.accepted_steps,
+        rejected_at=out.rejected_at,
+        first_fooled=out.first_fooled,
+        final_pred=out.final_pred,
+        oracle_clean_pred=out.oracle_clean_pred,
+        oracle_start_pred=out.oracle_start_pred,
+        oracle_score=out.oracle_score,
+        latent_dist=out.latent_dist,
+        image_dist=out.image_dist,
+        image_linf=out.image_linf,
+    )
 
 
-def summarize(records: Sequence[SampleRecord], class_names: list[str], *, seed: int, seed_drawn: bool,
-              interval: str, n_boot: int, gap_warn_points: float, components: dict, config: dict, device: str,
-              run_dir: str | None, timings: dict, shard: Shard, identity: dict, kernels: dict | None = None,
-              batch: dict | None = None, image_shapes: dict | None = None) -> EvalResult:
+def summarize(
+    records: Sequence[SampleRecord],
+    class_names: list[str],
+    *,
+    seed: int,
+    seed_drawn: bool,
+    interval: str,
+    n_boot: int,
+    gap_warn_points: float,
+    components: dict,
+    config: dict,
+    device: str,
+    run_dir: str | None,
+    timings: dict,
+    shard: Shard,
+    identity: dict,
+    kernels: dict | None = None,
+    batch: dict | None = None,
+    image_shapes: dict | None = None,
+) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
     The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
     """
     outcomes = Outcomes.from_records([asdict(r) for r in records])
     search = config.get("search") or {}  # the budget tells "budget 0" apart in the reason for an undefined PA
-    scores = compute_scores(outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed,
-                            budget=search.get("budget"))
+    scores = compute_scores(
+        outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed, budget=search.get("budget")
+    )
     per_class = per_class_table(outcomes, class_names, interval)
     warnings = []
-    if scores.sa.value is not None and scores.ra.value is not None \
-            and scores.sa.value - scores.ra.value > gap_warn_points:
+    if (
+        scores.sa.value is not None
+        and scores.ra.value is not None
+        and scores.sa.value - scores.ra.value > gap_warn_points
+    ):
         warnings.append(
             f"generator gap: the classifier loses {scores.sa.value - scores.ra.value:.1f} points on the "
             f"generator's reconstructions alone (SA {scores.sa.value:.1f} -> RA {scores.ra.value:.1f}); PA then "
-            "measures the generator as much as the classifier's robustness. Use a generator that fits the data.")
+            "measures the generator as much as the classifier's robustness. Use a generator that fits the data."
+        )
     if scores.n_validatable < scores.n / 2:
-        warnings.append(f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
-                        "the start check; VR is low because the oracle or generator does not fit this data.")
+        warnings.append(
+            f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
+            "the start check; VR is low because the oracle or generator does not fit this data."
+        )
     warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
     return EvalResult(
-        scores=scores, per_class=per_class, seed=seed, seed_drawn=seed_drawn, components=components,
-        class_names=class_names, config=config, versions=package_versions(), environment=environment(device),
-        timings=timings, warnings=warnings, run_dir=run_dir, samples=list(records),
-        extra={"shard": {"index": shard.index, "count": shard.count}, "identity": identity,
-               **({"kernels": kernels} if kernels else {}), **({"batch": batch} if batch else {}),
-               **({"image_shapes": image_shapes} if image_shapes else {})})
+        scores=scores,
+        per_class=per_class,
+        seed=seed,
+        seed_drawn=seed_drawn,
+        components=components,
+        class_names=class_names,
+        config=config,
+        versions=package_versions(),
+        environment=environment(device),
+        timings=timings,
+        warnings=warnings,
+        run_dir=run_dir,
+        samples=list(records),
+        extra={
+            "shard": {"index": shard.index, "count": shard.count},
+            "identity": identity,
+            **({"kernels": kernels} if kernels else {}),
+            **({"batch": batch} if batch else {}),
+            **({"image_shapes": image_shapes} if image_shapes else {}),
+        },
+    )
 
 
 class _Progress:
@@ -418,16 +582,34 @@ class _Progress:
             self.last = now
             rate = self.computed / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            log.info("%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s", self.shard.name,
-                     self.done, self.total, 100 * self.done / max(1, self.total), self.validated, self.fooled, rate,
-                     time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown")
+            log.info(
+                "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s",
+                self.shard.name,
+                self.done,
+                self.total,
+                100 * self.done / max(1, self.total),
+                self.validated,
+                self.fooled,
+                rate,
+                time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown",
+            )
 
     def close(self) -> None:
         self.bar.close()
 
 
-def _evaluate_with_auto_mask(auto: AutoMask, classifier, data, generator, oracle, search, *, seed: int | None,
-                             output_dir: str | Path | None, **evaluate_kwargs: Any) -> EvalResult:
+def _evaluate_with_auto_mask(
+    auto: AutoMask,
+    classifier,
+    data,
+    generator,
+    oracle,
+    search,
+    *,
+    seed: int | None,
+    output_dir: str | Path | None,
+    **evaluate_kwargs: Any,
+) -> EvalResult:
     """``mask=auto``: fit a style mask on a dense pass over ``auto.fit_fraction`` of the data, score the rest.
 
     The fit samples are searched without a mask (budget ``auto.fit_budget`` or the search budget) into
@@ -442,10 +624,29 @@ def _evaluate_with_auto_mask(auto: AutoMask, classifier, data, generator, oracle
     fit_search = replace(search, budget=search.budget if auto.fit_budget is None else int(auto.fit_budget))
     log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx), len(eval_idx))
     fit_kwargs = {k: v for k, v in evaluate_kwargs.items() if k not in ("config", "save_latents", "shard")}
-    evaluate(classifier, SubsetData(data, fit_idx, "mask-fit"), generator, oracle, fit_search, seed=seed,
-             output_dir=base / "mask_fit", save_latents=True, **fit_kwargs)
+    evaluate(
+        classifier,
+        SubsetData(data, fit_idx, "mask-fit"),
+        generator,
+        oracle,
+        fit_search,
+        seed=seed,
+        output_dir=base / "mask_fit",
+        save_latents=True,
+        **fit_kwargs,
+    )
     fitted = fit_mask_from_run(base / "mask_fit", dataset=getattr(data, "name", None), **auto.fit_kwargs())
     fitted.save(base / "style_mask.safetensors")
     plot_style_mask(fitted, base / "style_mask.png")
-    return evaluate(classifier, SubsetData(data, eval_idx, "mask-scored"), generator, oracle, search, seed=seed,
-                    output_dir=output_dir, mask=fitted, mask_id=f"auto:{fitted.sha256[:16]}", **evaluate_kwargs)
+    return evaluate(
+        classifier,
+        SubsetData(data, eval_idx, "mask-scored"),
+        generator,
+        oracle,
+        search,
+        seed=seed,
+        output_dir=output_dir,
+        mask=fitted,
+        mask_id=f"auto:{fitted.sha256[:16]}",
+        **evaluate_kwargs,
+    )

@@ -88,5 +88,6 @@ def ensure_writable_dir(path: str | Path) -> Path:
     except OSError as err:
         raise PermissionError(
             f"output directory '{p}' is not writable ({err.strerror}). Choose another with "
-            "output_dir=/some/writable/path (CLI: hydra.run.dir=...).") from err
+            "output_dir=/some/writable/path (CLI: hydra.run.dir=...)."
+        ) from err
     return p

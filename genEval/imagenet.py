@@ -39,8 +39,14 @@ NAME_SOURCES = ("openai", "lemma", "wnid")
 #: Source: MadryLab/robustness, robustness/tools/constants.py, RESTRICTED_IMAGNET_RANGES (Tsipras et al. 2019,
 #: "Robustness may be at odds with accuracy", ICLR 2019; used by Santurkar et al. 2019, the paper's citation).
 RESTRICTED_IMAGENET9: dict[str, tuple[tuple[int, int], ...]] = {
-    "dog": ((151, 268),), "cat": ((281, 285),), "frog": ((30, 32),), "turtle": ((33, 37),),
-    "bird": ((80, 100),), "primate": ((365, 382),), "fish": ((389, 397),), "crab": ((118, 121),),
+    "dog": ((151, 268),),
+    "cat": ((281, 285),),
+    "frog": ((30, 32),),
+    "turtle": ((33, 37),),
+    "bird": ((80, 100),),
+    "primate": ((365, 382),),
+    "fish": ((389, 397),),
+    "crab": ((118, 121),),
     "insect": ((300, 319),),
 }
 SUPERCLASS_SETS = {"restricted_imagenet9": RESTRICTED_IMAGENET9}
@@ -62,12 +68,12 @@ def imagenet_lemmas() -> tuple[tuple[str, ...], ...]:
     """The WordNet lemmas of every class in the 1k order (``("tench", "Tinca tinca")``, ...)."""
     from timm.data import ImageNetInfo  # slow import, see module docstring
 
-    return tuple(tuple(s.strip() for s in d.split(",") if s.strip())
-                 for d in ImageNetInfo("imagenet-1k").label_descriptions())
+    return tuple(
+        tuple(s.strip() for s in d.split(",") if s.strip()) for d in ImageNetInfo("imagenet-1k").label_descriptions()
+    )
 
 
-def disambiguate(names: Sequence[str], alternatives: Sequence[Sequence[str]], tags: Sequence[str]
-                 ) -> list[str]:
+def disambiguate(names: Sequence[str], alternatives: Sequence[Sequence[str]], tags: Sequence[str]) -> list[str]:
     """Give every class its own name: a name shared by several classes is replaced, class by class in index
     order, by the first of that class's ``alternatives`` that no other class uses; failing that by
     ``"<name> (<tag>)"``. Unshared names are kept."""
@@ -84,8 +90,10 @@ def disambiguate(names: Sequence[str], alternatives: Sequence[Sequence[str]], ta
         out[i] = pick
     changed = [(tags[i], names[i], out[i]) for i in range(len(names)) if out[i] != names[i]]
     if changed:
-        log.info("class names shared by several classes were made unique: %s",
-                 ", ".join(f"{t}: {a!r} -> {b!r}" for t, a, b in changed))
+        log.info(
+            "class names shared by several classes were made unique: %s",
+            ", ".join(f"{t}: {a!r} -> {b!r}" for t, a, b in changed),
+        )
     return out
 
 
@@ -110,8 +118,10 @@ def imagenet_class_names(source: str = "openai") -> list[str]:
     ``wnid``: the WordNet ids themselves.
     """
     if source not in NAME_SOURCES:
-        raise ValueError(f"unknown ImageNet class-name source {source!r}; choose one of {', '.join(NAME_SOURCES)} "
-                         "or give a list of 1000 names.")
+        raise ValueError(
+            f"unknown ImageNet class-name source {source!r}; choose one of {', '.join(NAME_SOURCES)} "
+            "or give a list of 1000 names."
+        )
     return list(_names(source))
 
 
@@ -119,10 +129,15 @@ def wnid_index(wnid: str) -> int:
     """1k class index of a WordNet id, with a teaching error for a folder that is not an ImageNet-1k class."""
     index = {w: i for i, w in enumerate(imagenet_wnids())}
     if wnid not in index:
-        hint = ("it is not one of the 1,000 ImageNet-1k classes" if WNID.match(wnid)
-                else "ImageNet folders are named by WordNet id, e.g. n01440764")
-        raise ValueError(f"folder '{wnid}' is not an ImageNet-1k class ({hint}). data=imagenet expects the "
-                         "validation-set layout <root>/<wnid>/<image>; use data=imagefolder for other folders.")
+        hint = (
+            "it is not one of the 1,000 ImageNet-1k classes"
+            if WNID.match(wnid)
+            else "ImageNet folders are named by WordNet id, e.g. n01440764"
+        )
+        raise ValueError(
+            f"folder '{wnid}' is not an ImageNet-1k class ({hint}). data=imagenet expects the "
+            "validation-set layout <root>/<wnid>/<image>; use data=imagefolder for other folders."
+        )
     return index[wnid]
 
 
@@ -131,27 +146,37 @@ def superclass_table(superclasses: str | Mapping[str, Sequence]) -> dict[str, tu
     (inclusive 1k indices) or a list of such pairs. Ranges must lie in 0..999 and not overlap."""
     if isinstance(superclasses, str):
         if superclasses not in SUPERCLASS_SETS:
-            raise ValueError(f"unknown super-class set {superclasses!r}; choose one of {', '.join(SUPERCLASS_SETS)} "
-                             "or give a mapping name -> [first, last] 1k indices.")
+            raise ValueError(
+                f"unknown super-class set {superclasses!r}; choose one of {', '.join(SUPERCLASS_SETS)} "
+                "or give a mapping name -> [first, last] 1k indices."
+            )
         return dict(SUPERCLASS_SETS[superclasses])
     if not isinstance(superclasses, Mapping) or not superclasses:
-        raise ValueError(f"superclasses must be a named set ({', '.join(SUPERCLASS_SETS)}) or a non-empty mapping "
-                         f"name -> [first, last] 1k class indices, got {superclasses!r}.")
+        raise ValueError(
+            f"superclasses must be a named set ({', '.join(SUPERCLASS_SETS)}) or a non-empty mapping "
+            f"name -> [first, last] 1k class indices, got {superclasses!r}."
+        )
     table: dict[str, tuple[tuple[int, int], ...]] = {}
     owner: dict[int, str] = {}
     for name, spec in superclasses.items():
         pairs = [spec] if len(spec) == 2 and all(isinstance(v, int) for v in spec) else list(spec)
         ranges = []
         for pair in pairs:
-            if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair) \
-                    or not 0 <= pair[0] <= pair[1] < NUM_CLASSES:
-                raise ValueError(f"super-class {name!r}: range {list(pair)} must be [first, last] with "
-                                 f"0 <= first <= last <= {NUM_CLASSES - 1} (inclusive 1k class indices).")
+            if (
+                len(pair) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+                or not 0 <= pair[0] <= pair[1] < NUM_CLASSES
+            ):
+                raise ValueError(
+                    f"super-class {name!r}: range {list(pair)} must be [first, last] with "
+                    f"0 <= first <= last <= {NUM_CLASSES - 1} (inclusive 1k class indices)."
+                )
             ranges.append((int(pair[0]), int(pair[1])))
             for k in range(pair[0], pair[1] + 1):
                 if k in owner:
-                    raise ValueError(f"super-classes {owner[k]!r} and {name!r} both claim 1k class {k}; the "
-                                     "ranges must not overlap.")
+                    raise ValueError(
+                        f"super-classes {owner[k]!r} and {name!r} both claim 1k class {k}; the ranges must not overlap."
+                    )
                 owner[k] = str(name)
         table[str(name)] = tuple(ranges)
     return table

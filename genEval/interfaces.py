@@ -97,14 +97,16 @@ def check_images(images: Tensor, where: str, tol: float = 1e-4) -> None:
     if images.ndim != 4:
         raise ValueError(f"{where}: expected images shaped (B, C, H, W), got {tuple(images.shape)}.")
     if not torch.is_floating_point(images):
-        raise ValueError(f"{where}: expected float images in [0, 1], got dtype {images.dtype}. "
-                         "Convert with images.float() / 255.")
+        raise ValueError(
+            f"{where}: expected float images in [0, 1], got dtype {images.dtype}. Convert with images.float() / 255."
+        )
     lo, hi = float(images.min()), float(images.max())
     if lo < -tol or hi > 1 + tol:
         raise ValueError(
             f"{where}: images must lie in [0, 1] but range over [{lo:.4g}, {hi:.4g}]. "
             "genEval's contract is float images in [0, 1]; undo any normalisation before "
-            "passing them (classifiers normalise inside themselves).")
+            "passing them (classifiers normalise inside themselves)."
+        )
 
 
 def resize_images(images: Tensor, size: int | tuple[int, int] | None) -> Tensor:
@@ -115,5 +117,6 @@ def resize_images(images: Tensor, size: int | tuple[int, int] | None) -> Tensor:
     if tuple(images.shape[-2:]) == hw:
         return images
     shrink = hw[0] < images.shape[-2] or hw[1] < images.shape[-1]
-    return torch.nn.functional.interpolate(images, size=hw, mode="bilinear", align_corners=False,
-                                           antialias=shrink).clamp(0, 1)
+    return torch.nn.functional.interpolate(
+        images, size=hw, mode="bilinear", align_corners=False, antialias=shrink
+    ).clamp(0, 1)

@@ -47,11 +47,14 @@ class Kernels:
             if role != "all roles" and role not in ROLES:
                 raise ValueError(f"role_precision names unknown role {role!r}; roles: {', '.join(ROLES)}.")
             if p is not None and p not in PRECISIONS:
-                raise ValueError(f"unknown precision {p!r} for {role}; choose one of {', '.join(PRECISIONS)} "
-                                 "(bf16 is the fast safe choice on GPUs).")
+                raise ValueError(
+                    f"unknown precision {p!r} for {role}; choose one of {', '.join(PRECISIONS)} "
+                    "(bf16 is the fast safe choice on GPUs)."
+                )
         if isinstance(self.compile, Mapping) and set(self.compile) - set(ROLES):
-            raise ValueError(f"compile names unknown roles {sorted(set(self.compile) - set(ROLES))}; roles: "
-                             f"{', '.join(ROLES)}.")
+            raise ValueError(
+                f"compile names unknown roles {sorted(set(self.compile) - set(ROLES))}; roles: {', '.join(ROLES)}."
+            )
 
     def precision_of(self, role: str) -> str:
         return (self.role_precision or {}).get(role) or self.precision
@@ -145,8 +148,9 @@ def _can_compile(device: torch.device) -> str | None:
     return None
 
 
-def accelerate(classifier: Any, generator: Any, oracle: Any, kernels: Kernels, device: torch.device
-               ) -> tuple[Any, Any, Any, dict[str, Any]]:
+def accelerate(
+    classifier: Any, generator: Any, oracle: Any, kernels: Kernels, device: torch.device
+) -> tuple[Any, Any, Any, dict[str, Any]]:
     """Wrap the three roles as ``kernels`` asks; returns them and the settings that took effect."""
     effective: dict[str, Any] = {"channels_last": bool(kernels.channels_last), "tf32": False}
     why_not = _can_compile(device) if any(kernels.compile_of(r) for r in ROLES) else None
@@ -157,8 +161,11 @@ def accelerate(classifier: Any, generator: Any, oracle: Any, kernels: Kernels, d
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = fp32_somewhere
         effective["tf32"] = fp32_somewhere
     if kernels.precision_of("generator") == "fp16" and not getattr(generator, "fp16_safe", False):
-        log.warning("precision fp16 for generator %s: VAE/VQGAN decoders overflow in fp16 (NaN/inf images); "
-                    "use precision=bf16 instead.", getattr(generator, "name", type(generator).__name__))
+        log.warning(
+            "precision fp16 for generator %s: VAE/VQGAN decoders overflow in fp16 (NaN/inf images); "
+            "use precision=bf16 instead.",
+            getattr(generator, "name", type(generator).__name__),
+        )
     roles = {"classifier": classifier, "generator": generator, "oracle": oracle}
     runners = {"classifier": ClassifierRunner, "generator": GeneratorRunner, "oracle": OracleRunner}
     out = {}

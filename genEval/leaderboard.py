@@ -22,8 +22,20 @@ from genEval.stats import LEADERBOARD_SCORES, SCORE, Difference, ERFit, Estimate
 COMPARISON_SCHEMA = 2
 #: Leaderboard columns in tables: ranked by the paper's FMR, so FMR first with FMR_v (same population) beside
 #: it, then the accuracies, rates and the oracle's own accuracy; any other leaderboard score after them.
-_ORDER = ("fmr", "fmr_validated", "sa", "sa_validated", "pa", "vr", "vr_conditional", "ra", "fmr_chance_corrected",
-          "oracle_clean_accuracy", "oracle_recon_accuracy", "unchanged_share")
+_ORDER = (
+    "fmr",
+    "fmr_validated",
+    "sa",
+    "sa_validated",
+    "pa",
+    "vr",
+    "vr_conditional",
+    "ra",
+    "fmr_chance_corrected",
+    "oracle_clean_accuracy",
+    "oracle_recon_accuracy",
+    "unchanged_share",
+)
 TABLE_SCORES = (*(k for k in _ORDER if k in LEADERBOARD_SCORES), *(k for k in LEADERBOARD_SCORES if k not in _ORDER))
 #: Per-model run-cost columns (means over repetitions): the paper's speed claim for the mask comes from
 #: fewer rejected steps, so rejections stand next to the run time.
@@ -53,8 +65,16 @@ class MetricEntry:
     @classmethod
     def of(cls, est: Estimate | Mapping, per_rep: list[float | None], std: float | None) -> MetricEntry:
         d = est.to_dict() if isinstance(est, Estimate) else dict(est)
-        return cls(d.get("value"), d.get("low"), d.get("high"), d.get("n"), d.get("method", ""),
-                   d.get("reason", ""), std, list(per_rep))
+        return cls(
+            d.get("value"),
+            d.get("low"),
+            d.get("high"),
+            d.get("n"),
+            d.get("method", ""),
+            d.get("reason", ""),
+            std,
+            list(per_rep),
+        )
 
     def fmt(self, digits: int = 2) -> str:
         return format_estimate(self, digits)
@@ -157,9 +177,14 @@ class Stability:
     @classmethod
     def from_dict(cls, d: Mapping) -> Stability:
         boot = d.get("tau_bootstrap")
-        return cls(**{**_fields(cls, d), "tau_reps": [TauPair(**t) for t in d["tau_reps"]],
-                      "flips": [Flip(**f) for f in d["flips"]],
-                      "tau_bootstrap": None if boot is None else TauDistribution.from_dict(boot)})
+        return cls(
+            **{
+                **_fields(cls, d),
+                "tau_reps": [TauPair(**t) for t in d["tau_reps"]],
+                "flips": [Flip(**f) for f in d["flips"]],
+                "tau_bootstrap": None if boot is None else TauDistribution.from_dict(boot),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -231,10 +256,18 @@ class Comparison:
             "leaderboard": [r.to_dict() for r in self.leaderboard],
             "differences": [d.to_dict() for d in self.differences],
             "stability": self.stability.to_dict(),
-            "effective_robustness": {**er.to_dict(), "models": self.models,
-                                     "baseline_models": [m for m, b in zip(self.models, er.baselines) if b]},
-            "runs": self.runs, "seeds": self.seeds, "class_names": self.class_names, "per_class": self.per_class,
-            "settings": asdict(self.settings), "warnings": self.warnings, "out_dir": self.out_dir,
+            "effective_robustness": {
+                **er.to_dict(),
+                "models": self.models,
+                "baseline_models": [m for m, b in zip(self.models, er.baselines) if b],
+            },
+            "runs": self.runs,
+            "seeds": self.seeds,
+            "class_names": self.class_names,
+            "per_class": self.per_class,
+            "settings": asdict(self.settings),
+            "warnings": self.warnings,
+            "out_dir": self.out_dir,
             "label_free": None if self.label_free is None else asdict(self.label_free),
         }
 
@@ -247,9 +280,15 @@ class Comparison:
             effective_robustness=ERFit.from_dict(d["effective_robustness"]),
             settings=Settings(**_fields(Settings, d["settings"])),
             label_free=LabelFree(**d["label_free"]) if d.get("label_free") else None,
-            **_fields(cls, {k: v for k, v in d.items()
-                            if k not in ("leaderboard", "differences", "stability", "effective_robustness",
-                                         "settings", "label_free")}),
+            **_fields(
+                cls,
+                {
+                    k: v
+                    for k, v in d.items()
+                    if k
+                    not in ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free")
+                },
+            ),
         )
 
     @classmethod
@@ -268,32 +307,41 @@ class Comparison:
         s = self.stability
         out = []
         if s.tau_reps_mean is not None:
-            out.append(f"rank stability: Kendall tau between repetitions' FMR rankings mean {s.tau_reps_mean:.3f}, "
-                       f"min {s.tau_reps_min:.3f} ({len(s.tau_reps)} pairs"
-                       + (", repetitions drew different source images)" if s.sources_resampled else ")"))
+            out.append(
+                f"rank stability: Kendall tau between repetitions' FMR rankings mean {s.tau_reps_mean:.3f}, "
+                f"min {s.tau_reps_min:.3f} ({len(s.tau_reps)} pairs"
+                + (", repetitions drew different source images)" if s.sources_resampled else ")")
+            )
         else:
             out.append(f"rank stability: {s.tau_reps_note or 'not computed'}")
         if s.tau_bootstrap is not None:
             out.append(s.tau_bootstrap.describe())
         out.append("Kendall tau(FMR ranking, SA ranking): " + _num(s.tau_fmr_sa, 3, "undefined"))
         for f in s.flips:
-            out.append(f"FMR order of {f.a} and {f.b} flips across repetitions "
-                       f"({f.a} higher in reps {f.a_higher}, {f.b} higher in reps {f.b_higher})")
+            out.append(
+                f"FMR order of {f.a} and {f.b} flips across repetitions "
+                f"({f.a} higher in reps {f.a_higher}, {f.b} higher in reps {f.b_higher})"
+            )
         out.append(self._er_note())
         if self.label_free is not None:
             lf = self.label_free
-            out.append(f"label-free diagnostic: SoftmaxCorr on the perturbed images ({lf.method}); Spearman rho "
-                       f"(SoftmaxCorr, PA) over {lf.n_models} models = " + _num(lf.spearman_pa, 3, f"undefined "
-                                                                                  f"({lf.reason})"))
+            out.append(
+                f"label-free diagnostic: SoftmaxCorr on the perturbed images ({lf.method}); Spearman rho "
+                f"(SoftmaxCorr, PA) over {lf.n_models} models = " + _num(lf.spearman_pa, 3, f"undefined ({lf.reason})")
+            )
         over = [r.model for r in self.leaderboard if (r["fmr"].value or 0) > 100]
         if over:
-            out.append(f"FMR above 100 ({', '.join(over)}): possible because PA is measured over the validated "
-                       "samples only (the images the oracle vouched for) and SA over all; FMR_v compares the same "
-                       "population.")
+            out.append(
+                f"FMR above 100 ({', '.join(over)}): possible because PA is measured over the validated "
+                "samples only (the images the oracle vouched for) and SA over all; FMR_v compares the same "
+                "population."
+            )
         if self.settings.mask:
             m = self.settings.mask
-            out.append(f"style mask {m.get('id')} fitted once with reference model {m.get('reference')} on "
-                       f"{m.get('fit_samples')} samples (scored by no model) and used for every model")
+            out.append(
+                f"style mask {m.get('id')} fitted once with reference model {m.get('reference')} on "
+                f"{m.get('fit_samples')} samples (scored by no model) and used for every model"
+            )
         return out + [f"WARNING: {w}" for w in self.warnings]
 
     def _er_note(self) -> str:
@@ -301,29 +349,39 @@ class Comparison:
         if er.w is None:
             return f"effective robustness: {er.reason or 'not computed'}"
         base = [m for m, b in zip(self.models, er.baselines) if b]
-        return (f"effective robustness fit ({er.space} space, {er.n_baselines} baselines: {', '.join(base)}): "
-                f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
-                f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
-                + (f"ER reported with {er.interval or 'no interval'}" if er.trusted else er.reason))
+        return (
+            f"effective robustness fit ({er.space} space, {er.n_baselines} baselines: {', '.join(base)}): "
+            f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
+            f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
+            + (f"ER reported with {er.interval or 'no interval'}" if er.trusted else er.reason)
+        )
 
     def summary(self) -> str:
         """The fixed-width tables printed at the end of ``geneval compare``: scores, then run cost."""
-        lines = [f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
-                 f"(95% intervals: {self.settings.interval_note})"]
-        head = (f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
-                f"{'VR_cond':>7} {'rankSA':>6} {'diff':>5}")
+        lines = [
+            f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
+            f"(95% intervals: {self.settings.interval_note})"
+        ]
+        head = (
+            f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
+            f"{'VR_cond':>7} {'rankSA':>6} {'diff':>5}"
+        )
         lines += [head, "-" * len(head)]
         for r in self.leaderboard:
-            lines.append(f"{_rank(r.rank_fmr):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
-                         f"{r['fmr_validated'].fmt():>22} {r['sa'].fmt():>22} {r['pa'].fmt():>22} "
-                         f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
-                         f"{_num(r['vr_conditional'].value):>7} {_rank(r.rank_sa):>6} "
-                         f"{signed(r.rank_diff):>5}")
+            lines.append(
+                f"{_rank(r.rank_fmr):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
+                f"{r['fmr_validated'].fmt():>22} {r['sa'].fmt():>22} {r['pa'].fmt():>22} "
+                f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
+                f"{_num(r['vr_conditional'].value):>7} {_rank(r.rank_sa):>6} "
+                f"{signed(r.rank_diff):>5}"
+            )
         cost = f"{'':>2} {'model':<20} {'rejected/sample':>15} {'steps/sample':>12} {'s/run':>9} {'s/sample':>9}"
         lines += ["", cost, "-" * len(cost)]
         for r in self.leaderboard:
-            lines.append(f"{'':>2} {r.model[:20]:<20} {_num(r.rejected_per_sample, 3):>15} "
-                         f"{_num(r.steps_per_sample, 2):>12} {_num(r.time_s, 1):>9} {_num(r.time_per_sample_s, 4):>9}")
+            lines.append(
+                f"{'':>2} {r.model[:20]:<20} {_num(r.rejected_per_sample, 3):>15} "
+                f"{_num(r.steps_per_sample, 2):>12} {_num(r.time_s, 1):>9} {_num(r.time_per_sample_s, 4):>9}"
+            )
         lines += ["", *self.notes()]
         if self.out_dir:
             lines.append(f"comparison directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)")
@@ -331,38 +389,71 @@ class Comparison:
 
     def markdown(self) -> str:
         """``leaderboard.md``."""
-        cols = ["rank", "model", *(SCORE[k].short or SCORE[k].label for k in TABLE_SCORES), "ER", "rank SA",
-                "rank_diff"]
+        cols = [
+            "rank",
+            "model",
+            *(SCORE[k].short or SCORE[k].label for k in TABLE_SCORES),
+            "ER",
+            "rank SA",
+            "rank_diff",
+        ]
         lines = [
-            "# genEval leaderboard", "",
+            "# genEval leaderboard",
+            "",
             f"{len(self.models)} models, {self.settings.repetitions} repetition(s); seeds per repetition: "
             f"{self.settings.repetition_seeds}. Scores in percent, mean over repetitions with 95% interval: "
             f"{self.settings.interval_note}. Ranked by FMR (the paper's 100 PA / SA); FMR_v = 100 PA / SA_v with "
             "SA_v over the validated samples (the population of PA); VR_cond = validated / passed the start check. "
             "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
             "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted).",
-            "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+            "",
+            "| " + " | ".join(cols) + " |",
+            "|" + "---|" * len(cols),
         ]
         for r in self.leaderboard:
-            cells = [_rank(r.rank_fmr), r.model + (" (baseline)" if r.baseline else ""),
-                     *(r[k].fmt() for k in TABLE_SCORES), er_cell(r), _rank(r.rank_sa), signed(r.rank_diff)]
+            cells = [
+                _rank(r.rank_fmr),
+                r.model + (" (baseline)" if r.baseline else ""),
+                *(r[k].fmt() for k in TABLE_SCORES),
+                er_cell(r),
+                _rank(r.rank_sa),
+                signed(r.rank_diff),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "## Run cost (mean over repetitions)", "",
-                  "| model | rejected steps per sample | steps per sample | s per run | s per sample | SoftmaxCorr |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Run cost (mean over repetitions)",
+            "",
+            "| model | rejected steps per sample | steps per sample | s per run | s per sample | SoftmaxCorr |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in self.leaderboard:
-            lines.append(f"| {r.model} | {_num(r.rejected_per_sample, 3)} | {_num(r.steps_per_sample, 2)} | "
-                         f"{_num(r.time_s, 1)} | {_num(r.time_per_sample_s, 4)} | {_num(r.softmax_corr, 3)} |")
+            lines.append(
+                f"| {r.model} | {_num(r.rejected_per_sample, 3)} | {_num(r.steps_per_sample, 2)} | "
+                f"{_num(r.time_s, 1)} | {_num(r.time_per_sample_s, 4)} | {_num(r.softmax_corr, 3)} |"
+            )
         lines += ["", "## Notes", "", *[f"- {n}" for n in self.notes()], ""]
         if self.differences:
-            lines += ["## Pairwise differences (a - b, points, 95% interval)", "",
-                      "| a | b | metric | difference | paired | separated |", "|---|---|---|---|---|---|"]
+            lines += [
+                "## Pairwise differences (a - b, points, 95% interval)",
+                "",
+                "| a | b | metric | difference | paired | separated |",
+                "|---|---|---|---|---|---|",
+            ]
             for d in self.differences:
-                iv = "undefined" if d.value is None else (
-                    f"{d.value:.2f} [{_num(d.low)}, {_num(d.high)}]" if d.low is not None
-                    else f"{d.value:.2f} (no interval: {d.reason})")
-                lines.append(f"| {d.a} | {d.b} | {SCORE[d.metric].label} | {iv} | {'yes' if d.paired else 'no'} | "
-                             f"{'yes' if d.excludes_zero else 'no'} |")
+                iv = (
+                    "undefined"
+                    if d.value is None
+                    else (
+                        f"{d.value:.2f} [{_num(d.low)}, {_num(d.high)}]"
+                        if d.low is not None
+                        else f"{d.value:.2f} (no interval: {d.reason})"
+                    )
+                )
+                lines.append(
+                    f"| {d.a} | {d.b} | {SCORE[d.metric].label} | {iv} | {'yes' if d.paired else 'no'} | "
+                    f"{'yes' if d.excludes_zero else 'no'} |"
+                )
             lines.append("")
         return "\n".join(lines)
 
@@ -412,9 +503,15 @@ def write_comparison(comp: Comparison, out_dir: str | Path) -> Comparison:
     comp = replace(comp, out_dir=str(out))
     (out / "models").mkdir(exist_ok=True)
     for row in comp.leaderboard:
-        atomic_write_json(out / "models" / f"{row.model}.json",
-                          {**row.to_dict(), "per_class": comp.per_class.get(row.model, []),
-                           "class_names": comp.class_names, "settings": asdict(comp.settings)})
+        atomic_write_json(
+            out / "models" / f"{row.model}.json",
+            {
+                **row.to_dict(),
+                "per_class": comp.per_class.get(row.model, []),
+                "class_names": comp.class_names,
+                "settings": asdict(comp.settings),
+            },
+        )
     atomic_write_bytes(out / "leaderboard.csv", comp.csv().encode())
     atomic_write_bytes(out / "leaderboard.md", comp.markdown().encode())
     atomic_write_json(out / "comparison.json", comp.to_dict())

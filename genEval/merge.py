@@ -60,8 +60,11 @@ def find_shard_dirs(paths: Sequence[str | Path]) -> list[Path]:
 def _common_identity(identity: dict) -> dict:
     """The part of a shard's identity every shard of one evaluation shares."""
     sources = identity["sources"]
-    return {**identity, "shard": {"count": identity["shard"]["count"]},
-            "sources": {"data": sources["data"], "n_total": sources["n_total"]}}
+    return {
+        **identity,
+        "shard": {"count": identity["shard"]["count"]},
+        "sources": {"data": sources["data"], "n_total": sources["n_total"]},
+    }
 
 
 def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
@@ -76,8 +79,10 @@ def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
     for d, ident in zip(dirs[1:], identities[1:]):
         diff = identity_differences(first, _common_identity(ident))
         if diff:
-            raise ValueError(f"'{d}' is not a shard of the same evaluation as '{dirs[0]}'; differing keys: "
-                             f"{'; '.join(diff[:10])}. Merge only shards of one config, seed, data and generator.")
+            raise ValueError(
+                f"'{d}' is not a shard of the same evaluation as '{dirs[0]}'; differing keys: "
+                f"{'; '.join(diff[:10])}. Merge only shards of one config, seed, data and generator."
+            )
     count = identities[0]["shard"]["count"]
     by_index: dict[int, list[Path]] = {}
     for d, ident in zip(dirs, identities):
@@ -87,8 +92,9 @@ def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
         raise ValueError(f"shard(s) given more than once: {twice}. Pass each shard once.")
     missing = sorted(set(range(count)) - set(by_index))
     if missing:
-        raise ValueError(f"shard(s) {missing} of {count} are missing; run them (shard.index=I shard.count={count}) "
-                         "and merge again.")
+        raise ValueError(
+            f"shard(s) {missing} of {count} are missing; run them (shard.index=I shard.count={count}) and merge again."
+        )
     order = sorted(range(len(dirs)), key=lambda k: identities[k]["shard"]["index"])
     return [identities[k] for k in order], count
 
@@ -103,11 +109,19 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     n_total = identities[0]["sources"]["n_total"]
     _check_sources(dirs, per_shard, count, n_total)
     config = dict(results[0]["config"])
-    ident = {**identities[0], "shard": {"index": 0, "count": 1},
-             "sources": _merged_sources(identities, per_shard, n_total)}
+    ident = {
+        **identities[0],
+        "shard": {"index": 0, "count": 1},
+        "sources": _merged_sources(identities, per_shard, n_total),
+    }
     saved = {kind: bool(config.get(f"save_{kind}")) for kind in (LATENTS, IMAGES)}
-    writer = RunWriter.open(out_dir, ident, save_latents=saved[LATENTS], save_images=saved[IMAGES],
-                            generator=ident["components"]["generator"])
+    writer = RunWriter.open(
+        out_dir,
+        ident,
+        save_latents=saved[LATENTS],
+        save_images=saved[IMAGES],
+        generator=ident["components"]["generator"],
+    )
     try:
         if writer.done and not writer.finished_before:
             raise ValueError(f"'{out_dir}' holds part of an earlier merge; remove it and merge again.")
@@ -117,15 +131,28 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
             records += [replace(r, part=renumber.get(r.part, -1)) for r in recs]
         records.sort(key=lambda r: r.index)
         writer.add_records(records)
-        timings = {"total_s": sum(r["timings"].get("total_s", 0.0) for r in results),
-                   "loop_s": sum(r["timings"].get("loop_s", 0.0) for r in results), "shards": count}
+        timings = {
+            "total_s": sum(r["timings"].get("total_s", 0.0) for r in results),
+            "loop_s": sum(r["timings"].get("loop_s", 0.0) for r in results),
+            "shards": count,
+        }
         config["merged_from"] = [str(d) for d in dirs]
-        result = summarize(records, results[0]["class_names"], seed=ident["seed"],
-                           seed_drawn=results[0]["seed_drawn"], interval=config.get("interval", "wilson"),
-                           n_boot=int(config.get("n_boot", 1000)), gap_warn_points=float(config.get(
-                               "gap_warn_points", 10.0)), components=ident["components"], config=config,
-                           device=results[0]["environment"].get("device", "cpu"), run_dir=str(writer.dir),
-                           timings=timings, shard=Shard(), identity=ident)
+        result = summarize(
+            records,
+            results[0]["class_names"],
+            seed=ident["seed"],
+            seed_drawn=results[0]["seed_drawn"],
+            interval=config.get("interval", "wilson"),
+            n_boot=int(config.get("n_boot", 1000)),
+            gap_warn_points=float(config.get("gap_warn_points", 10.0)),
+            components=ident["components"],
+            config=config,
+            device=results[0]["environment"].get("device", "cpu"),
+            run_dir=str(writer.dir),
+            timings=timings,
+            shard=Shard(),
+            identity=ident,
+        )
         if saved[IMAGES]:
             _grid(writer.dir, records, int(config.get("grid_size", 8)))
         writer.finish(records, result.to_dict())
@@ -141,14 +168,18 @@ def _check_sources(dirs: list[Path], per_shard: list[list[SampleRecord]], count:
     for i, (d, recs) in enumerate(zip(dirs, per_shard)):
         dup = [r.source_id for r in recs if r.source_id in seen]
         if dup:
-            raise ValueError(f"source(s) {dup[:5]} appear in both '{seen[dup[0]]}' and '{d}'; each source must be "
-                             "evaluated by one shard.")
+            raise ValueError(
+                f"source(s) {dup[:5]} appear in both '{seen[dup[0]]}' and '{d}'; each source must be "
+                "evaluated by one shard."
+            )
         seen.update((r.source_id, d) for r in recs)
         want = set(Shard(i, count).positions(n_total))
         got = {r.index for r in recs}
         if got != want:
-            raise ValueError(f"'{d}' (shard {i} of {count}) holds {len(got)} sources but should hold {len(want)}: "
-                             f"missing positions {sorted(want - got)[:10]}, unexpected {sorted(got - want)[:10]}.")
+            raise ValueError(
+                f"'{d}' (shard {i} of {count}) holds {len(got)} sources but should hold {len(want)}: "
+                f"missing positions {sorted(want - got)[:10]}, unexpected {sorted(got - want)[:10]}."
+            )
 
 
 def _merged_sources(identities: list[dict], per_shard: list[list[SampleRecord]], n_total: int) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 For every source image ``x`` with label ``y`` (``METHOD.md``, "Per sample"):
 
 1. ``z0 = E(x)``; the search starts at ``z_0 = z0 + noise`` (seeded per sample, Gaussian with std
-   ``start_noise`` x ``step_size`` per latent dim: the noise is measured in search steps); the oracle must accept ``D(z_0)`` (start check) or the sample is *not validatable*.
+   ``start_noise`` x ``step_size`` per latent dim: the noise is measured in search steps); the oracle must
+   accept ``D(z_0)`` (start check) or the sample is *not validatable*.
 2. For ``t = 1..B``: ``g = grad_z CE(f(D(z_{t-1})), y)``; ``z_t = z_{t-1} + a * step(g) * M`` (gradient
    *ascent*); if the oracle rejects ``D(z_t)`` the step is discarded, the last accepted latent is kept and
    the sample stops.
@@ -60,16 +61,20 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, bool) or int(self.budget) != self.budget or self.budget < 0:
-            raise ValueError(f"search.budget must be a whole number >= 0, got {self.budget!r}. "
-                             "Use search.budget=50 for the paper preset; 0 perturbs nothing.")
+            raise ValueError(
+                f"search.budget must be a whole number >= 0, got {self.budget!r}. "
+                "Use search.budget=50 for the paper preset; 0 perturbs nothing."
+            )
         self.budget = int(self.budget)
         for key in ("step_size", "start_noise", "fgsm_start"):
             v = getattr(self, key)
             if not isinstance(v, (int, float)) or v != v or v < 0:
                 raise ValueError(f"search.{key} must be a number >= 0, got {v!r}.")
         if self.update not in UPDATE_RULES:
-            raise ValueError(f"unknown search.update={self.update!r}; choose one of {', '.join(UPDATE_RULES)} "
-                             "(e.g. search.update=adam).")
+            raise ValueError(
+                f"unknown search.update={self.update!r}; choose one of {', '.join(UPDATE_RULES)} "
+                "(e.g. search.update=adam)."
+            )
         self.adam_betas = tuple(float(b) for b in self.adam_betas)  # type: ignore[assignment]
 
     @classmethod
@@ -149,9 +154,18 @@ class NonFiniteError(FloatingPointError):
     """The loss or gradient became NaN/inf for some samples."""
 
 
-def perturb(samples: Iterable[Sample], classifier: Classifier, generator: Generator, oracle: Oracle,
-            cfg: SearchConfig, *, batch_size: int = 64, mask: Tensor | None = None,
-            device: torch.device | str = "cpu", reference: str = "label") -> Iterator[Outcome]:
+def perturb(
+    samples: Iterable[Sample],
+    classifier: Classifier,
+    generator: Generator,
+    oracle: Oracle,
+    cfg: SearchConfig,
+    *,
+    batch_size: int = 64,
+    mask: Tensor | None = None,
+    device: torch.device | str = "cpu",
+    reference: str = "label",
+) -> Iterator[Outcome]:
     """Run Algorithm 1 over a stream of samples, ``batch_size`` rows at a time; yields one Outcome per sample
     as soon as it stops (not in input order). ``mask``: optional 0/1 tensor broadcastable to one latent
     (paper 3.2.1 sparse style dims); it limits both the update and the start noise. ``reference``: the class
@@ -182,9 +196,18 @@ class SearchRows:
     FGSM start, encoding, seeded noise, the noiseless reconstruction's prediction) ``n`` at a time.
     """
 
-    def __init__(self, samples: Iterable[Sample], classifier: Classifier, generator: Generator, oracle: Oracle,
-                 cfg: SearchConfig, batch_size: int, mask: Tensor | None, device: torch.device,
-                 reference: str = "label") -> None:
+    def __init__(
+        self,
+        samples: Iterable[Sample],
+        classifier: Classifier,
+        generator: Generator,
+        oracle: Oracle,
+        cfg: SearchConfig,
+        batch_size: int,
+        mask: Tensor | None,
+        device: torch.device,
+        reference: str = "label",
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         if reference not in REFERENCES:
@@ -214,8 +237,12 @@ class SearchRows:
         self._check_mask(z0)
         z_start = z0
         if self.cfg.start_noise > 0 and self.cfg.step_size > 0:  # only the dims the search may move get noise
-            noise = torch.stack([torch.randn(z0.shape[1:], generator=torch.Generator().manual_seed(s.seed),
-                                             dtype=z0.dtype) for s in batch]).to(self.dev)
+            noise = torch.stack(
+                [
+                    torch.randn(z0.shape[1:], generator=torch.Generator().manual_seed(s.seed), dtype=z0.dtype)
+                    for s in batch
+                ]
+            ).to(self.dev)
             scale = self.cfg.start_noise * self.cfg.step_size  # std per dim: start_noise steps of the search
             z_start = z0 + scale * (noise if self.mask is None else noise * self.mask)
             with torch.no_grad():  # RA is measured on the noiseless reconstruction D(E(x))
@@ -223,9 +250,18 @@ class SearchRows:
         else:
             recon_pred = None  # the start image is the noiseless reconstruction: its prediction comes at t = 0
         reference = y if self.reference_mode == "label" else oracle_clean
-        return [{"sample": s, "z0": z0[i], "z_start": z_start[i], "clean_pred": clean_pred[i],
-                 "oracle_clean_pred": oracle_clean[i], "reference": reference[i],
-                 "recon_pred": None if recon_pred is None else recon_pred[i]} for i, s in enumerate(batch)]
+        return [
+            {
+                "sample": s,
+                "z0": z0[i],
+                "z_start": z_start[i],
+                "clean_pred": clean_pred[i],
+                "oracle_clean_pred": oracle_clean[i],
+                "reference": reference[i],
+                "recon_pred": None if recon_pred is None else recon_pred[i],
+            }
+            for i, s in enumerate(batch)
+        ]
 
     def _check_mask(self, z0: Tensor) -> None:
         if self.mask_checked:
@@ -236,8 +272,10 @@ class SearchRows:
         except RuntimeError:
             ok_shape = False
         if not ok_shape:
-            raise ValueError(f"mask shape {tuple(mask.shape)} does not match the latent shape "
-                             f"{tuple(z0.shape[1:])}; refit the mask for this generator and image size.")
+            raise ValueError(
+                f"mask shape {tuple(mask.shape)} does not match the latent shape "
+                f"{tuple(z0.shape[1:])}; refit the mask for this generator and image size."
+            )
         self.mask, self.mask_checked = mask, True
 
     def _take(self, k: int) -> list[dict[str, Any]]:
@@ -252,8 +290,19 @@ class SearchRows:
     # ------------------------------------------------------------------------------------------------ rows
     def _allocate(self, first: dict[str, Any], n: int) -> None:
         z, dev = first["z0"], self.dev
-        longs = ("label", "reference", "oracle_clean_pred", "t", "clean_pred", "recon_pred", "accepted",
-                 "rejected_at", "first_fooled", "final_pred", "oracle_start_pred")
+        longs = (
+            "label",
+            "reference",
+            "oracle_clean_pred",
+            "t",
+            "clean_pred",
+            "recon_pred",
+            "accepted",
+            "rejected_at",
+            "first_fooled",
+            "final_pred",
+            "oracle_start_pred",
+        )
         s: dict[str, Any] = {k: torch.full((n,), -1, dtype=torch.long, device=dev) for k in longs}
         for k in ("alive", "start_ok", "recon_known", "searching"):
             s[k] = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -284,9 +333,16 @@ class SearchRows:
         for row, item in zip(free, fresh):
             sample = item["sample"]
             s["samples"][row] = sample
-            for k, v in (("label", sample.label), ("reference", item["reference"]), ("t", 0), ("accepted", 0),
-                         ("rejected_at", -1), ("first_fooled", -1), ("clean_pred", item["clean_pred"]),
-                         ("oracle_clean_pred", item["oracle_clean_pred"])):
+            for k, v in (
+                ("label", sample.label),
+                ("reference", item["reference"]),
+                ("t", 0),
+                ("accepted", 0),
+                ("rejected_at", -1),
+                ("first_fooled", -1),
+                ("clean_pred", item["clean_pred"]),
+                ("oracle_clean_pred", item["oracle_clean_pred"]),
+            ):
                 s[k][row] = v
             s["recon_known"][row] = item["recon_pred"] is not None
             if item["recon_pred"] is not None:
@@ -358,7 +414,8 @@ class SearchRows:
             raise NonFiniteError(
                 f"non-finite {what} for sample(s) {names[:10]}{' ...' if len(names) > 10 else ''}. "
                 "Lower search.step_size, use search.update=sign, or check the classifier/generator "
-                "for overflow (e.g. turn off reduced precision).")
+                "for overflow (e.g. turn off reduced precision)."
+            )
 
     def step(self, g: Tensor) -> None:
         """``z <- z + a * step(g) * M`` on the searching rows; ``step`` is Adam (per-row moments and bias
@@ -371,7 +428,7 @@ class SearchRows:
             rows = self._rows(on, g)
             s["m"] = torch.where(rows, b1 * s["m"] + (1 - b1) * g, s["m"])
             s["v"] = torch.where(rows, b2 * s["v"] + (1 - b2) * g * g, s["v"])
-            bc1, bc2 = (1 - b1 ** t).view(-1, *[1] * (g.ndim - 1)), (1 - b2 ** t).view(-1, *[1] * (g.ndim - 1))
+            bc1, bc2 = (1 - b1**t).view(-1, *[1] * (g.ndim - 1)), (1 - b2**t).view(-1, *[1] * (g.ndim - 1))
             d = (s["m"] / bc1) / ((s["v"] / bc2).sqrt() + cfg.adam_eps)
         else:
             d = g if cfg.update == "sgd" else g.sign()
@@ -390,23 +447,39 @@ class SearchRows:
             return
         s["alive"] = s["alive"] & ~done
         pick = torch.tensor(rows, device=self.dev)
-        cpu = {k: s[k][pick].detach().cpu() for k in s if k not in ("samples", "searching", "m", "v", "z", "alive",
-                                                                      "recon_known", "t")}
+        cpu = {
+            k: s[k][pick].detach().cpu()
+            for k in s
+            if k not in ("samples", "searching", "m", "v", "z", "alive", "recon_known", "t")
+        }
         dz = (cpu["final_z"] - cpu["z_start"]).flatten(1)
         dx = (cpu["final_x"] - cpu["start_x"]).flatten(1)
         for j, row in enumerate(rows):
             sample = s["samples"][row]
             yield Outcome(
-                source_id=sample.source_id, index=sample.index, label=int(cpu["label"][j]),
-                reference=int(cpu["reference"][j]), oracle_clean_pred=int(cpu["oracle_clean_pred"][j]),
-                clean_pred=int(cpu["clean_pred"][j]), recon_pred=int(cpu["recon_pred"][j]),
-                start_ok=bool(cpu["start_ok"][j]), accepted_steps=int(cpu["accepted"][j]),
-                rejected_at=int(cpu["rejected_at"][j]), first_fooled=int(cpu["first_fooled"][j]),
-                final_pred=int(cpu["final_pred"][j]), oracle_start_pred=int(cpu["oracle_start_pred"][j]),
-                oracle_score=float(cpu["oracle_score"][j]), latent_dist=float(dz[j].norm()),
-                image_dist=float(dx[j].norm()), image_linf=float(dx[j].abs().max()) if dx.shape[1] else 0.0,
-                original=sample.x, image=cpu["final_x"][j], start_image=cpu["start_x"][j], latent=cpu["final_z"][j],
-                start_latent=cpu["z0"][j])
+                source_id=sample.source_id,
+                index=sample.index,
+                label=int(cpu["label"][j]),
+                reference=int(cpu["reference"][j]),
+                oracle_clean_pred=int(cpu["oracle_clean_pred"][j]),
+                clean_pred=int(cpu["clean_pred"][j]),
+                recon_pred=int(cpu["recon_pred"][j]),
+                start_ok=bool(cpu["start_ok"][j]),
+                accepted_steps=int(cpu["accepted"][j]),
+                rejected_at=int(cpu["rejected_at"][j]),
+                first_fooled=int(cpu["first_fooled"][j]),
+                final_pred=int(cpu["final_pred"][j]),
+                oracle_start_pred=int(cpu["oracle_start_pred"][j]),
+                oracle_score=float(cpu["oracle_score"][j]),
+                latent_dist=float(dz[j].norm()),
+                image_dist=float(dx[j].norm()),
+                image_linf=float(dx[j].abs().max()) if dx.shape[1] else 0.0,
+                original=sample.x,
+                image=cpu["final_x"][j],
+                start_image=cpu["start_x"][j],
+                latent=cpu["final_z"][j],
+                start_latent=cpu["z0"][j],
+            )
 
     @staticmethod
     def _rows(on: Tensor, like: Tensor) -> Tensor:

@@ -60,8 +60,10 @@ def repetition_seeds(seeds: Sequence[int] | int | None, repetitions: int) -> lis
         return derive_seeds(seeds, repetitions)
     out = [int(s) for s in seeds]
     if len(out) != repetitions:
-        raise ValueError(f"got {len(out)} seeds for {repetitions} repetitions; give one seed per repetition, an "
-                         "int to derive them, or null for fresh ones.")
+        raise ValueError(
+            f"got {len(out)} seeds for {repetitions} repetitions; give one seed per repetition, an "
+            "int to derive them, or null for fresh ones."
+        )
     return out
 
 
@@ -71,8 +73,10 @@ def check_model_names(names: Sequence[Any]) -> None:
         raise ValueError("compare needs at least one classifier: classifiers={name: classifier, ...}.")
     bad = [n for n in names if not NAME_RE.match(str(n))]
     if bad:
-        raise ValueError(f"model names {bad} are not usable as directory names; use letters, digits and _.+- "
-                         "(starting with a letter or digit), e.g. resnet20.")
+        raise ValueError(
+            f"model names {bad} are not usable as directory names; use letters, digits and _.+- "
+            "(starting with a letter or digit), e.g. resnet20."
+        )
 
 
 def _is_factory(obj: Any) -> bool:
@@ -83,15 +87,18 @@ def _is_factory(obj: Any) -> bool:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return False
-    return all(p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-               for p in sig.parameters.values())
+    return all(
+        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in sig.parameters.values()
+    )
 
 
 def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
     """The data set of one repetition and whether it was re-drawn with ``seed``.
 
-    ``data.with_seed(seed)`` when the data object has that method (re-drawn unless it returns itself), ``data(seed)`` when ``data`` is a factory
-    (a callable that is not itself a data set), else ``data`` unchanged (``False``).
+    ``data.with_seed(seed)`` when the data object has that method (re-drawn unless it returns itself),
+    ``data(seed)`` when ``data`` is a factory (a callable that is not itself a data set), else ``data``
+    unchanged (``False``).
     """
     hook = getattr(data, "with_seed", None)
     if callable(hook):
@@ -130,9 +137,18 @@ class ComparisonMask:
         return SubsetData(data, keep, "mask-scored")
 
 
-def fit_comparison_mask(auto: AutoMask, reference: str, classifier: Any, data: Any, generator: Any, oracle: Any,
-                        search: SearchConfig, seed: int, out_dir: str | Path, **evaluate_kwargs: Any
-                        ) -> ComparisonMask:
+def fit_comparison_mask(
+    auto: AutoMask,
+    reference: str,
+    classifier: Any,
+    data: Any,
+    generator: Any,
+    oracle: Any,
+    search: SearchConfig,
+    seed: int,
+    out_dir: str | Path,
+    **evaluate_kwargs: Any,
+) -> ComparisonMask:
     """Fit the comparison's one mask: ``evaluate(reference, data, mask=auto)`` into ``<out_dir>/mask`` (a dense
     pass over the fit samples, the fit, then the reference's masked run on the rest), then read the mask and
     the fit samples back from there."""
@@ -144,14 +160,29 @@ def fit_comparison_mask(auto: AutoMask, reference: str, classifier: Any, data: A
     return ComparisonMask(fitted, reference, fit_ids, str(where / "style_mask.safetensors"))
 
 
-def _record(name: str, r: int, seed: int, models: list[str], repetitions: int, base: Mapping | None,
-            search: SearchConfig, data_seeded: bool, mask: ComparisonMask | None) -> dict:
+def _record(
+    name: str,
+    r: int,
+    seed: int,
+    models: list[str],
+    repetitions: int,
+    base: Mapping | None,
+    search: SearchConfig,
+    data_seeded: bool,
+    mask: ComparisonMask | None,
+) -> dict:
     """The config recorded in a run's results.json: the caller's (or the search) plus who/which repetition,
     the data seed of the repetition (None: the data were not re-drawn) and the comparison's mask."""
     cfg = dict(base or {"search": asdict(search)})
-    cfg["comparison"] = {"model": name, "repetition": r, "seed": seed, "repetitions": repetitions, "models": models,
-                         "data_seed": seed if data_seeded else None,
-                         **({"mask": mask.record()} if mask is not None else {})}
+    cfg["comparison"] = {
+        "model": name,
+        "repetition": r,
+        "seed": seed,
+        "repetitions": repetitions,
+        "models": models,
+        "data_seed": seed if data_seeded else None,
+        **({"mask": mask.record()} if mask is not None else {}),
+    }
     return cfg
 
 
@@ -189,8 +220,10 @@ def evaluate_repetitions(
         if k in evaluate_kwargs:
             raise ValueError(f"compare sets {k} itself (seeds=..., out_dir=...); do not pass {k}.")
     if isinstance(mask, AutoMask) and mask_reference not in names:
-        raise ValueError(f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
-                         f"one of {', '.join(names)} (got {mask_reference!r}).")
+        raise ValueError(
+            f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
+            f"one of {', '.join(names)} (got {mask_reference!r})."
+        )
     search = SearchConfig.coerce(search)
     evaluate_kwargs.setdefault("progress", False)
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -198,13 +231,16 @@ def evaluate_repetitions(
     drawn = [data_for_seed(data, s) for s in seeds]
     datas, seeded = [d for d, _ in drawn], all(ok for _, ok in drawn)
     if not seeded and len(seeds) > 1:
-        log.warning("compare: the data have no with_seed(seed) hook, so every repetition evaluates the same "
-                    "sources (set data.subset=random with data.limit for fresh draws).")
+        log.warning(
+            "compare: the data have no with_seed(seed) hook, so every repetition evaluates the same "
+            "sources (set data.subset=random with data.limit for fresh draws)."
+        )
     fitted = None
     if isinstance(mask, AutoMask):
         ref = classifiers[mask_reference]
-        fitted = fit_comparison_mask(mask, mask_reference, _build(ref), datas[0], generator, oracle, search,
-                                     seeds[0], out_dir, **evaluate_kwargs)
+        fitted = fit_comparison_mask(
+            mask, mask_reference, _build(ref), datas[0], generator, oracle, search, seeds[0], out_dir, **evaluate_kwargs
+        )
         parts: dict[int, SubsetData] = {}  # data that were not re-drawn are one object: split it once
         for d in datas:
             if id(d) not in parts:
@@ -220,10 +256,20 @@ def evaluate_repetitions(
             for r, seed in enumerate(seeds):
                 bar.set_postfix(model=name, rep=r)
                 run_dir = Path(out_dir) / "runs" / name / f"rep{r}"
-                config = _record(name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded,
-                                 fitted)
-                evaluate(clf, datas[r], generator, oracle, search, seed=seed, output_dir=run_dir, config=config,
-                         **evaluate_kwargs)
+                config = _record(
+                    name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted
+                )
+                evaluate(
+                    clf,
+                    datas[r],
+                    generator,
+                    oracle,
+                    search,
+                    seed=seed,
+                    output_dir=run_dir,
+                    config=config,
+                    **evaluate_kwargs,
+                )
                 dirs.setdefault(name, []).append(str(run_dir))
                 bar.update(1)
             del clf

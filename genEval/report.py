@@ -73,8 +73,13 @@ SECTIONS = {
 }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("genEval", "templates"), autoescape=True,
-                          undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("genEval", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 _ENV.filters["signed"] = signed
 
 
@@ -98,18 +103,23 @@ def _load(source: Comparison | str | Path) -> Loaded:
         elif (p / "results.json").is_file():
             runs = load_runs([p])
             comp = build_comparison(runs)
-            (name, reps), = runs.items()
+            ((name, reps),) = runs.items()
             return Loaded("run", comp, [ModelView(name, comp.leaderboard[0], reps)], p)
         else:
-            raise FileNotFoundError(f"'{p}' is neither a run directory (results.json) nor a comparison directory "
-                                    "(comparison.json). Pass input=<run dir or comparison dir>.")
+            raise FileNotFoundError(
+                f"'{p}' is neither a run directory (results.json) nor a comparison directory "
+                "(comparison.json). Pass input=<run dir or comparison dir>."
+            )
     models = []
     for row in comp.leaderboard:
         listed = comp.runs.get(row.model, [])
         dirs = [d for d in listed if (Path(d) / "results.json").is_file()]
         if len(dirs) < len(listed):
-            log.warning("report: some run directories of %s are missing; per-sample sections use %d of them",
-                        row.model, len(dirs))
+            log.warning(
+                "report: some run directories of %s are missing; per-sample sections use %d of them",
+                row.model,
+                len(dirs),
+            )
         models.append(ModelView(row.model, row, load_runs({row.model: dirs})[row.model] if dirs else []))
     return Loaded("comparison", comp, models, base)
 
@@ -163,24 +173,29 @@ def _transfer(path: Path | None) -> dict[str, Any] | None:
         sources, targets, mat, marks = read_transfer(path)
     except ValueError as err:
         return {"error": str(err)}
-    rows = [[s, *("" if np.isnan(v) else f"{v:.2f}{marks.get((i, j), '')}" for j, v in enumerate(mat[i]))]
-            for i, s in enumerate(sources)]
+    rows = [
+        [s, *("" if np.isnan(v) else f"{v:.2f}{marks.get((i, j), '')}" for j, v in enumerate(mat[i]))]
+        for i, s in enumerate(sources)
+    ]
     return {"figure": transfer_heatmap(sources, targets, mat, marks), "targets": targets, "rows": rows}
 
 
 def _summary_rows(loaded: Loaded) -> list[tuple[str, Any]]:
     comp, first = loaded.comp, loaded.models[0]
     info: list[tuple[str, Any]] = [
-        ("input", str(loaded.base) if loaded.base else "(in memory)"), ("kind", loaded.kind),
+        ("input", str(loaded.base) if loaded.base else "(in memory)"),
+        ("kind", loaded.kind),
         ("models", ", ".join(comp.models)),
         *((role, comp.settings.components.get(role)) for role in ("data", "generator", "oracle")),
     ]
     if comp.settings.search:
         info.append(("search", ", ".join(f"{k}={v}" for k, v in comp.settings.search.items())))
     if loaded.kind == "comparison":
-        return info + [("repetitions", comp.settings.repetitions),
-                       ("seeds per repetition", comp.settings.repetition_seeds),
-                       ("intervals", comp.settings.interval_note)]
+        return info + [
+            ("repetitions", comp.settings.repetitions),
+            ("seeds per repetition", comp.settings.repetition_seeds),
+            ("intervals", comp.settings.interval_note),
+        ]
     return info + [("seed", first.runs[0].results.get("seed")), ("n", len(first.runs[0].outcomes))]
 
 
@@ -192,9 +207,11 @@ def _figures(loaded: Loaded, grid_samples: int, transfer: Path | None) -> dict[s
     return {
         "scores": score_bars(models),
         "budget": budget_curves(models),
-        "first_fooled": ff_png, "first_fooled_rows": ff_rows,
+        "first_fooled": ff_png,
+        "first_fooled_rows": ff_rows,
         "per_class": per_class_heatmap(comp.models, comp.per_class, comp.class_names)
-        if comp.class_names and comp.per_class else None,
+        if comp.class_names and comp.per_class
+        else None,
         "er": er_scatter(models, er) if loaded.kind == "comparison" and er.w is not None else None,
         "transfer": _transfer(transfer),
         "grids": [(m.name, image_grid(m, comp.class_names, grid_samples)) for m in models],
@@ -206,9 +223,16 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 #: Per-class table columns: score key -> header (proportions carry Wilson intervals).
-PER_CLASS_COLUMNS = {"sa": "SA", "sa_validated": "SA_v", "vr": "VR", "pa": "PA", "fmr": "FMR",
-                     "fmr_validated": "FMR_v", "oracle_clean_accuracy": "oracle (clean)",
-                     "oracle_recon_accuracy": "oracle (recon.)"}
+PER_CLASS_COLUMNS = {
+    "sa": "SA",
+    "sa_validated": "SA_v",
+    "vr": "VR",
+    "pa": "PA",
+    "fmr": "FMR",
+    "fmr_validated": "FMR_v",
+    "oracle_clean_accuracy": "oracle (clean)",
+    "oracle_recon_accuracy": "oracle (recon.)",
+}
 
 
 def _cell(row: dict, key: str) -> dict[str, Any] | str:
@@ -220,15 +244,26 @@ def _cell(row: dict, key: str) -> dict[str, Any] | str:
 
 def _per_class_rows(comp: Comparison, limit: int) -> list[list]:
     """(model, class, n, scores...) rows, at most ``limit`` classes per model in class order."""
-    return [[m, r["name"], r["n"], *(_cell(r, k) for k in PER_CLASS_COLUMNS)]
-            for m in comp.models for r in comp.per_class.get(m, [])[:limit]]
+    return [
+        [m, r["name"], r["n"], *(_cell(r, k) for k in PER_CLASS_COLUMNS)]
+        for m in comp.models
+        for r in comp.per_class.get(m, [])[:limit]
+    ]
 
 
 def _tau_rows(t: TauDistribution | None) -> list[list]:
     if t is None or t.mean is None:
         return []
-    return [[f"{t.mean:.3f}", f"{t.median:.3f}", f"[{t.low:.3f}, {t.high:.3f}]", f"{100 * t.share_identical:.1f}%",
-             t.n_defined, t.n_sources]]
+    return [
+        [
+            f"{t.mean:.3f}",
+            f"{t.median:.3f}",
+            f"[{t.low:.3f}, {t.high:.3f}]",
+            f"{100 * t.share_identical:.1f}%",
+            t.n_defined,
+            t.n_sources,
+        ]
+    ]
 
 
 def _tables(comp: Comparison) -> dict[str, list]:
@@ -241,17 +276,39 @@ def _tables(comp: Comparison) -> dict[str, list]:
         return f"{d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" if d.low is not None else f"{d.value:+.2f}"
 
     return {
-        "er": [[r.model, "yes" if r.baseline else "no", r["sa"], r["pa"], _fmt(r.er_predicted_pa, ".2f"),
-                er_cell(r)] for r in comp.leaderboard],
-        "tau": [[f"{t.reps[0]} vs {t.reps[1]}", _fmt(t.tau, ".3f") or "undefined", t.n_models]
-                for t in comp.stability.tau_reps],
+        "er": [
+            [r.model, "yes" if r.baseline else "no", r["sa"], r["pa"], _fmt(r.er_predicted_pa, ".2f"), er_cell(r)]
+            for r in comp.leaderboard
+        ],
+        "tau": [
+            [f"{t.reps[0]} vs {t.reps[1]}", _fmt(t.tau, ".3f") or "undefined", t.n_models]
+            for t in comp.stability.tau_reps
+        ],
         "tau_boot": _tau_rows(comp.stability.tau_bootstrap),
         "per_rep_head": ["model", *(f"rep {i}" for i in range(n_reps))],
         "per_rep": [[r.model, *(_fmt(v, ".2f") for v in r["fmr"].per_rep)] for r in comp.leaderboard],
-        "differences": [[d.a, d.b, SCORE[d.metric].label, diff(d), "paired" if d.paired else "independent",
-                         d.n_sources, "yes" if d.excludes_zero else "no"] for d in comp.differences],
-        "cost": [[r.model, _fmt(r.rejected_per_sample, ".3f"), _fmt(r.steps_per_sample, ".2f"), _fmt(r.time_s, ".1f"),
-                  _fmt(r.time_per_sample_s, ".4f")] for r in comp.leaderboard],
+        "differences": [
+            [
+                d.a,
+                d.b,
+                SCORE[d.metric].label,
+                diff(d),
+                "paired" if d.paired else "independent",
+                d.n_sources,
+                "yes" if d.excludes_zero else "no",
+            ]
+            for d in comp.differences
+        ],
+        "cost": [
+            [
+                r.model,
+                _fmt(r.rejected_per_sample, ".3f"),
+                _fmt(r.steps_per_sample, ".2f"),
+                _fmt(r.time_s, ".1f"),
+                _fmt(r.time_per_sample_s, ".4f"),
+            ]
+            for r in comp.leaderboard
+        ],
         "label_free": [[r.model, _fmt(r.softmax_corr, ".3f"), r["pa"]] for r in comp.leaderboard],
         "per_class_head": ["model", "class", "n", *PER_CLASS_COLUMNS.values()],
         "per_class": _per_class_rows(comp, MAX_CLASSES),
@@ -264,8 +321,9 @@ def _count(figures: dict[str, Any]) -> int:
     return len(found) + bool(figures["transfer"] and "figure" in figures["transfer"])
 
 
-def render_report(source: Comparison | str | Path, *, grid_samples: int = 6, transfer: str | Path | None = None
-                  ) -> tuple[str, int]:
+def render_report(
+    source: Comparison | str | Path, *, grid_samples: int = 6, transfer: str | Path | None = None
+) -> tuple[str, int]:
     """The report HTML and the number of figures (``<img>`` elements) in it."""
     loaded = _load(source)
     comp = loaded.comp
@@ -273,22 +331,46 @@ def render_report(source: Comparison | str | Path, *, grid_samples: int = 6, tra
     figures = _figures(loaded, grid_samples, tpath)
     n_figures = _count(figures)
     names = comp.models
-    title = ("genEval comparison: " + ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
-             if loaded.kind == "comparison" else f"genEval run: {names[0]}")
-    warnings = comp.warnings if loaded.kind == "comparison" else \
-        [*loaded.models[0].runs[0].results.get("warnings", []), *comp.warnings]
+    title = (
+        "genEval comparison: " + ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
+        if loaded.kind == "comparison"
+        else f"genEval run: {names[0]}"
+    )
+    warnings = (
+        comp.warnings
+        if loaded.kind == "comparison"
+        else [*loaded.models[0].runs[0].results.get("warnings", []), *comp.warnings]
+    )
     html = _ENV.get_template("report.html.j2").render(
-        title=title, csp=CSP, sections=SECTIONS, kind=loaded.kind, comp=comp, models=loaded.models,
-        info=_summary_rows(loaded), warnings=warnings, tables=_tables(comp), table_scores=TABLE_SCORES,
-        score=SCORE, fig=figures, er_cell=er_cell,
-        n_figures=n_figures, max_classes=MAX_CLASSES, n_classes=len(comp.class_names),
+        title=title,
+        csp=CSP,
+        sections=SECTIONS,
+        kind=loaded.kind,
+        comp=comp,
+        models=loaded.models,
+        info=_summary_rows(loaded),
+        warnings=warnings,
+        tables=_tables(comp),
+        table_scores=TABLE_SCORES,
+        score=SCORE,
+        fig=figures,
+        er_cell=er_cell,
+        n_figures=n_figures,
+        max_classes=MAX_CLASSES,
+        n_classes=len(comp.class_names),
         notes=[n for n in comp.notes() if not n.startswith("effective robustness")],
-        written=time.strftime("%Y-%m-%d %H:%M:%S"))
+        written=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
     return html, n_figures
 
 
-def write_report(source: Comparison | str | Path, path: str | Path | None = None, *, grid_samples: int = 6,
-                 transfer: str | Path | None = None) -> Path:
+def write_report(
+    source: Comparison | str | Path,
+    path: str | Path | None = None,
+    *,
+    grid_samples: int = 6,
+    transfer: str | Path | None = None,
+) -> Path:
     """Write ``report.html`` for a :class:`~genEval.leaderboard.Comparison`, a comparison dir or a run dir.
 
     ``path`` defaults to ``<input dir>/report.html``. ``transfer``: a transfer.csv (default: the one next

@@ -23,8 +23,7 @@ from genEval.leaderboard import LeaderboardRow
 from genEval.rundir import has_tensors, load_tensors
 from genEval.stats import SCORE, ERFit
 
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-          "#17becf")
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 MAX_CLASSES = 60  # columns of the per-class heatmap; more classes: the ones with the lowest mean FMR
 _UNDEFINED = SimpleNamespace(value=None, low=None, high=None)  # a score a (older) row does not carry
 
@@ -94,8 +93,9 @@ def pa_by_budget(records: list[dict], budget: int) -> tuple[np.ndarray, np.ndarr
     return ts, pa
 
 
-def score_bars(models: list[ModelView], keys: tuple[str, ...] = ("sa", "sa_validated", "pa", "fmr", "fmr_validated")
-               ) -> PNG:
+def score_bars(
+    models: list[ModelView], keys: tuple[str, ...] = ("sa", "sa_validated", "pa", "fmr", "fmr_validated")
+) -> PNG:
     """SA, SA_v, PA, FMR and FMR_v per model with 95% interval error bars (no bar for an undefined score)."""
     fig = _new(min(12, 3 + 1.2 * len(models) * len(keys) / 2), 3.6)
     ax = fig.add_subplot()
@@ -103,8 +103,10 @@ def score_bars(models: list[ModelView], keys: tuple[str, ...] = ("sa", "sa_valid
     for i, m in enumerate(models):
         es = [m.row.scores.get(k) or _UNDEFINED for k in keys]
         vals = [np.nan if e.value is None else e.value for e in es]
-        err = [[0 if e.value is None or e.low is None else max(0.0, e.value - e.low) for e in es],
-               [0 if e.value is None or e.high is None else max(0.0, e.high - e.value) for e in es]]
+        err = [
+            [0 if e.value is None or e.low is None else max(0.0, e.value - e.low) for e in es],
+            [0 if e.value is None or e.high is None else max(0.0, e.high - e.value) for e in es],
+        ]
         x = np.arange(len(keys)) + (i - (len(models) - 1) / 2) * width
         ax.bar(x, vals, width * 0.92, yerr=err, capsize=3, label=m.name, color=_color(i))
     ax.set_xticks(np.arange(len(keys)), [SCORE[k].label for k in keys])
@@ -186,8 +188,9 @@ def per_class_heatmap(names: list[str], per_class: dict[str, list[dict]], class_
     if sub.size <= 400:
         for (i, j), v in np.ndenumerate(sub):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7,
-                        color="white" if v < 0.6 * vmax else "black")
+                ax.text(
+                    j, i, f"{v:.0f}", ha="center", va="center", fontsize=7, color="white" if v < 0.6 * vmax else "black"
+                )
     fig.colorbar(im, ax=ax, label="FMR (%)")
     ax.set_title("per-class FMR (blank: undefined)", fontsize=10)
     return _png(fig, "per-class FMR heatmap")
@@ -197,20 +200,25 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
     """PA against SA per model (filled: baselines) with the fitted baseline curve (S0)."""
     fig = _new(6.4, 4.6)
     ax = fig.add_subplot()
-    pts = [(i, m.row["sa"].value, m.row["pa"].value) for i, m in enumerate(models)
-           if m.row["sa"].value is not None and m.row["pa"].value is not None]
+    pts = [
+        (i, m.row["sa"].value, m.row["pa"].value)
+        for i, m in enumerate(models)
+        if m.row["sa"].value is not None and m.row["pa"].value is not None
+    ]
     lo = max(0.5, min(s for _, s, _ in pts) - 5) if pts else 1
     hi = min(99.5, max(s for _, s, _ in pts) + 5) if pts else 99
     xs = np.linspace(lo, hi, 200)
     ax.plot(xs, er.curve(xs), color="#444", lw=1.2, label="baseline fit")
     for i, sa, pa in pts:
         c = _color(i)
-        ax.scatter([sa], [pa], s=50, color=c, edgecolors=c, facecolors=c if models[i].row.baseline else "none",
-                   zorder=3)
+        ax.scatter(
+            [sa], [pa], s=50, color=c, edgecolors=c, facecolors=c if models[i].row.baseline else "none", zorder=3
+        )
         ax.annotate(models[i].name, (sa, pa), textcoords="offset points", xytext=(5, 4), fontsize=8)
     r2 = "undefined" if er.r2 is None else f"{er.r2:.3f}"
-    ax.set_title(f"logit(PA) = {er.w:.2f} logit(SA) + {er.b:.2f};  R^2 (logit) = {r2},  MAE = {er.mae:.2f} pts",
-                 fontsize=9)
+    ax.set_title(
+        f"logit(PA) = {er.w:.2f} logit(SA) + {er.b:.2f};  R^2 (logit) = {r2},  MAE = {er.mae:.2f} pts", fontsize=9
+    )
     ax.set_xlabel("SA (%)")
     ax.set_ylabel("PA (%)")
     ax.grid(alpha=0.3)
@@ -218,8 +226,7 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
     return _png(fig, "effective robustness scatter with baseline fit")
 
 
-def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, marks: dict[tuple[int, int], str]
-                     ) -> PNG:
+def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, marks: dict[tuple[int, int], str]) -> PNG:
     """Accuracy of each target model on the images generated against each source model (paper App. D)."""
     fig = _new(min(12, 3.0 + 0.8 * len(targets)), 1.8 + 0.45 * len(sources))
     ax = fig.add_subplot()
@@ -228,8 +235,15 @@ def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, ma
     ax.set_yticks(np.arange(len(sources)), sources, fontsize=8)
     for (i, j), v in np.ndenumerate(mat):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.1f}{marks.get((i, j), '')}", ha="center", va="center", fontsize=7,
-                    color="white" if v < 60 else "black")
+            ax.text(
+                j,
+                i,
+                f"{v:.1f}{marks.get((i, j), '')}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if v < 60 else "black",
+            )
     ax.set_xlabel("scored on (target model)")
     ax.set_ylabel("generated against")
     fig.colorbar(im, ax=ax, label="accuracy (%)")
@@ -239,11 +253,13 @@ def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, ma
 def _grid_titles(rec: dict, name, amp: float) -> tuple[str, str, str]:
     fooled = rec["final_pred"] != rec["label"]
     tag = (" (fooled)" if rec["clean_pred"] == rec["label"] else " (wrong)") if fooled else ""
-    return (f"{rec['source_id']}\ntrue {name(rec['label'])} | model {name(rec['clean_pred'])}\n"
-            f"oracle (recon) {name(rec['oracle_start_pred'])}",
-            f"perturbed, step {rec['accepted_steps']}\nmodel {name(rec['final_pred'])}{tag}\n"
-            f"oracle accepts {name(rec['label'])} (p={rec['oracle_score']:.2f})",
-            f"difference x{amp:.1f}")
+    return (
+        f"{rec['source_id']}\ntrue {name(rec['label'])} | model {name(rec['clean_pred'])}\n"
+        f"oracle (recon) {name(rec['oracle_start_pred'])}",
+        f"perturbed, step {rec['accepted_steps']}\nmodel {name(rec['final_pred'])}{tag}\n"
+        f"oracle accepts {name(rec['label'])} (p={rec['oracle_score']:.2f})",
+        f"difference x{amp:.1f}",
+    )
 
 
 def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str:
@@ -275,8 +291,9 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
         diff = pert - orig
         amp = float(0.5 / max(diff.abs().max().item(), 1e-6))
         fooled = rec["final_pred"] != rec["label"]
-        for r, (img, title) in enumerate(zip((orig, pert, (0.5 + amp * diff).clamp(0, 1)),
-                                             _grid_titles(rec, name, amp))):
+        for r, (img, title) in enumerate(
+            zip((orig, pert, (0.5 + amp * diff).clamp(0, 1)), _grid_titles(rec, name, amp))
+        ):
             ax = axes[r][col]
             arr = img.permute(1, 2, 0).numpy()
             if arr.shape[-1] == 1:

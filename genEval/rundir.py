@@ -48,8 +48,21 @@ from genEval.stats import LEADERBOARD_SCORES, Scores
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
-PACKAGES = ("geneval", "torch", "torchvision", "hydra-core", "open_clip_torch", "timm", "diffusers",
-            "scikit-learn", "taming-transformers-rom1504", "numpy", "scipy", "safetensors", "pillow")
+PACKAGES = (
+    "geneval",
+    "torch",
+    "torchvision",
+    "hydra-core",
+    "open_clip_torch",
+    "timm",
+    "diffusers",
+    "scikit-learn",
+    "taming-transformers-rom1504",
+    "numpy",
+    "scipy",
+    "safetensors",
+    "pillow",
+)
 RESULTS, SAMPLES, PARTIAL, RUN, LOCK = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json", "run.lock"
 LATENTS, IMAGES = "latents", "images"
 
@@ -160,9 +173,11 @@ class EvalResult:
             "< 1/255 L-inf)",
         ]
         if s.fmr.value is not None and s.fmr.value > 100:
-            lines.append("  note: FMR > 100 is possible: PA is measured over the validated samples only (the images "
-                         "the oracle vouched for, often the easier ones) while SA is over all samples; FMR_v compares "
-                         "the same population.")
+            lines.append(
+                "  note: FMR > 100 is possible: PA is measured over the validated samples only (the images "
+                "the oracle vouched for, often the easier ones) while SA is over all samples; FMR_v compares "
+                "the same population."
+            )
         if "total_s" in self.timings:
             lines.append(f"  time {self.timings['total_s']:.1f}s")
         lines += [f"  WARNING: {w}" for w in self.warnings]
@@ -182,8 +197,12 @@ def package_versions() -> dict[str, str]:
 
 
 def environment(device: str) -> dict[str, Any]:
-    env: dict[str, Any] = {"platform": platform.platform(), "host": socket.gethostname(), "device": device,
-                           "torch_threads": torch.get_num_threads()}
+    env: dict[str, Any] = {
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "device": device,
+        "torch_threads": torch.get_num_threads(),
+    }
     if device.startswith("cuda") and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return env
@@ -207,8 +226,11 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 def identity_differences(a: dict, b: dict) -> list[str]:
     """Dotted keys whose values differ between two run identities (``key: old -> new``)."""
     fa, fb = _flatten(a), _flatten(b)
-    return [f"{k}: {fa.get(k, '<absent>')!r} -> {fb.get(k, '<absent>')!r}"
-            for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
+    return [
+        f"{k}: {fa.get(k, '<absent>')!r} -> {fb.get(k, '<absent>')!r}"
+        for k in sorted(set(fa) | set(fb))
+        if fa.get(k, "<absent>") != fb.get(k, "<absent>")
+    ]
 
 
 class RunDirectoryBusy(FileExistsError):
@@ -228,8 +250,7 @@ class RunWriter:
     incomplete, and a rerun resumes it). ``done`` lists the records already written by an earlier attempt.
     """
 
-    def __init__(self, run_dir: Path, save_latents: bool, save_images: bool, generator: str,
-                 flush_every: int) -> None:
+    def __init__(self, run_dir: Path, save_latents: bool, save_images: bool, generator: str, flush_every: int) -> None:
         self.dir, self.save_latents, self.save_images, self.generator = run_dir, save_latents, save_images, generator
         self.flush_every = max(1, int(flush_every))
         self.done: list[SampleRecord] = []
@@ -240,8 +261,16 @@ class RunWriter:
         self.resumable = False
 
     @classmethod
-    def open(cls, run_dir: str | Path, identity: dict[str, Any], *, save_latents: bool = False,
-             save_images: bool = False, generator: str = "", flush_every: int = 64) -> RunWriter:
+    def open(
+        cls,
+        run_dir: str | Path,
+        identity: dict[str, Any],
+        *,
+        save_latents: bool = False,
+        save_images: bool = False,
+        generator: str = "",
+        flush_every: int = 64,
+    ) -> RunWriter:
         """Lock ``run_dir``, check or write its identity (``run.json``) and read what an earlier attempt did."""
         d = ensure_writable_dir(run_dir)
         w = cls(d, save_latents, save_images, generator, flush_every)
@@ -261,14 +290,18 @@ class RunWriter:
             except FileExistsError:
                 owner = _read_json(lock) or {}
                 if owner.get("host") == me["host"] and not _alive(int(owner.get("pid", -1))):
-                    log.warning("run directory %s: taking over the stale lock of process %s (no longer running)",
-                                self.dir, owner.get("pid"))
+                    log.warning(
+                        "run directory %s: taking over the stale lock of process %s (no longer running)",
+                        self.dir,
+                        owner.get("pid"),
+                    )
                     lock.unlink(missing_ok=True)
                     continue
                 raise RunDirectoryBusy(
                     f"run directory '{self.dir}' is being written by process {owner.get('pid')} on host "
                     f"{owner.get('host')!r} (its {LOCK}). Wait for it, use another hydra.run.dir, or delete "
-                    f"{lock} if you are sure no process is using the directory.") from None
+                    f"{lock} if you are sure no process is using the directory."
+                ) from None
             with os.fdopen(fd, "w") as fh:
                 fh.write(to_json(me))
             return
@@ -282,17 +315,21 @@ class RunWriter:
         previous = _read_json(run_json)
         if previous is None:
             if (self.dir / PARTIAL).exists() or (self.dir / RESULTS).exists():
-                raise RunMismatch(f"'{self.dir}' holds samples but no {RUN}: it was written by an older genEval or "
-                                  "by hand. Use another hydra.run.dir.")
-            atomic_write_json(run_json, {"schema_version": SCHEMA_VERSION, "identity": identity,
-                                         "created": time.time()})
+                raise RunMismatch(
+                    f"'{self.dir}' holds samples but no {RUN}: it was written by an older genEval or "
+                    "by hand. Use another hydra.run.dir."
+                )
+            atomic_write_json(
+                run_json, {"schema_version": SCHEMA_VERSION, "identity": identity, "created": time.time()}
+            )
         else:
             diff = identity_differences(previous.get("identity", {}), identity)
             if diff:
                 raise RunMismatch(
                     f"'{self.dir}' holds a run of another configuration, so it cannot be resumed; differing "
                     f"keys: {'; '.join(diff[:12])}{' ...' if len(diff) > 12 else ''}. Rerun with the same settings "
-                    "to resume it, or choose another hydra.run.dir (output_dir) for a new run.")
+                    "to resume it, or choose another hydra.run.dir (output_dir) for a new run."
+                )
         if (self.dir / RESULTS).is_file() and (self.dir / SAMPLES).is_file():
             self.finished_before = True
             self.done = [SampleRecord.from_dict(r) for r in read_samples(self.dir)]
@@ -310,8 +347,11 @@ class RunWriter:
         raw = path.read_bytes()
         good_end = raw.rfind(b"\n") + 1
         if good_end < len(raw):
-            log.warning("%s: dropping an incomplete last record (%d bytes) left by an interrupted run",
-                        path, len(raw) - good_end)
+            log.warning(
+                "%s: dropping an incomplete last record (%d bytes) left by an interrupted run",
+                path,
+                len(raw) - good_end,
+            )
             with open(path, "r+b") as fh:
                 fh.truncate(good_end)
         records = []
@@ -319,13 +359,17 @@ class RunWriter:
             try:
                 records.append(SampleRecord.from_dict(json.loads(line)))
             except (json.JSONDecodeError, TypeError) as err:
-                raise ValueError(f"{path} line {n} is corrupt ({err}); it was not written by genEval's "
-                                 "writer. Move the directory away and rerun.") from err
+                raise ValueError(
+                    f"{path} line {n} is corrupt ({err}); it was not written by genEval's "
+                    "writer. Move the directory away and rerun."
+                ) from err
         for rec in records:
             for sub, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
                 if wanted and (rec.part < 0 or not _part_path(self.dir, sub, rec.part).is_file()):
-                    raise ValueError(f"{path}: sample {rec.source_id} has no {sub} part; this run was started "
-                                     f"without save_{sub}=true. Rerun with the original settings.")
+                    raise ValueError(
+                        f"{path}: sample {rec.source_id} has no {sub} part; this run was started "
+                        f"without save_{sub}=true. Rerun with the original settings."
+                    )
         if records:
             log.info("resuming %s: %d samples already done", self.dir, len(records))
         return records
@@ -346,17 +390,26 @@ class RunWriter:
         if self.save_latents or self.save_images:
             part, self._next_part = self._next_part, self._next_part + 1
             outs = [o for _, o in self._pending]
-            meta = {"source_ids": json.dumps([o.source_id for o in outs]), "generator": self.generator,
-                    "schema_version": str(SCHEMA_VERSION)}
+            meta = {
+                "source_ids": json.dumps([o.source_id for o in outs]),
+                "generator": self.generator,
+                "schema_version": str(SCHEMA_VERSION),
+            }
             valid = torch.tensor([o.validated for o in outs], dtype=torch.uint8)
             if self.save_latents:
-                tensors = {"start": torch.stack([o.start_latent for o in outs]).float(),
-                           "final": torch.stack([o.latent for o in outs]).float(), "validated": valid}
+                tensors = {
+                    "start": torch.stack([o.start_latent for o in outs]).float(),
+                    "final": torch.stack([o.latent for o in outs]).float(),
+                    "validated": valid,
+                }
                 _write_part(self.dir, LATENTS, part, tensors, meta)
             if self.save_images:
-                tensors = {"original": to_uint8(torch.stack([o.original for o in outs])),
-                           "perturbed": to_uint8(torch.stack([o.image for o in outs])), "validated": valid,
-                           "labels": torch.tensor([o.label for o in outs], dtype=torch.int64)}
+                tensors = {
+                    "original": to_uint8(torch.stack([o.original for o in outs])),
+                    "perturbed": to_uint8(torch.stack([o.image for o in outs])),
+                    "validated": valid,
+                    "labels": torch.tensor([o.label for o in outs], dtype=torch.int64),
+                }
                 _write_part(self.dir, IMAGES, part, tensors, meta)
         lines = []
         for rec, _ in self._pending:
@@ -390,8 +443,9 @@ class RunWriter:
     def finish(self, records: Sequence[SampleRecord], result: dict[str, Any]) -> None:
         """All samples are done: write ``samples.jsonl`` (in data-set order), then ``results.json``, unlock."""
         self.flush()
-        atomic_write_bytes(self.dir / SAMPLES, "".join(to_json(asdict(r), indent=None) + "\n"
-                                                       for r in records).encode())
+        atomic_write_bytes(
+            self.dir / SAMPLES, "".join(to_json(asdict(r), indent=None) + "\n" for r in records).encode()
+        )
         atomic_write_json(self.dir / RESULTS, result)  # written last: marks completion
         self.close()
         (self.dir / PARTIAL).unlink(missing_ok=True)
@@ -428,8 +482,9 @@ def _part_path(run_dir: Path, sub: str, part: int) -> Path:
 
 def _write_part(run_dir: Path, sub: str, part: int, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
     (run_dir / sub).mkdir(exist_ok=True)
-    atomic_write_bytes(_part_path(run_dir, sub, part),
-                       save_safetensors({k: v.contiguous() for k, v in tensors.items()}, metadata=meta))
+    atomic_write_bytes(
+        _part_path(run_dir, sub, part), save_safetensors({k: v.contiguous() for k, v in tensors.items()}, metadata=meta)
+    )
 
 
 def to_uint8(images: torch.Tensor) -> torch.Tensor:
@@ -466,7 +521,8 @@ def read_results(run_dir: str | Path) -> dict:
         raise FileNotFoundError(
             f"'{run_dir}' has no results.json: not a finished genEval run directory (an interrupted run "
             "leaves samples.partial.jsonl and no results.json; rerun it to resume). Pass run directories "
-            "made by `geneval` or `geneval compare`, or a folder containing them.")
+            "made by `geneval` or `geneval compare`, or a folder containing them."
+        )
     return json.loads(p.read_text(encoding="utf-8"))
 
 
@@ -476,7 +532,8 @@ def read_samples(run_dir: str | Path) -> list[dict]:
     if not p.is_file():
         raise FileNotFoundError(
             f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
-            "(an interrupted run leaves samples.partial.jsonl and no results.json).")
+            "(an interrupted run leaves samples.partial.jsonl and no results.json)."
+        )
     with open(p, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -511,16 +568,18 @@ def has_tensors(run_dir: str | Path, kind: str) -> bool:
     return any((Path(run_dir) / kind).glob("part-*.safetensors"))
 
 
-def iter_tensor_parts(run_dir: str | Path, kind: str, records: Sequence[dict] | None = None
-                      ) -> Iterator[tuple[list[dict], dict[str, torch.Tensor]]]:
+def iter_tensor_parts(
+    run_dir: str | Path, kind: str, records: Sequence[dict] | None = None
+) -> Iterator[tuple[list[dict], dict[str, torch.Tensor]]]:
     """Stream a run's ``kind`` parts in record order: yields (records, tensors) with one tensor row per
     record, part by part, so memory stays flat. Only samples whose record names the part are taken."""
     d = Path(run_dir)
     records = read_samples(d) if records is None else records
     if not has_tensors(d, kind):
         flag = "save_latents" if kind == LATENTS else "save_images"
-        raise FileNotFoundError(f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation "
-                                f"with {flag}=true.")
+        raise FileNotFoundError(
+            f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation with {flag}=true."
+        )
     by_part: dict[int, list[dict]] = {}
     for r in records:
         by_part.setdefault(int(r.get("part", -1)), []).append(r)
@@ -528,15 +587,19 @@ def iter_tensor_parts(run_dir: str | Path, kind: str, records: Sequence[dict] | 
         path = _part_path(d, kind, part)
         if part < 0 or not path.is_file():
             missing = [r["source_id"] for r in by_part[part]][:5]
-            raise FileNotFoundError(f"run '{d}': no {kind} part for samples {missing}; the run directory is "
-                                    "incomplete or was copied partly.")
+            raise FileNotFoundError(
+                f"run '{d}': no {kind} part for samples {missing}; the run directory is "
+                "incomplete or was copied partly."
+            )
         with safe_open(str(path), framework="pt") as fh:
             ids = json.loads((fh.metadata() or {}).get("source_ids", "[]"))
             where = {sid: i for i, sid in enumerate(ids)}
             strangers = [r["source_id"] for r in by_part[part] if r["source_id"] not in where]
             if strangers:
-                raise ValueError(f"run '{d}': samples.jsonl and {path.name} of {kind} disagree ({strangers[:3]} are "
-                                 "not in that part); they come from different runs. Rerun the evaluation.")
+                raise ValueError(
+                    f"run '{d}': samples.jsonl and {path.name} of {kind} disagree ({strangers[:3]} are "
+                    "not in that part); they come from different runs. Rerun the evaluation."
+                )
             rows = torch.tensor([where[r["source_id"]] for r in by_part[part]])
             tensors = {k: fh.get_tensor(k)[rows] for k in fh.keys()}
         yield by_part[part], tensors
@@ -565,12 +628,18 @@ def load_tensors(run_dir: str | Path, kind: str) -> dict[str, Any]:
     return out
 
 
-def save_latent_file(path: Path, start: torch.Tensor, final: torch.Tensor, validated: torch.Tensor,
-                     source_ids: list[str], generator: str) -> None:
+def save_latent_file(
+    path: Path, start: torch.Tensor, final: torch.Tensor, validated: torch.Tensor, source_ids: list[str], generator: str
+) -> None:
     """One self-contained latents file (a snapshot's ``latents.safetensors``): E(x) and final z, (N, ...)."""
     meta = {"source_ids": json.dumps(source_ids), "generator": generator, "schema_version": str(SCHEMA_VERSION)}
-    atomic_write_bytes(Path(path), save_safetensors({"start": start.contiguous(), "final": final.contiguous(),
-                                                     "validated": validated.to(torch.uint8)}, metadata=meta))
+    atomic_write_bytes(
+        Path(path),
+        save_safetensors(
+            {"start": start.contiguous(), "final": final.contiguous(), "validated": validated.to(torch.uint8)},
+            metadata=meta,
+        ),
+    )
 
 
 def load_latent_file(path: str | Path) -> dict[str, Any]:

@@ -147,8 +147,15 @@ def full_sa(value: FullSA | None) -> Estimate | None:
     if isinstance(value, Mapping):
         if value.get("value") is None:
             return None
-        return Estimate(float(value["value"]), value.get("low"), value.get("high"), int(value.get("n") or 0),
-                        value.get("k"), str(value.get("method") or ""), str(value.get("reason") or ""))
+        return Estimate(
+            float(value["value"]),
+            value.get("low"),
+            value.get("high"),
+            int(value.get("n") or 0),
+            value.get("k"),
+            str(value.get("method") or ""),
+            str(value.get("reason") or ""),
+        )
     return Estimate(float(value), None, None, 0, None, "given")
 
 
@@ -392,9 +399,11 @@ def format_transfer(rows: list[TransferRow]) -> str:
     table = [["source \\ target", *targets]] + [[s, *(fmt(cell.get((s, t))) for t in targets)] for s in sources]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
-    lines.append("cells: PA / FMR / FMR_v (percent; FMR = 100 PA / SA_full, the target's SA over a run's whole "
-                 "sample; FMR_v = 100 PA / SA on the snapshot's originals); * = self-generated, f = target was a "
-                 "filtering surrogate")
+    lines.append(
+        "cells: PA / FMR / FMR_v (percent; FMR = 100 PA / SA_full, the target's SA over a run's whole "
+        "sample; FMR_v = 100 PA / SA on the snapshot's originals); * = self-generated, f = target was a "
+        "filtering surrogate"
+    )
     return "\n".join(lines)
 
 

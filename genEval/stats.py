@@ -62,8 +62,19 @@ from scipy import stats as sps
 INTERVALS = {"wilson": "wilson", "clopper-pearson": "exact"}  # our name -> scipy's proportion_ci method
 
 #: Per-sample 0/1 columns summed per source image; every score is a function of their sums.
-COLUMNS = ("n", "clean", "recon", "start_ok", "validated", "perturbed_correct", "rejected", "clean_validated",
-           "oracle_clean", "oracle_recon", "unchanged")
+COLUMNS = (
+    "n",
+    "clean",
+    "recon",
+    "start_ok",
+    "validated",
+    "perturbed_correct",
+    "rejected",
+    "clean_validated",
+    "oracle_clean",
+    "oracle_recon",
+    "unchanged",
+)
 _COL = {c: i for i, c in enumerate(COLUMNS)}
 #: A validated sample whose final image moved less than this (L-inf, images in [0, 1]) from the start
 #: reconstruction counts as unchanged: below one 8-bit grey level, so a saved image would not differ at all.
@@ -122,33 +133,56 @@ class Outcomes:
         """From ``samples.jsonl`` rows (:class:`genEval.rundir.SampleRecord` as dicts)."""
         lacking = [k for k in _RECORD_KEYS if records and k not in records[0]]
         if lacking:
-            raise ValueError(f"the per-sample records (e.g. source {records[0].get('source_id')!r}) lack "
-                             f"{', '.join(lacking)}: they were written by an older genEval; rerun the evaluation.")
+            raise ValueError(
+                f"the per-sample records (e.g. source {records[0].get('source_id')!r}) lack "
+                f"{', '.join(lacking)}: they were written by an older genEval; rerun the evaluation."
+            )
         lab = np.asarray([r["label"] for r in records], dtype=np.int64)
 
         def col(key: str, dtype: type = np.int64) -> np.ndarray:
             return np.asarray([r[key] for r in records], dtype=dtype)
 
-        return cls(ids=[r["source_id"] for r in records], labels=lab, clean=col("clean_pred") == lab,
-                   recon=col("recon_pred") == lab, start_ok=col("start_ok") != 0, validated=col("validated") != 0,
-                   final=col("final_pred") == lab, rejected=col("rejected_at") > 0,
-                   oracle_clean=col("oracle_clean_pred") == lab, oracle_recon=col("oracle_start_pred") == lab,
-                   unchanged=col("image_linf", float) < UNCHANGED_LINF, predictions=col("final_pred"),
-                   references=col("reference") if all("reference" in r for r in records) else lab)
+        return cls(
+            ids=[r["source_id"] for r in records],
+            labels=lab,
+            clean=col("clean_pred") == lab,
+            recon=col("recon_pred") == lab,
+            start_ok=col("start_ok") != 0,
+            validated=col("validated") != 0,
+            final=col("final_pred") == lab,
+            rejected=col("rejected_at") > 0,
+            oracle_clean=col("oracle_clean_pred") == lab,
+            oracle_recon=col("oracle_start_pred") == lab,
+            unchanged=col("image_linf", float) < UNCHANGED_LINF,
+            predictions=col("final_pred"),
+            references=col("reference") if all("reference" in r for r in records) else lab,
+        )
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def subset(self, mask: np.ndarray) -> Outcomes:
         """The samples where ``mask`` is True."""
-        return Outcomes(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask]
-                           for f in fields(self)})
+        return Outcomes(
+            **{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask] for f in fields(self)}
+        )
 
     def columns(self) -> np.ndarray:
         """(N, len(COLUMNS)) float 0/1 columns, in the order of :data:`COLUMNS`."""
         v = self.validated
-        cols = (np.ones(len(self), bool), self.clean, self.recon, self.start_ok, v, v & self.final, self.rejected,
-                v & self.clean, self.oracle_clean, self.oracle_recon, v & self.unchanged)
+        cols = (
+            np.ones(len(self), bool),
+            self.clean,
+            self.recon,
+            self.start_ok,
+            v,
+            v & self.final,
+            self.rejected,
+            v & self.clean,
+            self.oracle_clean,
+            self.oracle_recon,
+            v & self.unchanged,
+        )
         return np.stack(cols, axis=1).astype(float)
 
     def totals(self, mask: np.ndarray | None = None) -> np.ndarray:
@@ -157,10 +191,20 @@ class Outcomes:
         return (cols if mask is None else cols[mask]).sum(0)
 
 
-_FLAGS = ("clean", "recon", "start_ok", "validated", "final", "rejected", "oracle_clean", "oracle_recon",
-          "unchanged")
-_RECORD_KEYS = ("source_id", "label", "clean_pred", "recon_pred", "start_ok", "validated", "final_pred",
-                "rejected_at", "oracle_clean_pred", "oracle_start_pred", "image_linf")
+_FLAGS = ("clean", "recon", "start_ok", "validated", "final", "rejected", "oracle_clean", "oracle_recon", "unchanged")
+_RECORD_KEYS = (
+    "source_id",
+    "label",
+    "clean_pred",
+    "recon_pred",
+    "start_ok",
+    "validated",
+    "final_pred",
+    "rejected_at",
+    "oracle_clean_pred",
+    "oracle_start_pred",
+    "image_linf",
+)
 
 
 # ------------------------------------------------------------------------------------------ scores
@@ -236,8 +280,10 @@ def no_validated_reason(totals: np.ndarray, context: Mapping) -> str:
     if context.get("budget") == 0:
         return "no validated sample: search.budget is 0, so no step was taken"
     if rejected >= start_ok:
-        return (f"no validated sample: the oracle rejected the first step of every one of the {start_ok} samples "
-                "that passed the start check (lower search.step_size)")
+        return (
+            f"no validated sample: the oracle rejected the first step of every one of the {start_ok} samples "
+            "that passed the start check (lower search.step_size)"
+        )
     if rejected == 0:
         return "no validated sample: no step was taken (search.budget 0)"
     return "no validated sample: no step was accepted"
@@ -263,30 +309,91 @@ SCORES: tuple[Score, ...] = (
     Score("sa", "SA", "clean", "n", undefined=(("n", "no samples for SA"),)),
     Score("ra", "RA", "recon", "n", undefined=(("n", "no samples for RA"),), compared=False),
     Score("vr", "VR", "validated", "n", undefined=(("n", "no samples for VR"),)),
-    Score("pa", "PA", "perturbed_correct", "validated",
-          undefined=(("n", "no samples for PA"), ("validated", no_validated_reason))),
-    Score("fmr", "FMR", formula=lambda v, c: fmr_formula(v["sa"], v["pa"]), support="validated",
-          undefined=(("n", "no samples"), ("validated", _pa_undefined)), otherwise="SA is 0"),
-    Score("fmr_chance_corrected", "FMR chance-corrected", short="FMR cc", support="validated",
-          formula=lambda v, c: chance_corrected_formula(v["sa"], v["pa"], c),
-          undefined=(("n", "no samples"), ("validated", _pa_undefined)), otherwise=_below_chance,
-          per_class=False),
-    Score("oracle_start_accuracy", "oracle start check", "start_ok", "n",
-          undefined=(("n", "no samples for oracle start check"),), leaderboard=False, compared=False,
-          per_class=False),
-    Score("sa_validated", "SA_v", "clean_validated", "validated",
-          undefined=(("n", "no samples"), ("validated", no_validated_reason))),
-    Score("fmr_validated", "FMR_v", formula=lambda v, c: fmr_formula(v["sa_validated"], v["pa"]),
-          support="validated", undefined=(("n", "no samples"), ("validated", _pa_undefined)),
-          otherwise="SA_v is 0 (the model is wrong on every validated clean image)"),
-    Score("vr_conditional", "VR_cond", "validated", "start_ok",
-          undefined=(("n", "no samples"), ("start_ok", _no_start("VR_cond"))), compared=False),
-    Score("oracle_clean_accuracy", "oracle clean acc.", "oracle_clean", "n", short="oracle clean",
-          undefined=(("n", "no samples"),), compared=False),
-    Score("oracle_recon_accuracy", "oracle recon. acc.", "oracle_recon", "n", short="oracle recon",
-          undefined=(("n", "no samples"),), compared=False),
-    Score("unchanged_share", "unchanged", "unchanged", "validated",
-          undefined=(("n", "no samples"), ("validated", no_validated_reason)), compared=False, per_class=False),
+    Score(
+        "pa",
+        "PA",
+        "perturbed_correct",
+        "validated",
+        undefined=(("n", "no samples for PA"), ("validated", no_validated_reason)),
+    ),
+    Score(
+        "fmr",
+        "FMR",
+        formula=lambda v, c: fmr_formula(v["sa"], v["pa"]),
+        support="validated",
+        undefined=(("n", "no samples"), ("validated", _pa_undefined)),
+        otherwise="SA is 0",
+    ),
+    Score(
+        "fmr_chance_corrected",
+        "FMR chance-corrected",
+        short="FMR cc",
+        support="validated",
+        formula=lambda v, c: chance_corrected_formula(v["sa"], v["pa"], c),
+        undefined=(("n", "no samples"), ("validated", _pa_undefined)),
+        otherwise=_below_chance,
+        per_class=False,
+    ),
+    Score(
+        "oracle_start_accuracy",
+        "oracle start check",
+        "start_ok",
+        "n",
+        undefined=(("n", "no samples for oracle start check"),),
+        leaderboard=False,
+        compared=False,
+        per_class=False,
+    ),
+    Score(
+        "sa_validated",
+        "SA_v",
+        "clean_validated",
+        "validated",
+        undefined=(("n", "no samples"), ("validated", no_validated_reason)),
+    ),
+    Score(
+        "fmr_validated",
+        "FMR_v",
+        formula=lambda v, c: fmr_formula(v["sa_validated"], v["pa"]),
+        support="validated",
+        undefined=(("n", "no samples"), ("validated", _pa_undefined)),
+        otherwise="SA_v is 0 (the model is wrong on every validated clean image)",
+    ),
+    Score(
+        "vr_conditional",
+        "VR_cond",
+        "validated",
+        "start_ok",
+        undefined=(("n", "no samples"), ("start_ok", _no_start("VR_cond"))),
+        compared=False,
+    ),
+    Score(
+        "oracle_clean_accuracy",
+        "oracle clean acc.",
+        "oracle_clean",
+        "n",
+        short="oracle clean",
+        undefined=(("n", "no samples"),),
+        compared=False,
+    ),
+    Score(
+        "oracle_recon_accuracy",
+        "oracle recon. acc.",
+        "oracle_recon",
+        "n",
+        short="oracle recon",
+        undefined=(("n", "no samples"),),
+        compared=False,
+    ),
+    Score(
+        "unchanged_share",
+        "unchanged",
+        "unchanged",
+        "validated",
+        undefined=(("n", "no samples"), ("validated", no_validated_reason)),
+        compared=False,
+        per_class=False,
+    ),
 )
 SCORE = {s.key: s for s in SCORES}
 LEADERBOARD_SCORES = tuple(s.key for s in SCORES if s.leaderboard)
@@ -375,7 +482,7 @@ def source_index(id_arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int
     allids = np.concatenate([np.asarray(a, dtype=str) for a in id_arrays]) if id_arrays else np.array([], str)
     _, inv = np.unique(allids, return_inverse=True)
     bounds = np.cumsum([0, *(len(a) for a in id_arrays)])
-    return [inv[bounds[i]:bounds[i + 1]] for i in range(len(id_arrays))], int(inv.max() + 1 if len(inv) else 0)
+    return [inv[bounds[i] : bounds[i + 1]] for i in range(len(id_arrays))], int(inv.max() + 1 if len(inv) else 0)
 
 
 def source_sums(reps: Sequence[Outcomes]) -> np.ndarray:
@@ -396,8 +503,9 @@ def _resample_counts(g: int, n_boot: int, rng: np.random.Generator, chunk: int =
         done += m
 
 
-def bootstrap(sums: Sequence[np.ndarray], statistic: Callable[..., np.ndarray], n_boot: int,
-              rng: np.random.Generator) -> np.ndarray:
+def bootstrap(
+    sums: Sequence[np.ndarray], statistic: Callable[..., np.ndarray], n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
     """The clustered bootstrap over source images, the one used for every interval here.
 
     ``sums``: arrays (R, G, K) of per-source column sums over the *same* G sources; one resample of the
@@ -405,8 +513,9 @@ def bootstrap(sums: Sequence[np.ndarray], statistic: Callable[..., np.ndarray], 
     Returns the (n_boot, S) draws.
     """
     g = sums[0].shape[1]
-    draws = [statistic(*(np.einsum("bg,rgk->brk", counts, s) for s in sums))
-             for counts in _resample_counts(g, n_boot, rng)]
+    draws = [
+        statistic(*(np.einsum("bg,rgk->brk", counts, s) for s in sums)) for counts in _resample_counts(g, n_boot, rng)
+    ]
     return np.concatenate(draws)
 
 
@@ -419,9 +528,11 @@ def _mean_over_reps(per_rep: np.ndarray) -> np.ndarray:
 
 def _rep_mean(keys: Sequence[str], num_classes: int) -> Callable[[np.ndarray], np.ndarray]:
     """statistic (B, R, K) -> (B, len(keys)): each score per repetition, averaged over repetitions."""
+
     def stat(s: np.ndarray) -> np.ndarray:
         vals = score_values(s, num_classes, keys)
         return np.stack([_mean_over_reps(vals[k]) for k in keys], axis=-1)
+
     return stat
 
 
@@ -440,13 +551,21 @@ def support_sources(sums: np.ndarray, column: str) -> int:
 
 def few_sources(n_sources: int, what: str = "source images") -> str:
     """The reason a bootstrap interval is not given: fewer than :data:`MIN_BOOTSTRAP_SOURCES` sources."""
-    return (f"only {n_sources} {what} (< {MIN_BOOTSTRAP_SOURCES}): a bootstrap over so few is degenerate, so no "
-            "interval is given")
+    return (
+        f"only {n_sources} {what} (< {MIN_BOOTSTRAP_SOURCES}): a bootstrap over so few is degenerate, so no "
+        "interval is given"
+    )
 
 
-def bootstrap_scores(reps: Sequence[Outcomes], num_classes: int, keys: Sequence[str] = LEADERBOARD_SCORES,
-                     n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                     context: Mapping | None = None) -> dict[str, Estimate]:
+def bootstrap_scores(
+    reps: Sequence[Outcomes],
+    num_classes: int,
+    keys: Sequence[str] = LEADERBOARD_SCORES,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    context: Mapping | None = None,
+) -> dict[str, Estimate]:
     """Each score as the mean over repetitions, with a percentile interval from a bootstrap over source images.
 
     A source image's samples in *all* repetitions move together (they share the image), and each resample
@@ -463,15 +582,21 @@ def bootstrap_scores(reps: Sequence[Outcomes], num_classes: int, keys: Sequence[
     draws = bootstrap([sums], stat, n_boot, np.random.default_rng(seed)) if g else np.full((0, len(keys)), np.nan)
     n = int(sum(len(o) for o in reps))
     single = len(reps) == 1
-    how = f"bootstrap({n_boot}, source images)" if single else \
-        f"mean of {len(reps)} repetitions, bootstrap({n_boot}, {g} source images)"
+    how = (
+        f"bootstrap({n_boot}, source images)"
+        if single
+        else f"mean of {len(reps)} repetitions, bootstrap({n_boot}, {g} source images)"
+    )
     ctx = {"num_classes": num_classes, **(context or {})}
     out = {}
     for i, k in enumerate(keys):
         support = support_sources(sums, SCORE[k].support)
         if np.isnan(point[i]):
-            why = SCORE[k].why_undefined(sums[0].sum(0), ctx) if single else \
-                f"{SCORE[k].label} is undefined in every repetition"
+            why = (
+                SCORE[k].why_undefined(sums[0].sum(0), ctx)
+                if single
+                else f"{SCORE[k].label} is undefined in every repetition"
+            )
             out[k] = Estimate(None, None, None, n, None, "bootstrap", why)
         elif support < MIN_BOOTSTRAP_SOURCES:
             what = "source images" if SCORE[k].support == "n" else f"source images with a {SCORE[k].support} sample"
@@ -511,8 +636,16 @@ class Scores:
         return {**{k: e.to_dict() for k, e in self.estimates.items()}, **counts}
 
 
-def compute_scores(outcomes: Outcomes, num_classes: int, *, interval: str = "wilson", n_boot: int = 1000,
-                   seed: int = 0, level: float = 0.95, budget: int | None = None) -> Scores:
+def compute_scores(
+    outcomes: Outcomes,
+    num_classes: int,
+    *,
+    interval: str = "wilson",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    budget: int | None = None,
+) -> Scores:
     """Every score of one run with its interval: proportions Wilson/Clopper-Pearson, the others bootstrapped.
 
     ``budget`` (the search budget, when known) lets an undefined PA say that the budget was 0.
@@ -530,15 +663,25 @@ def compute_scores(outcomes: Outcomes, num_classes: int, *, interval: str = "wil
         else:
             estimates[s.key] = boot[s.key]
     count = {c: int(totals[_COL[c]]) for c in COLUMNS}
-    return Scores(estimates, n=count["n"], n_clean_correct=count["clean"], n_validatable=count["start_ok"],
-                  n_validated=count["validated"], n_perturbed_correct=count["perturbed_correct"],
-                  n_rejected=count["rejected"], num_classes=num_classes, n_clean_validated=count["clean_validated"],
-                  n_oracle_clean_correct=count["oracle_clean"], n_oracle_recon_correct=count["oracle_recon"],
-                  n_unchanged=count["unchanged"])
+    return Scores(
+        estimates,
+        n=count["n"],
+        n_clean_correct=count["clean"],
+        n_validatable=count["start_ok"],
+        n_validated=count["validated"],
+        n_perturbed_correct=count["perturbed_correct"],
+        n_rejected=count["rejected"],
+        num_classes=num_classes,
+        n_clean_validated=count["clean_validated"],
+        n_oracle_clean_correct=count["oracle_clean"],
+        n_oracle_recon_correct=count["oracle_recon"],
+        n_unchanged=count["unchanged"],
+    )
 
 
-def per_class_table(outcomes: Outcomes, class_names: Sequence[str], interval: str = "wilson",
-                    level: float = 0.95) -> list[dict]:
+def per_class_table(
+    outcomes: Outcomes, class_names: Sequence[str], interval: str = "wilson", level: float = 0.95
+) -> list[dict]:
     """Per-class scores (paper App. J) as plain rows, proportions with their interval (``interval``: Wilson or
     Clopper-Pearson per class), ratios (FMR, FMR_v) as values only (no bootstrap per class).
 
@@ -559,15 +702,17 @@ def per_class_table(outcomes: Outcomes, class_names: Sequence[str], interval: st
         for k in PER_CLASS_SCORES:
             row[k] = _number(vals[k])
             if SCORE[k].is_proportion:
-                e = proportion(int(totals[_COL[SCORE[k].numerator]]), int(totals[_COL[SCORE[k].denominator]]),
-                               interval, level)
+                e = proportion(
+                    int(totals[_COL[SCORE[k].numerator]]), int(totals[_COL[SCORE[k].denominator]]), interval, level
+                )
                 row.update({f"{k}_low": e.low, f"{k}_high": e.high})
         rows.append({**row, "n_validated": int(totals[_COL["validated"]])})
     return rows
 
 
-def score_warnings(scores: Scores, *, oracle_warn_accuracy: float | None = 70.0,
-                   search: Mapping | None = None) -> list[str]:
+def score_warnings(
+    scores: Scores, *, oracle_warn_accuracy: float | None = 70.0, search: Mapping | None = None
+) -> list[str]:
     """Warnings that the scores of one run are less meaningful than they look (issue 10):
 
     * the oracle's own accuracy (clean images or start reconstructions) is below ``oracle_warn_accuracy``
@@ -578,19 +723,26 @@ def score_warnings(scores: Scores, *, oracle_warn_accuracy: float | None = 70.0,
     """
     out = []
     clean, recon = scores.oracle_clean_accuracy.value, scores.oracle_recon_accuracy.value
-    low = [f"{v:.1f}% on the {what}" for v, what in ((clean, "clean images"), (recon, "start reconstructions"))
-           if oracle_warn_accuracy is not None and v is not None and v < oracle_warn_accuracy]
+    low = [
+        f"{v:.1f}% on the {what}"
+        for v, what in ((clean, "clean images"), (recon, "start reconstructions"))
+        if oracle_warn_accuracy is not None and v is not None and v < oracle_warn_accuracy
+    ]
     if low:
-        out.append(f"oracle accuracy: the oracle is right on only {' and '.join(low)} (oracle_warn_accuracy="
-                   f"{oracle_warn_accuracy:g}). PA is only as meaningful as the judge: use a stronger oracle or "
-                   "check its class names / prompts.")
+        out.append(
+            f"oracle accuracy: the oracle is right on only {' and '.join(low)} (oracle_warn_accuracy="
+            f"{oracle_warn_accuracy:g}). PA is only as meaningful as the judge: use a stronger oracle or "
+            "check its class names / prompts."
+        )
     if scores.n_validated and scores.n_unchanged > scores.n_validated / 2:
         s = dict(search or {})
         now = ", ".join(f"{k}={s[k]}" for k in ("update", "step_size") if k in s)
-        out.append(f"unchanged: {scores.n_unchanged} of {scores.n_validated} validated samples moved less than 1/255 "
-                   "(L-inf) from the start reconstruction, so 'validated' barely means 'perturbed' and PA/FMR "
-                   f"mostly measure the reconstruction. Raise search.step_size or change search.update"
-                   f"{f' (now {now})' if now else ''}; e.g. search.update=adam or sign.")
+        out.append(
+            f"unchanged: {scores.n_unchanged} of {scores.n_validated} validated samples moved less than 1/255 "
+            "(L-inf) from the start reconstruction, so 'validated' barely means 'perturbed' and PA/FMR "
+            f"mostly measure the reconstruction. Raise search.step_size or change search.update"
+            f"{f' (now {now})' if now else ''}; e.g. search.update=adam or sign."
+        )
     return out
 
 
@@ -630,10 +782,18 @@ def _restrict(o: Outcomes, keep: set[str]) -> Outcomes:
     return o.subset(np.isin(o.ids.astype(str), np.asarray(sorted(keep), dtype=str)))
 
 
-def metric_differences(a_reps: Sequence[Outcomes], b_reps: Sequence[Outcomes], num_classes: int,
-                       metrics: Sequence[str] = COMPARED_SCORES, *, names: tuple[str, str] = ("a", "b"),
-                       n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                       paired: bool | None = None) -> dict[str, Difference]:
+def metric_differences(
+    a_reps: Sequence[Outcomes],
+    b_reps: Sequence[Outcomes],
+    num_classes: int,
+    metrics: Sequence[str] = COMPARED_SCORES,
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    paired: bool | None = None,
+) -> dict[str, Difference]:
     """Differences (a - b, points) of scores averaged over repetitions, with 95% bootstrap intervals.
 
     Repetition r of ``a`` is paired with repetition r of ``b`` (in a comparison they saw the same draw of
@@ -643,27 +803,33 @@ def metric_differences(a_reps: Sequence[Outcomes], b_reps: Sequence[Outcomes], n
     than :data:`MIN_BOOTSTRAP_SOURCES` sources carrying a score's denominator: no interval.
     """
     if len(a_reps) == 0 or len(b_reps) == 0:
-        raise ValueError(f"metric_differences needs at least one repetition per model ({names[0]}: "
-                         f"{len(a_reps)}, {names[1]}: {len(b_reps)}).")
+        raise ValueError(
+            f"metric_differences needs at least one repetition per model ({names[0]}: "
+            f"{len(a_reps)}, {names[1]}: {len(b_reps)})."
+        )
     r = min(len(a_reps), len(b_reps))
     a_reps, b_reps = list(a_reps[:r]), list(b_reps[:r])
     shared = [set(a.ids.astype(str)) & set(b.ids.astype(str)) for a, b in zip(a_reps, b_reps)]
     do_pair = all(shared) if paired is None else paired
     if do_pair and not all(shared):
-        raise ValueError(f"paired difference of {names[0]} and {names[1]}: they share no source ids (in at least "
-                         "one repetition); use paired=False (independent bootstrap).")
+        raise ValueError(
+            f"paired difference of {names[0]} and {names[1]}: they share no source ids (in at least "
+            "one repetition); use paired=False (independent bootstrap)."
+        )
     stat = _rep_mean(metrics, num_classes)
     if do_pair:
-        both = source_sums([_restrict(a, k) for a, k in zip(a_reps, shared)]
-                           + [_restrict(b, k) for b, k in zip(b_reps, shared)])
+        both = source_sums(
+            [_restrict(a, k) for a, k in zip(a_reps, shared)] + [_restrict(b, k) for b, k in zip(b_reps, shared)]
+        )
         sa, sb = both[:r], both[r:]
         draws = bootstrap([sa, sb], lambda xa, xb: stat(xa) - stat(xb), n_boot, np.random.default_rng(seed))
         n_src = len(set().union(*shared))
         how = f"paired bootstrap({n_boot}) over {n_src} shared source images"
     else:
         sa, sb = source_sums(a_reps), source_sums(b_reps)
-        draws = (bootstrap([sa], stat, n_boot, np.random.default_rng(seed))
-                 - bootstrap([sb], stat, n_boot, np.random.default_rng([seed, 1])))
+        draws = bootstrap([sa], stat, n_boot, np.random.default_rng(seed)) - bootstrap(
+            [sb], stat, n_boot, np.random.default_rng([seed, 1])
+        )
         how = f"independent bootstrap({n_boot}) over {sa.shape[1]} and {sb.shape[1]} source images"
         n_src = sa.shape[1] + sb.shape[1]
     va, vb = stat(sa.sum(1)[None])[0], stat(sb.sum(1)[None])[0]
@@ -671,8 +837,9 @@ def metric_differences(a_reps: Sequence[Outcomes], b_reps: Sequence[Outcomes], n
     for i, m in enumerate(metrics):
         if np.isnan(va[i]) or np.isnan(vb[i]):
             who = names[0] if np.isnan(va[i]) else names[1]
-            out[m] = Difference(m, *names, None, None, None, do_pair, n_src, how,
-                                reason=f"{SCORE[m].label} undefined for {who}")
+            out[m] = Difference(
+                m, *names, None, None, None, do_pair, n_src, how, reason=f"{SCORE[m].label} undefined for {who}"
+            )
             continue
         support = min(support_sources(sa, SCORE[m].support), support_sources(sb, SCORE[m].support))
         if support < MIN_BOOTSTRAP_SOURCES:
@@ -680,8 +847,19 @@ def metric_differences(a_reps: Sequence[Outcomes], b_reps: Sequence[Outcomes], n
         else:
             lo, hi = _percentile(draws[:, i], level)
             why = "" if lo is not None else "the score is undefined in every bootstrap resample"
-        out[m] = Difference(m, *names, float(va[i] - vb[i]), lo, hi, do_pair, n_src, how, reason=why,
-                            a_value=float(va[i]), b_value=float(vb[i]))
+        out[m] = Difference(
+            m,
+            *names,
+            float(va[i] - vb[i]),
+            lo,
+            hi,
+            do_pair,
+            n_src,
+            how,
+            reason=why,
+            a_value=float(va[i]),
+            b_value=float(vb[i]),
+        )
     return out
 
 
@@ -751,14 +929,35 @@ class ERFit:
         return asdict(self)
 
     @classmethod
-    def unfitted(cls, n: int, reason: str, baselines: Sequence[bool] | None = None, *, min_r2: float = 0.8,
-                 min_baselines: int = 3, clip: float = 1e-3) -> ERFit:
+    def unfitted(
+        cls,
+        n: int,
+        reason: str,
+        baselines: Sequence[bool] | None = None,
+        *,
+        min_r2: float = 0.8,
+        min_baselines: int = 3,
+        clip: float = 1e-3,
+    ) -> ERFit:
         """No line: every model's ER is None and ``reason`` says why."""
         none = [None] * n
         base = [False] * n if baselines is None else [bool(b) for b in baselines]
-        return cls(None, None, None, None, n_baselines=sum(base), baselines=base, predicted=none, er=none,
-                   er_untrusted=none, trusted=False, min_r2=min_r2, min_baselines=min_baselines, clip=clip,
-                   reason=reason)
+        return cls(
+            None,
+            None,
+            None,
+            None,
+            n_baselines=sum(base),
+            baselines=base,
+            predicted=none,
+            er=none,
+            er_untrusted=none,
+            trusted=False,
+            min_r2=min_r2,
+            min_baselines=min_baselines,
+            clip=clip,
+            reason=reason,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ERFit:
@@ -772,9 +971,15 @@ class ERFit:
         return 100.0 * special.expit(self.w * special.logit(x) + self.b)
 
 
-def fit_effective_robustness(sa: Sequence[float | None], pa: Sequence[float | None],
-                             baseline_mask: Sequence[bool] | None = None, *, min_r2: float = 0.8,
-                             min_baselines: int = 3, clip: float = 1e-3) -> ERFit:
+def fit_effective_robustness(
+    sa: Sequence[float | None],
+    pa: Sequence[float | None],
+    baseline_mask: Sequence[bool] | None = None,
+    *,
+    min_r2: float = 0.8,
+    min_baselines: int = 3,
+    clip: float = 1e-3,
+) -> ERFit:
     """Fit the baseline trend over the models where ``baseline_mask`` is True (default: all) and return ER.
 
     ``sa``, ``pa``: accuracies in percent per model (None = undefined, left out of the fit, ER None).
@@ -796,14 +1001,26 @@ def fit_effective_robustness(sa: Sequence[float | None], pa: Sequence[float | No
     k = int(sel.sum())
     common = dict(n_baselines=k, baselines=mask, min_r2=min_r2, min_baselines=min_baselines, clip=clip)
     if k < 2:
-        return ERFit.unfitted(n, f"{k} baseline model(s) with defined SA and PA; a line needs at least 2 "
-                                 f"(and {min_baselines} to be trusted).", mask, min_r2=min_r2,
-                              min_baselines=min_baselines, clip=clip)
+        return ERFit.unfitted(
+            n,
+            f"{k} baseline model(s) with defined SA and PA; a line needs at least 2 "
+            f"(and {min_baselines} to be trusted).",
+            mask,
+            min_r2=min_r2,
+            min_baselines=min_baselines,
+            clip=clip,
+        )
     sa_arr, pa_arr = (np.asarray([np.nan if v is None else v for v in vals], dtype=float) for vals in (sa, pa))
     x, y = (special.logit(np.clip(np.nan_to_num(v) / 100.0, clip, 1 - clip)) for v in (sa_arr, pa_arr))
     if np.ptp(x[sel]) < 1e-12:
-        return ERFit.unfitted(n, "all baselines have the same SA, so the slope of the line is undefined.", mask,
-                              min_r2=min_r2, min_baselines=min_baselines, clip=clip)
+        return ERFit.unfitted(
+            n,
+            "all baselines have the same SA, so the slope of the line is undefined.",
+            mask,
+            min_r2=min_r2,
+            min_baselines=min_baselines,
+            clip=clip,
+        )
     line = sps.linregress(x[sel], y[sel])
     w, b = float(line.slope), float(line.intercept)
     constant = float(((y[sel] - y[sel].mean()) ** 2).sum()) < 1e-24
@@ -819,13 +1036,21 @@ def fit_effective_robustness(sa: Sequence[float | None], pa: Sequence[float | No
     if k < min_baselines:
         reasons.append(f"only {k} baselines (need {min_baselines})")
     trusted = not reasons
-    return ERFit(w, b, r2, mae, predicted=[float(p) if d else None for p, d in zip(pred, defined)],
-                 er=raw if trusted else [None] * n, er_untrusted=raw, trusted=trusted,
-                 reason="" if trusted else "ER not reported: " + "; ".join(reasons) + ".", **common)
+    return ERFit(
+        w,
+        b,
+        r2,
+        mae,
+        predicted=[float(p) if d else None for p, d in zip(pred, defined)],
+        er=raw if trusted else [None] * n,
+        er_untrusted=raw,
+        trusted=trusted,
+        reason="" if trusted else "ER not reported: " + "; ".join(reasons) + ".",
+        **common,
+    )
 
 
-def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: float = 0.95,
-                 how: str = "") -> ERFit:
+def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: float = 0.95, how: str = "") -> ERFit:
     """``fit`` with a bootstrap interval for every model's ER: the line is refitted on the baselines of each
     draw and ER recomputed. ``sa_draws`` / ``pa_draws``: (B, M) accuracies in percent (NaN = undefined in that
     draw) from one shared resample of the source images per draw (:func:`model_draws`), models in the order
@@ -843,13 +1068,18 @@ def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: 
         w, b = np.polyfit(x[i, ok], y[i, ok], 1)
         er[i] = pa_draws[i] - 100.0 * special.expit(w * x[i] + b)
     bounds = [_percentile(er[:, j], level) if fit.er[j] is not None else (None, None) for j in range(n)]
-    return replace(fit, er_low=[lo for lo, _ in bounds], er_high=[hi for _, hi in bounds],
-                   interval=how or f"bootstrap({len(sa_draws)}) over source images, line refitted per resample")
+    return replace(
+        fit,
+        er_low=[lo for lo, _ in bounds],
+        er_high=[hi for _, hi in bounds],
+        interval=how or f"bootstrap({len(sa_draws)}) over source images, line refitted per resample",
+    )
 
 
 # ------------------------------------------------------------------------------------------ joint bootstrap of models
-def model_draws(model_reps: Sequence[Sequence[Outcomes]], num_classes: int, keys: Sequence[str], n_boot: int,
-                seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+def model_draws(
+    model_reps: Sequence[Sequence[Outcomes]], num_classes: int, keys: Sequence[str], n_boot: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Scores of several models on *shared* bootstrap resamples of the source images.
 
     ``model_reps``: per model its repetitions. Every resample of the union of all source ids drives every
@@ -865,12 +1095,15 @@ def model_draws(model_reps: Sequence[Sequence[Outcomes]], num_classes: int, keys
     per = _rep_mean(keys, num_classes)
 
     def stat(s: np.ndarray) -> np.ndarray:
-        return np.stack([per(s[:, bounds[m]:bounds[m + 1]]) for m in range(len(model_reps))], axis=1)
+        return np.stack([per(s[:, bounds[m] : bounds[m + 1]]) for m in range(len(model_reps))], axis=1)
 
     point = stat(sums.sum(1)[None])[0]
     g = sums.shape[1]
-    draws = bootstrap([sums], stat, n_boot, np.random.default_rng(seed)) if g \
+    draws = (
+        bootstrap([sums], stat, n_boot, np.random.default_rng(seed))
+        if g
         else np.full((0, len(model_reps), len(keys)), np.nan)
+    )
     return point, draws, g
 
 
@@ -906,14 +1139,17 @@ class TauDistribution:
         if self.mean is None:
             return f"rank stability under resampling of sources: {self.reason}"
         label = SCORE[self.score].label if self.score in SCORE else self.score
-        return (f"rank stability under resampling of sources ({self.method}): Kendall tau between the {label} "
-                f"ranking and resampled rankings mean {self.mean:.3f}, median {self.median:.3f}, "
-                f"{100 * self.level:g}% of resamples in [{self.low:.3f}, {self.high:.3f}], same order in "
-                f"{100 * self.share_identical:.1f}% of resamples")
+        return (
+            f"rank stability under resampling of sources ({self.method}): Kendall tau between the {label} "
+            f"ranking and resampled rankings mean {self.mean:.3f}, median {self.median:.3f}, "
+            f"{100 * self.level:g}% of resamples in [{self.low:.3f}, {self.high:.3f}], same order in "
+            f"{100 * self.share_identical:.1f}% of resamples"
+        )
 
 
-def rank_stability(point: np.ndarray, draws: np.ndarray, *, score: str = "fmr", n_sources: int,
-                   level: float = 0.95) -> TauDistribution:
+def rank_stability(
+    point: np.ndarray, draws: np.ndarray, *, score: str = "fmr", n_sources: int, level: float = 0.95
+) -> TauDistribution:
     """The distribution of Kendall tau-b between the point values ``point`` (M,) of M models and each of the
     bootstrap draws ``draws`` (B, M) (from :func:`model_draws`); models undefined in a draw are left out of it.
     """
@@ -931,13 +1167,22 @@ def rank_stability(point: np.ndarray, draws: np.ndarray, *, score: str = "fmr", 
         if t is not None:
             taus.append(t)
     if not taus:
-        return TauDistribution(reason=f"tau is undefined in every resample (fewer than 2 models with {score} "
-                                      "defined, or all tied)", **empty)
+        return TauDistribution(
+            reason=f"tau is undefined in every resample (fewer than 2 models with {score} defined, or all tied)",
+            **empty,
+        )
     t = np.asarray(taus)
     lo, hi = _percentile(t, level)
-    return TauDistribution(mean=float(t.mean()), median=float(np.median(t)), low=lo, high=hi,
-                           share_identical=float(np.mean(t > 1 - 1e-12)), n_defined=len(t),
-                           method=f"bootstrap({b}) over {n_sources} source images", **common)
+    return TauDistribution(
+        mean=float(t.mean()),
+        median=float(np.median(t)),
+        low=lo,
+        high=hi,
+        share_identical=float(np.mean(t > 1 - 1e-12)),
+        n_defined=len(t),
+        method=f"bootstrap({b}) over {n_sources} source images",
+        **common,
+    )
 
 
 # ------------------------------------------------------------------------------------------ label-free ranking
@@ -985,12 +1230,45 @@ def spearman(a: Sequence[float | None], b: Sequence[float | None]) -> float | No
 
 
 __all__ = [
-    "COLUMNS", "SCORES", "SCORE", "LEADERBOARD_SCORES", "COMPARED_SCORES", "PER_CLASS_SCORES", "INTERVALS",
-    "UNCHANGED_LINF", "MIN_BOOTSTRAP_SOURCES",
-    "Outcomes", "Score", "Estimate", "Scores", "Difference", "ERFit", "TauDistribution",
-    "score_values", "fmr_formula", "chance_corrected_formula", "fmr_value", "format_estimate", "proportion",
-    "no_validated_reason", "few_sources", "source_index", "source_sums", "bootstrap", "bootstrap_scores",
-    "compute_scores", "per_class_table", "score_warnings", "metric_differences", "rank", "kendall_tau",
-    "fit_effective_robustness", "er_intervals", "model_draws", "rank_stability", "softmax_corr",
-    "hard_softmax_corr", "spearman",
+    "COLUMNS",
+    "SCORES",
+    "SCORE",
+    "LEADERBOARD_SCORES",
+    "COMPARED_SCORES",
+    "PER_CLASS_SCORES",
+    "INTERVALS",
+    "UNCHANGED_LINF",
+    "MIN_BOOTSTRAP_SOURCES",
+    "Outcomes",
+    "Score",
+    "Estimate",
+    "Scores",
+    "Difference",
+    "ERFit",
+    "TauDistribution",
+    "score_values",
+    "fmr_formula",
+    "chance_corrected_formula",
+    "fmr_value",
+    "format_estimate",
+    "proportion",
+    "no_validated_reason",
+    "few_sources",
+    "source_index",
+    "source_sums",
+    "bootstrap",
+    "bootstrap_scores",
+    "compute_scores",
+    "per_class_table",
+    "score_warnings",
+    "metric_differences",
+    "rank",
+    "kendall_tau",
+    "fit_effective_robustness",
+    "er_intervals",
+    "model_draws",
+    "rank_stability",
+    "softmax_corr",
+    "hard_softmax_corr",
+    "spearman",
 ]

@@ -88,8 +88,7 @@ def _l1_penalty_kwargs(version: str | None = None) -> dict[str, Any]:
 def _make_logreg(C: float, solver: str, seed: int, max_iter: int, tol: float):
     from sklearn.linear_model import LogisticRegression  # slow import, see the module docstring
 
-    return LogisticRegression(C=C, solver=solver, max_iter=max_iter, tol=tol, random_state=seed,
-                              **_l1_penalty_kwargs())
+    return LogisticRegression(C=C, solver=solver, max_iter=max_iter, tol=tol, random_state=seed, **_l1_penalty_kwargs())
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -137,8 +136,10 @@ class StyleMask:
         coef = torch.as_tensor(self.coef).detach().cpu().to(torch.float32).contiguous()
         shape = tuple(int(s) for s in self.latent_shape)
         if tuple(mask.shape) != shape or tuple(coef.shape) != shape:
-            raise ValueError(f"style mask tensors do not match latent_shape {shape}: mask "
-                             f"{tuple(mask.shape)}, coef {tuple(coef.shape)}.")
+            raise ValueError(
+                f"style mask tensors do not match latent_shape {shape}: mask "
+                f"{tuple(mask.shape)}, coef {tuple(coef.shape)}."
+            )
         object.__setattr__(self, "mask", mask)
         object.__setattr__(self, "coef", coef)
         object.__setattr__(self, "latent_shape", shape)
@@ -152,9 +153,11 @@ class StyleMask:
         if not self.sha256:
             object.__setattr__(self, "sha256", digest)
         elif self.sha256 != digest:
-            raise ValueError(f"style mask hash mismatch: stored sha256 {self.sha256[:16]}... but the content "
-                             f"hashes to {digest[:16]}...; the mask or its metadata was modified or "
-                             "corrupted. Refit it with geneval fit-mask.")
+            raise ValueError(
+                f"style mask hash mismatch: stored sha256 {self.sha256[:16]}... but the content "
+                f"hashes to {digest[:16]}...; the mask or its metadata was modified or "
+                "corrupted. Refit it with geneval fit-mask."
+            )
 
     # ---- identity -------------------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
@@ -185,11 +188,13 @@ class StyleMask:
         return int(self.mask.numel())
 
     def __repr__(self) -> str:
-        return (f"StyleMask(generator={self.generator!r}, dataset={self.dataset!r}, "
-                f"latent_shape={self.latent_shape}, selected={self.n_selected}/{self.n_dims}, "
-                f"sparsity={self.sparsity:.2f}%, heldout_accuracy={self.heldout_accuracy:.1f}%, "
-                f"C={self.C:.4g}, solver={self.solver!r}, n_samples={self.n_samples}, "
-                f"sha256={self.sha256[:12]})")
+        return (
+            f"StyleMask(generator={self.generator!r}, dataset={self.dataset!r}, "
+            f"latent_shape={self.latent_shape}, selected={self.n_selected}/{self.n_dims}, "
+            f"sparsity={self.sparsity:.2f}%, heldout_accuracy={self.heldout_accuracy:.1f}%, "
+            f"C={self.C:.4g}, solver={self.solver!r}, n_samples={self.n_samples}, "
+            f"sha256={self.sha256[:12]})"
+        )
 
     # ---- use ------------------------------------------------------------------------------------------
     def as_tensor(self) -> Tensor:
@@ -208,11 +213,16 @@ class StyleMask:
                 f"mask was fitted for generator '{self.generator}' with latent shape {self.latent_shape}, "
                 f"but this run uses generator '{generator}' with latent shape {shape}. A style mask only "
                 "fits the generator and image size it was made for. Refit with geneval fit-mask on a run of "
-                "this generator (or use mask=auto).")
+                "this generator (or use mask=auto)."
+            )
         if dataset is not None and str(dataset) != self.dataset:
-            log.warning("style mask %s was fitted on data set %r but this run uses %r; the paper (App. I) "
-                        "finds style dims differ between data sets, consider refitting.", self.sha256[:12],
-                        self.dataset, dataset)
+            log.warning(
+                "style mask %s was fitted on data set %r but this run uses %r; the paper (App. I) "
+                "finds style dims differ between data sets, consider refitting.",
+                self.sha256[:12],
+                self.dataset,
+                dataset,
+            )
 
     # ---- storage --------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -232,35 +242,42 @@ class StyleMask:
         """Read a mask written by :meth:`save` and verify its hash (an edited file raises ``ValueError``)."""
         p = Path(path).expanduser()
         if not p.is_file():
-            raise FileNotFoundError(f"no style mask file at '{p}'. Fit one with geneval fit-mask (or "
-                                    "genEval.style_mask.fit_mask_from_run) and pass its path as "
-                                    "mask.path=...")
+            raise FileNotFoundError(
+                f"no style mask file at '{p}'. Fit one with geneval fit-mask (or "
+                "genEval.style_mask.fit_mask_from_run) and pass its path as "
+                "mask.path=..."
+            )
         try:
             with safe_open(str(p), framework="pt") as fh:
                 meta = dict(fh.metadata() or {})
                 tensors = {k: fh.get_tensor(k) for k in fh.keys()}
         except Exception as err:  # safetensors raises its own error types for damaged headers
-            raise ValueError(f"'{p}' is not a readable safetensors file ({err}); it is not a genEval style "
-                             "mask or it is damaged. Refit it with geneval fit-mask.") from err
+            raise ValueError(
+                f"'{p}' is not a readable safetensors file ({err}); it is not a genEval style "
+                "mask or it is damaged. Refit it with geneval fit-mask."
+            ) from err
         if meta.get("format") != FORMAT or set(tensors) != {"mask", "coef"}:
-            raise ValueError(f"'{p}' is not a genEval style mask (format={meta.get('format')!r}, tensors "
-                             f"{sorted(tensors)}); expected format {FORMAT!r} with tensors mask and coef.")
+            raise ValueError(
+                f"'{p}' is not a genEval style mask (format={meta.get('format')!r}, tensors "
+                f"{sorted(tensors)}); expected format {FORMAT!r} with tensors mask and coef."
+            )
         version = int(meta.get("format_version", "0"))
         if version > FORMAT_VERSION:
-            raise ValueError(f"'{p}' has style mask format version {version}, newer than this genEval reads "
-                             f"({FORMAT_VERSION}); upgrade genEval.")
+            raise ValueError(
+                f"'{p}' has style mask format version {version}, newer than this genEval reads "
+                f"({FORMAT_VERSION}); upgrade genEval."
+            )
         known = {f.name for f in fields(cls)} - {"mask", "coef", "sha256"}
         try:
             kwargs = {k: json.loads(v) for k, v in meta.items() if k in known}
         except json.JSONDecodeError as err:
-            raise ValueError(f"style mask '{p}' has damaged metadata ({err}); refit it with geneval "
-                             "fit-mask.") \
-                from err
+            raise ValueError(f"style mask '{p}' has damaged metadata ({err}); refit it with geneval fit-mask.") from err
         kwargs["latent_shape"] = tuple(kwargs.get("latent_shape", tensors["mask"].shape))
         kwargs["search_path"] = tuple(kwargs.get("search_path", ()))
         try:
-            return cls(mask=tensors["mask"].bool(), coef=tensors["coef"],
-                       sha256=meta.get("sha256", "") or "-", **kwargs)
+            return cls(
+                mask=tensors["mask"].bool(), coef=tensors["coef"], sha256=meta.get("sha256", "") or "-", **kwargs
+            )
         except (TypeError, ValueError) as err:
             raise ValueError(f"style mask '{p}' failed verification: {err}") from err
 
@@ -278,8 +295,7 @@ def _as_float_array(x: Any, name: str) -> np.ndarray:
     try:
         arr = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} latents must be a tensor or array of numbers, "
-                         f"got {type(x).__name__}.") from err
+        raise ValueError(f"{name} latents must be a tensor or array of numbers, got {type(x).__name__}.") from err
     return arr
 
 
@@ -293,8 +309,10 @@ def _split_groups(groups: np.ndarray, test_fraction: float, seed: int) -> tuple[
 
     n_groups = len(np.unique(groups))
     if n_groups < 2:
-        raise ValueError(f"all {len(groups)} samples come from one source image, so no held-out split by source "
-                         "is possible; fit on samples of at least two source images (raise data.limit).")
+        raise ValueError(
+            f"all {len(groups)} samples come from one source image, so no held-out split by source "
+            "is possible; fit on samples of at least two source images (raise data.limit)."
+        )
     n_test = min(n_groups - 1, max(1, int(round(test_fraction * n_groups))))
     split = GroupShuffleSplit(n_splits=1, test_size=n_test, random_state=int(seed))
     train, test = next(split.split(np.zeros(len(groups)), groups=groups))
@@ -318,10 +336,15 @@ def _fit_once(data: dict[str, np.ndarray], C: float, solver: str, seed: int, max
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     nz = int(np.count_nonzero(clf.coef_[0]))
     n_dims = clf.coef_.shape[1]
-    info = {"C": float(C), "n_selected": nz, "sparsity": 100.0 * (n_dims - nz) / n_dims,
-            "heldout_accuracy": 100.0 * float(clf.score(data["x_test"], data["y_test"])),
-            "train_accuracy": 100.0 * float(clf.score(data["x_train"], data["y_train"])),
-            "converged": converged, "seconds": round(time.perf_counter() - t0, 4)}
+    info = {
+        "C": float(C),
+        "n_selected": nz,
+        "sparsity": 100.0 * (n_dims - nz) / n_dims,
+        "heldout_accuracy": 100.0 * float(clf.score(data["x_test"], data["y_test"])),
+        "train_accuracy": 100.0 * float(clf.score(data["x_train"], data["y_train"])),
+        "converged": converged,
+        "seconds": round(time.perf_counter() - t0, 4),
+    }
     log.debug("style mask fit %s", info)
     return clf, info
 
@@ -345,9 +368,11 @@ def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_scor
 
     by_sparsity = target_sparsity is not None
     if by_sparsity:
+
         def bound(info: dict) -> bool:  # holds for small C
             return info["sparsity"] >= 100.0 * target_sparsity
     else:
+
         def bound(info: dict) -> bool:  # holds for large C
             return info["heldout_accuracy"] >= target_score
 
@@ -358,7 +383,8 @@ def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_scor
         raise ValueError(
             f"no C in {_C_GRID[0]:g}..{_C_GRID[-1]:g} reaches target_score={target_score}% held-out "
             f"accuracy; the best was {best['heldout_accuracy']:.1f}% at C={best_c:.4g} ({best['n_selected']} "
-            "dims). Lower target_score, give C directly, or fit on more samples (raise data.limit).")
+            "dims). Lower target_score, give C directly, or fit on more samples (raise data.limit)."
+        )
     if inside:
         good = max(inside) if by_sparsity else min(inside)
         across = [c for c in _C_GRID if (c > good if by_sparsity else c < good)]
@@ -377,7 +403,8 @@ def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_scor
             f"no C in {_C_GRID[0]:g}..{_C_GRID[-1]:g} reaches target_sparsity={target_sparsity} while "
             f"keeping a style dim: the latent has {dims} dims, so at most "
             f"{math.floor(dims * (1 - target_sparsity))} may stay selected, and the fits jump from 0 to more "
-            "dims. Lower target_sparsity or give C directly (see the search path in the log).")
+            "dims. Lower target_sparsity or give C directly (see the search path in the log)."
+        )
     chosen = max(usable) if by_sparsity else min(usable)
     clf, info = fits[chosen]
     return clf, info, path
@@ -389,26 +416,37 @@ def _check_fit_options(C, solver, target_sparsity, target_score, test_fraction, 
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} (paper: saga).")
     if C is not None:
         if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0 or not math.isfinite(C):
-            raise ValueError(f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
-                             "C=None with target_sparsity / target_score to search it.")
+            raise ValueError(
+                f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
+                "C=None with target_sparsity / target_score to search it."
+            )
         if target_sparsity is not None or target_score is not None:
-            raise ValueError(f"C={C} was given together with a target (target_sparsity={target_sparsity}, "
-                             f"target_score={target_score}); set C=None (mask.C=null) to search C for the "
-                             "target, or drop the target to use C as given.")
+            raise ValueError(
+                f"C={C} was given together with a target (target_sparsity={target_sparsity}, "
+                f"target_score={target_score}); set C=None (mask.C=null) to search C for the "
+                "target, or drop the target to use C as given."
+            )
     else:
         if (target_sparsity is None) == (target_score is None):
-            raise ValueError("C=None searches C and needs exactly one target: target_sparsity (fraction of "
-                             "zero weights, e.g. 0.98) or target_score (held-out accuracy in percent, e.g. "
-                             f"78); got target_sparsity={target_sparsity}, target_score={target_score}.")
+            raise ValueError(
+                "C=None searches C and needs exactly one target: target_sparsity (fraction of "
+                "zero weights, e.g. 0.98) or target_score (held-out accuracy in percent, e.g. "
+                f"78); got target_sparsity={target_sparsity}, target_score={target_score}."
+            )
         if target_sparsity is not None and not 0 < target_sparsity < 1:
-            raise ValueError("target_sparsity is a fraction of zero weights in (0, 1), e.g. 0.98 for the "
-                             f"paper's 98% sparse masks; got {target_sparsity!r}.")
+            raise ValueError(
+                "target_sparsity is a fraction of zero weights in (0, 1), e.g. 0.98 for the "
+                f"paper's 98% sparse masks; got {target_sparsity!r}."
+            )
         if target_score is not None and not 50 < target_score <= 100:
-            raise ValueError("target_score is a held-out accuracy in percent above chance (50 < t <= 100), "
-                             f"e.g. 78 as for the paper's CIFAR-10 mask; got {target_score!r}.")
+            raise ValueError(
+                "target_score is a held-out accuracy in percent above chance (50 < t <= 100), "
+                f"e.g. 78 as for the paper's CIFAR-10 mask; got {target_score!r}."
+            )
     if not 0 < test_fraction < 1:
-        raise ValueError("test_fraction must lie in (0, 1), e.g. 0.2 (the paper's held-out split); got "
-                         f"{test_fraction!r}.")
+        raise ValueError(
+            f"test_fraction must lie in (0, 1), e.g. 0.2 (the paper's held-out split); got {test_fraction!r}."
+        )
     if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}.")
 
@@ -420,15 +458,16 @@ def _fit_samples(start, final, validated, source_ids, only_changed: bool):
     """
     s, f = _as_float_array(start, "start"), _as_float_array(final, "final")
     if s.shape != f.shape:
-        raise ValueError(f"start latents have shape {s.shape} but final latents {f.shape}; both must be (N, "
-                         "*latent_shape) for the same N samples in the same order (as in "
-                         "latents.safetensors).")
+        raise ValueError(
+            f"start latents have shape {s.shape} but final latents {f.shape}; both must be (N, "
+            "*latent_shape) for the same N samples in the same order (as in "
+            "latents.safetensors)."
+        )
     if s.ndim < 2:
         raise ValueError(f"latents must be shaped (N, *latent_shape) with N samples, got shape {s.shape}.")
     n, latent_shape = s.shape[0], tuple(int(d) for d in s.shape[1:])
     if not (np.isfinite(s).all() and np.isfinite(f).all()):
-        raise ValueError("start/final latents contain NaN or inf; refit from a run whose search stayed "
-                         "finite.")
+        raise ValueError("start/final latents contain NaN or inf; refit from a run whose search stayed finite.")
     s2, f2 = s.reshape(n, -1), f.reshape(n, -1)
     changed = (s2 != f2).any(axis=1)
     if validated is not None:
@@ -446,13 +485,15 @@ def _fit_samples(start, final, validated, source_ids, only_changed: bool):
             f"no latent changed: every final latent equals its start in all {n} samples, so both classes are "
             "identical and there is nothing to fit. This happens with search.budget=0 or when the oracle "
             "rejected every first step (VR = 0). Run the search with search.budget > 0 and a step size the "
-            "oracle accepts (lower search.step_size), then fit again.")
+            "oracle accepts (lower search.step_size), then fit again."
+        )
     keep = changed if only_changed else np.ones(n, dtype=bool)
     if int(keep.sum()) < MIN_SAMPLES:
         raise ValueError(
             f"too few samples to fit a style mask: at least {MIN_SAMPLES} changed samples are needed, got "
             f"{int(keep.sum())} (of {n}; {n - n_changed} unchanged). Evaluate more images (raise data.limit, or "
-            "mask.fit_fraction for mask=auto) or let more samples move (raise search.budget / fit_budget).")
+            "mask.fit_fraction for mask=auto) or let more samples move (raise search.budget / fit_budget)."
+        )
     return s2[keep], f2[keep], groups[keep], latent_shape
 
 
@@ -516,34 +557,65 @@ def fit_style_mask(
 
     t0 = time.perf_counter()
     if C is None:
-        clf, info, path = _search_C(data, solver=solver, seed=seed, max_iter=int(max_iter), tol=tol,
-                                    target_sparsity=target_sparsity, target_score=target_score)
+        clf, info, path = _search_C(
+            data,
+            solver=solver,
+            seed=seed,
+            max_iter=int(max_iter),
+            tol=tol,
+            target_sparsity=target_sparsity,
+            target_score=target_score,
+        )
     else:
         clf, info = _fit_once(data, float(C), solver, seed, int(max_iter), tol)
         path = []
     if not info["converged"]:
-        log.warning("the %s solver did not converge in max_iter=%d at C=%.4g; the mask may be noisier than "
-                    "it should be. Raise max_iter (mask.max_iter) or try solver=liblinear.",
-                    solver, max_iter, info["C"])
+        log.warning(
+            "the %s solver did not converge in max_iter=%d at C=%.4g; the mask may be noisier than "
+            "it should be. Raise max_iter (mask.max_iter) or try solver=liblinear.",
+            solver,
+            max_iter,
+            info["C"],
+        )
     coef = clf.coef_[0]
     selected = coef != 0
     if not selected.any():
-        raise ValueError(f"C={info['C']:.4g} regularises so strongly that every weight is zero: no style "
-                         "dims selected, so the masked search could move nothing. Raise C (e.g. 10x), or "
-                         "set C=None with target_sparsity=0.98 to search it.")
+        raise ValueError(
+            f"C={info['C']:.4g} regularises so strongly that every weight is zero: no style "
+            "dims selected, so the masked search could move nothing. Raise C (e.g. 10x), or "
+            "set C=None with target_sparsity=0.98 to search it."
+        )
     result = StyleMask(
         mask=torch.from_numpy(selected.reshape(latent_shape)),
         coef=torch.from_numpy(coef.astype(np.float32).reshape(latent_shape)),
-        intercept=float(clf.intercept_[0]), sparsity=info["sparsity"],
+        intercept=float(clf.intercept_[0]),
+        sparsity=info["sparsity"],
         heldout_accuracy=info["heldout_accuracy"],
-        train_accuracy=info["train_accuracy"], C=info["C"], solver=solver, generator=str(generator),
-        latent_shape=latent_shape, dataset=str(dataset), n_samples=len(s2), n_train=len(tr), n_test=len(te),
-        seed=int(seed), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        sklearn_version=_sklearn_version(), test_fraction=test_fraction, max_iter=int(max_iter),
-        converged=info["converged"], source=str(source), search_path=tuple(path),
+        train_accuracy=info["train_accuracy"],
+        C=info["C"],
+        solver=solver,
+        generator=str(generator),
+        latent_shape=latent_shape,
+        dataset=str(dataset),
+        n_samples=len(s2),
+        n_train=len(tr),
+        n_test=len(te),
+        seed=int(seed),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        sklearn_version=_sklearn_version(),
+        test_fraction=test_fraction,
+        max_iter=int(max_iter),
+        converged=info["converged"],
+        source=str(source),
+        search_path=tuple(path),
     )
-    log.info("fitted %r in %.2fs (%d fit%s)", result, time.perf_counter() - t0, max(1, len(path)),
-             "s" if len(path) != 1 else "")
+    log.info(
+        "fitted %r in %.2fs (%d fit%s)",
+        result,
+        time.perf_counter() - t0,
+        max(1, len(path)),
+        "s" if len(path) != 1 else "",
+    )
     return result
 
 
@@ -559,31 +631,45 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
     """
     d = Path(run_dir).expanduser()
     if not d.is_dir():
-        raise FileNotFoundError(f"run directory '{d}' does not exist; pass the directory of a finished "
-                                "geneval run.")
+        raise FileNotFoundError(f"run directory '{d}' does not exist; pass the directory of a finished geneval run.")
     if not (d / "results.json").is_file():
-        partial = " (samples.partial.jsonl is there: the run was interrupted)" \
-            if (d / "samples.partial.jsonl").exists() else ""
-        raise FileNotFoundError(f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
-                                "finish (or rerun it with save_latents=true) before fitting a mask from it.")
+        partial = (
+            " (samples.partial.jsonl is there: the run was interrupted)"
+            if (d / "samples.partial.jsonl").exists()
+            else ""
+        )
+        raise FileNotFoundError(
+            f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
+            "finish (or rerun it with save_latents=true) before fitting a mask from it."
+        )
     if not has_tensors(d, "latents"):
-        raise FileNotFoundError(f"run '{d}' has no latents (latents/part-*.safetensors): it was run without saving "
-                                "latents. Rerun it with save_latents=true (CLI: geneval ... save_latents=true), "
-                                "then fit the mask.")
+        raise FileNotFoundError(
+            f"run '{d}' has no latents (latents/part-*.safetensors): it was run without saving "
+            "latents. Rerun it with save_latents=true (CLI: geneval ... save_latents=true), "
+            "then fit the mask."
+        )
     components = read_results(d).get("components", {})
     lat = load_latent_file(d)
     generator = lat["generator"] or str(components.get("generator", ""))
     if components.get("generator") and lat["generator"] and components["generator"] != lat["generator"]:
-        raise ValueError(f"run '{d}' is inconsistent: results.json names generator "
-                         f"{components['generator']!r} but its latents {lat['generator']!r}; rerun "
-                         "the evaluation.")
+        raise ValueError(
+            f"run '{d}' is inconsistent: results.json names generator "
+            f"{components['generator']!r} but its latents {lat['generator']!r}; rerun "
+            "the evaluation."
+        )
     ds = dataset if dataset is not None else str(components.get("data", ""))
     if not ds:
-        raise ValueError(f"results.json in '{d}' names no data set (components.data); pass dataset=... "
-                         "explicitly.")
-    return fit_style_mask(lat["start"], lat["final"], generator=generator, dataset=ds,
-                          validated=lat["validated"], source_ids=lat["source_ids"],
-                          source=str(fit_kwargs.pop("source", d)), **fit_kwargs)
+        raise ValueError(f"results.json in '{d}' names no data set (components.data); pass dataset=... explicitly.")
+    return fit_style_mask(
+        lat["start"],
+        lat["final"],
+        generator=generator,
+        dataset=ds,
+        validated=lat["validated"],
+        source_ids=lat["source_ids"],
+        source=str(fit_kwargs.pop("source", d)),
+        **fit_kwargs,
+    )
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -599,8 +685,9 @@ def split_for_auto(n: int, fit_fraction: float, seed: int, labels=None) -> tuple
     the same ``(n, fit_fraction, seed, labels)`` always gives the same split.
     """
     if isinstance(n, bool) or int(n) != n or n < 2:
-        raise ValueError(f"split_for_auto needs at least 2 samples (one to fit, one to score), got n={n!r}; "
-                         "raise data.limit.")
+        raise ValueError(
+            f"split_for_auto needs at least 2 samples (one to fit, one to score), got n={n!r}; raise data.limit."
+        )
     if not 0 < fit_fraction < 1:
         raise ValueError(f"mask.fit_fraction must lie in (0, 1), e.g. 0.2, got {fit_fraction!r}.")
     n = int(n)
@@ -616,7 +703,7 @@ def split_for_auto(n: int, fit_fraction: float, seed: int, labels=None) -> tuple
         parts = []
         for c in np.unique(lab):
             idx = np.flatnonzero(lab == c)
-            parts.append(rng.permutation(idx)[:int(round(fit_fraction * len(idx)))])
+            parts.append(rng.permutation(idx)[: int(round(fit_fraction * len(idx)))])
         fit = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
         if len(fit) == 0:  # every class too small to contribute: fall back to one sample
             fit = rng.permutation(n)[:1]
@@ -668,8 +755,11 @@ def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
     ax_c.set_xlabel("coefficient (standardised latents)")
     ax_c.set_ylabel("count")
     ax_c.set_title("(c) non-zero coefficients")
-    fig.suptitle(f"style mask: {mask.generator} on {mask.dataset}, sparsity {mask.sparsity:.2f}%, held-out "
-                 f"{mask.heldout_accuracy:.1f}%, C={mask.C:.3g} ({mask.solver})", fontsize=10)
+    fig.suptitle(
+        f"style mask: {mask.generator} on {mask.dataset}, sparsity {mask.sparsity:.2f}%, held-out "
+        f"{mask.heldout_accuracy:.1f}%, C={mask.C:.3g} ({mask.solver})",
+        fontsize=10,
+    )
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -679,8 +769,18 @@ def plot_style_mask(mask: StyleMask, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["MIN_SAMPLES", "SOLVERS", "AutoMask", "NoMask", "SparseMask", "StyleMask", "fit_mask_from_run",
-           "fit_style_mask", "plot_style_mask", "split_for_auto"]
+__all__ = [
+    "MIN_SAMPLES",
+    "SOLVERS",
+    "AutoMask",
+    "NoMask",
+    "SparseMask",
+    "StyleMask",
+    "fit_mask_from_run",
+    "fit_style_mask",
+    "plot_style_mask",
+    "split_for_auto",
+]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -703,8 +803,9 @@ class SparseMask:
     def load(self, generator: Any, data: Any) -> StyleMask:
         """Load the mask and refuse it unless it was fitted for this generator and latent shape."""
         m = StyleMask.load(self.path)
-        m.check_compatible(str(getattr(generator, "name", "")), latent_shape(generator, data),
-                           dataset=getattr(data, "name", None))
+        m.check_compatible(
+            str(getattr(generator, "name", "")), latent_shape(generator, data), dataset=getattr(data, "name", None)
+        )
         return m
 
 
@@ -732,8 +833,14 @@ class AutoMask:
             raise ValueError(f"unknown mask.solver={self.solver!r}; choose one of {', '.join(SOLVERS)}.")
 
     def fit_kwargs(self) -> dict[str, Any]:
-        return {"C": self.C, "solver": self.solver, "target_sparsity": self.target_sparsity,
-                "target_score": self.target_score, "test_fraction": self.test_fraction, "max_iter": self.max_iter}
+        return {
+            "C": self.C,
+            "solver": self.solver,
+            "target_sparsity": self.target_sparsity,
+            "target_score": self.target_score,
+            "test_fraction": self.test_fraction,
+            "max_iter": self.max_iter,
+        }
 
 
 def latent_shape(generator, data) -> tuple[int, ...]:

@@ -25,12 +25,12 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         if dtype in _DTYPES.values():
             return dtype
-        raise ValueError(f"dtype {dtype} is not a floating dtype a generator can run in; "
-                         f"use one of {sorted(_DTYPES)}.")
+        raise ValueError(f"dtype {dtype} is not a floating dtype a generator can run in; use one of {sorted(_DTYPES)}.")
     key = str(dtype).removeprefix("torch.")
     if key not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; allowed: {sorted(_DTYPES)} "
-                         "(set generator.dtype=float32 for example).")
+        raise ValueError(
+            f"unknown dtype {dtype!r}; allowed: {sorted(_DTYPES)} (set generator.dtype=float32 for example)."
+        )
     return _DTYPES[key]
 
 
@@ -41,16 +41,19 @@ def _valid_sides(side: int, multiple: int) -> str:
     return " or ".join(str(s) for s in near)
 
 
-def prepare_generator_input(images: Tensor, *, name: str, channels: int, downsample: int,
-                            image_size: int | None) -> Tensor:
+def prepare_generator_input(
+    images: Tensor, *, name: str, channels: int, downsample: int, image_size: int | None
+) -> Tensor:
     """Resize (when ``image_size`` is set) and validate images for ``encode``.
 
     Raises ValueError naming the problem and the fix when the tensor is not ``(B, C, H, W)``, has
     the wrong channel count, or has sides that are not multiples of ``downsample``.
     """
     if images.ndim != 4:
-        raise ValueError(f"generator '{name}': expected images shaped (B, C, H, W), got "
-                         f"{tuple(images.shape)}. Add a batch dimension with images.unsqueeze(0).")
+        raise ValueError(
+            f"generator '{name}': expected images shaped (B, C, H, W), got "
+            f"{tuple(images.shape)}. Add a batch dimension with images.unsqueeze(0)."
+        )
     c = images.shape[1]
     if c != channels:
         if c == 1 and channels == 3:
@@ -59,8 +62,10 @@ def prepare_generator_input(images: Tensor, *, name: str, channels: int, downsam
             fix = "set data.channels=1 (convert to grey) or use a generator trained on RGB images"
         else:
             fix = f"give the generator {channels}-channel images"
-        raise ValueError(f"generator '{name}' expects {channels}-channel images but got {c} channels "
-                         f"(shape {tuple(images.shape)}); {fix}.")
+        raise ValueError(
+            f"generator '{name}' expects {channels}-channel images but got {c} channels "
+            f"(shape {tuple(images.shape)}); {fix}."
+        )
     images = resize_images(images, image_size)
     h, w = images.shape[-2:]
     if h % downsample or w % downsample:
@@ -69,7 +74,8 @@ def prepare_generator_input(images: Tensor, *, name: str, channels: int, downsam
             f"multiples of {downsample}, but got {h}x{w}. Sizes that work: {downsample}, "
             f"{2 * downsample}, {3 * downsample}, ... (nearest: height {_valid_sides(h, downsample)}, "
             f"width {_valid_sides(w, downsample)}). Set generator.image_size=<multiple of {downsample}> "
-            "to resize the images inside the generator.")
+            "to resize the images inside the generator."
+        )
     return images
 
 
@@ -87,8 +93,9 @@ def state_dict_digest(state_dict: Mapping[str, Tensor], n: int = 12) -> str:
     return h.hexdigest()[:n]
 
 
-def warn_small_latent(name: str, image_hw: tuple[int, int], latent_hw: tuple[int, int], downsample: int,
-                      warned: set) -> None:
+def warn_small_latent(
+    name: str, image_hw: tuple[int, int], latent_hw: tuple[int, int], downsample: int, warned: set
+) -> None:
     """Warn (once per image size, tracked in ``warned``) when a latent is smaller than 4x4.
 
     A 32-px CIFAR image through a 16x down-sampling VQGAN gives a 2x2 latent: the decoder then draws the image
@@ -100,7 +107,18 @@ def warn_small_latent(name: str, image_hw: tuple[int, int], latent_hw: tuple[int
         return
     warned.add(tuple(image_hw))
     side = MIN_LATENT_SIDE * downsample
-    log.warning("generator '%s': %dx%d images give %dx%d latents (down-sampling %d), smaller than %dx%d; the "
-                "reconstructions lose most of the image. Set generator.image_size=%d or larger (e.g. %d) to "
-                "up-sample the images inside the generator.", name, image_hw[0], image_hw[1], h, w, downsample,
-                MIN_LATENT_SIDE, MIN_LATENT_SIDE, side, max(side, 256))
+    log.warning(
+        "generator '%s': %dx%d images give %dx%d latents (down-sampling %d), smaller than %dx%d; the "
+        "reconstructions lose most of the image. Set generator.image_size=%d or larger (e.g. %d) to "
+        "up-sample the images inside the generator.",
+        name,
+        image_hw[0],
+        image_hw[1],
+        h,
+        w,
+        downsample,
+        MIN_LATENT_SIDE,
+        MIN_LATENT_SIDE,
+        side,
+        max(side, 256),
+    )

@@ -35,8 +35,12 @@ log = logging.getLogger(__name__)
 
 KINDS = ("auto", "kl", "tiny")
 _CLASS_KIND = {"AutoencoderKL": "kl", "AutoencoderTiny": "tiny"}
-_WEIGHT_FILES = ("diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin",
-                 "diffusion_pytorch_model.fp16.safetensors", "diffusion_pytorch_model.fp16.bin")
+_WEIGHT_FILES = (
+    "diffusion_pytorch_model.safetensors",
+    "diffusion_pytorch_model.bin",
+    "diffusion_pytorch_model.fp16.safetensors",
+    "diffusion_pytorch_model.fp16.bin",
+)
 _TRUTHY = ("1", "true", "yes", "on")
 
 
@@ -49,11 +53,13 @@ def _looks_like_path(pretrained: str) -> bool:
 
 
 def _offline_hint(pretrained: str) -> str:
-    return (f"The model hub cannot be reached for '{pretrained}' (offline, HF_HUB_OFFLINE=1, or the id does "
-            "not exist) and it is not in the local Hugging Face cache. Download the VAE on a machine with "
-            "internet access (e.g. `huggingface-cli download stabilityai/sd-vae-ft-mse --local-dir "
-            "/path/to/local/vae_dir`) and point generator.pretrained=/path/to/local/vae_dir (a directory "
-            "holding config.json and diffusion_pytorch_model.safetensors).")
+    return (
+        f"The model hub cannot be reached for '{pretrained}' (offline, HF_HUB_OFFLINE=1, or the id does "
+        "not exist) and it is not in the local Hugging Face cache. Download the VAE on a machine with "
+        "internet access (e.g. `huggingface-cli download stabilityai/sd-vae-ft-mse --local-dir "
+        "/path/to/local/vae_dir`) and point generator.pretrained=/path/to/local/vae_dir (a directory "
+        "holding config.json and diffusion_pytorch_model.safetensors)."
+    )
 
 
 def _read_local_config(folder: Path) -> dict:
@@ -65,7 +71,8 @@ def _read_local_config(folder: Path) -> dict:
             f"the diffusers VAE directory '{folder}' has no config.json (found: {present or 'nothing'}). "
             "A diffusers model directory holds config.json next to diffusion_pytorch_model.safetensors, as "
             "written by `vae.save_pretrained(dir)` or `huggingface-cli download <id> --local-dir dir`; "
-            "if the VAE sits in a sub-folder of a pipeline (e.g. 'vae/'), set generator.subfolder=vae.")
+            "if the VAE sits in a sub-folder of a pipeline (e.g. 'vae/'), set generator.subfolder=vae."
+        )
     try:
         return json.loads(cfg_path.read_text())
     except json.JSONDecodeError as err:
@@ -78,8 +85,10 @@ def _kind_from_config(config: dict, where: str) -> str:
         return _CLASS_KIND[cls]
     if cls is None:  # hand-written configs: tell the two apart by their fields
         return "tiny" if "encoder_block_out_channels" in config else "kl"
-    raise ValueError(f"{where} describes a diffusers {cls}, but DiffusersVAEGenerator supports "
-                     f"{sorted(_CLASS_KIND)} (kind='kl' or 'tiny'). Use another generator for this model.")
+    raise ValueError(
+        f"{where} describes a diffusers {cls}, but DiffusersVAEGenerator supports "
+        f"{sorted(_CLASS_KIND)} (kind='kl' or 'tiny'). Use another generator for this model."
+    )
 
 
 def _directory_fingerprint(folder: Path) -> str:
@@ -117,15 +126,24 @@ class DiffusersVAEGenerator(nn.Module):
     downsample``, 8 for Stable Diffusion VAEs and TAESD) -> images ``(B, 3, H, W)`` in ``[0, 1]``.
     """
 
-    def __init__(self, pretrained: str | Path | nn.Module, subfolder: str | None = None, kind: str = "auto",
-                 image_size: int | None = None, dtype: str | torch.dtype = "float32",
-                 scale_latents: bool = True, local_files_only: bool | None = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        pretrained: str | Path | nn.Module,
+        subfolder: str | None = None,
+        kind: str = "auto",
+        image_size: int | None = None,
+        dtype: str | torch.dtype = "float32",
+        scale_latents: bool = True,
+        local_files_only: bool | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__()
         if kind not in KINDS:
-            raise ValueError(f"kind={kind!r} is not a diffusers VAE kind; allowed: {list(KINDS)} ('kl' for "
-                             "AutoencoderKL / Stable Diffusion VAEs, 'tiny' for AutoencoderTiny / TAESD, "
-                             "'auto' to read config.json).")
+            raise ValueError(
+                f"kind={kind!r} is not a diffusers VAE kind; allowed: {list(KINDS)} ('kl' for "
+                "AutoencoderKL / Stable Diffusion VAEs, 'tiny' for AutoencoderTiny / TAESD, "
+                "'auto' to read config.json)."
+            )
         run_dtype = resolve_dtype(dtype)
         self.subfolder = subfolder or None
         if local_files_only is None:
@@ -140,8 +158,10 @@ class DiffusersVAEGenerator(nn.Module):
             self.pretrained = f"<in-memory {type(pretrained).__name__}>"
         else:
             if pretrained is None or str(pretrained).strip() in ("", "???"):
-                raise ValueError("DiffusersVAEGenerator needs pretrained=<hub id or local directory>, e.g. "
-                                 "generator.pretrained=stabilityai/sd-vae-ft-mse or =/path/to/local/vae_dir.")
+                raise ValueError(
+                    "DiffusersVAEGenerator needs pretrained=<hub id or local directory>, e.g. "
+                    "generator.pretrained=stabilityai/sd-vae-ft-mse or =/path/to/local/vae_dir."
+                )
             self.pretrained = str(pretrained)
             is_local = _looks_like_path(self.pretrained)
             if is_local:
@@ -150,12 +170,15 @@ class DiffusersVAEGenerator(nn.Module):
                     raise FileNotFoundError(
                         f"the diffusers VAE directory '{root}' does not exist. Set generator.pretrained to a "
                         "directory holding config.json and the weights, or to a hub id such as "
-                        "stabilityai/sd-vae-ft-mse.")
+                        "stabilityai/sd-vae-ft-mse."
+                    )
                 folder = root / self.subfolder if self.subfolder else root
                 if not folder.is_dir():
-                    raise FileNotFoundError(f"'{root}' has no sub-folder '{self.subfolder}' (subfolder="
-                                            f"{self.subfolder!r}); set generator.subfolder=null or to the "
-                                            "VAE's folder.")
+                    raise FileNotFoundError(
+                        f"'{root}' has no sub-folder '{self.subfolder}' (subfolder="
+                        f"{self.subfolder!r}); set generator.subfolder=null or to the "
+                        "VAE's folder."
+                    )
                 config = _read_local_config(folder)
                 where = f"'{folder / 'config.json'}'"
             else:
@@ -163,8 +186,10 @@ class DiffusersVAEGenerator(nn.Module):
                 where = f"the config of '{self.pretrained}'"
         found = _kind_from_config(config, where)
         if kind != "auto" and kind != found:
-            raise ValueError(f"kind={kind!r} but {where} describes an {config.get('_class_name', found)} "
-                             f"(kind={found!r}); set generator.kind={found} or kind=auto.")
+            raise ValueError(
+                f"kind={kind!r} but {where} describes an {config.get('_class_name', found)} "
+                f"(kind={found!r}); set generator.kind={found} or kind=auto."
+            )
         self.kind = found
         self.vae = pretrained if in_memory else self._load_model(is_local)
         if next(self.vae.parameters()).dtype != run_dtype:  # (diffusers warns on every .to(dtype) call)
@@ -177,9 +202,11 @@ class DiffusersVAEGenerator(nn.Module):
             self.downsample = 2 ** (len(cfg.encoder_block_out_channels) - 1)
             up = int(cfg.upsampling_scaling_factor) ** (len(cfg.num_decoder_blocks) - 1)
             if up != self.downsample:
-                raise ValueError(f"{where}: the AutoencoderTiny encoder down-samples by {self.downsample} "
-                                 f"but its decoder up-samples by {up}; decoded images would not match the "
-                                 "input size.")
+                raise ValueError(
+                    f"{where}: the AutoencoderTiny encoder down-samples by {self.downsample} "
+                    f"but its decoder up-samples by {up}; decoded images would not match the "
+                    "input size."
+                )
         self.channels = int(cfg.in_channels)
         self.out_channels = int(cfg.out_channels)
         self.latent_channels = int(cfg.latent_channels)
@@ -189,25 +216,34 @@ class DiffusersVAEGenerator(nn.Module):
         self.shift_factor = float(shift or 0.0) if self.scale_latents else 0.0
 
         if image_size is not None and (int(image_size) <= 0 or int(image_size) % self.downsample):
-            raise ValueError(f"DiffusersVAEGenerator: image_size={image_size} must be a positive multiple of "
-                             f"{self.downsample} (this VAE's down-sampling factor), or null to keep the "
-                             "size.")
+            raise ValueError(
+                f"DiffusersVAEGenerator: image_size={image_size} must be a positive multiple of "
+                f"{self.downsample} (this VAE's down-sampling factor), or null to keep the "
+                "size."
+            )
         self.image_size = None if image_size is None else int(image_size)
         if name is None:
             tag = self.pretrained + (f"/{self.subfolder}" if self.subfolder else "")
             if is_local:
                 tag = f"{folder.resolve().name}-{_directory_fingerprint(folder)}"
             elif in_memory:
-                cfg_json = json.dumps({k: v for k, v in dict(cfg).items() if not k.startswith("_")},
-                                      sort_keys=True, default=str)
+                cfg_json = json.dumps(
+                    {k: v for k, v in dict(cfg).items() if not k.startswith("_")}, sort_keys=True, default=str
+                )
                 tag = f"memory-{hashlib.sha256(cfg_json.encode()).hexdigest()[:8]}"
             name = f"diffusers-{self.kind}:{tag}"
         self.name = str(name)
         self.eval()
         self.requires_grad_(False)
-        log.info("loaded %s (%s, %d latent channels, %dx down-sampling, scaling %.5g, shift %.5g)", self.name,
-                 type(self.vae).__name__, self.latent_channels, self.downsample, self.scaling_factor,
-                 self.shift_factor)
+        log.info(
+            "loaded %s (%s, %d latent channels, %dx down-sampling, scaling %.5g, shift %.5g)",
+            self.name,
+            type(self.vae).__name__,
+            self.latent_channels,
+            self.downsample,
+            self.scaling_factor,
+            self.shift_factor,
+        )
 
     # -- loading ---------------------------------------------------------------------------------
     def _hub_kwargs(self) -> dict:
@@ -222,8 +258,9 @@ class DiffusersVAEGenerator(nn.Module):
         try:
             return dict(AutoencoderKL.load_config(self.pretrained, **self._hub_kwargs()))
         except OSError as err:
-            raise OSError(f"{_offline_hint(self.pretrained)} (diffusers said: "
-                          f"{str(err).splitlines()[0][:300]})") from err
+            raise OSError(
+                f"{_offline_hint(self.pretrained)} (diffusers said: {str(err).splitlines()[0][:300]})"
+            ) from err
 
     def _load_model(self, is_local: bool) -> nn.Module:
         from diffusers import AutoencoderKL, AutoencoderTiny
@@ -235,11 +272,14 @@ class DiffusersVAEGenerator(nn.Module):
         except OSError as err:
             if is_local:
                 where = source + (f"/{self.subfolder}" if self.subfolder else "")
-                raise OSError(f"could not load the {cls.__name__} weights from '{where}': "
-                              f"{str(err).splitlines()[0][:300]} The directory needs config.json plus one of "
-                              f"{list(_WEIGHT_FILES[:2])}.") from err
-            raise OSError(f"{_offline_hint(self.pretrained)} (diffusers said: "
-                          f"{str(err).splitlines()[0][:300]})") from err
+                raise OSError(
+                    f"could not load the {cls.__name__} weights from '{where}': "
+                    f"{str(err).splitlines()[0][:300]} The directory needs config.json plus one of "
+                    f"{list(_WEIGHT_FILES[:2])}."
+                ) from err
+            raise OSError(
+                f"{_offline_hint(self.pretrained)} (diffusers said: {str(err).splitlines()[0][:300]})"
+            ) from err
 
     # -- contract --------------------------------------------------------------------------------
     @property
@@ -252,8 +292,9 @@ class DiffusersVAEGenerator(nn.Module):
 
     def encode(self, images: Tensor) -> Tensor:
         """``(B, 3, H, W)`` in ``[0, 1]`` -> float32 latents ``(B, latent_channels, H/d, W/d)``."""
-        images = prepare_generator_input(images, name=self.name, channels=self.channels,
-                                         downsample=self.downsample, image_size=self.image_size)
+        images = prepare_generator_input(
+            images, name=self.name, channels=self.channels, downsample=self.downsample, image_size=self.image_size
+        )
         x = images.to(device=self.device, dtype=self.dtype) * 2 - 1
         if self.kind == "kl":
             z = self.vae.encode(x).latent_dist.mode()  # the mean: deterministic, no sampling noise
@@ -264,8 +305,10 @@ class DiffusersVAEGenerator(nn.Module):
     def decode(self, latents: Tensor) -> Tensor:
         """Latents ``(B, latent_channels, h, w)`` -> float32 images ``(B, 3, d*h, d*w)`` in ``[0, 1]``."""
         if latents.ndim != 4 or latents.shape[1] != self.latent_channels:
-            raise ValueError(f"{self.name} decode expects latents shaped (B, {self.latent_channels}, h, w), "
-                             f"got {tuple(latents.shape)}. Pass the output of encode().")
+            raise ValueError(
+                f"{self.name} decode expects latents shaped (B, {self.latent_channels}, h, w), "
+                f"got {tuple(latents.shape)}. Pass the output of encode()."
+            )
         z = latents.float() / self.scaling_factor + self.shift_factor
         x = self.vae.decode(z.to(device=self.device, dtype=self.dtype)).sample
         return ((x.float() + 1) / 2).clamp(0, 1)
@@ -275,7 +318,9 @@ class DiffusersVAEGenerator(nn.Module):
         return self.decode(self.encode(images))
 
     def extra_repr(self) -> str:
-        return (f"name={self.name!r}, pretrained={self.pretrained!r}, subfolder={self.subfolder!r}, "
-                f"kind={self.kind!r}, image_size={self.image_size}, downsample={self.downsample}, "
-                f"latent_channels={self.latent_channels}, dtype={str(self.dtype).removeprefix('torch.')}, "
-                f"scaling_factor={self.scaling_factor:.6g}, shift_factor={self.shift_factor:.6g}")
+        return (
+            f"name={self.name!r}, pretrained={self.pretrained!r}, subfolder={self.subfolder!r}, "
+            f"kind={self.kind!r}, image_size={self.image_size}, downsample={self.downsample}, "
+            f"latent_channels={self.latent_channels}, dtype={str(self.dtype).removeprefix('torch.')}, "
+            f"scaling_factor={self.scaling_factor:.6g}, shift_factor={self.shift_factor:.6g}"
+        )

@@ -52,11 +52,15 @@ class IdentityGenerator(nn.Module):
     def __init__(self, image_size: int | None = None, channels: int | None = None) -> None:
         super().__init__()
         if image_size is not None and int(image_size) <= 0:
-            raise ValueError(f"IdentityGenerator: image_size={image_size} must be a positive number of "
-                             "pixels, or null to keep the input size.")
+            raise ValueError(
+                f"IdentityGenerator: image_size={image_size} must be a positive number of "
+                "pixels, or null to keep the input size."
+            )
         if channels is not None and int(channels) <= 0:
-            raise ValueError(f"IdentityGenerator: channels={channels} must be a positive channel count "
-                             "(3 for RGB, 1 for grey), or null to accept any.")
+            raise ValueError(
+                f"IdentityGenerator: channels={channels} must be a positive channel count "
+                "(3 for RGB, 1 for grey), or null to accept any."
+            )
         self.image_size = None if image_size is None else int(image_size)
         self.channels = None if channels is None else int(channels)
         self.eval()
@@ -66,18 +70,23 @@ class IdentityGenerator(nn.Module):
         channels = self.channels
         if channels is None:  # accept any channel count: check against the input's own
             channels = images.shape[1] if images.ndim == 4 else 0
-        images = prepare_generator_input(images, name=self.name, channels=channels,
-                                         downsample=self.downsample, image_size=self.image_size)
+        images = prepare_generator_input(
+            images, name=self.name, channels=channels, downsample=self.downsample, image_size=self.image_size
+        )
         if not torch.is_floating_point(images):
-            raise ValueError(f"IdentityGenerator: expected float images in [0, 1], got dtype {images.dtype}. "
-                             "Convert with images.float() / 255.")
+            raise ValueError(
+                f"IdentityGenerator: expected float images in [0, 1], got dtype {images.dtype}. "
+                "Convert with images.float() / 255."
+            )
         return images.clone()
 
     def decode(self, latents: Tensor) -> Tensor:
         """Latents (= pixels) -> images clamped to ``[0, 1]``; the gradient is the identity."""
         if latents.ndim != 4:
-            raise ValueError(f"IdentityGenerator: decode expects latents shaped (B, C, H, W), got "
-                             f"{tuple(latents.shape)}. Pass the output of encode().")
+            raise ValueError(
+                f"IdentityGenerator: decode expects latents shaped (B, C, H, W), got "
+                f"{tuple(latents.shape)}. Pass the output of encode()."
+            )
         return straight_through_clamp(latents)
 
     def forward(self, images: Tensor) -> Tensor:

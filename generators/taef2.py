@@ -56,10 +56,14 @@ class Block(nn.Module):
         self.pooled = pooled
         if pooled:
             self.pool = nn.Sequential(
-                nn.Conv2d(channels, 4 * channels, 1, bias=False), nn.GroupNorm(4, 4 * channels),
-                nn.ReLU(), nn.Conv2d(4 * channels, channels, 1, bias=False))
-        self.conv = nn.Sequential(_conv(channels, channels), nn.ReLU(), _conv(channels, channels),
-                                  nn.ReLU(), _conv(channels, channels))
+                nn.Conv2d(channels, 4 * channels, 1, bias=False),
+                nn.GroupNorm(4, 4 * channels),
+                nn.ReLU(),
+                nn.Conv2d(4 * channels, channels, 1, bias=False),
+            )
+        self.conv = nn.Sequential(
+            _conv(channels, channels), nn.ReLU(), _conv(channels, channels), nn.ReLU(), _conv(channels, channels)
+        )
         self.fuse = nn.ReLU()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -75,12 +79,21 @@ def build_encoder() -> nn.Sequential:
     """TAEF2 encoder, indices 0..14 as in the released state dict."""
     w = WIDTH
     return nn.Sequential(
-        _conv(3, w), Block(w),                                                    # 0, 1
-        _conv(w, w, stride=2, bias=False), Block(w), Block(w), Block(w),          # 2, 3-5
-        _conv(w, w, stride=2, bias=False), Block(w), Block(w), Block(w),          # 6, 7-9
-        _conv(w, w, stride=2, bias=False),                                        # 10
-        Block(w, pooled=True), Block(w, pooled=True), Block(w, pooled=True),      # 11-13
-        _conv(w, LATENT_CHANNELS),                                                # 14
+        _conv(3, w),
+        Block(w),  # 0, 1
+        _conv(w, w, stride=2, bias=False),
+        Block(w),
+        Block(w),
+        Block(w),  # 2, 3-5
+        _conv(w, w, stride=2, bias=False),
+        Block(w),
+        Block(w),
+        Block(w),  # 6, 7-9
+        _conv(w, w, stride=2, bias=False),  # 10
+        Block(w, pooled=True),
+        Block(w, pooled=True),
+        Block(w, pooled=True),  # 11-13
+        _conv(w, LATENT_CHANNELS),  # 14
     )
 
 
@@ -88,14 +101,26 @@ def build_decoder() -> nn.Sequential:
     """TAEF2 decoder, indices 0..19 as in the released state dict."""
     w = WIDTH
     return nn.Sequential(
-        Clamp(), _conv(LATENT_CHANNELS, w), nn.ReLU(),                            # 0, 1, 2
-        Block(w, pooled=True), Block(w, pooled=True), Block(w, pooled=True),      # 3-5
-        nn.Upsample(scale_factor=2), _conv(w, w, bias=False),                     # 6, 7
-        Block(w), Block(w), Block(w),                                             # 8-10
-        nn.Upsample(scale_factor=2), _conv(w, w, bias=False),                     # 11, 12
-        Block(w), Block(w), Block(w),                                             # 13-15
-        nn.Upsample(scale_factor=2), _conv(w, w, bias=False),                     # 16, 17
-        Block(w), _conv(w, 3),                                                    # 18, 19
+        Clamp(),
+        _conv(LATENT_CHANNELS, w),
+        nn.ReLU(),  # 0, 1, 2
+        Block(w, pooled=True),
+        Block(w, pooled=True),
+        Block(w, pooled=True),  # 3-5
+        nn.Upsample(scale_factor=2),
+        _conv(w, w, bias=False),  # 6, 7
+        Block(w),
+        Block(w),
+        Block(w),  # 8-10
+        nn.Upsample(scale_factor=2),
+        _conv(w, w, bias=False),  # 11, 12
+        Block(w),
+        Block(w),
+        Block(w),  # 13-15
+        nn.Upsample(scale_factor=2),
+        _conv(w, w, bias=False),  # 16, 17
+        Block(w),
+        _conv(w, 3),  # 18, 19
     )
 
 
@@ -117,19 +142,28 @@ class TAEF2Generator(nn.Module):
     channels = 3
     latent_channels = LATENT_CHANNELS
 
-    def __init__(self, encoder_path: str | Path | None = None, decoder_path: str | Path | None = None,
-                 image_size: int | None = None, dtype: str | torch.dtype = "float32") -> None:
+    def __init__(
+        self,
+        encoder_path: str | Path | None = None,
+        decoder_path: str | Path | None = None,
+        image_size: int | None = None,
+        dtype: str | torch.dtype = "float32",
+    ) -> None:
         super().__init__()
         if image_size is not None and (int(image_size) <= 0 or int(image_size) % self.downsample):
-            raise ValueError(f"TAEF2Generator: image_size={image_size} must be a positive multiple of "
-                             f"{self.downsample} (e.g. 32, 64, 256), or null to keep the input size.")
+            raise ValueError(
+                f"TAEF2Generator: image_size={image_size} must be a positive multiple of "
+                f"{self.downsample} (e.g. 32, 64, 256), or null to keep the input size."
+            )
         self.image_size = None if image_size is None else int(image_size)
         self.encoder = build_encoder()
         self.decoder = build_decoder()
         self.encoder_path = None if encoder_path is None else str(encoder_path)
         self.decoder_path = None if decoder_path is None else str(decoder_path)
-        hint = ("The TAEF2 weights come from madebyollin/taesd (taef2_encoder.pth, taef2_decoder.pth); "
-                "set generator.encoder_path / generator.decoder_path to their location.")
+        hint = (
+            "The TAEF2 weights come from madebyollin/taesd (taef2_encoder.pth, taef2_decoder.pth); "
+            "set generator.encoder_path / generator.decoder_path to their location."
+        )
         for part, path in (("encoder", encoder_path), ("decoder", decoder_path)):
             if path is None:
                 continue
@@ -137,9 +171,10 @@ class TAEF2Generator(nn.Module):
             load_state_dict_into(getattr(self, part), sd, what=f"TAEF2 {part} weights '{path}'")
             log.info("loaded TAEF2 %s from %s", part, path)
         if encoder_path is None or decoder_path is None:
-            log.warning("TAEF2Generator built with random weights for %s (no path given)",
-                        " and ".join(p for p, q in (("encoder", encoder_path), ("decoder", decoder_path))
-                                     if q is None))
+            log.warning(
+                "TAEF2Generator built with random weights for %s (no path given)",
+                " and ".join(p for p, q in (("encoder", encoder_path), ("decoder", decoder_path)) if q is None),
+            )
         self.name = f"taef2:{state_dict_digest(self.state_dict())}"
         self.to(resolve_dtype(dtype))
         self.eval()
@@ -155,8 +190,9 @@ class TAEF2Generator(nn.Module):
 
     def encode(self, images: Tensor) -> Tensor:
         """``(B, 3, H, W)`` in ``[0, 1]`` -> latents ``(B, 32, H/8, W/8)`` (after optional resize)."""
-        images = prepare_generator_input(images, name=self.name, channels=self.channels,
-                                         downsample=self.downsample, image_size=self.image_size)
+        images = prepare_generator_input(
+            images, name=self.name, channels=self.channels, downsample=self.downsample, image_size=self.image_size
+        )
         out_dtype = images.dtype
         z = self.encoder(images.to(device=self.device, dtype=self.dtype))
         return z.to(out_dtype)
@@ -164,8 +200,10 @@ class TAEF2Generator(nn.Module):
     def decode(self, latents: Tensor) -> Tensor:
         """Latents ``(B, 32, h, w)`` -> images ``(B, 3, 8h, 8w)`` in ``[0, 1]``; differentiable."""
         if latents.ndim != 4 or latents.shape[1] != self.latent_channels:
-            raise ValueError(f"TAEF2 decode expects latents shaped (B, {self.latent_channels}, h, w), got "
-                             f"{tuple(latents.shape)}. Pass the output of encode().")
+            raise ValueError(
+                f"TAEF2 decode expects latents shaped (B, {self.latent_channels}, h, w), got "
+                f"{tuple(latents.shape)}. Pass the output of encode()."
+            )
         out_dtype = latents.dtype if torch.is_floating_point(latents) else torch.float32
         x = self.decoder(latents.to(device=self.device, dtype=self.dtype))
         return x.clamp(0, 1).to(out_dtype)
@@ -175,6 +213,8 @@ class TAEF2Generator(nn.Module):
         return self.decode(self.encode(images))
 
     def extra_repr(self) -> str:
-        return (f"name={self.name!r}, image_size={self.image_size}, downsample={self.downsample}, "
-                f"latent_channels={self.latent_channels}, dtype={str(self.dtype).removeprefix('torch.')}, "
-                f"encoder_path={self.encoder_path!r}, decoder_path={self.decoder_path!r}")
+        return (
+            f"name={self.name!r}, image_size={self.image_size}, downsample={self.downsample}, "
+            f"latent_channels={self.latent_channels}, dtype={str(self.dtype).removeprefix('torch.')}, "
+            f"encoder_path={self.encoder_path!r}, decoder_path={self.decoder_path!r}"
+        )

@@ -46,14 +46,30 @@ QUANTIZE_MODES = ("none", "straight_through")
 IMAGENET_F16_16384_CKPT_URL = "https://heibox.uni-heidelberg.de/f/867b05fc8c4841768640/?dl=1"
 IMAGENET_F16_16384_YAML_URL = "https://heibox.uni-heidelberg.de/f/274fb24ed38341bfa753/?dl=1"
 IMAGENET_F16_16384_DDCONFIG: dict = {
-    "double_z": False, "z_channels": 256, "resolution": 256, "in_channels": 3, "out_ch": 3, "ch": 128,
-    "ch_mult": [1, 1, 2, 2, 4], "num_res_blocks": 2, "attn_resolutions": [16], "dropout": 0.0,
+    "double_z": False,
+    "z_channels": 256,
+    "resolution": 256,
+    "in_channels": 3,
+    "out_ch": 3,
+    "ch": 128,
+    "ch_mult": [1, 1, 2, 2, 4],
+    "num_res_blocks": 2,
+    "attn_resolutions": [16],
+    "dropout": 0.0,
 }
 IMAGENET_F16_16384_N_EMBED = 16384
 IMAGENET_F16_16384_EMBED_DIM = 256
 
-_REQUIRED_DDCONFIG = ("ch", "out_ch", "ch_mult", "num_res_blocks", "attn_resolutions", "in_channels",
-                      "resolution", "z_channels")
+_REQUIRED_DDCONFIG = (
+    "ch",
+    "out_ch",
+    "ch_mult",
+    "num_res_blocks",
+    "attn_resolutions",
+    "in_channels",
+    "resolution",
+    "z_channels",
+)
 
 
 def _taming_modules() -> tuple[type, type, type]:
@@ -65,7 +81,8 @@ def _taming_modules() -> tuple[type, type, type]:
         raise ImportError(
             "VQGANGenerator needs taming-transformers' modules; install them with "
             "`pip install taming-transformers-rom1504` "
-            f"({type(err).__name__}: {err}).") from err
+            f"({type(err).__name__}: {err})."
+        ) from err
     return Encoder, Decoder, VectorQuantizer2
 
 
@@ -82,24 +99,31 @@ def check_ddconfig(ddconfig: Mapping) -> dict:
     """Validate a taming ``ddconfig`` and return it as a plain dict with defaults filled in."""
     cfg = _plain(ddconfig)
     if not isinstance(cfg, dict):
-        raise ValueError(f"ddconfig must be a mapping like taming's model.params.ddconfig, got "
-                         f"{type(ddconfig).__name__}.")
+        raise ValueError(
+            f"ddconfig must be a mapping like taming's model.params.ddconfig, got {type(ddconfig).__name__}."
+        )
     missing = [k for k in _REQUIRED_DDCONFIG if k not in cfg]
     if missing:
-        raise ValueError(f"ddconfig lacks {missing}; a taming ddconfig needs {list(_REQUIRED_DDCONFIG)} "
-                         f"(e.g. {IMAGENET_F16_16384_DDCONFIG}).")
+        raise ValueError(
+            f"ddconfig lacks {missing}; a taming ddconfig needs {list(_REQUIRED_DDCONFIG)} "
+            f"(e.g. {IMAGENET_F16_16384_DDCONFIG})."
+        )
     cfg.setdefault("dropout", 0.0)
     cfg.setdefault("double_z", False)
     if cfg["double_z"]:
-        raise ValueError("ddconfig.double_z=true describes a KL autoencoder (two moments per latent), not a "
-                         "VQGAN; set double_z: false.")
+        raise ValueError(
+            "ddconfig.double_z=true describes a KL autoencoder (two moments per latent), not a "
+            "VQGAN; set double_z: false."
+        )
     if not cfg["ch_mult"]:
         raise ValueError("ddconfig.ch_mult must list at least one channel multiplier, e.g. [1, 2].")
     widths = [int(cfg["ch"]) * int(m) for m in cfg["ch_mult"]]
     if any(w % 32 for w in widths):
-        raise ValueError(f"ddconfig ch={cfg['ch']} with ch_mult={cfg['ch_mult']} gives widths {widths}, but "
-                         "taming's GroupNorm uses 32 groups, so every ch*ch_mult must be a multiple of 32 "
-                         "(e.g. ch: 32 or 64).")
+        raise ValueError(
+            f"ddconfig ch={cfg['ch']} with ch_mult={cfg['ch_mult']} gives widths {widths}, but "
+            "taming's GroupNorm uses 32 groups, so every ch*ch_mult must be a multiple of 32 "
+            "(e.g. ch: 32 or 64)."
+        )
     return cfg
 
 
@@ -152,8 +176,12 @@ def _load_vq_checkpoint(path: str | Path, allow_pickle: bool, hint: str) -> obje
     except (ModuleNotFoundError, AttributeError) as err:
         if not allow_pickle:
             raise
-        log.warning("VQGAN checkpoint '%s' references code that is not installed (%s); unpickling with "
-                    "stand-ins for the missing classes", path, err)
+        log.warning(
+            "VQGAN checkpoint '%s' references code that is not installed (%s); unpickling with "
+            "stand-ins for the missing classes",
+            path,
+            err,
+        )
         return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_lenient_pickle)
 
 
@@ -178,15 +206,25 @@ class VQGANGenerator(nn.Module):
     -> latents ``(B, embed_dim, H/downsample, W/downsample)`` -> images ``(B, out_ch, H, W)`` in ``[0, 1]``.
     """
 
-    def __init__(self, ddconfig: Mapping, n_embed: int, embed_dim: int, checkpoint: str | Path | None = None,
-                 allow_pickle: bool = False, quantize: str = "none", image_size: int | None = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        ddconfig: Mapping,
+        n_embed: int,
+        embed_dim: int,
+        checkpoint: str | Path | None = None,
+        allow_pickle: bool = False,
+        quantize: str = "none",
+        image_size: int | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__()
         if quantize not in QUANTIZE_MODES:
-            raise ValueError(f"quantize={quantize!r} is not a VQGAN latent mode; allowed: "
-                             f"{list(QUANTIZE_MODES)} "
-                             "('none' decodes the continuous encoder output, 'straight_through' snaps each "
-                             "latent to its nearest codebook vector with an identity gradient).")
+            raise ValueError(
+                f"quantize={quantize!r} is not a VQGAN latent mode; allowed: "
+                f"{list(QUANTIZE_MODES)} "
+                "('none' decodes the continuous encoder output, 'straight_through' snaps each "
+                "latent to its nearest codebook vector with an identity gradient)."
+            )
         for key, val in (("n_embed", n_embed), ("embed_dim", embed_dim)):
             if int(val) <= 0:
                 raise ValueError(f"VQGANGenerator: {key}={val} must be a positive integer.")
@@ -196,8 +234,10 @@ class VQGANGenerator(nn.Module):
         self.downsample = 2 ** (len(self.ddconfig["ch_mult"]) - 1)
         self.channels = int(self.ddconfig["in_channels"])
         if image_size is not None and (int(image_size) <= 0 or int(image_size) % self.downsample):
-            raise ValueError(f"VQGANGenerator: image_size={image_size} must be a positive multiple of "
-                             f"{self.downsample} (the down-sampling factor 2**(len(ch_mult)-1)), or null.")
+            raise ValueError(
+                f"VQGANGenerator: image_size={image_size} must be a positive multiple of "
+                f"{self.downsample} (the down-sampling factor 2**(len(ch_mult)-1)), or null."
+            )
         self.image_size = None if image_size is None else int(image_size)
         self._small_latent_warned: set = set()
 
@@ -216,12 +256,16 @@ class VQGANGenerator(nn.Module):
             hint = "Pass the path of a taming .ckpt (or a genEval-trained last.ckpt) as generator.checkpoint."
             obj = _load_vq_checkpoint(checkpoint, allow_pickle, hint)
             sd = extract_state_dict(obj, prefixes=())
-            load_state_dict_into(self, sd, what=f"VQGAN checkpoint '{checkpoint}'",
-                                 ignore_prefixes=("loss.",))  # taming also saves its loss modules
+            load_state_dict_into(
+                self, sd, what=f"VQGAN checkpoint '{checkpoint}'", ignore_prefixes=("loss.",)
+            )  # taming also saves its loss modules
             log.info("loaded VQGAN weights from %s", checkpoint)
         if name is None:
-            name = (f"vqgan:{file_hash(checkpoint)}" if checkpoint is not None else
-                    f"vqgan:random-{_short_hash(repr((self.ddconfig, self.n_embed, self.embed_dim)))}")
+            name = (
+                f"vqgan:{file_hash(checkpoint)}"
+                if checkpoint is not None
+                else f"vqgan:random-{_short_hash(repr((self.ddconfig, self.n_embed, self.embed_dim)))}"
+            )
         self.name = str(name)
         self.eval()
         self.requires_grad_(False)
@@ -236,13 +280,15 @@ class VQGANGenerator(nn.Module):
 
     def encode(self, images: Tensor) -> Tensor:
         """``[0, 1]`` images -> continuous latents ``quant_conv(E(2x - 1))``, ``(B, embed_dim, h, w)``."""
-        images = prepare_generator_input(images, name=self.name, channels=self.channels,
-                                         downsample=self.downsample, image_size=self.image_size)
+        images = prepare_generator_input(
+            images, name=self.name, channels=self.channels, downsample=self.downsample, image_size=self.image_size
+        )
         out_dtype = images.dtype
         x = images.to(device=self.device, dtype=self.dtype) * 2 - 1
         z = self.quant_conv(self.encoder(x)).to(out_dtype)
-        warn_small_latent(self.name, tuple(images.shape[-2:]), tuple(z.shape[-2:]), self.downsample,
-                          self._small_latent_warned)
+        warn_small_latent(
+            self.name, tuple(images.shape[-2:]), tuple(z.shape[-2:]), self.downsample, self._small_latent_warned
+        )
         return z
 
     def quantize_latents(self, latents: Tensor) -> tuple[Tensor, Tensor]:
@@ -268,8 +314,10 @@ class VQGANGenerator(nn.Module):
     def decode(self, latents: Tensor) -> Tensor:
         """Latents ``(B, embed_dim, h, w)`` -> images in ``[0, 1]``; differentiable in the latents."""
         if latents.ndim != 4 or latents.shape[1] != self.embed_dim:
-            raise ValueError(f"VQGAN decode expects latents shaped (B, {self.embed_dim}, h, w), got "
-                             f"{tuple(latents.shape)}. Pass the output of encode().")
+            raise ValueError(
+                f"VQGAN decode expects latents shaped (B, {self.embed_dim}, h, w), got "
+                f"{tuple(latents.shape)}. Pass the output of encode()."
+            )
         out_dtype = latents.dtype if torch.is_floating_point(latents) else torch.float32
         z = latents.to(device=self.device, dtype=self.dtype)
         if self.quantize_mode == "straight_through":
@@ -283,18 +331,26 @@ class VQGANGenerator(nn.Module):
 
     def extra_repr(self) -> str:
         dd = self.ddconfig
-        return (f"name={self.name!r}, quantize={self.quantize_mode!r}, downsample={self.downsample}, "
-                f"image_size={self.image_size}, n_embed={self.n_embed}, embed_dim={self.embed_dim}, "
-                f"ch={dd['ch']}, ch_mult={dd['ch_mult']}, in_channels={dd['in_channels']}, "
-                f"checkpoint={self.checkpoint!r}")
+        return (
+            f"name={self.name!r}, quantize={self.quantize_mode!r}, downsample={self.downsample}, "
+            f"image_size={self.image_size}, n_embed={self.n_embed}, embed_dim={self.embed_dim}, "
+            f"ch={dd['ch']}, ch_mult={dd['ch_mult']}, in_channels={dd['in_channels']}, "
+            f"checkpoint={self.checkpoint!r}"
+        )
 
     @classmethod
-    def from_taming_config(cls, config: str | Path | Mapping, checkpoint: str | Path | None = None,
-                           **kwargs) -> VQGANGenerator:
+    def from_taming_config(
+        cls, config: str | Path | Mapping, checkpoint: str | Path | None = None, **kwargs
+    ) -> VQGANGenerator:
         """Build from a taming yaml (``model.params.{ddconfig, n_embed, embed_dim}``) and a checkpoint."""
         params = read_taming_config(config)
-        return cls(ddconfig=params["ddconfig"], n_embed=params["n_embed"], embed_dim=params["embed_dim"],
-                   checkpoint=checkpoint, **kwargs)
+        return cls(
+            ddconfig=params["ddconfig"],
+            n_embed=params["n_embed"],
+            embed_dim=params["embed_dim"],
+            checkpoint=checkpoint,
+            **kwargs,
+        )
 
 
 def read_taming_config(config: str | Path | Mapping) -> dict:
@@ -305,8 +361,10 @@ def read_taming_config(config: str | Path | Mapping) -> dict:
 
         path = Path(config).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"taming config not found: '{path}'. Pass the model yaml that came "
-                                    "with the checkpoint (e.g. configs/model.yaml of the release).")
+            raise FileNotFoundError(
+                f"taming config not found: '{path}'. Pass the model yaml that came "
+                "with the checkpoint (e.g. configs/model.yaml of the release)."
+            )
         where = f"taming config '{path}'"
         config = yaml.safe_load(path.read_text())
     config = _plain(config)
@@ -315,28 +373,31 @@ def read_taming_config(config: str | Path | Mapping) -> dict:
         raise ValueError(f"{where} is not a taming model config (expected a 'model:' mapping).")
     target = str(model.get("target", ""))
     if "Gumbel" in target or "EMA" in target:
-        raise ValueError(f"{where} targets {target}; VQGANGenerator supports taming's VQModel (plain "
-                         "VectorQuantizer) checkpoints only.")
+        raise ValueError(
+            f"{where} targets {target}; VQGANGenerator supports taming's VQModel (plain "
+            "VectorQuantizer) checkpoints only."
+        )
     params = model.get("params", model)
     missing = [k for k in ("ddconfig", "n_embed", "embed_dim") if k not in params]
     if missing:
-        raise ValueError(f"{where} lacks model.params.{missing}; a taming VQModel config holds "
-                         "model.params.ddconfig, model.params.n_embed and model.params.embed_dim.")
+        raise ValueError(
+            f"{where} lacks model.params.{missing}; a taming VQModel config holds "
+            "model.params.ddconfig, model.params.n_embed and model.params.embed_dim."
+        )
     if params.get("remap") is not None:
-        raise ValueError(f"{where} uses a codebook remap ({params['remap']}), which VQGANGenerator does not "
-                         "support; use a config without model.params.remap.")
-    return {"ddconfig": params["ddconfig"], "n_embed": int(params["n_embed"]),
-            "embed_dim": int(params["embed_dim"])}
+        raise ValueError(
+            f"{where} uses a codebook remap ({params['remap']}), which VQGANGenerator does not "
+            "support; use a config without model.params.remap."
+        )
+    return {"ddconfig": params["ddconfig"], "n_embed": int(params["n_embed"]), "embed_dim": int(params["embed_dim"])}
 
 
-def from_taming_config(config: str | Path | Mapping, checkpoint: str | Path | None = None,
-                       **kwargs) -> VQGANGenerator:
+def from_taming_config(config: str | Path | Mapping, checkpoint: str | Path | None = None, **kwargs) -> VQGANGenerator:
     """Any taming VQModel: yaml path + checkpoint path (Hydra target of ``conf/generator/vqgan.yaml``)."""
     return VQGANGenerator.from_taming_config(config, checkpoint, **kwargs)
 
 
-def _resolve_file(explicit: str | Path | None, cached: Path, url: str, download: bool,
-                  what: str) -> Path | None:
+def _resolve_file(explicit: str | Path | None, cached: Path, url: str, download: bool, what: str) -> Path | None:
     if explicit is not None:
         return Path(explicit).expanduser()
     if cached.is_file():
@@ -350,9 +411,14 @@ def _resolve_file(explicit: str | Path | None, cached: Path, url: str, download:
     return None
 
 
-def vqgan_imagenet_f16_16384(checkpoint: str | Path | None = None, config: str | Path | None = None,
-                             download: bool = False, allow_pickle: bool = False, quantize: str = "straight_through",
-                             image_size: int | None = None) -> VQGANGenerator:
+def vqgan_imagenet_f16_16384(
+    checkpoint: str | Path | None = None,
+    config: str | Path | None = None,
+    download: bool = False,
+    allow_pickle: bool = False,
+    quantize: str = "straight_through",
+    image_size: int | None = None,
+) -> VQGANGenerator:
     """The paper's default generator, taming's ``vqgan_imagenet_f16_16384`` (f=16, 16384 codes), decoding
     quantised latents as the paper does (``quantize="straight_through"``; ``"none"`` decodes the continuous
     encoder output).
@@ -363,8 +429,7 @@ def vqgan_imagenet_f16_16384(checkpoint: str | Path | None = None, config: str |
     ``allow_pickle=True`` (only for a file you trust).
     """
     folder = cache_dir("vqgan_imagenet_f16_16384")
-    ckpt = _resolve_file(checkpoint, folder / "last.ckpt", IMAGENET_F16_16384_CKPT_URL, download,
-                         "checkpoint")
+    ckpt = _resolve_file(checkpoint, folder / "last.ckpt", IMAGENET_F16_16384_CKPT_URL, download, "checkpoint")
     if ckpt is None or not ckpt.is_file():
         looked = ckpt if ckpt is not None else folder / "last.ckpt"
         raise FileNotFoundError(
@@ -372,13 +437,23 @@ def vqgan_imagenet_f16_16384(checkpoint: str | Path | None = None, config: str |
             "generator.download=true to fetch it into that cache, or download it yourself from "
             f"{IMAGENET_F16_16384_CKPT_URL} (checkpoint, save as last.ckpt) and "
             f"{IMAGENET_F16_16384_YAML_URL} (config, save as model.yaml) into '{folder}', or pass a local "
-            "file with generator.checkpoint=/path/to/last.ckpt (and generator.config=/path/to/model.yaml).")
+            "file with generator.checkpoint=/path/to/last.ckpt (and generator.config=/path/to/model.yaml)."
+        )
     yaml_path = _resolve_file(config, folder / "model.yaml", IMAGENET_F16_16384_YAML_URL, download, "config")
     if yaml_path is not None:
         params = read_taming_config(yaml_path)
     else:
         log.info("no model.yaml for vqgan_imagenet_f16_16384; using the release's built-in ddconfig")
-        params = {"ddconfig": IMAGENET_F16_16384_DDCONFIG, "n_embed": IMAGENET_F16_16384_N_EMBED,
-                  "embed_dim": IMAGENET_F16_16384_EMBED_DIM}
-    return VQGANGenerator(**params, checkpoint=ckpt, allow_pickle=allow_pickle, quantize=quantize,
-                          image_size=image_size, name="vqgan_imagenet_f16_16384")
+        params = {
+            "ddconfig": IMAGENET_F16_16384_DDCONFIG,
+            "n_embed": IMAGENET_F16_16384_N_EMBED,
+            "embed_dim": IMAGENET_F16_16384_EMBED_DIM,
+        }
+    return VQGANGenerator(
+        **params,
+        checkpoint=ckpt,
+        allow_pickle=allow_pickle,
+        quantize=quantize,
+        image_size=image_size,
+        name="vqgan_imagenet_f16_16384",
+    )

@@ -34,9 +34,11 @@ ORACLE_PRESETS = {tuple(CIFAR10_CLASSES): "cifar_resnet_zoo", tuple(DIGIT_CLASSE
 def check_reference(reference: str, who: str) -> str:
     """Validate ``oracle.reference``: ``label`` (default) or ``clean_prediction``."""
     if reference not in REFERENCES:
-        raise ValueError(f"{who}: unknown reference {reference!r}; choose oracle.reference=label (the oracle must "
-                         "keep seeing the true class) or oracle.reference=clean_prediction (its own verdict on the "
-                         "clean image).")
+        raise ValueError(
+            f"{who}: unknown reference {reference!r}; choose oracle.reference=label (the oracle must "
+            "keep seeing the true class) or oracle.reference=clean_prediction (its own verdict on the "
+            "clean image)."
+        )
     return reference
 
 
@@ -50,11 +52,16 @@ def check_trained_classes(who: str, trained: list[str] | None, class_names: list
     if trained is None or list(trained) == list(class_names):
         return
     preset = ORACLE_PRESETS.get(tuple(class_names))
-    fix = (f"Use oracle={preset}, whose judges were trained on these classes" if preset else
-           "Use an oracle trained on these classes, or oracle=clip (zero-shot: it reads any class names)")
-    raise ValueError(f"oracle {who} was trained on the classes {_short(trained)} but the data's classes are "
-                     f"{_short(class_names)}; it would judge images of classes it does not know. {fix} (an explicit "
-                     "oracle=... on the command line replaces the data preset's default).")
+    fix = (
+        f"Use oracle={preset}, whose judges were trained on these classes"
+        if preset
+        else "Use an oracle trained on these classes, or oracle=clip (zero-shot: it reads any class names)"
+    )
+    raise ValueError(
+        f"oracle {who} was trained on the classes {_short(trained)} but the data's classes are "
+        f"{_short(class_names)}; it would judge images of classes it does not know. {fix} (an explicit "
+        "oracle=... on the command line replaces the data preset's default)."
+    )
 
 
 def check_threshold(threshold: float | None, who: str) -> float | None:
@@ -64,13 +71,16 @@ def check_threshold(threshold: float | None, who: str) -> float | None:
     try:
         value = float(threshold)
     except (TypeError, ValueError):
-        raise ValueError(f"{who}: threshold must be a number in [0, 1] or null, got {threshold!r}. "
-                         "Set oracle.threshold=0.5 (for example) or oracle.threshold=null to turn it off.") \
-            from None
+        raise ValueError(
+            f"{who}: threshold must be a number in [0, 1] or null, got {threshold!r}. "
+            "Set oracle.threshold=0.5 (for example) or oracle.threshold=null to turn it off."
+        ) from None
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{who}: threshold must lie in [0, 1] (it is compared with the oracle's "
-                         f"probability for the true label), got {value}. Set oracle.threshold to a value "
-                         "in [0, 1], or null to accept on the prediction alone.")
+        raise ValueError(
+            f"{who}: threshold must lie in [0, 1] (it is compared with the oracle's "
+            f"probability for the true label), got {value}. Set oracle.threshold to a value "
+            "in [0, 1], or null to accept on the prediction alone."
+        )
     return value
 
 
@@ -79,19 +89,21 @@ def check_labels(labels: Tensor, batch: int, num_classes: int | None, where: str
     if not isinstance(labels, Tensor):
         labels = torch.as_tensor(labels)
     if labels.ndim != 1 or labels.shape[0] != batch:
-        raise ValueError(f"{where}: expected labels shaped ({batch},) to match the images, "
-                         f"got {tuple(labels.shape)}.")
+        raise ValueError(f"{where}: expected labels shaped ({batch},) to match the images, got {tuple(labels.shape)}.")
     if labels.dtype.is_floating_point or labels.dtype == torch.bool:
-        raise ValueError(f"{where}: labels must be integer class indices, got dtype {labels.dtype}. "
-                         "Convert with labels.long().")
+        raise ValueError(
+            f"{where}: labels must be integer class indices, got dtype {labels.dtype}. Convert with labels.long()."
+        )
     labels = labels.long()
     if batch and num_classes is not None:
         lo, hi = int(labels.min()), int(labels.max())
         if lo < 0 or hi >= num_classes:
             bad = lo if lo < 0 else hi
-            raise ValueError(f"{where}: label {bad} is outside the {num_classes} classes "
-                             f"(valid labels are 0..{num_classes - 1}). Check that the oracle was prepared "
-                             "with the dataset's class_names.")
+            raise ValueError(
+                f"{where}: label {bad} is outside the {num_classes} classes "
+                f"(valid labels are 0..{num_classes - 1}). Check that the oracle was prepared "
+                "with the dataset's class_names."
+            )
     return labels
 
 
@@ -120,18 +132,23 @@ class ClassifierOracle(nn.Module):
         reference: ``label`` or ``clean_prediction`` (see the module docstring).
     """
 
-    def __init__(self, classifier: nn.Module, threshold: float | None = None,
-                 name: str | None = None, reference: str = "label") -> None:
+    def __init__(
+        self, classifier: nn.Module, threshold: float | None = None, name: str | None = None, reference: str = "label"
+    ) -> None:
         super().__init__()
         if not isinstance(classifier, nn.Module):
-            raise TypeError(f"ClassifierOracle needs an nn.Module classifier, got "
-                            f"{type(classifier).__name__}. Wrap your model in an nn.Module that maps "
-                            "[0, 1] images to logits.")
+            raise TypeError(
+                f"ClassifierOracle needs an nn.Module classifier, got "
+                f"{type(classifier).__name__}. Wrap your model in an nn.Module that maps "
+                "[0, 1] images to logits."
+            )
         num_classes = getattr(classifier, "num_classes", None)
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"ClassifierOracle: the classifier {type(classifier).__name__} has no positive "
-                             f"integer `num_classes` attribute (got {num_classes!r}). Set "
-                             "classifier.num_classes to the number of logits it returns.")
+            raise ValueError(
+                f"ClassifierOracle: the classifier {type(classifier).__name__} has no positive "
+                f"integer `num_classes` attribute (got {num_classes!r}). Set "
+                "classifier.num_classes to the number of logits it returns."
+            )
         self.classifier = classifier.eval()
         self.num_classes = num_classes
         self.threshold = check_threshold(threshold, "ClassifierOracle")
@@ -149,7 +166,8 @@ class ClassifierOracle(nn.Module):
             raise ValueError(
                 f"oracle {self.name} has {self.num_classes} classes but the dataset has {n} "
                 f"({', '.join(map(str, list(class_names)[:5]))}{', ...' if n > 5 else ''}). Use an oracle "
-                "classifier trained on the dataset's classes, or set data.class_names to match.")
+                "classifier trained on the dataset's classes, or set data.class_names to match."
+            )
         self.class_names = list(class_names)
 
     @torch.no_grad()
@@ -159,11 +177,15 @@ class ClassifierOracle(nn.Module):
         labels = check_labels(labels, images.shape[0], self.num_classes, f"oracle {self.name}")
         logits = self.classifier(images)
         if logits.ndim != 2 or logits.shape != (images.shape[0], self.num_classes):
-            raise ValueError(f"oracle {self.name}: the classifier returned logits shaped "
-                             f"{tuple(logits.shape)}, expected ({images.shape[0]}, {self.num_classes}). "
-                             "Check classifier.num_classes.")
+            raise ValueError(
+                f"oracle {self.name}: the classifier returned logits shaped "
+                f"{tuple(logits.shape)}, expected ({images.shape[0]}, {self.num_classes}). "
+                "Check classifier.num_classes."
+            )
         return judgement_from_logits(logits, labels, self.threshold)
 
     def extra_repr(self) -> str:
-        return (f"name={self.name!r}, num_classes={self.num_classes}, threshold={self.threshold}, "
-                f"reference={self.reference!r}")
+        return (
+            f"name={self.name!r}, num_classes={self.num_classes}, threshold={self.threshold}, "
+            f"reference={self.reference!r}"
+        )

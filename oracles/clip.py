@@ -51,8 +51,10 @@ def named_templates(name: str) -> tuple[str, ...]:
         return (PAPER_TEMPLATE,)
     from open_clip import zero_shot_metadata
 
-    sets = {"openai": zero_shot_metadata.OPENAI_IMAGENET_TEMPLATES,
-            "simple": zero_shot_metadata.SIMPLE_IMAGENET_TEMPLATES}
+    sets = {
+        "openai": zero_shot_metadata.OPENAI_IMAGENET_TEMPLATES,
+        "simple": zero_shot_metadata.SIMPLE_IMAGENET_TEMPLATES,
+    }
     return tuple(t("{}") for t in sets[name])  # open_clip stores them as one-argument callables
 
 
@@ -61,13 +63,17 @@ def _check_templates(templates: str | Sequence[str]) -> tuple[str, ...]:
         templates = named_templates(templates) if templates in TEMPLATE_SETS else (templates,)
     templates = tuple(templates) if templates is not None else ()
     if not templates:
-        raise ValueError("CLIPOracle: templates is empty; give at least one prompt template such as "
-                         f"'{PAPER_TEMPLATE}' (the paper's prompt).")
+        raise ValueError(
+            "CLIPOracle: templates is empty; give at least one prompt template such as "
+            f"'{PAPER_TEMPLATE}' (the paper's prompt)."
+        )
     for t in templates:
         if not isinstance(t, str) or ("{}" not in t and "{class}" not in t):
-            raise ValueError(f"CLIPOracle: template {t!r} has no class placeholder; write '{{}}' or "
-                             f"'{{class}}' where the class name goes, e.g. '{PAPER_TEMPLATE}', or name a set: "
-                             f"{', '.join(TEMPLATE_SETS)}.")
+            raise ValueError(
+                f"CLIPOracle: template {t!r} has no class placeholder; write '{{}}' or "
+                f"'{{class}}' where the class name goes, e.g. '{PAPER_TEMPLATE}', or name a set: "
+                f"{', '.join(TEMPLATE_SETS)}."
+            )
     return templates
 
 
@@ -97,10 +103,17 @@ class CLIPOracle(nn.Module):
             on the clean image); read by the driver.
     """
 
-    def __init__(self, model_name: str = "ViT-B-32", pretrained: str | None = "openai",
-                 templates: str | Sequence[str] = (PAPER_TEMPLATE,), threshold: float | None = None,
-                 cache_dir: str | None = None, precision: str = "fp32",
-                 quick_gelu: bool | None = None, reference: str = "label") -> None:
+    def __init__(
+        self,
+        model_name: str = "ViT-B-32",
+        pretrained: str | None = "openai",
+        templates: str | Sequence[str] = (PAPER_TEMPLATE,),
+        threshold: float | None = None,
+        cache_dir: str | None = None,
+        precision: str = "fp32",
+        quick_gelu: bool | None = None,
+        reference: str = "label",
+    ) -> None:
         super().__init__()
         import open_clip
 
@@ -108,8 +121,7 @@ class CLIPOracle(nn.Module):
         self.threshold = check_threshold(threshold, "CLIPOracle")
         self.reference = check_reference(reference, "CLIPOracle")
         if precision not in PRECISIONS:
-            raise ValueError(f"CLIPOracle: unknown precision {precision!r}; choose one of "
-                             f"{', '.join(PRECISIONS)}.")
+            raise ValueError(f"CLIPOracle: unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
         self.model_name = str(model_name)
         self.precision = precision
         pretrained = None if pretrained in (None, "", "none", "None") else str(pretrained)
@@ -119,45 +131,50 @@ class CLIPOracle(nn.Module):
             raise ValueError(
                 f"CLIPOracle: open_clip has no model named {self.model_name!r}. Close matches: "
                 f"{', '.join(close) if close else '(none)'}. See open_clip.list_models() for all "
-                f"{len(open_clip.list_models())} names, e.g. oracle.model_name=ViT-B-32.")
+                f"{len(open_clip.list_models())} names, e.g. oracle.model_name=ViT-B-32."
+            )
         self.model_name = self.model_name if schema else self.model_name.replace("/", "-")
 
         kwargs: dict = {"precision": precision, "cache_dir": cache_dir}
-        tag_cfg = {} if schema or pretrained is None \
-            else open_clip.get_pretrained_cfg(self.model_name, pretrained)
+        tag_cfg = {} if schema or pretrained is None else open_clip.get_pretrained_cfg(self.model_name, pretrained)
         if schema:
             self.source = "hub" if self.model_name.startswith("hf-hub:") else "local"
             model = open_clip.create_model(self.model_name, **kwargs)
         elif pretrained is None:
             self.source = "random"
-            log.warning("CLIPOracle %s: no pretrained weights (pretrained=None); the judge is random.",
-                        self.model_name)
-            model = open_clip.create_model(self.model_name, pretrained=None,
-                                           force_quick_gelu=bool(quick_gelu), **kwargs)
+            log.warning("CLIPOracle %s: no pretrained weights (pretrained=None); the judge is random.", self.model_name)
+            model = open_clip.create_model(
+                self.model_name, pretrained=None, force_quick_gelu=bool(quick_gelu), **kwargs
+            )
         elif tag_cfg:
             self.source = pretrained
             model = self._create_from_tag(open_clip, pretrained, tag_cfg, quick_gelu, kwargs)
         elif pretrained.endswith(_CHECKPOINT_SUFFIXES) or os.sep in pretrained or os.path.exists(pretrained):
             path = require_file(
-                pretrained, f"CLIP checkpoint for {self.model_name}",
+                pretrained,
+                f"CLIP checkpoint for {self.model_name}",
                 "Pass an existing open_clip checkpoint file via oracle.pretrained=/path/to/"
-                "open_clip_pytorch_model.bin, or a pretrained tag from open_clip.list_pretrained().")
+                "open_clip_pytorch_model.bin, or a pretrained tag from open_clip.list_pretrained().",
+            )
             self.source = path.name
             try:
-                model = open_clip.create_model(self.model_name, pretrained=str(path),
-                                               force_quick_gelu=bool(quick_gelu), **kwargs)
+                model = open_clip.create_model(
+                    self.model_name, pretrained=str(path), force_quick_gelu=bool(quick_gelu), **kwargs
+                )
             except RuntimeError as err:
                 raise ValueError(
                     f"CLIPOracle: checkpoint '{path}' does not fit open_clip model {self.model_name} "
                     f"({str(err).splitlines()[0][:300]}). Check that oracle.model_name matches the "
-                    "architecture the checkpoint was trained with.") from err
+                    "architecture the checkpoint was trained with."
+                ) from err
         else:
             tags = open_clip.list_pretrained_tags_by_model(self.model_name)
             raise ValueError(
                 f"CLIPOracle: {pretrained!r} is neither a pretrained tag of {self.model_name} nor a "
                 f"checkpoint file. Tags available for {self.model_name}: "
                 f"{', '.join(tags) if tags else '(none: pass a checkpoint file path)'}. "
-                "All (model, tag) pairs: open_clip.list_pretrained().")
+                "All (model, tag) pairs: open_clip.list_pretrained()."
+            )
 
         self.name = f"clip:{self.model_name}:{self.source}"
         model.eval().requires_grad_(False)
@@ -180,8 +197,7 @@ class CLIPOracle(nn.Module):
         self.text_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Tensor] = {}
         self.class_names: tuple[str, ...] | None = None
 
-    def _create_from_tag(self, open_clip, tag: str, tag_cfg: dict, quick_gelu: bool | None,
-                         kwargs: dict) -> nn.Module:
+    def _create_from_tag(self, open_clip, tag: str, tag_cfg: dict, quick_gelu: bool | None, kwargs: dict) -> nn.Module:
         """Download (or find in the cache) the weights of an official tag, then build the model."""
         hub = tag_cfg.get("hf_hub", "").rstrip("/")
         where = f"https://huggingface.co/{hub}" if hub else tag_cfg.get("url", "its URL")
@@ -197,7 +213,8 @@ class CLIPOracle(nn.Module):
                 f"CLIPOracle: cannot download the '{tag}' weights of {self.model_name} from {where}: the "
                 f"model hub is unreachable ({type(err).__name__}: {reason}). Download the checkpoint on a "
                 f"machine with internet access and pass the local file with {fix}, or set "
-                "oracle.cache_dir to a folder that already holds the download.") from err
+                "oracle.cache_dir to a folder that already holds the download."
+            ) from err
         force = needs_quick_gelu if quick_gelu is None else bool(quick_gelu)
         return open_clip.create_model(self.model_name, pretrained=tag, force_quick_gelu=force, **kwargs)
 
@@ -214,8 +231,13 @@ class CLIPOracle(nn.Module):
             return cached
         fills = [lambda c, t=t: fill_template(t, c) for t in self.templates]  # "{class}" too, other braces kept
         head = open_clip.build_zero_shot_classifier(
-            self.model, self.tokenizer, list(key[0]), fills, device=self.mean.device,
-            num_classes_per_batch=max(1, _TEXT_CHUNK // len(self.templates)))  # (D, C)
+            self.model,
+            self.tokenizer,
+            list(key[0]),
+            fills,
+            device=self.mean.device,
+            num_classes_per_batch=max(1, _TEXT_CHUNK // len(self.templates)),
+        )  # (D, C)
         emb = F.normalize(head.T.float(), dim=-1)
         self.text_cache[key] = emb
         log.debug("%s: encoded %d prompts for %d classes", self.name, len(key[0]) * len(self.templates), len(key[0]))
@@ -229,17 +251,22 @@ class CLIPOracle(nn.Module):
         """Compute (or fetch from the cache) the class embeddings of ``class_names``."""
         names = list(class_names) if class_names is not None else []
         if not names:
-            raise ValueError(f"oracle {self.name}: prepare() needs the dataset's class names, got none. "
-                             "Set data.class_names.")
+            raise ValueError(
+                f"oracle {self.name}: prepare() needs the dataset's class names, got none. Set data.class_names."
+            )
         bad = [c for c in names if not isinstance(c, str) or not c.strip()]
         if bad:
-            raise ValueError(f"oracle {self.name}: class names must be non-empty strings (CLIP reads them "
-                             f"in its prompts), got {bad[:5]!r}. Set data.class_names to readable names.")
+            raise ValueError(
+                f"oracle {self.name}: class names must be non-empty strings (CLIP reads them "
+                f"in its prompts), got {bad[:5]!r}. Set data.class_names to readable names."
+            )
         twice = sorted({c for c in names if names.count(c) > 1})
         if twice:
-            raise ValueError(f"oracle {self.name}: the class names {twice} occur more than once; their prompts "
-                             "would be identical and the zero-shot head could not tell those classes apart. Give "
-                             "each class its own name in data.class_names.")
+            raise ValueError(
+                f"oracle {self.name}: the class names {twice} occur more than once; their prompts "
+                "would be identical and the zero-shot head could not tell those classes apart. Give "
+                "each class its own name in data.class_names."
+            )
         self._log_prompts(names)
         self.class_embeddings(names)
         self.class_names = tuple(names)
@@ -247,13 +274,24 @@ class CLIPOracle(nn.Module):
     def _log_prompts(self, names: list[str]) -> None:
         unreadable = [c for c in names if _UNREADABLE.match(c.strip())]
         if unreadable:
-            log.warning("oracle %s: %d of %d class names look like WordNet ids or bare numbers (%s); CLIP reads "
-                        "them as text, so prompts such as %r carry no meaning. Map ImageNet wnid folders to names "
-                        "with data=imagenet, or set data.class_names to words (e.g. 'zero', 'one', ... for digits).",
-                        self.name, len(unreadable), len(names), ", ".join(unreadable[:5]),
-                        fill_template(self.templates[0], unreadable[0]))
-        log.info("oracle %s: %d classes x %d templates = %d prompts; templates: %s", self.name, len(names),
-                 len(self.templates), len(names) * len(self.templates), list(self.templates))
+            log.warning(
+                "oracle %s: %d of %d class names look like WordNet ids or bare numbers (%s); CLIP reads "
+                "them as text, so prompts such as %r carry no meaning. Map ImageNet wnid folders to names "
+                "with data=imagenet, or set data.class_names to words (e.g. 'zero', 'one', ... for digits).",
+                self.name,
+                len(unreadable),
+                len(names),
+                ", ".join(unreadable[:5]),
+                fill_template(self.templates[0], unreadable[0]),
+            )
+        log.info(
+            "oracle %s: %d classes x %d templates = %d prompts; templates: %s",
+            self.name,
+            len(names),
+            len(self.templates),
+            len(names) * len(self.templates),
+            list(self.templates),
+        )
         for c in names[:5]:
             log.info("oracle %s: prompts of %r: %s", self.name, c, self.prompts(c))
         for c in names[5:]:
@@ -277,8 +315,9 @@ class CLIPOracle(nn.Module):
                 scale = pick(th / h, tw / w)
                 size = (max(1, round(h * scale)), max(1, round(w * scale)))
             antialias = size[0] < h or size[1] < w
-            x = F.interpolate(x, size=size, mode=self.interpolation, align_corners=False,
-                              antialias=antialias).clamp(0, 1)
+            x = F.interpolate(x, size=size, mode=self.interpolation, align_corners=False, antialias=antialias).clamp(
+                0, 1
+            )
             x = _center_crop_or_pad(x, th, tw)
         return ((x - self.mean) / self.std).to(self.input_dtype)
 
@@ -286,8 +325,10 @@ class CLIPOracle(nn.Module):
     def logits(self, images: Tensor) -> Tensor:
         """(B, C) zero-shot logits for the prepared classes."""
         if self.class_names is None:
-            raise RuntimeError(f"oracle {self.name}: call prepare(class_names) before judge(); the zero-shot "
-                               "head needs the dataset's class names.")
+            raise RuntimeError(
+                f"oracle {self.name}: call prepare(class_names) before judge(); the zero-shot "
+                "head needs the dataset's class names."
+            )
         text = self.class_embeddings(self.class_names)
         img = F.normalize(self.model.encode_image(self.preprocess(images)).float(), dim=-1)
         scale = self.model.logit_scale.exp().float()
@@ -313,9 +354,11 @@ class CLIPOracle(nn.Module):
     def extra_repr(self) -> str:
         more = [f"... ({len(self.templates)} templates)"] if len(self.templates) > 4 else []
         shown = list(self.templates[:4]) + more
-        return (f"name={self.name!r}, templates={shown!r}, threshold={self.threshold}, "
-                f"reference={self.reference!r}, precision={self.precision!r}, image_size={self.image_size}, "
-                f"interpolation={self.interpolation!r}")
+        return (
+            f"name={self.name!r}, templates={shown!r}, threshold={self.threshold}, "
+            f"reference={self.reference!r}, precision={self.precision!r}, image_size={self.image_size}, "
+            f"interpolation={self.interpolation!r}"
+        )
 
     def __repr__(self) -> str:  # the full open_clip module tree would drown the settings
         return f"{type(self).__name__}({self.extra_repr()})"
@@ -329,4 +372,4 @@ def _center_crop_or_pad(x: Tensor, th: int, tw: int) -> Tensor:
         x = F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
         h, w = x.shape[-2:]
     top, left = (h - th) // 2, (w - tw) // 2
-    return x[..., top:top + th, left:left + tw]
+    return x[..., top : top + th, left : left + tw]

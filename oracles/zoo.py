@@ -49,22 +49,37 @@ class ZooOracle(nn.Module):
             verdict on the clean image, i.e. its majority vote); the members' own settings are not used.
     """
 
-    def __init__(self, members: Iterable[nn.Module], rule: str = "all", name: str | None = None,
-                 threshold: float | None = None, reference: str = "label") -> None:
+    def __init__(
+        self,
+        members: Iterable[nn.Module],
+        rule: str = "all",
+        name: str | None = None,
+        threshold: float | None = None,
+        reference: str = "label",
+    ) -> None:
         super().__init__()
         members = list(members) if members is not None else []
         if not members:
-            raise ValueError("ZooOracle needs at least one member oracle, got none. List them under "
-                             "oracle.members (e.g. ClassifierOracle or CLIPOracle configs).")
+            raise ValueError(
+                "ZooOracle needs at least one member oracle, got none. List them under "
+                "oracle.members (e.g. ClassifierOracle or CLIPOracle configs)."
+            )
         for i, m in enumerate(members):
-            if not isinstance(m, nn.Module) or not callable(getattr(m, "judge", None)) \
-                    or not callable(getattr(m, "prepare", None)):
-                raise TypeError(f"ZooOracle member {i} is a {type(m).__name__}; members must be nn.Module "
-                                "oracles with prepare(class_names) and judge(images, labels) (e.g. "
-                                "oracles.classifier.ClassifierOracle, oracles.clip.CLIPOracle).")
+            if (
+                not isinstance(m, nn.Module)
+                or not callable(getattr(m, "judge", None))
+                or not callable(getattr(m, "prepare", None))
+            ):
+                raise TypeError(
+                    f"ZooOracle member {i} is a {type(m).__name__}; members must be nn.Module "
+                    "oracles with prepare(class_names) and judge(images, labels) (e.g. "
+                    "oracles.classifier.ClassifierOracle, oracles.clip.CLIPOracle)."
+                )
         if rule not in RULES:
-            raise ValueError(f"ZooOracle: unknown rule {rule!r}; choose one of {', '.join(RULES)} "
-                             "('all': every member must accept, 'majority': more than half must).")
+            raise ValueError(
+                f"ZooOracle: unknown rule {rule!r}; choose one of {', '.join(RULES)} "
+                "('all': every member must accept, 'majority': more than half must)."
+            )
         self.members = nn.ModuleList(members)
         self.rule = rule
         self.threshold = check_threshold(threshold, "ZooOracle")

@@ -25,17 +25,37 @@ def write_hand_runs(root: Path) -> Path:
         for r in (0, 1):
             d = root / "runs" / model / f"rep{r}"
             d.mkdir(parents=True)
-            recs = [{"source_id": f"s{c * len(LABELS) + i}", "label": y,
-                     "clean_pred": y if outcome["clean"][r][i] else 1 - y,
-                     "recon_pred": y, "start_ok": True, "validated": True, "accepted_steps": 3,
-                     "rejected_at": -1, "first_fooled": -1 if outcome["final"][r][i] else 2,
-                     "final_pred": y if outcome["final"][r][i] else 1 - y, "oracle_start_pred": y,
-                     "oracle_clean_pred": 1 - y if i == 3 else y, "reference": y,
-                     "image_linf": 0.5 / 255 if i == 0 else 0.1,
-                     "oracle_score": 0.9} for c in range(COPIES) for i, y in enumerate(LABELS)]
+            recs = [
+                {
+                    "source_id": f"s{c * len(LABELS) + i}",
+                    "label": y,
+                    "clean_pred": y if outcome["clean"][r][i] else 1 - y,
+                    "recon_pred": y,
+                    "start_ok": True,
+                    "validated": True,
+                    "accepted_steps": 3,
+                    "rejected_at": -1,
+                    "first_fooled": -1 if outcome["final"][r][i] else 2,
+                    "final_pred": y if outcome["final"][r][i] else 1 - y,
+                    "oracle_start_pred": y,
+                    "oracle_clean_pred": 1 - y if i == 3 else y,
+                    "reference": y,
+                    "image_linf": 0.5 / 255 if i == 0 else 0.1,
+                    "oracle_score": 0.9,
+                }
+                for c in range(COPIES)
+                for i, y in enumerate(LABELS)
+            ]
             (d / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
-            (d / "results.json").write_text(json.dumps({
-                "scores": {"num_classes": 2}, "class_names": ["cat", "dog"], "seed": 100 + r,
-                "components": {"data": "hand", "generator": "g", "oracle": "o", "classifier": model},
-                "config": {"search": {"budget": 3}}}))
+            (d / "results.json").write_text(
+                json.dumps(
+                    {
+                        "scores": {"num_classes": 2},
+                        "class_names": ["cat", "dog"],
+                        "seed": 100 + r,
+                        "components": {"data": "hand", "generator": "g", "oracle": "o", "classifier": model},
+                        "config": {"search": {"budget": 3}},
+                    }
+                )
+            )
     return root / "runs"

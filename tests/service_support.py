@@ -55,16 +55,33 @@ def postgres_server():
         os.chown(root, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
     data, port = root / "data", free_port()
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                    "--no-sync"], check=True, capture_output=True)
-    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o",
-                    f"-p {port} -h 127.0.0.1 -k {root} -F -c max_connections=200", "start"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -h 127.0.0.1 -k {root} -F -c max_connections=200",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
     finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -36,23 +36,44 @@ SEARCH = SearchConfig(budget=4, step_size=0.05, update="sign")
 CLASSES = ["ant", "bee", "cat"]
 
 
-def toy_run(out: Path, x: torch.Tensor, classifier: nn.Module, oracle_model: nn.Module, generator: nn.Module,
-            save_images: bool = True) -> Path:
+def toy_run(
+    out: Path,
+    x: torch.Tensor,
+    classifier: nn.Module,
+    oracle_model: nn.Module,
+    generator: nn.Module,
+    save_images: bool = True,
+) -> Path:
     """A finished run whose oracle is a fixed linear model; labels are that model's own predictions, so every
     start check passes and samples are validated until a step changes the oracle's class."""
     with torch.no_grad():
         y = oracle_model(x).argmax(1).tolist()
-    evaluate(classifier=classifier, data=ListDataset(x, y, CLASSES), generator=generator,
-             oracle=ModelOracle(oracle_model), search=SEARCH, seed=1, output_dir=out, save_images=save_images,
-             progress=False, n_boot=20, batch_size=16)
+    evaluate(
+        classifier=classifier,
+        data=ListDataset(x, y, CLASSES),
+        generator=generator,
+        oracle=ModelOracle(oracle_model),
+        search=SEARCH,
+        seed=1,
+        output_dir=out,
+        save_images=save_images,
+        progress=False,
+        n_boot=20,
+        batch_size=16,
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     x = torch.rand(40, 3, 8, 8, generator=torch.Generator().manual_seed(0))
-    return toy_run(tmp_path_factory.mktemp("audit") / "run", x, LinearClassifier(192, 3, seed=0),
-                   LinearClassifier(192, 3, seed=7), SigmoidGenerator())
+    return toy_run(
+        tmp_path_factory.mktemp("audit") / "run",
+        x,
+        LinearClassifier(192, 3, seed=0),
+        LinearClassifier(192, 3, seed=7),
+        SigmoidGenerator(),
+    )
 
 
 @pytest.fixture
@@ -68,9 +89,19 @@ def answers_file(run_dir: Path, path: Path, values: list[str], **edit) -> Path:
     """An answers file as the page writes it, answering the drawn pairs in order with ``values``."""
     drawn = json.loads((run_dir / "audit_samples.json").read_text())
     ids = drawn["sample_ids"]
-    doc = {"kind": "geneval-oracle-audit-answers", "schema_version": 1, "run_id": drawn["run_id"],
-           "run_dir": drawn["run_dir"], "seed": drawn["seed"], "n": drawn["n"], "sample_ids": ids,
-           "answers": dict(zip(ids, values)), "auditor": "tester", "saved": "2026-01-01T00:00:00.000Z", **edit}
+    doc = {
+        "kind": "geneval-oracle-audit-answers",
+        "schema_version": 1,
+        "run_id": drawn["run_id"],
+        "run_dir": drawn["run_dir"],
+        "seed": drawn["seed"],
+        "n": drawn["n"],
+        "sample_ids": ids,
+        "answers": dict(zip(ids, values)),
+        "auditor": "tester",
+        "saved": "2026-01-01T00:00:00.000Z",
+        **edit,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -87,8 +118,12 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 def page_pairs(html: str) -> list[dict]:
     """Each pair section of the page: its sample id and its two images decoded from the inline PNGs."""
     out = []
-    for sid, body in re.findall(r'<section class="pair" id="pair-\d+" data-index="\d+" data-sid="([^"]+)"'
-                                r'(.*?)</section>', html, re.S):
+    for sid, body in re.findall(
+        r'<section class="pair" id="pair-\d+" data-index="\d+" data-sid="([^"]+)"'
+        r"(.*?)</section>",
+        html,
+        re.S,
+    ):
         pngs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', body)
         imgs = [np.asarray(Image.open(io.BytesIO(base64.b64decode(b)))) for b in pngs]
         sizes = re.findall(r'width="(\d+)" height="(\d+)"', body)
@@ -189,8 +224,14 @@ def test_grey_images_of_different_sizes_are_shown_at_one_width(tmp_path):
 
 def test_page_errors_name_the_fix(run, tmp_path):
     x = torch.rand(6, 3, 8, 8, generator=torch.Generator().manual_seed(2))
-    bare = toy_run(tmp_path / "bare", x, LinearClassifier(192, 3, seed=0), LinearClassifier(192, 3, seed=7),
-                   SigmoidGenerator(), save_images=False)
+    bare = toy_run(
+        tmp_path / "bare",
+        x,
+        LinearClassifier(192, 3, seed=0),
+        LinearClassifier(192, 3, seed=7),
+        SigmoidGenerator(),
+        save_images=False,
+    )
     with pytest.raises(FileNotFoundError, match=r"saved no images .*save_images=true"):
         write_audit(bare, 3, seed=0)
     assert not (bare / "audit.html").exists() and not (bare / "audit_samples.json").exists()
@@ -237,22 +278,30 @@ def test_record_audit_stores_a_self_describing_entry_and_keeps_the_rest(audited,
 
 def _other_run(run: Path, tmp: Path) -> str:
     x = torch.rand(40, 3, 8, 8, generator=torch.Generator().manual_seed(9))
-    other = toy_run(tmp / "other", x, LinearClassifier(192, 3, seed=0), LinearClassifier(192, 3, seed=7),
-                    SigmoidGenerator())
+    other = toy_run(
+        tmp / "other", x, LinearClassifier(192, 3, seed=0), LinearClassifier(192, 3, seed=7), SigmoidGenerator()
+    )
     return json.loads(write_audit(other, 10, seed=3).samples.read_text())["run_id"]
 
 
 BAD = {
-    "another run": (lambda d, ids, tmp: {"run_id": _other_run(d, tmp)},
-                    r"belongs to run [0-9a-f]{12} .* but .* is run"),
-    "unknown id": (lambda d, ids, tmp: {"answers": {ids[0]: "same", "toy/9999": "changed"}},
-                   r"sample ids that are not samples of run .*\['toy/9999'\]"),
-    "bad value": (lambda d, ids, tmp: {"answers": {ids[0]: "maybe"}},
-                  r"the answer 'maybe' for sample .* is not one of same, changed, unsure"),
+    "another run": (
+        lambda d, ids, tmp: {"run_id": _other_run(d, tmp)},
+        r"belongs to run [0-9a-f]{12} .* but .* is run",
+    ),
+    "unknown id": (
+        lambda d, ids, tmp: {"answers": {ids[0]: "same", "toy/9999": "changed"}},
+        r"sample ids that are not samples of run .*\['toy/9999'\]",
+    ),
+    "bad value": (
+        lambda d, ids, tmp: {"answers": {ids[0]: "maybe"}},
+        r"the answer 'maybe' for sample .* is not one of same, changed, unsure",
+    ),
     "edited list": (lambda d, ids, tmp: {"sample_ids": ids[::-1]}, r"sample list is not the draw of seed 3"),
-    "not drawn": (lambda d, ids, tmp: {"answers": {next(f"toy/{i:04d}" for i in range(40)
-                                                        if f"toy/{i:04d}" not in ids): "same"}},
-                  r"answers samples that were not drawn for this audit \(seed 3\)"),
+    "not drawn": (
+        lambda d, ids, tmp: {"answers": {next(f"toy/{i:04d}" for i in range(40) if f"toy/{i:04d}" not in ids): "same"}},
+        r"answers samples that were not drawn for this audit \(seed 3\)",
+    ),
     "no kind": (lambda d, ids, tmp: {"kind": "something"}, r"is not a genEval audit answers file"),
     "no seed": (lambda d, ids, tmp: {"seed": "3"}, r"lacks 'seed' \(or it is not a int\)"),
 }
@@ -280,8 +329,13 @@ def test_answers_that_are_not_json_or_missing(audited, tmp_path):
 def test_command_line_writes_the_page_scores_answers_and_exits_2_on_bad_ones(run, tmp_path, capsys):
     d = tmp_path / "run"
     shutil.copytree(run, d)
-    made = subprocess.run([sys.executable, "-m", "genEval.cli", "audit", f"run={d}", "n=5", "seed=11"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)  # the command is registered in cli.py
+    made = subprocess.run(
+        [sys.executable, "-m", "genEval.cli", "audit", f"run={d}", "n=5", "seed=11"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # the command is registered in cli.py
     assert made.returncode == 0, made.stderr
     assert f"audit page with 5 of 40 validated pairs (seed 11) written to {d / 'audit.html'}" in made.stdout
     assert len(page_pairs((d / "audit.html").read_text())) == 5
@@ -304,17 +358,29 @@ def test_command_line_writes_the_page_scores_answers_and_exits_2_on_bad_ones(run
 
 
 # ----------------------------------------------------------------------------------------------- a real browser
-@pytest.mark.skipif(CHROMIUM is None, reason="no headless browser: install the Debian package `chromium` "
-                    "(apt-get install -y chromium) to render audit.html")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no headless browser: install the Debian package `chromium` "
+    "(apt-get install -y chromium) to render audit.html",
+)
 def test_audit_page_in_headless_chromium_records_a_click(audited, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test drives Chromium with playwright "
-                                   "(pip install 'geneval[test]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the browser test drives Chromium with playwright (pip install 'geneval[test]')"
+    )
     ids = json.loads((audited / "audit_samples.json").read_text())["sample_ids"]
     events: list[str] = []
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         try:
             page = browser.new_context(accept_downloads=True, viewport={"width": 1100, "height": 1300}).new_page()
             page.on("console", lambda m: events.append(f"console {m.type}: {m.text}"))

@@ -22,9 +22,15 @@ class ConvClassifier(torch.nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
-        self.net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
-                                       torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                                       torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(16, 3),
+        )
 
     def forward(self, x):
         return self.net(x)
@@ -53,8 +59,15 @@ def test_auto_batch_size_divides_a_share_of_the_free_memory(monkeypatch):
 
 
 def test_the_automatic_choice_is_recorded(tmp_path):
-    r = evaluate(LinearClassifier(seed=0), toy_data(10), SigmoidGenerator(), AcceptAllOracle(),
-                 SearchConfig(budget=1), seed=0, output_dir=tmp_path)
+    r = evaluate(
+        LinearClassifier(seed=0),
+        toy_data(10),
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=1),
+        seed=0,
+        output_dir=tmp_path,
+    )
     rec = json.loads((tmp_path / "results.json").read_text())["batch"]
     assert rec["batch_size"] == r.extra["batch"]["batch_size"] >= 1
     assert rec["auto"]["per_sample_mib"] > 0 and rec["auto"]["free_mib"] > 0
@@ -65,8 +78,10 @@ class Hungry(SigmoidGenerator):
 
     def decode(self, z):
         if len(z) > 4:
-            raise RuntimeError("[enforce fail at alloc_cpu.cpp:116] DefaultCPUAllocator: can't allocate memory: "
-                               "you tried to allocate 123456789 bytes.")
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:116] DefaultCPUAllocator: can't allocate memory: "
+                "you tried to allocate 123456789 bytes."
+            )
         return super().decode(z)
 
 
@@ -74,14 +89,33 @@ def test_out_of_memory_names_batch_size_and_a_size_that_fits(tmp_path, monkeypat
     clf = LinearClassifier(seed=0)
     per = step_bytes_per_sample(toy_data(1)[0][0], 0, clf, Hungry())
     monkeypatch.setattr(batching, "free_memory_bytes", lambda device: int(4 * per / batching.MEMORY_SHARE))
-    with pytest.raises(BatchTooLarge, match=r"out of memory at batch_size=16 on cpu .*so batch_size=4 would fit.*"
-                                            r"Set batch_size="):
-        evaluate(clf, toy_data(20), Hungry(), AcceptAllOracle(), SearchConfig(budget=2), seed=0, batch_size=16,
-                 output_dir=tmp_path)
+    with pytest.raises(
+        BatchTooLarge,
+        match=r"out of memory at batch_size=16 on cpu .*so batch_size=4 would fit.*"
+        r"Set batch_size=",
+    ):
+        evaluate(
+            clf,
+            toy_data(20),
+            Hungry(),
+            AcceptAllOracle(),
+            SearchConfig(budget=2),
+            seed=0,
+            batch_size=16,
+            output_dir=tmp_path,
+        )
     assert not (tmp_path / "results.json").exists()
     # the suggested size works, and the run resumes
-    evaluate(clf, toy_data(20), Hungry(), AcceptAllOracle(), SearchConfig(budget=2), seed=0, batch_size=4,
-             output_dir=tmp_path)
+    evaluate(
+        clf,
+        toy_data(20),
+        Hungry(),
+        AcceptAllOracle(),
+        SearchConfig(budget=2),
+        seed=0,
+        batch_size=4,
+        output_dir=tmp_path,
+    )
     assert (tmp_path / "results.json").is_file()
 
 
@@ -90,8 +124,17 @@ def test_every_output_respects_the_umask(tmp_path, umask, mode):
     """Atomic writes must not leave mkstemp's 0600 on results a colleague needs to read."""
     old = os.umask(umask)
     try:
-        evaluate(LinearClassifier(seed=0), toy_data(10), SigmoidGenerator(), AcceptAllOracle(),
-                 SearchConfig(budget=1), seed=0, output_dir=tmp_path / "run", save_latents=True, save_images=True)
+        evaluate(
+            LinearClassifier(seed=0),
+            toy_data(10),
+            SigmoidGenerator(),
+            AcceptAllOracle(),
+            SearchConfig(budget=1),
+            seed=0,
+            output_dir=tmp_path / "run",
+            save_latents=True,
+            save_images=True,
+        )
     finally:
         os.umask(old)
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]

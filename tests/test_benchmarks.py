@@ -94,7 +94,7 @@ def _markdown_table(lines: list[str], first_header_cell: str, must_have: str) ->
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {first_header_cell} ") and must_have in ln)
     cells = lambda ln: [c.strip() for c in ln.strip().strip("|").split("|")]  # noqa: E731
     header, rows = cells(lines[start]), []
-    for ln in lines[start + 2:]:
+    for ln in lines[start + 2 :]:
         if not ln.startswith("|"):
             break
         rows.append(dict(zip(header, cells(ln))))
@@ -104,8 +104,13 @@ def _markdown_table(lines: list[str], first_header_cell: str, must_have: str) ->
 @pytest.mark.slow
 def test_cpu_smoke_run_prints_the_throughput_table(tmp_path):
     out = tmp_path / "smoke.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = proc.stdout.splitlines()
     rows = _markdown_table(lines, "generator", "samples/s")

@@ -98,8 +98,8 @@ def test_cifar_resnet_architecture_keys_and_shapes():
     blocks = {re.match(r"(layer\d\.\d)\.", k).group(1) for k in keys if k.startswith("layer")}
     assert blocks == {f"layer{s}.{i}" for s in (1, 2, 3) for i in range(3)}
     assert {k.split(".", 2)[2] for k in keys if k.startswith("layer1.0.")} == {
-        f"{m}.{p}" for m in ("conv1", "conv2") for p in ("weight",)} | {
-        f"{m}.{p}" for m in ("bn1", "bn2") for p in ("weight", "bias", "running_mean", "running_var")}
+        f"{m}.{p}" for m in ("conv1", "conv2") for p in ("weight",)
+    } | {f"{m}.{p}" for m in ("bn1", "bn2") for p in ("weight", "bias", "running_mean", "running_var")}
     n_params = sum(p.numel() for p in net.parameters())
     assert n_params == 269_722  # ResNet-20 has 0.27M parameters (He et al. 2016, Table 6)
     assert len(CifarResNet(56).layer2) == 9
@@ -153,8 +153,12 @@ def test_cifar_resnets_on_lossless_foolbox_pngs(depth, expected):
     folder = asset("samples/foolbox")
     files = sorted(folder.glob("cifar10_*_*.png"))
     assert len(files) == 20
-    x = torch.stack([torch.from_numpy(np.asarray(Image.open(f).convert("RGB")).copy()).permute(2, 0, 1)
-                     for f in files]).float() / 255
+    x = (
+        torch.stack(
+            [torch.from_numpy(np.asarray(Image.open(f).convert("RGB")).copy()).permute(2, 0, 1) for f in files]
+        ).float()
+        / 255
+    )
     y = torch.tensor([int(f.stem.split("_")[-1]) for f in files])
     clf = cifar_resnet(depth, checkpoint=asset(f"weights/cifar10-resnet/{RESNET_WEIGHTS[depth]}"))
     with torch.no_grad():
@@ -176,8 +180,7 @@ def test_timm_classifier_normalises_and_loads_checkpoint(tmp_path):
     x = torch.rand(2, 3, 40, 40)
     logits = _check_frozen(clf, x, 5)
     with torch.no_grad():
-        assert torch.allclose(logits, _manual(ref, x, cfg["mean"], cfg["std"], cfg["input_size"][1:]),
-                              atol=1e-4)
+        assert torch.allclose(logits, _manual(ref, x, cfg["mean"], cfg["std"], cfg["input_size"][1:]), atol=1e-4)
     assert clf.input_size == tuple(cfg["input_size"][1:])
     assert timm_classifier("test_resnet", num_classes=3, input_size=32).input_size == 32
     with pytest.raises(ValueError, match=r"unknown timm model 'test_resnett'\. Close names: .*test_resnet"):
@@ -261,8 +264,11 @@ def test_torchscript_channel_count_is_read_from_the_model(tmp_path, caplog):
     three = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
     c3 = torchscript_classifier(_script(three, tmp_path / "rgb.pt"), num_classes=10)
     assert c3.in_channels == 3 and torch.allclose(c3.mean.flatten(), torch.tensor([0.485, 0.456, 0.406]))
-    with pytest.raises(ValueError, match=r"mean/std have 3 entries but the TorchScript model 'grey.pt' takes "
-                                         r"1-channel images; give 1 entries"):
+    with pytest.raises(
+        ValueError,
+        match=r"mean/std have 3 entries but the TorchScript model 'grey.pt' takes "
+        r"1-channel images; give 1 entries",
+    ):
         torchscript_classifier(tmp_path / "grey.pt", 10, mean=[0.5] * 3, std=[0.5] * 3)
     with pytest.raises(ValueError, match=r"give both classifier.mean and classifier.std"):
         torchscript_classifier(tmp_path / "grey.pt", 10, mean=[0.5])
@@ -354,8 +360,19 @@ def _cfg(name: str):
 
 def test_all_classifier_configs_exist_and_mandatory_keys():
     names = {p.stem for p in CONF.glob("*.yaml")}
-    assert names >= {"digits_cnn", "digits_mlp", "digits_wide_cnn", "cifar_resnet20", "cifar_resnet32",
-                     "cifar_resnet44", "cifar_resnet56", "timm", "torchvision", "torchscript", "module"}
+    assert names >= {
+        "digits_cnn",
+        "digits_mlp",
+        "digits_wide_cnn",
+        "cifar_resnet20",
+        "cifar_resnet32",
+        "cifar_resnet44",
+        "cifar_resnet56",
+        "timm",
+        "torchvision",
+        "torchscript",
+        "module",
+    }
     for name in ("cifar_resnet44", "timm", "torchvision", "torchscript", "module"):
         with pytest.raises(Exception, match="Missing mandatory value"):
             instantiate(_cfg(name).classifier)
@@ -363,8 +380,7 @@ def test_all_classifier_configs_exist_and_mandatory_keys():
     cfg.classifier.name, cfg.classifier.pretrained, cfg.classifier.num_classes = "test_vit", False, 4
     assert instantiate(cfg.classifier)(torch.rand(1, 3, 32, 32)).shape == (1, 4)
     for depth, fname in RESNET_WEIGHTS.items():  # config paths match the shared files
-        assert _cfg(f"cifar_resnet{depth}").classifier.checkpoint == str(
-            ASSETS / "weights" / "cifar10-resnet" / fname)
+        assert _cfg(f"cifar_resnet{depth}").classifier.checkpoint == str(ASSETS / "weights" / "cifar10-resnet" / fname)
 
 
 @pytest.mark.weights

@@ -21,8 +21,9 @@ GROUPS = ["data", "classifier", "generator", "oracle", "search", "mask", "experi
 
 def geneval(*args: str, env_extra: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "genEval.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def options(group: str) -> list[str]:
@@ -66,11 +67,14 @@ def test_unknown_option_lists_the_available_ones():
     assert "Available options" in r.stderr and "cifar_resnet20" in r.stderr
 
 
-@pytest.mark.parametrize("override,msg", [
-    ("search.budget=-1", "search.budget must be a whole number >= 0, got -1"),
-    ("search.step_size=-0.5", "search.step_size must be a number >= 0, got -0.5"),
-    ("search.update=lbfgs", "unknown search.update='lbfgs'; choose one of adam, sgd, sign"),
-])
+@pytest.mark.parametrize(
+    "override,msg",
+    [
+        ("search.budget=-1", "search.budget must be a whole number >= 0, got -1"),
+        ("search.step_size=-0.5", "search.step_size must be a number >= 0, got -0.5"),
+        ("search.update=lbfgs", "unknown search.update='lbfgs'; choose one of adam, sgd, sign"),
+    ],
+)
 def test_bad_search_settings_exit_2_with_the_message(override, msg, tmp_path):
     r = geneval(override, f"hydra.run.dir={tmp_path}")
     assert r.returncode == 2, r.stderr

@@ -132,7 +132,8 @@ def test_hand_made_label_free_diagnostic(hand):
     comp = hand[0]
     c = 2 / 5**0.5
     assert comp.row("A").softmax_corr == pytest.approx((1 + c) / 2) and comp.row("B").softmax_corr == pytest.approx(
-        (1 + c) / 2)
+        (1 + c) / 2
+    )
     assert comp.row("C").softmax_corr == pytest.approx(c)
     # ranks of SoftmaxCorr (A, B tied above C) against PA (A 62.5 > C 50 > B 37.5): Spearman rho 0
     assert comp.label_free.n_models == 3 and comp.label_free.spearman_pa == pytest.approx(0.0, abs=1e-12)
@@ -198,8 +199,19 @@ def made(tmp_path_factory):
 
         return build
 
-    comp = compare({m: factory(i, m) for i, m in enumerate(MODELS)}, data, gen, oracle, SEARCH, repetitions=2,
-                   seeds=[11, 12], out_dir=out, progress=False, n_boot=N_BOOT, batch_size=12)
+    comp = compare(
+        {m: factory(i, m) for i, m in enumerate(MODELS)},
+        data,
+        gen,
+        oracle,
+        SEARCH,
+        repetitions=2,
+        seeds=[11, 12],
+        out_dir=out,
+        progress=False,
+        n_boot=N_BOOT,
+        batch_size=12,
+    )
     return comp, out, calls
 
 
@@ -217,8 +229,14 @@ def test_directory_layout_and_recorded_seeds(made):
             assert not (d / "images").exists()  # save_images was not asked for
             res = results(out, m, r)
             assert res["seed"] == [11, 12][r]  # the same seed for every model within a repetition
-            assert res["config"]["comparison"] == {"model": m, "repetition": r, "seed": [11, 12][r],
-                                                   "repetitions": 2, "models": list(MODELS), "data_seed": None}
+            assert res["config"]["comparison"] == {
+                "model": m,
+                "repetition": r,
+                "seed": [11, 12][r],
+                "repetitions": 2,
+                "models": list(MODELS),
+                "data_seed": None,
+            }
         assert (out / "models" / f"{m}.json").is_file()
     for f in ("leaderboard.csv", "leaderboard.md", "comparison.json"):
         assert (out / f).is_file()
@@ -245,7 +263,11 @@ def test_single_repetition_uses_the_runs_own_intervals(made):
         scores = results(out, row.model, 0)["scores"]
         for m in LEADERBOARD_SCORES:
             assert (row[m].value, row[m].low, row[m].high, row[m].method) == (
-                scores[m]["value"], scores[m]["low"], scores[m]["high"], scores[m]["method"])
+                scores[m]["value"],
+                scores[m]["low"],
+                scores[m]["high"],
+                scores[m]["method"],
+            )
 
 
 def test_identical_repetitions_are_flagged(made, tmp_path):
@@ -365,10 +387,28 @@ def test_cli_runs_the_models_as_written(tmp_path):
     """`geneval compare ... 'classifiers=[a,b]' repetitions=2`: the model-running branch, end to end."""
     out = tmp_path / "cmp"
     r = subprocess.run(
-        [sys.executable, "-m", "genEval.cli", "compare", "data=digits", "data.limit=10", "generator=identity",
-         "search.budget=2", "classifiers=[digits_cnn,digits_mlp]", "repetitions=2", "seed=3", "n_boot=50",
-         "device=cpu", f"hydra.run.dir={out}"],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "compare",
+            "data=digits",
+            "data.limit=10",
+            "generator=identity",
+            "search.budget=2",
+            "classifiers=[digits_cnn,digits_mlp]",
+            "repetitions=2",
+            "seed=3",
+            "n_boot=50",
+            "device=cpu",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     with open(out / "leaderboard.csv") as fh:
         rows = list(csv.DictReader(fh))

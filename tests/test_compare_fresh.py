@@ -9,8 +9,8 @@ import pytest
 from compare_toys import PlainPool, ToyPool
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
-from genEval.data import DigitsData
 from genEval.compare import compare
+from genEval.data import DigitsData
 from genEval.perturb import SearchConfig
 from genEval.repetitions import data_for_seed
 from genEval.rundir import read_results, read_samples
@@ -31,8 +31,19 @@ def sources(out: Path, model: str, rep: int) -> set[str]:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     out = tmp_path_factory.mktemp("fresh")
-    comp = compare(models(), ToyPool(limit=20), SigmoidGenerator(), AcceptAllOracle(), SEARCH, repetitions=2,
-                   seeds=[5, 6], out_dir=out, progress=False, n_boot=100, batch_size=10)
+    comp = compare(
+        models(),
+        ToyPool(limit=20),
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SEARCH,
+        repetitions=2,
+        seeds=[5, 6],
+        out_dir=out,
+        progress=False,
+        n_boot=100,
+        batch_size=10,
+    )
     return comp, out
 
 
@@ -55,8 +66,19 @@ def test_data_without_the_hook_keep_their_sources_and_the_comparison_says_so(tmp
     data = PlainPool(limit=12)
     assert data_for_seed(data, 3) == (data, False)
     noisy = SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=1.0)  # repetitions differ by noise only
-    comp = compare(models(), data, SigmoidGenerator(), AcceptAllOracle(), noisy, repetitions=2, seeds=[5, 6],
-                   out_dir=tmp_path, progress=False, n_boot=30, batch_size=12)
+    comp = compare(
+        models(),
+        data,
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        noisy,
+        repetitions=2,
+        seeds=[5, 6],
+        out_dir=tmp_path,
+        progress=False,
+        n_boot=30,
+        batch_size=12,
+    )
     assert sources(tmp_path, "lin0", 0) == sources(tmp_path, "lin0", 1)
     assert comp.stability.sources_resampled is False and comp.settings.data_seeds == [None, None]
     assert any("every repetition evaluated the same source images" in w for w in comp.warnings)
@@ -75,9 +97,21 @@ def test_conf_data_re_draw_their_subset_per_repetition_unless_told_not_to():
 
 def test_mask_auto_fits_one_mask_with_the_reference_and_reuses_it(tmp_path):
     auto = AutoMask(fit_fraction=0.5, C=100.0)
-    comp = compare(models(), ToyPool(limit=24), SigmoidGenerator(), AcceptAllOracle(), SEARCH, repetitions=2,
-                   seeds=[5, 6], out_dir=tmp_path, progress=False, n_boot=30, batch_size=12, mask=auto,
-                   mask_reference="lin1")
+    comp = compare(
+        models(),
+        ToyPool(limit=24),
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SEARCH,
+        repetitions=2,
+        seeds=[5, 6],
+        out_dir=tmp_path,
+        progress=False,
+        n_boot=30,
+        batch_size=12,
+        mask=auto,
+        mask_reference="lin1",
+    )
     mask = StyleMask.load(tmp_path / "mask" / "style_mask.safetensors")
     fit_ids = {r["source_id"] for r in read_samples(tmp_path / "mask" / "mask_fit")}
     assert 10 <= len(fit_ids) <= 14  # half of each class (rounded), stratified by split_for_auto
@@ -90,17 +124,31 @@ def test_mask_auto_fits_one_mask_with_the_reference_and_reuses_it(tmp_path):
             assert res["components"]["mask"] == f"auto:lin1:{mask.sha256[:16]}"
             assert not sources(tmp_path, m, r) & fit_ids  # no fit sample is scored
         assert sources(tmp_path, m, 0) == sources(tmp_path, "lin0", 0)
-    assert comp.settings.mask == {"reference": "lin1", "id": f"auto:lin1:{mask.sha256[:16]}",
-                                  "path": str(tmp_path / "mask" / "style_mask.safetensors"),
-                                  "fit_samples": len(fit_ids)}
+    assert comp.settings.mask == {
+        "reference": "lin1",
+        "id": f"auto:lin1:{mask.sha256[:16]}",
+        "path": str(tmp_path / "mask" / "style_mask.safetensors"),
+        "fit_samples": len(fit_ids),
+    }
     assert any("fitted once with reference model lin1" in n for n in comp.notes())
     row = comp.row("lin0")
     assert row.rejected_per_sample == 0.0 and row.steps_per_sample == 3.0 and row.time_s > 0  # next to run time
 
 
 def test_mask_auto_needs_a_named_reference(tmp_path):
-    with pytest.raises(ValueError, match=r"mask=auto in a comparison fits one mask with a reference model: set "
-                                         r"mask_reference to one of lin0, lin1 \(got None\)"):
-        compare(models(), ToyPool(limit=12), SigmoidGenerator(), AcceptAllOracle(), SEARCH, out_dir=tmp_path,
-                progress=False, mask=AutoMask())
+    with pytest.raises(
+        ValueError,
+        match=r"mask=auto in a comparison fits one mask with a reference model: set "
+        r"mask_reference to one of lin0, lin1 \(got None\)",
+    ):
+        compare(
+            models(),
+            ToyPool(limit=12),
+            SigmoidGenerator(),
+            AcceptAllOracle(),
+            SEARCH,
+            out_dir=tmp_path,
+            progress=False,
+            mask=AutoMask(),
+        )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mask").exists()

@@ -24,8 +24,18 @@ from genEval.commands import CONF_DIR, build, config_options
 from genEval.interfaces import Generator, ImageDataset, Oracle
 from genEval.perturb import SearchConfig
 
-TINY_DD = dict(ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3, resolution=16,
-               z_channels=4, dropout=0.0, double_z=False)
+TINY_DD = dict(
+    ch=32,
+    out_ch=3,
+    ch_mult=[1, 2],
+    num_res_blocks=1,
+    attn_resolutions=[],
+    in_channels=3,
+    resolution=16,
+    z_channels=4,
+    dropout=0.0,
+    double_z=False,
+)
 
 
 # ------------------------------------------------------------------------------- stand-ins written by the test
@@ -38,18 +48,29 @@ def _taming_files(root: Path) -> tuple[Path, Path]:
     ckpt = root / "vq.ckpt"
     torch.save({"state_dict": g.state_dict()}, ckpt)
     # the layout `geneval train-generator` writes: the architecture travels with the weights
-    torch.save({"state_dict": g.state_dict(), "config": {"ddconfig": TINY_DD, "n_embed": 16, "embed_dim": 4},
-                "data": "toy", "epoch": 1}, root / "trained.ckpt")
+    torch.save(
+        {
+            "state_dict": g.state_dict(),
+            "config": {"ddconfig": TINY_DD, "n_embed": 16, "embed_dim": 4},
+            "data": "toy",
+            "epoch": 1,
+        },
+        root / "trained.ckpt",
+    )
     dd = "\n".join(f"      {k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in TINY_DD.items())
     yaml_path = root / "vq.yaml"
-    yaml_path.write_text(textwrap.dedent("""\
+    yaml_path.write_text(
+        textwrap.dedent("""\
         model:
           target: taming.models.vqgan.VQModel
           params:
             embed_dim: 4
             n_embed: 16
             ddconfig:
-        """) + dd + "\n")
+        """)
+        + dd
+        + "\n"
+    )
     return yaml_path, ckpt
 
 
@@ -57,12 +78,23 @@ def _diffusers_dirs(root: Path) -> tuple[Path, Path]:
     import diffusers
 
     torch.manual_seed(0)
-    kl = diffusers.AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
-                                 up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=4,
-                                 layers_per_block=1, sample_size=16)
+    kl = diffusers.AutoencoderKL(
+        block_out_channels=(8, 8),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        latent_channels=4,
+        norm_num_groups=4,
+        layers_per_block=1,
+        sample_size=16,
+    )
     kl.save_pretrained(root / "kl")
-    tiny = diffusers.AutoencoderTiny(encoder_block_out_channels=(8, 8, 8), decoder_block_out_channels=(8, 8, 8),
-                                     num_encoder_blocks=(1, 1, 1), num_decoder_blocks=(1, 1, 1), latent_channels=4)
+    tiny = diffusers.AutoencoderTiny(
+        encoder_block_out_channels=(8, 8, 8),
+        decoder_block_out_channels=(8, 8, 8),
+        num_encoder_blocks=(1, 1, 1),
+        num_decoder_blocks=(1, 1, 1),
+        latent_channels=4,
+    )
     tiny.save_pretrained(root / "tiny")
     return root / "kl", root / "tiny"
 
@@ -149,14 +181,21 @@ def stand_ins(tmp_path_factory) -> dict[str, str]:
 # Overrides per option, in the option's own keys; values are templates filled from `stand_ins`.
 FIXTURES: dict[str, dict[str, dict[str, str]]] = {
     "data": {
-        "cifar10": {"root": "{cifar10}"}, "cifar10_jpg": {"limit": "20"}, "digits": {}, "digits_train": {},
-        "imagefolder": {"root": "{folder}"}, "mnist": {"root": "{mnist}"},
-        "imagenet": {"root": "{wnids}"}, "imagenet9": {"root": "{wnids}"},
+        "cifar10": {"root": "{cifar10}"},
+        "cifar10_jpg": {"limit": "20"},
+        "digits": {},
+        "digits_train": {},
+        "imagefolder": {"root": "{folder}"},
+        "mnist": {"root": "{mnist}"},
+        "imagenet": {"root": "{wnids}"},
+        "imagenet9": {"root": "{wnids}"},
     },
     "classifier": {
         **{f"cifar_resnet{d}": {} for d in (20, 32, 56)},
         "cifar_resnet44": {"checkpoint": "null"},  # no ResNet-44 weights in the assets: random init
-        "digits_cnn": {}, "digits_mlp": {}, "digits_wide_cnn": {},
+        "digits_cnn": {},
+        "digits_mlp": {},
+        "digits_wide_cnn": {},
         "imagenet9": {"classifier.pretrained": "false"},
         "module": {"module": "{{_target_: genEval.cifar_resnet.CifarResNet, depth: 20}}", "num_classes": "10"},
         "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
@@ -164,23 +203,35 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "torchvision": {"name": "resnet18", "weights": "null", "num_classes": "10"},
     },
     "generator": {
-        "diffusers_vae": {"pretrained": "{kl}"}, "sd_vae_ft_mse": {"pretrained": "{kl}"},
-        "taesd": {"pretrained": "{tiny}"}, "taef2": {}, "identity": {}, "digits_vq": {},
+        "diffusers_vae": {"pretrained": "{kl}"},
+        "sd_vae_ft_mse": {"pretrained": "{kl}"},
+        "taesd": {"pretrained": "{tiny}"},
+        "taef2": {},
+        "identity": {},
+        "digits_vq": {},
         "vqgan": {"config": "{vq_yaml}", "checkpoint": "{vq_ckpt}"},
         "vqgan_imagenet_f16_16384": {"config": "{vq_yaml}", "checkpoint": "{vq_ckpt}"},
         "trained_vq": {"checkpoint_path": "{trained}"},
     },
     "oracle": {
-        "cifar_resnet_zoo": {}, "classifier": {}, "digits_zoo": {},
-        "clip": {"pretrained": "null", "model_name": "ViT-B-32"}, "clip_vit_b32": {"pretrained": "null"},
+        "cifar_resnet_zoo": {},
+        "classifier": {},
+        "digits_zoo": {},
+        "clip": {"pretrained": "null", "model_name": "ViT-B-32"},
+        "clip_vit_b32": {"pretrained": "null"},
         "clip_imagenet": {"pretrained": "null"},
     },
     "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
     "search": {"default": {}},
 }
 KINDS = {"data": ImageDataset, "generator": Generator, "oracle": Oracle}
-NEEDS_ASSETS = {("data", "cifar10_jpg"), ("generator", "taef2"), ("oracle", "cifar_resnet_zoo"),
-                ("oracle", "classifier"), *(("classifier", f"cifar_resnet{d}") for d in (20, 32, 56))}
+NEEDS_ASSETS = {
+    ("data", "cifar10_jpg"),
+    ("generator", "taef2"),
+    ("oracle", "cifar_resnet_zoo"),
+    ("oracle", "classifier"),
+    *(("classifier", f"cifar_resnet{d}") for d in (20, 32, 56)),
+}
 CASES = [(g, n) for g in FIXTURES for n in config_options(g)]
 
 
@@ -209,8 +260,7 @@ def test_every_option_composes_and_instantiates(group, name, stand_ins, monkeypa
 
         monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
         monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda *a, **k: True)
-    overrides = [f"{group}={name}"] + [f"{group}.{k}={v.format(**stand_ins)}"
-                                      for k, v in FIXTURES[group][name].items()]
+    overrides = [f"{group}={name}"] + [f"{group}.{k}={v.format(**stand_ins)}" for k, v in FIXTURES[group][name].items()]
     cfg = _compose("config", overrides)
     obj = _build_role(group, cfg[group])
     if group in KINDS:

@@ -170,8 +170,10 @@ def _idx_bytes(array: np.ndarray, magic: int) -> bytes:
 
 def _write_mnist(folder: Path, prefix: str, images: np.ndarray, labels: np.ndarray, gz: bool) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for stem, data, magic in ((f"{prefix}-images-idx3-ubyte", images, 2051),
-                              (f"{prefix}-labels-idx1-ubyte", labels, 2049)):
+    for stem, data, magic in (
+        (f"{prefix}-images-idx3-ubyte", images, 2051),
+        (f"{prefix}-labels-idx1-ubyte", labels, 2049),
+    ):
         raw = _idx_bytes(data, magic)
         if gz:
             with gzip.open(folder / f"{stem}.gz", "wb") as f:

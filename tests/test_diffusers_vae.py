@@ -14,11 +14,22 @@ from generators.diffusers_vae import DiffusersVAEGenerator  # noqa: E402
 # huggingface_hub's own deprecation noise when diffusers looks a hub id up offline
 pytestmark = pytest.mark.filterwarnings("ignore:The `local_dir_use_symlinks` argument:UserWarning")
 
-KL_KW = dict(block_out_channels=(8, 16), down_block_types=("DownEncoderBlock2D",) * 2,
-             up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, layers_per_block=1,
-             norm_num_groups=8, sample_size=16)
-TINY_KW = dict(encoder_block_out_channels=(8, 8, 8), decoder_block_out_channels=(8, 8, 8),
-               num_encoder_blocks=(1, 1, 1), num_decoder_blocks=(1, 1, 1), latent_channels=4)
+KL_KW = dict(
+    block_out_channels=(8, 16),
+    down_block_types=("DownEncoderBlock2D",) * 2,
+    up_block_types=("UpDecoderBlock2D",) * 2,
+    latent_channels=4,
+    layers_per_block=1,
+    norm_num_groups=8,
+    sample_size=16,
+)
+TINY_KW = dict(
+    encoder_block_out_channels=(8, 8, 8),
+    decoder_block_out_channels=(8, 8, 8),
+    num_encoder_blocks=(1, 1, 1),
+    num_decoder_blocks=(1, 1, 1),
+    latent_channels=4,
+)
 
 
 def _kl_dir(tmp_path, seed=0, **over):
@@ -112,11 +123,17 @@ def test_tiny_round_trip_matches_diffusers_in_unit_range(tiny):
 
 def test_auto_kind_reads_class_name_and_explicit_kind_is_checked(kl, tiny):
     assert DiffusersVAEGenerator(pretrained=str(tiny[0]), kind="tiny").kind == "tiny"
-    with pytest.raises(ValueError, match=r"kind='tiny' but .* describes an AutoencoderKL .*"
-                                         r"generator.kind=kl"):
+    with pytest.raises(
+        ValueError,
+        match=r"kind='tiny' but .* describes an AutoencoderKL .*"
+        r"generator.kind=kl",
+    ):
         DiffusersVAEGenerator(pretrained=str(kl[0]), kind="tiny")
-    with pytest.raises(ValueError, match=r"kind='vq' is not a diffusers VAE kind; "
-                                         r"allowed: \['auto', 'kl', 'tiny'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"kind='vq' is not a diffusers VAE kind; "
+        r"allowed: \['auto', 'kl', 'tiny'\]",
+    ):
         DiffusersVAEGenerator(pretrained=str(kl[0]), kind="vq")
 
 
@@ -131,8 +148,11 @@ def test_image_size_resizes_and_is_checked(kl):
 
 def test_non_divisible_size_and_grey_input_are_rejected(tiny):
     gen = tiny[2]
-    with pytest.raises(ValueError, match=r"down-samples by 4, so image height and width must be multiples of "
-                                         r"4, but got 18x18.*generator.image_size"):
+    with pytest.raises(
+        ValueError,
+        match=r"down-samples by 4, so image height and width must be multiples of "
+        r"4, but got 18x18.*generator.image_size",
+    ):
         gen.encode(images(size=18))
     with pytest.raises(ValueError, match=r"expects 3-channel images but got 1 channels.*data.channels=3"):
         gen.encode(torch.rand(2, 1, 16, 16))
@@ -161,16 +181,22 @@ def test_unsupported_class_name(tmp_path):
     d = tmp_path / "other"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"_class_name": "VQModel"}))
-    with pytest.raises(ValueError, match=r"describes a diffusers VQModel, "
-                                         r"but DiffusersVAEGenerator supports"):
+    with pytest.raises(
+        ValueError,
+        match=r"describes a diffusers VQModel, "
+        r"but DiffusersVAEGenerator supports",
+    ):
         DiffusersVAEGenerator(pretrained=str(d))
 
 
 def test_offline_hub_id_explains_how_to_point_at_a_local_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(OSError, match=r"model hub cannot be reached for 'nonexistent-org/nonexistent-vae'.*"
-                                      r"generator.pretrained=/path/to/local/vae_dir"):
+    with pytest.raises(
+        OSError,
+        match=r"model hub cannot be reached for 'nonexistent-org/nonexistent-vae'.*"
+        r"generator.pretrained=/path/to/local/vae_dir",
+    ):
         DiffusersVAEGenerator(pretrained="nonexistent-org/nonexistent-vae")
 
 

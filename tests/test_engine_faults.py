@@ -29,8 +29,16 @@ def test_fgsm_start_begins_from_the_fgsm_image(tmp_path):
     data = toy_data(12)
     clf = LinearClassifier(seed=0)
     eps = 0.1
-    evaluate(clf, data, SigmoidGenerator(), AcceptAllOracle(), SearchConfig(budget=0, start_noise=0, fgsm_start=eps),
-             seed=0, output_dir=tmp_path, save_latents=True)
+    evaluate(
+        clf,
+        data,
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=0, start_noise=0, fgsm_start=eps),
+        seed=0,
+        output_dir=tmp_path,
+        save_latents=True,
+    )
     start, _, ids = _latents(tmp_path)
     assert ids == [data[i][2] for i in range(len(data))]
     x, y = data.x, torch.tensor(data.y)
@@ -46,9 +54,16 @@ def test_adam_first_step_is_bias_corrected(tmp_path):
     """One Adam step with bias correction moves every latent with a clear gradient by exactly the step size
     (m_hat / sqrt(v_hat) = g / |g|); without the correction it would move by 0.1 / sqrt(0.001) = 3.16 steps."""
     a = 0.01
-    evaluate(LinearClassifier(seed=0), toy_data(10), SigmoidGenerator(), AcceptAllOracle(),
-             SearchConfig(budget=1, step_size=a, start_noise=0, update="adam"), seed=0, output_dir=tmp_path,
-             save_latents=True)
+    evaluate(
+        LinearClassifier(seed=0),
+        toy_data(10),
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=1, step_size=a, start_noise=0, update="adam"),
+        seed=0,
+        output_dir=tmp_path,
+        save_latents=True,
+    )
     start, final, _ = _latents(tmp_path)
     moved = (final - start).abs()
     assert float(moved.max()) == pytest.approx(a, rel=1e-3)
@@ -62,8 +77,16 @@ def test_start_noise_is_measured_in_steps_not_in_latent_std(tmp_path):
     x[:3] = 0.5 + (x[:3] - 0.5) * 0.1  # three samples with a small latent std, three with a large one
     data = ListDataset(x, [0, 1, 2, 0, 1, 2], ["a", "b", "c"])
     clf = LinearClassifier(in_features=3 * 16 * 16, seed=0)
-    evaluate(clf, data, SigmoidGenerator(), AcceptAllOracle(),
-             SearchConfig(budget=0, start_noise=4.0, step_size=0.05), seed=3, output_dir=tmp_path, save_latents=True)
+    evaluate(
+        clf,
+        data,
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=0, start_noise=4.0, step_size=0.05),
+        seed=3,
+        output_dir=tmp_path,
+        save_latents=True,
+    )
     start, final, _ = _latents(tmp_path)
     noise = (final - start).flatten(1)
     torch.testing.assert_close(noise.std(dim=1), torch.full((6,), 4.0 * 0.05), rtol=0.1, atol=0)
@@ -81,14 +104,22 @@ def test_ra_measures_the_generator_gap_and_warns():
     data = ListDataset(x, labels, ["c0", "c1", "c2"])
     sa = 100.0
     expected_ra = 100 * sum(y == k for y in labels) / len(labels)
-    lossy = evaluate(clf, data, ConstantGenerator(), AcceptAllOracle(), SearchConfig(budget=2), seed=0,
-                     gap_warn_points=10)
+    lossy = evaluate(
+        clf, data, ConstantGenerator(), AcceptAllOracle(), SearchConfig(budget=2), seed=0, gap_warn_points=10
+    )
     assert lossy.scores.ra.value == pytest.approx(expected_ra)
     assert lossy.scores.sa.value == pytest.approx(sa)
     assert sa - expected_ra > 10
     assert any(w.startswith("generator gap") for w in lossy.warnings)
-    exact = evaluate(clf, data, SigmoidGenerator(), AcceptAllOracle(), SearchConfig(budget=2, start_noise=0), seed=0,
-                     gap_warn_points=10)
+    exact = evaluate(
+        clf,
+        data,
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=2, start_noise=0),
+        seed=0,
+        gap_warn_points=10,
+    )
     assert exact.scores.ra.value == pytest.approx(sa)
     assert not any(w.startswith("generator gap") for w in exact.warnings)
 
@@ -99,8 +130,17 @@ def test_resnet20_known_answer_through_evaluate():
     through genEval.evaluate itself (identity generator, no search)."""
     data = ImageFolderData(asset("cifar10/test-jpg"), class_names=CIFAR10_CLASSES)
     clf = cifar_resnet(20, checkpoint=asset("weights/cifar10-resnet/resnet20-12fca82f.th"))
-    r = evaluate(clf, data, IdentityGenerator(), AcceptAllOracle(), SearchConfig(budget=0, start_noise=0), seed=0,
-                 batch_size=500, num_workers=2, device="cpu")
+    r = evaluate(
+        clf,
+        data,
+        IdentityGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=0, start_noise=0),
+        seed=0,
+        batch_size=500,
+        num_workers=2,
+        device="cpu",
+    )
     assert (r.scores.n, r.scores.sa.k) == (10000, 8103)
     assert r.scores.sa.value == pytest.approx(81.03)
     assert r.scores.ra.k == 8103  # the identity generator reconstructs exactly

@@ -15,8 +15,11 @@ CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
 
 
 def roles(oracle_seed=1):
-    return dict(classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(),
-                oracle=ModelOracle(LinearClassifier(seed=oracle_seed)))
+    return dict(
+        classifier=LinearClassifier(seed=0),
+        generator=SigmoidGenerator(),
+        oracle=ModelOracle(LinearClassifier(seed=oracle_seed)),
+    )
 
 
 def test_same_seed_same_results_and_run_directory(tmp_path):
@@ -100,8 +103,14 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
 
     d = toy_data(40)
     with pytest.raises(OSError, match="disk unplugged"):
-        evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=10,
-                 output_dir=tmp_path / "run", **roles())
+        evaluate(
+            data=Broken(d.x, d.y, d.class_names),
+            search=CFG,
+            seed=0,
+            batch_size=10,
+            output_dir=tmp_path / "run",
+            **roles(),
+        )
     assert not (tmp_path / "run" / "results.json").exists()
     assert not (tmp_path / "run" / "samples.jsonl").exists()
     assert not (tmp_path / "run" / "run.lock").exists()  # the lock is released on the error
@@ -111,15 +120,16 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
     assert resumed.timings["samples_computed"] == 40 - len(partial)
     evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles())
     assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["scores"] == \
-        json.loads((tmp_path / "fresh" / "results.json").read_text())["scores"]
+    assert (
+        json.loads((tmp_path / "run" / "results.json").read_text())["scores"]
+        == json.loads((tmp_path / "fresh" / "results.json").read_text())["scores"]
+    )
 
 
 def test_saved_latents_round_trip(tmp_path):
     from genEval.rundir import load_latent_file
 
-    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True,
-                 **roles())
+    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True, **roles())
     lat = load_latent_file(tmp_path)
     assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
     assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
@@ -132,8 +142,7 @@ def test_saved_latents_round_trip(tmp_path):
 def test_saved_images_round_trip(tmp_path):
     from genEval.rundir import load_tensors
 
-    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True,
-                 **roles())
+    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True, **roles())
     im = load_tensors(tmp_path, "images")
     assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
     assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))

@@ -25,8 +25,18 @@ from generators.vqgan import (
 from genEval.interfaces import Generator, resize_images
 from genEval.style_mask import SparseMask, fit_style_mask
 
-TINY_DD = dict(ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3,
-               resolution=16, z_channels=8, dropout=0.0, double_z=False)
+TINY_DD = dict(
+    ch=32,
+    out_ch=3,
+    ch_mult=[1, 2],
+    num_res_blocks=1,
+    attn_resolutions=[],
+    in_channels=3,
+    resolution=16,
+    z_channels=8,
+    dropout=0.0,
+    double_z=False,
+)
 N_EMBED, EMBED_DIM = 32, 8
 EXACT = "donot_use_mm_for_euclid_dist"
 
@@ -41,6 +51,7 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- TAEF2
+
 
 @pytest.fixture(scope="module")
 def random_taef2() -> TAEF2Generator:
@@ -120,8 +131,11 @@ def test_taef2_wrong_keys_named(tmp_path, random_taef2):
 
 
 def test_taef2_input_errors_teach(random_taef2):
-    with pytest.raises(ValueError, match=r"multiples of 8, but got 20x16.*nearest: height 16 or 24.*"
-                                         r"generator\.image_size="):
+    with pytest.raises(
+        ValueError,
+        match=r"multiples of 8, but got 20x16.*nearest: height 16 or 24.*"
+        r"generator\.image_size=",
+    ):
         random_taef2.encode(torch.rand(1, 3, 20, 16))
     with pytest.raises(ValueError, match=r"expects 3-channel images but got 1.*data\.channels=3"):
         random_taef2.encode(torch.rand(1, 1, 16, 16))
@@ -178,6 +192,7 @@ def test_taef2_hydra_config_instantiates():
 
 # ---------------------------------------------------------------- VQGAN
 
+
 @pytest.mark.parametrize("quantize", ["none", "straight_through"])
 def test_vqgan_shapes_range_and_gradient(quantize):
     g = tiny_vq(quantize=quantize)
@@ -199,8 +214,9 @@ def test_vqgan_straight_through_lands_on_codebook():
     book = g.quantize.embedding.weight  # (n_embed, embed_dim)
     flat = zq.detach().permute(0, 2, 3, 1).reshape(-1, EMBED_DIM)
     assert float(torch.cdist(flat, book, compute_mode=EXACT).min(1).values.max()) < 1e-5
-    nearest = book[torch.cdist(z.detach().permute(0, 2, 3, 1).reshape(-1, EMBED_DIM), book,
-                               compute_mode=EXACT).argmin(1)]
+    nearest = book[
+        torch.cdist(z.detach().permute(0, 2, 3, 1).reshape(-1, EMBED_DIM), book, compute_mode=EXACT).argmin(1)
+    ]
     assert torch.allclose(flat, nearest, atol=1e-5)
     (grad,) = torch.autograd.grad(zq.sum(), z)  # identity gradient
     assert torch.allclose(grad, torch.ones_like(grad))
@@ -269,15 +285,24 @@ def test_vqgan_pickled_classes_from_missing_modules_get_stand_ins(tmp_path, monk
     """Official checkpoints reference pytorch-lightning classes that may not be importable."""
     mod_dir = tmp_path / "mods"
     mod_dir.mkdir()
-    (mod_dir / "vanishing_lightning.py").write_text("class ModelCheckpoint:\n    def __init__(self):\n"
-                                                    "        self.best = 1.0\n")
+    (mod_dir / "vanishing_lightning.py").write_text(
+        "class ModelCheckpoint:\n    def __init__(self):\n        self.best = 1.0\n"
+    )
     monkeypatch.syspath_prepend(str(mod_dir))
     import vanishing_lightning
 
     src = tiny_vq()
     ckpt = tmp_path / "official.ckpt"
-    torch.save(_lightning_like(src, callbacks={vanishing_lightning.ModelCheckpoint: {"best": 1.0},
-                                               "obj": vanishing_lightning.ModelCheckpoint()}), ckpt)
+    torch.save(
+        _lightning_like(
+            src,
+            callbacks={
+                vanishing_lightning.ModelCheckpoint: {"best": 1.0},
+                "obj": vanishing_lightning.ModelCheckpoint(),
+            },
+        ),
+        ckpt,
+    )
     monkeypatch.delitem(sys.modules, "vanishing_lightning")
     (mod_dir / "vanishing_lightning.py").unlink()
     with pytest.raises(ValueError, match="allow_pickle=true"):
@@ -288,8 +313,7 @@ def test_vqgan_pickled_classes_from_missing_modules_get_stand_ins(tmp_path, monk
 
 
 def test_vqgan_checkpoint_errors(tmp_path):
-    with pytest.raises(FileNotFoundError,
-                       match=r"VQGAN checkpoint not found: .*missing\.ckpt.*generator\.checkpoint"):
+    with pytest.raises(FileNotFoundError, match=r"VQGAN checkpoint not found: .*missing\.ckpt.*generator\.checkpoint"):
         VQGANGenerator(TINY_DD, N_EMBED, EMBED_DIM, checkpoint=tmp_path / "missing.ckpt")
     sd = dict(tiny_vq().state_dict())
     sd.pop("quant_conv.bias")
@@ -319,16 +343,21 @@ def test_vqgan_size_and_channel_errors():
 def _taming_yaml(tmp_path: Path, **params) -> Path:
     dd = "\n".join(f"      {k}: {v}" for k, v in TINY_DD.items())
     extra = "\n".join(f"    {k}: {v}" for k, v in params.items())
-    text = textwrap.dedent("""\
+    text = (
+        textwrap.dedent("""\
         model:
           base_learning_rate: 4.5e-06
           target: taming.models.vqgan.VQModel
           params:
             embed_dim: {e}
             n_embed: {n}
-        """).format(e=EMBED_DIM, n=N_EMBED) + "    ddconfig:\n" + dd.replace("False", "false") + "\n" + \
-        "    lossconfig:\n      target: taming.modules.losses.vqperceptual.VQLPIPSWithDiscriminator\n" + \
-        (extra + "\n" if extra else "")
+        """).format(e=EMBED_DIM, n=N_EMBED)
+        + "    ddconfig:\n"
+        + dd.replace("False", "false")
+        + "\n"
+        + "    lossconfig:\n      target: taming.modules.losses.vqperceptual.VQLPIPSWithDiscriminator\n"
+        + (extra + "\n" if extra else "")
+    )
     path = tmp_path / "model.yaml"
     path.write_text(text)
     return path

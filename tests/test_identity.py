@@ -61,9 +61,19 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
     clf = LinearClassifier(in_features=12, num_classes=2, seed=0)
     oracle = ModelOracle(LinearClassifier(in_features=12, num_classes=2, seed=3))
     data = toy_data(40, seed=1, classes=2)
-    res = evaluate(classifier=clf, data=data, generator=IdentityGenerator(), oracle=oracle,
-                   search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0), seed=0, batch_size=16,
-                   device="cpu", output_dir=tmp_path, save_latents=True, progress=False)
+    res = evaluate(
+        classifier=clf,
+        data=data,
+        generator=IdentityGenerator(),
+        oracle=oracle,
+        search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0),
+        seed=0,
+        batch_size=16,
+        device="cpu",
+        output_dir=tmp_path,
+        save_latents=True,
+        progress=False,
+    )
     lat = load_latent_file(Path(tmp_path))
     assert lat["generator"] == "identity"
     w = clf.l.weight.detach()
@@ -82,8 +92,7 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
         if r.validated:
             moved = (expected_x - x).abs()
             unclamped = (expected_z >= 0) & (expected_z <= 1)
-            assert torch.allclose(moved[unclamped], torch.full_like(moved[unclamped], a * r.accepted_steps),
-                                  atol=1e-6)
+            assert torch.allclose(moved[unclamped], torch.full_like(moved[unclamped], a * r.accepted_steps), atol=1e-6)
             checked += 1
     assert checked == int(validated.sum()) > 0
 

@@ -27,9 +27,13 @@ from genEval.imagenet import (
     wnid_index,
 )
 
-TINY_CLIP = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
-                           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2,
-                                        "layers": 1}}}
+TINY_CLIP = {
+    "model_cfg": {
+        "embed_dim": 32,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+    }
+}
 
 
 # ------------------------------------------------------------------------------------------------- metadata
@@ -64,8 +68,16 @@ def test_disambiguate_keeps_unique_names_and_uses_free_alternatives():
 def test_restricted_imagenet9_ranges_and_checks():
     # RESTRICTED_IMAGNET_RANGES of MadryLab/robustness (robustness/tools/constants.py), paper Table 13 order
     assert {k: list(v) for k, v in RESTRICTED_IMAGENET9.items()} == {
-        "dog": [(151, 268)], "cat": [(281, 285)], "frog": [(30, 32)], "turtle": [(33, 37)], "bird": [(80, 100)],
-        "primate": [(365, 382)], "fish": [(389, 397)], "crab": [(118, 121)], "insect": [(300, 319)]}
+        "dog": [(151, 268)],
+        "cat": [(281, 285)],
+        "frog": [(30, 32)],
+        "turtle": [(33, 37)],
+        "bird": [(80, 100)],
+        "primate": [(365, 382)],
+        "fish": [(389, 397)],
+        "crab": [(118, 121)],
+        "insect": [(300, 319)],
+    }
     members = superclass_members(superclass_table("restricted_imagenet9"))
     assert [len(m) for m in members] == [118, 5, 3, 5, 21, 18, 9, 4, 20]  # inclusive ranges
     assert superclass_table({"a": [0, 2], "b": [[5, 5], [7, 9]]}) == {"a": ((0, 2),), "b": ((5, 5), (7, 9))}
@@ -92,10 +104,17 @@ def test_any_subset_of_wnid_folders_gets_1k_indices_and_names(tmp_path, caplog):
     ds = ImageNetData(root, image_size=32)  # photos of different sizes: resized by the preset's image_size
     assert len(ds.class_names) == 1000 and ds.class_names[0] == "tench" and ds.name == "imagenet:val"
     assert ds.labels == [0, 0, 151, 999]
-    assert [ds[i][2] for i in range(4)] == ["n01440764/img0.JPEG", "n01440764/img1.JPEG", "n02085620/img0.JPEG",
-                                            "n15075141/img0.JPEG"]
-    assert ds.folder_classes == {"n01440764": (0, "tench"), "n02085620": (151, "Chihuahua"),
-                                 "n15075141": (999, "toilet paper")}
+    assert [ds[i][2] for i in range(4)] == [
+        "n01440764/img0.JPEG",
+        "n01440764/img1.JPEG",
+        "n02085620/img0.JPEG",
+        "n15075141/img0.JPEG",
+    ]
+    assert ds.folder_classes == {
+        "n01440764": (0, "tench"),
+        "n02085620": (151, "Chihuahua"),
+        "n15075141": (999, "toilet paper"),
+    }
     assert "n01440764 -> 0 'tench'" in caplog.text  # the mapping is in the log
     assert ImageNetData(root, class_names="lemma", image_size=32).class_names[151] == "Chihuahua"
     assert ImageNetData(root, class_names="wnid", image_size=32).class_names[0] == "n01440764"
@@ -108,8 +127,9 @@ def test_any_subset_of_wnid_folders_gets_1k_indices_and_names(tmp_path, caplog):
 
 def test_imagenet9_labels_by_superclass_and_leaves_other_folders_out(tmp_path):
     root = _wnid_folder(tmp_path / "val", {"n01440764": 1, "n02085620": 2, "n02123045": 1, "n02259212": 1})
-    ds = ImageNetData(root, superclasses="restricted_imagenet9", class_names=None, image_size=16, limit=3,
-                      subset="first")
+    ds = ImageNetData(
+        root, superclasses="restricted_imagenet9", class_names=None, image_size=16, limit=3, subset="first"
+    )
     assert ds.class_names == ["dog", "cat", "frog", "turtle", "bird", "primate", "fish", "crab", "insect"]
     assert ds.folder_classes == {"n02085620": (0, "dog"), "n02123045": (1, "cat"), "n02259212": (8, "insect")}
     assert ds.labels == [0, 1, 8] and ds.name == "imagenet9:val"  # the tench folder is not in any super-class
@@ -158,10 +178,12 @@ def test_superclass_classifier_pools_the_1k_logits():
     p = logits.softmax(1)
     mass = torch.stack([p[:, m].sum(1) for m in superclass_members(RESTRICTED_IMAGENET9)], 1)
     torch.testing.assert_close(pooled.softmax(1), mass / mass.sum(1, keepdim=True))
-    torch.testing.assert_close(SuperclassClassifier(FixedLogits(logits), {"a": [5, 9]}, pool="max")(x)[:, 0],
-                               logits[:, 5:10].amax(1))
-    torch.testing.assert_close(SuperclassClassifier(FixedLogits(logits), {"a": [5, 9]}, pool="mean")(x)[:, 0],
-                               logits[:, 5:10].mean(1))
+    torch.testing.assert_close(
+        SuperclassClassifier(FixedLogits(logits), {"a": [5, 9]}, pool="max")(x)[:, 0], logits[:, 5:10].amax(1)
+    )
+    torch.testing.assert_close(
+        SuperclassClassifier(FixedLogits(logits), {"a": [5, 9]}, pool="mean")(x)[:, 0], logits[:, 5:10].mean(1)
+    )
     with pytest.raises(ValueError, match=r"must be a 1000-class ImageNet classifier .* got num_classes=10"):
         superclass_classifier(FixedLogits(torch.zeros(1, 10)), "restricted_imagenet9")
     with pytest.raises(ValueError, match=r"unknown pool 'sum'"):
@@ -180,8 +202,11 @@ def test_imagenet9_presets_share_the_superclasses():
         cfg = compose("config", overrides=["data=imagenet9", "data.root=/x"])
         custom = compose("config", overrides=["data=imagenet9", "data.root=/x", "+data.superclasses={a: [0, 9]}"])
         explicit = compose("config", overrides=["data=imagenet9", "data.root=/x", "classifier=timm"])
-    assert cfg.classifier._target_.endswith("superclass_classifier") and cfg.classifier.superclasses == \
-        "restricted_imagenet9" and cfg.oracle.templates == "openai"
+    assert (
+        cfg.classifier._target_.endswith("superclass_classifier")
+        and cfg.classifier.superclasses == "restricted_imagenet9"
+        and cfg.oracle.templates == "openai"
+    )
     assert OmegaConf.to_container(custom.classifier.superclasses) == {"a": [0, 9]}  # follows the data
     assert explicit.classifier._target_.endswith("timm_classifier")  # an explicit classifier=... wins
 
@@ -204,7 +229,11 @@ def _check_imagenet_run(run: Path, r) -> dict:
     assert len(names) == 1000 and names[0] == "tench" and names[243] == "Bullmastiff"
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert {s["source_id"].split("/")[0]: names[s["label"]] for s in samples} == {
-        "n01440764": "tench", "n02108422": "Bullmastiff", "n03376595": "folding chair", "n02815834": "beaker"}
+        "n01440764": "tench",
+        "n02108422": "Bullmastiff",
+        "n03376595": "folding chair",
+        "n02815834": "beaker",
+    }
     assert res["config"]["oracle"]["reference"] == "label"
     return res
 
@@ -219,10 +248,23 @@ def test_imagenet_command_end_to_end(tmp_path):
     clip_dir.mkdir()
     (clip_dir / "open_clip_config.json").write_text(json.dumps(TINY_CLIP))
     run = tmp_path / "run"
-    r = geneval("data=imagenet", f"data.root={root}", "classifier=timm", "classifier.name=resnet18",
-                "classifier.pretrained=false", "oracle=clip", "oracle.pretrained=null",
-                f"oracle.model_name=local-dir:{clip_dir}", "data.image_size=32", "data.limit=4", "search.budget=1",
-                "seed=0", "batch_size=4", "progress=false", f"hydra.run.dir={run}")
+    r = geneval(
+        "data=imagenet",
+        f"data.root={root}",
+        "classifier=timm",
+        "classifier.name=resnet18",
+        "classifier.pretrained=false",
+        "oracle=clip",
+        "oracle.pretrained=null",
+        f"oracle.model_name=local-dir:{clip_dir}",
+        "data.image_size=32",
+        "data.limit=4",
+        "search.budget=1",
+        "seed=0",
+        "batch_size=4",
+        "progress=false",
+        f"hydra.run.dir={run}",
+    )
     _check_imagenet_run(run, r)
     log = r.stderr + "".join(p.read_text() for p in run.glob("*.log"))
     assert "n01440764 -> 0 'tench'" in log  # the wnid -> class mapping used
@@ -236,7 +278,19 @@ def test_imagenet_command_as_documented(tmp_path):
     root = _imagenet_folder(tmp_path / "val")
     asset("weights/taef2")
     run = tmp_path / "run"
-    r = geneval("data=imagenet", f"data.root={root}", "classifier=timm", "classifier.name=resnet18",
-                "classifier.pretrained=false", "oracle=clip", "oracle.pretrained=null", "data.image_size=32",
-                "data.limit=4", "search.budget=1", "progress=false", f"hydra.run.dir={run}", timeout=3600)
+    r = geneval(
+        "data=imagenet",
+        f"data.root={root}",
+        "classifier=timm",
+        "classifier.name=resnet18",
+        "classifier.pretrained=false",
+        "oracle=clip",
+        "oracle.pretrained=null",
+        "data.image_size=32",
+        "data.limit=4",
+        "search.budget=1",
+        "progress=false",
+        f"hydra.run.dir={run}",
+        timeout=3600,
+    )
     _check_imagenet_run(run, r)

@@ -23,9 +23,20 @@ def test_bf16_and_fp32_agree_on_the_decisions_of_a_small_run(tmp_path):
     rejected step, first fooled step, final prediction) and PA differs by at most 2 points. Measured on this
     toy run: 298 of 300 identical, all scores equal."""
     data = toy_data(300, seed=2)
-    runs = {p: evaluate(LinearClassifier(seed=0), data, SigmoidGenerator(), ModelOracle(LinearClassifier(seed=1)),
-                        CFG, seed=0, batch_size=64, kernels=Kernels(precision=p), output_dir=tmp_path / p)
-            for p in ("fp32", "bf16")}
+    runs = {
+        p: evaluate(
+            LinearClassifier(seed=0),
+            data,
+            SigmoidGenerator(),
+            ModelOracle(LinearClassifier(seed=1)),
+            CFG,
+            seed=0,
+            batch_size=64,
+            kernels=Kernels(precision=p),
+            output_dir=tmp_path / p,
+        )
+        for p in ("fp32", "bf16")
+    }
     a, b = runs["fp32"].samples, runs["bf16"].samples
     same = sum(all(getattr(u, k) == getattr(v, k) for k in DECISIONS) for u, v in zip(a, b))
     assert same >= 0.95 * len(a)
@@ -45,8 +56,9 @@ def test_bf16_actually_runs_the_roles_in_bf16():
             seen.append(out.dtype)
             return out
 
-    clf, gen, orc, eff = accelerate(Spy(seed=0), SigmoidGenerator(), AcceptAllOracle(), Kernels(precision="bf16"),
-                                    torch.device("cpu"))
+    clf, gen, orc, eff = accelerate(
+        Spy(seed=0), SigmoidGenerator(), AcceptAllOracle(), Kernels(precision="bf16"), torch.device("cpu")
+    )
     logits = clf(torch.rand(4, 3, 2, 2))
     assert seen == [torch.bfloat16] and logits.dtype == torch.float32  # autocast inside, fp32 handed back
     assert gen.decode(torch.zeros(1, 3, 2, 2)).dtype == torch.float32
@@ -55,8 +67,15 @@ def test_bf16_actually_runs_the_roles_in_bf16():
 
 def test_compile_on_cpu_falls_back_to_eager_with_one_warning(caplog):
     with caplog.at_level(logging.WARNING):
-        r = evaluate(LinearClassifier(seed=0), toy_data(12), SigmoidGenerator(), AcceptAllOracle(),
-                     SearchConfig(budget=2), seed=0, kernels=Kernels(compile=True))
+        r = evaluate(
+            LinearClassifier(seed=0),
+            toy_data(12),
+            SigmoidGenerator(),
+            AcceptAllOracle(),
+            SearchConfig(budget=2),
+            seed=0,
+            kernels=Kernels(compile=True),
+        )
     lines = [rec for rec in caplog.records if "compile=true ignored" in rec.getMessage()]
     assert len(lines) == 1 and "CUDA" in lines[0].getMessage()
     assert r.extra["kernels"]["generator"]["compile"] is False
@@ -64,16 +83,24 @@ def test_compile_on_cpu_falls_back_to_eager_with_one_warning(caplog):
 
 def test_fp16_on_a_generator_not_known_to_be_safe_warns_naming_bf16(caplog):
     with caplog.at_level(logging.WARNING):
-        accelerate(LinearClassifier(seed=0), SigmoidGenerator(), AcceptAllOracle(),
-                   Kernels(role_precision={"generator": "fp16"}), torch.device("cpu"))
+        accelerate(
+            LinearClassifier(seed=0),
+            SigmoidGenerator(),
+            AcceptAllOracle(),
+            Kernels(role_precision={"generator": "fp16"}),
+            torch.device("cpu"),
+        )
     assert any("overflow in fp16" in r.getMessage() and "precision=bf16" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"precision": "fp8"}, r"unknown precision 'fp8' for all roles; choose one of fp32, bf16, fp16"),
-    ({"role_precision": {"decoder": "bf16"}}, r"role_precision names unknown role 'decoder'"),
-    ({"compile": {"vae": True}}, r"compile names unknown roles \['vae'\]"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"precision": "fp8"}, r"unknown precision 'fp8' for all roles; choose one of fp32, bf16, fp16"),
+        ({"role_precision": {"decoder": "bf16"}}, r"role_precision names unknown role 'decoder'"),
+        ({"compile": {"vae": True}}, r"compile names unknown roles \['vae'\]"),
+    ],
+)
 def test_bad_kernel_settings_are_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         Kernels(**kw)
@@ -86,5 +113,8 @@ def test_precision_is_a_top_level_key_of_the_main_job_and_lands_in_results(tmp_p
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["config"]["precision"] == "bf16"
-    assert {role: res["kernels"][role]["precision"] for role in ("classifier", "generator", "oracle")} == \
-        {"classifier": "bf16", "generator": "bf16", "oracle": "bf16"}
+    assert {role: res["kernels"][role]["precision"] for role in ("classifier", "generator", "oracle")} == {
+        "classifier": "bf16",
+        "generator": "bf16",
+        "oracle": "bf16",
+    }

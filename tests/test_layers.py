@@ -61,8 +61,12 @@ def _imports(module: str) -> list[tuple[str, int, bool]]:
                 names = [a.name for a in child.names]
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
                 names = [f"{child.module}.{a.name}" for a in child.names]
-            elif isinstance(child, ast.Call) and getattr(child.func, "attr", getattr(child.func, "id", "")) \
-                    == "import_module" and child.args and isinstance(child.args[0], ast.Constant):
+            elif (
+                isinstance(child, ast.Call)
+                and getattr(child.func, "attr", getattr(child.func, "id", "")) == "import_module"
+                and child.args
+                and isinstance(child.args[0], ast.Constant)
+            ):
                 names = [str(child.args[0].value)]
             for n in names:
                 target = _resolve(n)
@@ -78,8 +82,14 @@ GRAPH = {m: _imports(m) for m in MODULES}
 
 
 def test_the_modules_are_found():
-    assert {"genEval.cli", "genEval.driver", "genEval.perturb", "genEval.commands", "generators.vqgan",
-            "oracles.clip"} <= set(MODULES)
+    assert {
+        "genEval.cli",
+        "genEval.driver",
+        "genEval.perturb",
+        "genEval.commands",
+        "generators.vqgan",
+        "oracles.clip",
+    } <= set(MODULES)
     assert any(t == "genEval.perturb" for t, _, _ in GRAPH["genEval.driver"])
 
 
@@ -106,21 +116,39 @@ def _layer(module: str) -> int:
 
 
 def test_imports_only_go_down_the_layers():
-    upward = sorted({f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)}) at line {ln}"
-                     for m, edges in GRAPH.items() for t, ln, _ in edges
-                     if _layer(t) < _layer(m) and "genEval" not in (m, t)})
+    upward = sorted(
+        {
+            f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)}) at line {ln}"
+            for m, edges in GRAPH.items()
+            for t, ln, _ in edges
+            if _layer(t) < _layer(m) and "genEval" not in (m, t)
+        }
+    )
     assert not upward, "\n".join(upward)
 
 
 def test_backends_import_only_shared_helpers_of_the_engine():
-    bad = sorted({f"{m} imports {t} (line {ln})" for m, edges in GRAPH.items() if _layer(m) == 3
-                  for t, ln, _ in edges if t.startswith("genEval") and t not in FOUNDATION | BACKENDS_IN_ENGINE})
+    bad = sorted(
+        {
+            f"{m} imports {t} (line {ln})"
+            for m, edges in GRAPH.items()
+            if _layer(m) == 3
+            for t, ln, _ in edges
+            if t.startswith("genEval") and t not in FOUNDATION | BACKENDS_IN_ENGINE
+        }
+    )
     assert not bad, "backends may use genEval.interfaces and small helpers only:\n" + "\n".join(bad)
 
 
 def test_no_function_local_imports_of_the_projects_own_modules():
-    local = sorted({f"{m} imports {t} inside a function (line {ln})" for m, edges in GRAPH.items()
-                    for t, ln, inside in edges if inside and (m, t) not in LOCAL_IMPORTS_ALLOWED})
+    local = sorted(
+        {
+            f"{m} imports {t} inside a function (line {ln})"
+            for m, edges in GRAPH.items()
+            for t, ln, inside in edges
+            if inside and (m, t) not in LOCAL_IMPORTS_ALLOWED
+        }
+    )
     assert not local, "\n".join(local)
 
 
@@ -133,8 +161,11 @@ def test_command_work_stays_in_the_command_layer():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 bad.append(f"{m}:{node.lineno} print()")
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "exit" \
-                    and getattr(node.func.value, "id", None) == "sys":
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "exit"
+                and getattr(node.func.value, "id", None) == "sys"
+            ):
                 bad.append(f"{m}:{node.lineno} sys.exit()")
             if isinstance(node, ast.ImportFrom) and node.module == "omegaconf":
                 bad.append(f"{m}:{node.lineno} imports omegaconf")

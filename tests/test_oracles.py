@@ -68,7 +68,8 @@ def test_classifier_oracle_threshold():
     j = o.judge(IMAGES, torch.tensor([0, 0, 2, 1]))
     assert j.accept.tolist() == [False, False, True, False]
     assert ClassifierOracle(FixedLogits([[5.0, 0, 0]]), threshold=0.0).judge(
-        IMAGES[:1], torch.tensor([1])).accept.tolist() == [False]  # a threshold never rescues a wrong argmax
+        IMAGES[:1], torch.tensor([1])
+    ).accept.tolist() == [False]  # a threshold never rescues a wrong argmax
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "high"])
@@ -193,9 +194,11 @@ def tiny_clip_name(tmp_path_factory) -> str:
     """Register a tiny ViT CLIP config with open_clip (random init, no download)."""
     import open_clip
 
-    cfg = {"embed_dim": 32,
-           "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8},
-           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 2}}
+    cfg = {
+        "embed_dim": 32,
+        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 2},
+    }
     path = tmp_path_factory.mktemp("open_clip_cfg") / f"{TINY}.json"
     path.write_text(json.dumps(cfg))
     open_clip.add_model_config(path)
@@ -349,8 +352,11 @@ def test_clip_construction_errors(tmp_path):
 
     with pytest.raises(ValueError, match=r"no model named 'ViT-B-33'.*ViT-B-32.*list_models"):
         CLIPOracle(model_name="ViT-B-33")
-    with pytest.raises(ValueError, match=r"'laion5b' is neither a pretrained tag of ViT-B-32.*openai.*"
-                       r"laion2b_s34b_b79k"):
+    with pytest.raises(
+        ValueError,
+        match=r"'laion5b' is neither a pretrained tag of ViT-B-32.*openai.*"
+        r"laion2b_s34b_b79k",
+    ):
         CLIPOracle(model_name="ViT-B-32", pretrained="laion5b")
     missing = tmp_path / "nowhere" / "open_clip_pytorch_model.bin"
     with pytest.raises(FileNotFoundError, match=r"nowhere/open_clip_pytorch_model.bin"):
@@ -372,8 +378,11 @@ def test_clip_offline_tag_explains_how_to_pass_a_file(monkeypatch):
         raise ConnectionError("Failed to resolve 'huggingface.co'")
 
     monkeypatch.setattr(open_clip, "download_pretrained", unreachable)
-    with pytest.raises(RuntimeError, match=r"(?s)hub is unreachable.*ConnectionError.*"
-                       r"oracle.pretrained=/path/to/open_clip_pytorch_model.bin oracle.quick_gelu=true"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"(?s)hub is unreachable.*ConnectionError.*"
+        r"oracle.pretrained=/path/to/open_clip_pytorch_model.bin oracle.quick_gelu=true",
+    ):
         CLIPOracle(model_name="ViT-B-32", pretrained="openai")
 
 
@@ -447,8 +456,9 @@ def _targets(node) -> list:
     return found
 
 
-@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo",
-                                  "cifar_resnet_zoo"])
+@pytest.mark.parametrize(
+    "name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo", "cifar_resnet_zoo"]
+)
 def test_oracle_configs_resolve(name):
     """Each target exists and accepts exactly the keys its config gives it."""
     import inspect
@@ -518,8 +528,12 @@ def _cifar_pngs():
     from PIL import Image
 
     files = sorted(asset("samples/foolbox").glob("cifar10_*.png"))
-    x = torch.stack([torch.from_numpy(np.asarray(Image.open(f).convert("RGB")).copy()).permute(2, 0, 1)
-                     for f in files]).float() / 255
+    x = (
+        torch.stack(
+            [torch.from_numpy(np.asarray(Image.open(f).convert("RGB")).copy()).permute(2, 0, 1) for f in files]
+        ).float()
+        / 255
+    )
     return x, torch.tensor([int(f.stem.split("_")[-1]) for f in files])
 
 
@@ -547,20 +561,29 @@ def test_cifar_resnet_zoo_on_real_weights():
 def test_every_oracle_has_a_validated_reference(tiny_clip_name):
     assert member([0]).reference == "label" and ZooOracle([member([0])]).reference == "label"
     assert make_clip(tiny_clip_name).reference == "label"
-    picked = [ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference="clean_prediction"),
-              ZooOracle([member([0])], reference="clean_prediction"),
-              make_clip(tiny_clip_name, reference="clean_prediction")]
+    picked = [
+        ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference="clean_prediction"),
+        ZooOracle([member([0])], reference="clean_prediction"),
+        make_clip(tiny_clip_name, reference="clean_prediction"),
+    ]
     assert [o.reference for o in picked] == ["clean_prediction"] * 3
     assert all("reference='clean_prediction'" in repr(o) for o in picked)
-    for build in (lambda r: ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference=r),
-                  lambda r: ZooOracle([member([0])], reference=r), lambda r: make_clip(tiny_clip_name, reference=r)):
-        with pytest.raises(ValueError, match=r"unknown reference 'clean'; choose oracle.reference=label .* "
-                                             r"oracle.reference=clean_prediction"):
+    for build in (
+        lambda r: ClassifierOracle(FixedLogits([[1.0, 0.0]]), reference=r),
+        lambda r: ZooOracle([member([0])], reference=r),
+        lambda r: make_clip(tiny_clip_name, reference=r),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"unknown reference 'clean'; choose oracle.reference=label .* "
+            r"oracle.reference=clean_prediction",
+        ):
             build("clean")
 
 
-@pytest.mark.parametrize("name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo",
-                                  "cifar_resnet_zoo"])
+@pytest.mark.parametrize(
+    "name", ["clip", "clip_vit_b32", "clip_imagenet", "classifier", "digits_zoo", "cifar_resnet_zoo"]
+)
 def test_oracle_configs_set_reference_label(name):
     assert _load(name).reference == "label"
 
@@ -585,8 +608,11 @@ def test_classifier_oracle_refuses_data_of_other_classes():
     judge = ClassifierOracle(cifar_resnet(20))  # random weights; knows the CIFAR-10 class names
     judge.prepare(CIFAR10_CLASSES)
     digits = [str(i) for i in range(10)]
-    with pytest.raises(ValueError, match=r"trained on the classes \[airplane, automobile, .*truck\] but the data's "
-                                         r"classes are \[0, 1, .*9\].*Use oracle=digits_zoo"):
+    with pytest.raises(
+        ValueError,
+        match=r"trained on the classes \[airplane, automobile, .*truck\] but the data's "
+        r"classes are \[0, 1, .*9\].*Use oracle=digits_zoo",
+    ):
         judge.prepare(digits)
     with pytest.raises(ValueError, match=r"but the data's classes are \[a, b, .*\].*or oracle=clip"):
         judge.prepare(list("abcdefghij"))
@@ -602,9 +628,17 @@ def test_cifar_data_presets_pick_the_cifar_zoo_and_an_explicit_oracle_wins():
     from genEval.commands import CONF_DIR
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        picks = {tuple(ov): compose("config", overrides=list(ov)).oracle for ov in [
-            ("data=cifar10_jpg", "classifier=cifar_resnet20"), ("data=cifar10",), ("data=cifar10_jpg", "oracle=clip"),
-            ("oracle=digits_zoo", "data=cifar10_jpg"), ("experiment=cifar10_taef2",), ()]}
+        picks = {
+            tuple(ov): compose("config", overrides=list(ov)).oracle
+            for ov in [
+                ("data=cifar10_jpg", "classifier=cifar_resnet20"),
+                ("data=cifar10",),
+                ("data=cifar10_jpg", "oracle=clip"),
+                ("oracle=digits_zoo", "data=cifar10_jpg"),
+                ("experiment=cifar10_taef2",),
+                (),
+            ]
+        }
     depths = {k: [m.classifier.get("depth") for m in v.get("members", [])] for k, v in picks.items()}
     assert depths[("data=cifar10_jpg", "classifier=cifar_resnet20")] == [32, 56] == depths[("data=cifar10",)]
     assert depths[("experiment=cifar10_taef2",)] == [32, 56]
@@ -618,8 +652,14 @@ def test_digits_zoo_on_cifar_stops_before_the_first_batch(tmp_path, digits_cache
     from test_cli import geneval
 
     asset("cifar10/test-jpg")
-    r = geneval("data=cifar10_jpg", "classifier=cifar_resnet20", "oracle=digits_zoo", "data.limit=4",
-                f"hydra.run.dir={tmp_path}", env_extra={"GENEVAL_CACHE": str(digits_cache)})
+    r = geneval(
+        "data=cifar10_jpg",
+        "classifier=cifar_resnet20",
+        "oracle=digits_zoo",
+        "data.limit=4",
+        f"hydra.run.dir={tmp_path}",
+        env_extra={"GENEVAL_CACHE": str(digits_cache)},
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     assert "geneval: error: oracle classifier:digits_mlp:seed1 was trained on the classes [0, 1," in r.stderr
     assert "but the data's classes are [airplane, automobile," in r.stderr and "Use oracle=cifar_resnet_zoo" in r.stderr
@@ -649,8 +689,12 @@ def test_clip_prompts_are_logged_and_unreadable_names_warned(tiny_clip_name, cap
     caplog.clear()  # building a random-weight CLIP warns about its weights; only prepare's warnings count here
     o.prepare(["n01440764", "n01443537", "dog"])
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warned) == 1 and "2 of 3 class names look like WordNet ids or bare numbers (n01440764, n01443537)" \
-        in warned[0] and "'an image of n01440764'" in warned[0] and "data=imagenet" in warned[0]
+    assert (
+        len(warned) == 1
+        and "2 of 3 class names look like WordNet ids or bare numbers (n01440764, n01443537)" in warned[0]
+        and "'an image of n01440764'" in warned[0]
+        and "data=imagenet" in warned[0]
+    )
     caplog.clear()
     make_clip(tiny_clip_name).prepare([str(i) for i in range(10)])
     assert "10 of 10 class names look like" in caplog.text

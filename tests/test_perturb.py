@@ -58,7 +58,7 @@ def test_batch_equals_one_sample_at_a_time(update, step):
     whole = run(cfg, x=x, y=y)
     assert (whole.rejected_at > 0).any() and (whole.rejected_at < 0).any(), "test needs mixed outcomes"
     for i in range(len(x)):
-        one = run(cfg, x=x[i:i + 1], y=y[i:i + 1])
+        one = run(cfg, x=x[i : i + 1], y=y[i : i + 1])
         for f in ("final_step", "rejected_at", "first_fooled", "final_pred", "recon_pred", "start_ok"):
             assert getattr(one, f)[0] == getattr(whole, f)[i], (f, i)
         torch.testing.assert_close(one.latents[0], whole.latents[i], rtol=1e-5, atol=1e-6)
@@ -121,8 +121,10 @@ def test_start_noise_is_seeded_per_sample():
     x, y = batch(8)
     cfg = SearchConfig(budget=3, step_size=0.1, start_noise=0.5)
     clf = LinearClassifier(seed=0)
-    outs = [search_batch(x, y, clf, SigmoidGenerator(), ModelOracle(clf), cfg, seeds=seeds)
-            for seeds in ([3] * 8, [3] * 8, [4] * 8, [4] + [3] * 7)]
+    outs = [
+        search_batch(x, y, clf, SigmoidGenerator(), ModelOracle(clf), cfg, seeds=seeds)
+        for seeds in ([3] * 8, [3] * 8, [4] * 8, [4] + [3] * 7)
+    ]
     assert torch.equal(outs[0].start_images, outs[1].start_images)
     assert not torch.equal(outs[0].start_images, outs[2].start_images)
     # a sample's noise depends on its own seed only, not on its neighbours'
@@ -149,11 +151,14 @@ def test_non_finite_loss_names_the_samples():
         search_batch(x, y, clf, SigmoidGenerator(), Yes(clf), SearchConfig(start_noise=0, budget=2), ids=ids)
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"budget": -1}, r"search.budget must be a whole number >= 0, got -1"),
-    ({"step_size": -0.1}, r"search.step_size must be a number >= 0, got -0.1"),
-    ({"update": "rmsprop"}, r"unknown search.update='rmsprop'; choose one of adam, sgd, sign"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"budget": -1}, r"search.budget must be a whole number >= 0, got -1"),
+        ({"step_size": -0.1}, r"search.step_size must be a number >= 0, got -0.1"),
+        ({"update": "rmsprop"}, r"unknown search.update='rmsprop'; choose one of adam, sgd, sign"),
+    ],
+)
 def test_bad_search_settings_are_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         SearchConfig(**kw)
@@ -164,8 +169,9 @@ def test_start_noise_touches_only_the_masked_dims():
     mask[1] = 1
     x, y = batch(8)
     clf = LinearClassifier(seed=0)
-    out = search_batch(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=2, start_noise=0.5),
-                       mask=mask)
+    out = search_batch(
+        x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=2, start_noise=0.5), mask=mask
+    )
     dz = out.latents - out.start_latents
     assert torch.equal(dz * (1 - mask), torch.zeros_like(dz))
     assert (dz * mask).abs().sum() > 0
@@ -182,8 +188,15 @@ def test_latent_and_image_distances_are_measured_from_the_same_start():
     outs = list(perturb(samples, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0, start_noise=0.5)))
     assert all(o.latent_dist == 0.0 and o.image_dist == 0.0 and o.image_linf == 0.0 for o in outs)
     assert not torch.equal(out.latents, out.start_latents)  # the noise did move the start away from E(x)
-    moved = list(perturb(samples, clf, SigmoidGenerator(), ModelOracle(clf),
-                         SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.5)))
+    moved = list(
+        perturb(
+            samples,
+            clf,
+            SigmoidGenerator(),
+            ModelOracle(clf),
+            SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.5),
+        )
+    )
     assert any(o.validated for o in moved)
     for o in moved:  # D = sigmoid, so the start latent z_0 = logit(D(z_0)) is known exactly
         z_start = torch.logit(o.start_image.double())

@@ -95,7 +95,7 @@ def test_single_run_leaderboard_shows_the_runs_own_scores(comparison_dir, tmp_pa
     for key in ("fmr", "sa", "pa"):
         e = scores[key]
         assert f'{e["value"]:.2f}<span class="ci">[{e["low"]:.2f}, {e["high"]:.2f}]</span>' in board
-    assert "genEval run: lin1" in text and f"<td class=\"\">{scores['n']}</td>" in text
+    assert "genEval run: lin1" in text and f'<td class="">{scores["n"]}</td>' in text
 
 
 def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
@@ -118,8 +118,11 @@ def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
     assert "Spearman rho (SoftmaxCorr, PA) over 3 models:\n0.000" in label_free
     per_class = text[text.index('<section id="per-class">') : text.index('<section id="effective-robustness">')]
     # model B, class dog pooled over both repetitions: SA 4/8 with its Wilson interval
-    assert re.search(r'<td class="l">B</td><td class="l">dog</td><td class="">8</td><td class="">50.00<span class="ci">'
-                     r"\[21\.52, 78\.48\]</span>", per_class)
+    assert re.search(
+        r'<td class="l">B</td><td class="l">dog</td><td class="">8</td><td class="">50.00<span class="ci">'
+        r"\[21\.52, 78\.48\]</span>",
+        per_class,
+    )
     assert n == expected_figures(text) == text.count("<img ") == 5  # with the ER scatter; no images were saved
 
 
@@ -183,10 +186,7 @@ def test_run_report_errors(tmp_path, capsys):
 
     with pytest.raises(SystemExit) as exc:
         run_report(OmegaConf.create({"input": "???", "out": None}))
-    assert (
-        exc.value.code == 2
-        and "geneval report: error: geneval report needs input=" in capsys.readouterr().err
-    )
+    assert exc.value.code == 2 and "geneval report: error: geneval report needs input=" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run_report(OmegaConf.create({"input": str(tmp_path), "out": None}))
     assert "is neither a run directory (results.json) nor a comparison directory" in capsys.readouterr().err
@@ -244,6 +244,8 @@ def test_report_renders_in_headless_chromium(comparison_dir, tmp_path):
 def test_grids_state_the_one_size_originals_and_perturbed_images_are_shown_at():
     from genEval.report_figures import shown_at_one_size
 
-    assert shown_at_one_size((32, 32), (64, 64)) == \
-        "originals (32x32 px) resized to the perturbed images' size (64x64 px) to be shown side by side"
+    assert (
+        shown_at_one_size((32, 32), (64, 64))
+        == "originals (32x32 px) resized to the perturbed images' size (64x64 px) to be shown side by side"
+    )
     assert shown_at_one_size((16, 16), (16, 16)) == "originals and perturbed images at their size, 16x16 px"

@@ -21,35 +21,88 @@ from genEval.rundir import SampleRecord
 CLASSES = ["a", "b", "c", "d"]
 
 
-def rec(i: int, *, label: int = 0, clean: bool = True, start_ok: bool = True, steps: int = 2, rejected: int = -1,
-        final: bool = True, oracle_clean: bool = True, oracle_recon: bool = True, linf: float = 0.1) -> SampleRecord:
+def rec(
+    i: int,
+    *,
+    label: int = 0,
+    clean: bool = True,
+    start_ok: bool = True,
+    steps: int = 2,
+    rejected: int = -1,
+    final: bool = True,
+    oracle_clean: bool = True,
+    oracle_recon: bool = True,
+    linf: float = 0.1,
+) -> SampleRecord:
     """One sample's record; ``steps`` accepted steps (0 = not validated), predictions right or wrong."""
     wrong = (label + 1) % len(CLASSES)
     return SampleRecord(
-        source_id=f"s{i}", index=i, label=label, reference=label, clean_pred=label if clean else wrong,
-        recon_pred=label, start_ok=start_ok, validated=steps > 0, accepted_steps=steps, rejected_at=rejected,
-        first_fooled=-1 if final else 1, final_pred=label if final else wrong,
-        oracle_clean_pred=label if oracle_clean else wrong, oracle_start_pred=label if oracle_recon else wrong,
-        oracle_score=0.9, latent_dist=0.0, image_dist=0.0, image_linf=linf)
+        source_id=f"s{i}",
+        index=i,
+        label=label,
+        reference=label,
+        clean_pred=label if clean else wrong,
+        recon_pred=label,
+        start_ok=start_ok,
+        validated=steps > 0,
+        accepted_steps=steps,
+        rejected_at=rejected,
+        first_fooled=-1 if final else 1,
+        final_pred=label if final else wrong,
+        oracle_clean_pred=label if oracle_clean else wrong,
+        oracle_start_pred=label if oracle_recon else wrong,
+        oracle_score=0.9,
+        latent_dist=0.0,
+        image_dist=0.0,
+        image_linf=linf,
+    )
 
 
 def run(records, config=None):
     config = {"search": {"budget": 2, "update": "adam", "step_size": 0.001}} if config is None else config
-    return summarize(records, CLASSES, seed=0, seed_drawn=False, interval="wilson", n_boot=200, gap_warn_points=10.0,
-                     components={"classifier": "c", "generator": "g", "oracle": "o", "data": "d"}, config=config,
-                     device="cpu", run_dir=None, timings={}, shard=Shard(), identity={})
+    return summarize(
+        records,
+        CLASSES,
+        seed=0,
+        seed_drawn=False,
+        interval="wilson",
+        n_boot=200,
+        gap_warn_points=10.0,
+        components={"classifier": "c", "generator": "g", "oracle": "o", "data": "d"},
+        config=config,
+        device="cpu",
+        run_dir=None,
+        timings={},
+        shard=Shard(),
+        identity={},
+    )
 
 
 def test_results_json_carries_the_new_scores_with_intervals_and_counts():
     # 10 samples; 8 validated (s0..s7), 9 passed the start check; clean right on s0..s6; perturbed right on
     # s0..s3; the oracle wrong on the clean image of s9 and on the reconstruction of s8 s9; s0 unchanged
-    records = [rec(i, clean=i < 7, final=i < 4, linf=0.1 if i else 0.5 / 255,
-                   steps=2 if i < 8 else 0, start_ok=i < 9, oracle_clean=i != 9, oracle_recon=i < 8)
-               for i in range(10)]
+    records = [
+        rec(
+            i,
+            clean=i < 7,
+            final=i < 4,
+            linf=0.1 if i else 0.5 / 255,
+            steps=2 if i < 8 else 0,
+            start_ok=i < 9,
+            oracle_clean=i != 9,
+            oracle_recon=i < 8,
+        )
+        for i in range(10)
+    ]
     res = run(records)
     scores = json.loads(json.dumps(res.to_dict()))["scores"]  # what results.json holds
-    expect = {"sa_validated": (7, 8), "vr_conditional": (8, 9), "oracle_clean_accuracy": (9, 10),
-              "oracle_recon_accuracy": (8, 10), "unchanged_share": (1, 8)}
+    expect = {
+        "sa_validated": (7, 8),
+        "vr_conditional": (8, 9),
+        "oracle_clean_accuracy": (9, 10),
+        "oracle_recon_accuracy": (8, 10),
+        "unchanged_share": (1, 8),
+    }
     for key, (k, n) in expect.items():
         e = scores[key]
         assert (e["k"], e["n"], e["method"]) == (k, n, "wilson") and e["value"] == pytest.approx(100 * k / n)
@@ -70,9 +123,11 @@ def test_an_oracle_below_the_threshold_warns():
     records = [rec(i, oracle_clean=i < 6, oracle_recon=i < 9) for i in range(10)]  # 60% and 90%
     res = run(records, {"search": {"budget": 2}, "oracle_warn_accuracy": 70})
     warn = [w for w in res.warnings if w.startswith("oracle accuracy")]
-    assert warn == ["oracle accuracy: the oracle is right on only 60.0% on the clean images (oracle_warn_accuracy=70)"
-                    ". PA is only as meaningful as the judge: use a stronger oracle or check its class names / "
-                    "prompts."]
+    assert warn == [
+        "oracle accuracy: the oracle is right on only 60.0% on the clean images (oracle_warn_accuracy=70)"
+        ". PA is only as meaningful as the judge: use a stronger oracle or check its class names / "
+        "prompts."
+    ]
     assert not [w for w in run(records, {"oracle_warn_accuracy": 50}).warnings if w.startswith("oracle accuracy")]
     assert not [w for w in run(records, {"oracle_warn_accuracy": None}).warnings if w.startswith("oracle")]
     assert [w for w in run(records, {}).warnings if w.startswith("oracle accuracy")]  # default threshold 70
@@ -95,15 +150,29 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
     clf, judge = LinearClassifier(12, 3, seed=0), LinearClassifier(12, 3, seed=1)
     with torch.no_grad():
         y = judge(x).argmax(1).tolist()
-    res = evaluate(clf, ListDataset(x, y, ["a", "b", "c"]), SigmoidGenerator(), ModelOracle(judge),
-                   SearchConfig(budget=3, step_size=0.001, update="sgd", start_noise=0.0), seed=0, progress=False,
-                   n_boot=50)
+    res = evaluate(
+        clf,
+        ListDataset(x, y, ["a", "b", "c"]),
+        SigmoidGenerator(),
+        ModelOracle(judge),
+        SearchConfig(budget=3, step_size=0.001, update="sgd", start_noise=0.0),
+        seed=0,
+        progress=False,
+        n_boot=50,
+    )
     s = res.scores
     assert s.n_validated > 10 and s.n_unchanged == s.n_validated and s.unchanged_share.value == 100.0
     assert any(w.startswith("unchanged:") and "now update=sgd, step_size=0.001" in w for w in res.warnings)
-    big = evaluate(clf, ListDataset(x, y, ["a", "b", "c"]), SigmoidGenerator(), ModelOracle(judge),
-                   SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0), seed=0, progress=False,
-                   n_boot=50)
+    big = evaluate(
+        clf,
+        ListDataset(x, y, ["a", "b", "c"]),
+        SigmoidGenerator(),
+        ModelOracle(judge),
+        SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0),
+        seed=0,
+        progress=False,
+        n_boot=50,
+    )
     assert big.scores.n_unchanged == 0 and not any(w.startswith("unchanged:") for w in big.warnings)
 
 
@@ -120,8 +189,10 @@ def test_the_summary_explains_an_fmr_above_100():
 def test_the_summary_says_which_interval_is_missing_and_why():
     records = [rec(i, steps=2 if i == 0 else 0, final=False) for i in range(12)]  # one validated sample, fooled
     text = run(records).summary()
-    assert ("FMR  0.00 (no interval: only 1 source images with a validated sample (< 5): a bootstrap over so few is "
-            "degenerate, so no interval is given)") in text
+    assert (
+        "FMR  0.00 (no interval: only 1 source images with a validated sample (< 5): a bootstrap over so few is "
+        "degenerate, so no interval is given)"
+    ) in text
     assert "PA   0.00 [0.00, 79.35]" in text  # a proportion keeps its Wilson interval
 
 

@@ -28,13 +28,25 @@ from genEval.rundir import RunDirectoryBusy, RunMismatch, load_latent_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
-DECISIONS = ("source_id", "index", "start_ok", "validated", "accepted_steps", "rejected_at", "first_fooled",
-             "final_pred", "recon_pred", "clean_pred", "oracle_start_pred")
+DECISIONS = (
+    "source_id",
+    "index",
+    "start_ok",
+    "validated",
+    "accepted_steps",
+    "rejected_at",
+    "first_fooled",
+    "final_pred",
+    "recon_pred",
+    "clean_pred",
+    "oracle_start_pred",
+)
 
 
 def roles():
-    return dict(classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(),
-                oracle=ModelOracle(LinearClassifier(seed=1)))
+    return dict(
+        classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
+    )
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -70,8 +82,9 @@ def test_same_seed_same_records_whatever_the_batch_size(tmp_path):
     latents differ only by float batch effects in the last bits, bounded here by 1e-5."""
     data = toy_data(60)
     for b in (1, 17, 128):
-        evaluate(data=data, search=CFG, seed=11, batch_size=b, output_dir=tmp_path / f"b{b}", save_latents=True,
-                 **roles())
+        evaluate(
+            data=data, search=CFG, seed=11, batch_size=b, output_dir=tmp_path / f"b{b}", save_latents=True, **roles()
+        )
     assert decisions(tmp_path / "b1") == decisions(tmp_path / "b17") == decisions(tmp_path / "b128")
     assert scores(tmp_path / "b1") == scores(tmp_path / "b17") == scores(tmp_path / "b128")
     assert 0 < sum(r["validated"] for r in records(tmp_path / "b1")) < 60  # mixed outcomes: a real check
@@ -90,8 +103,17 @@ def test_refilled_rows_do_not_depend_on_their_neighbours():
     x, y = d.x, torch.tensor(d.y)
     clf, gen, orc = LinearClassifier(seed=0), SigmoidGenerator(), ModelOracle(LinearClassifier(seed=1))
     fwd = search_batch(x, y, clf, gen, orc, CFG, batch_size=7)
-    rev = search_batch(x.flip(0), y.flip(0), clf, gen, orc, CFG, batch_size=7, seeds=list(range(30))[::-1],
-                       ids=[f"s{i}" for i in range(30)][::-1])
+    rev = search_batch(
+        x.flip(0),
+        y.flip(0),
+        clf,
+        gen,
+        orc,
+        CFG,
+        batch_size=7,
+        seeds=list(range(30))[::-1],
+        ids=[f"s{i}" for i in range(30)][::-1],
+    )
     for k in ("start_ok", "accepted_steps", "rejected_at", "first_fooled", "final_pred"):
         assert torch.equal(getattr(fwd, k), getattr(rev, k).flip(0)), k
     torch.testing.assert_close(fwd.latents, rev.latents.flip(0), rtol=0, atol=1e-5)
@@ -129,10 +151,13 @@ def test_merge_refuses_incomplete_duplicated_or_foreign_shards(tmp_path):
     assert not (tmp_path / "m1").exists() and not (tmp_path / "m3").exists()
 
 
-@pytest.mark.parametrize("index,count,msg", [
-    (2, 2, r"shard.index=2 must lie in 0..1 \(shard.count=2\)"),
-    (0, 0, r"shard.count must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "index,count,msg",
+    [
+        (2, 2, r"shard.index=2 must lie in 0..1 \(shard.count=2\)"),
+        (0, 0, r"shard.count must be >= 1, got 0"),
+    ],
+)
 def test_bad_shard_settings_are_refused(index, count, msg):
     with pytest.raises(ValueError, match=msg):
         Shard(index, count)
@@ -160,8 +185,9 @@ class Broken(ListDataset):
 def _interrupted(run_dir: Path, n: int = 40, **kw) -> ListDataset:
     d = toy_data(n)
     with pytest.raises(OSError, match="disk unplugged"):
-        evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=8, output_dir=run_dir,
-                 **kw, **roles())
+        evaluate(
+            data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=8, output_dir=run_dir, **kw, **roles()
+        )
     return d
 
 
@@ -171,8 +197,9 @@ def test_a_cut_record_line_is_dropped_and_the_resumed_run_equals_an_uninterrupte
     kept = len(partial.read_text().splitlines())
     with open(partial, "a") as fh:
         fh.write('{"source_id": "toy/0039", "index": 39, "lab')  # what a kill -9 mid-write leaves
-    resumed = evaluate(data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "run", save_latents=True,
-                       **roles())
+    resumed = evaluate(
+        data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "run", save_latents=True, **roles()
+    )
     assert "dropping an incomplete last record" in caplog.text
     assert resumed.timings["samples_computed"] == 40 - kept
     evaluate(data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "fresh", save_latents=True, **roles())
@@ -194,8 +221,14 @@ def test_a_corrupt_record_in_the_middle_is_refused(tmp_path):
 def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(tmp_path):
     d = _interrupted(tmp_path / "run")
     with pytest.raises(RunMismatch, match=r"differing keys: config.search.budget: 8 -> 9"):
-        evaluate(data=d, search=SearchConfig(budget=9, step_size=0.3, start_noise=0.1), seed=0, batch_size=8,
-                 output_dir=tmp_path / "run", **roles())
+        evaluate(
+            data=d,
+            search=SearchConfig(budget=9, step_size=0.3, start_noise=0.1),
+            seed=0,
+            batch_size=8,
+            output_dir=tmp_path / "run",
+            **roles(),
+        )
     with pytest.raises(RunMismatch, match=r"seed: 0 -> 1"):
         evaluate(data=d, search=CFG, seed=1, output_dir=tmp_path / "run", **roles())
     renamed = ListDataset(d.x, d.y, d.class_names, name="toy2")
@@ -234,8 +267,9 @@ def test_a_live_lock_stops_a_second_writer_and_a_stale_one_is_taken_over(tmp_pat
 
 # --------------------------------------------------------------------------------- the real command line
 def geneval(*args: str, cwd: Path = ROOT, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "genEval.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=900, **kw
+    )
 
 
 DIGITS = ("seed=0", "data.limit=60", "search.budget=12", "batch_size=8", "progress=false")
@@ -243,8 +277,12 @@ DIGITS = ("seed=0", "data.limit=60", "search.budget=12", "batch_size=8", "progre
 
 def test_kill_9_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path, digits_cache):
     run = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "genEval.cli", *DIGITS, f"hydra.run.dir={run}"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "genEval.cli", *DIGITS, f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     partial = run / "samples.partial.jsonl"
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
@@ -268,8 +306,15 @@ def test_kill_9_mid_run_then_resume_gives_the_uninterrupted_result(tmp_path, dig
 
 def test_joblib_launcher_two_shards_merged_equal_one_process(tmp_path, digits_cache):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    sweep = geneval("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "shard.count=2", "shard.index=0,1",
-                    *DIGITS, f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    sweep = geneval(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "shard.count=2",
+        "shard.index=0,1",
+        *DIGITS,
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    )
     assert sweep.returncode == 0, sweep.stderr
     merged = geneval("merge", f"runs={tmp_path / 'multirun'}", f"out={tmp_path / 'merged'}")
     assert merged.returncode == 0, merged.stderr
@@ -280,9 +325,23 @@ def test_joblib_launcher_two_shards_merged_equal_one_process(tmp_path, digits_ca
 
 
 def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digits_cache):
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "genEval.cli",
-                          *DIGITS, f"hydra.run.dir={tmp_path / 'tr'}", "device=cpu"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "-m",
+            "genEval.cli",
+            *DIGITS,
+            f"hydra.run.dir={tmp_path / 'tr'}",
+            "device=cpu",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "tr").glob("shard-*")) == ["shard-0-of-2", "shard-1-of-2"]
     merged = geneval("merge", f"runs={tmp_path / 'tr'}", f"out={tmp_path / 'merged'}")
@@ -292,12 +351,21 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
     assert scores(tmp_path / "merged") == scores(tmp_path / "single")
 
 
-@pytest.mark.parametrize("launcher,plugin,check", [
-    ("slurm_gpus", "hydra_plugins.hydra_submitit_launcher",
-     lambda c: c.gpus_per_node == 1 and c.max_num_timeout == 3 and c._target_.endswith("SlurmLauncher")),
-    ("ray_gpus", "hydra_plugins.hydra_ray_launcher",
-     lambda c: c.ray.remote.num_gpus == 1 and c._target_.endswith("RayLauncher")),
-])
+@pytest.mark.parametrize(
+    "launcher,plugin,check",
+    [
+        (
+            "slurm_gpus",
+            "hydra_plugins.hydra_submitit_launcher",
+            lambda c: c.gpus_per_node == 1 and c.max_num_timeout == 3 and c._target_.endswith("SlurmLauncher"),
+        ),
+        (
+            "ray_gpus",
+            "hydra_plugins.hydra_ray_launcher",
+            lambda c: c.ray.remote.num_gpus == 1 and c._target_.endswith("RayLauncher"),
+        ),
+    ],
+)
 def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, check):
     from hydra import compose, initialize_config_dir
 

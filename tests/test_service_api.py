@@ -33,8 +33,7 @@ def presets():
 @pytest.fixture
 def svc(tmp_path, presets):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    service = Service(db, Settings(home=tmp_path, max_upload_bytes=LIMIT, default_benchmark="digits_smoke"),
-                      *presets)
+    service = Service(db, Settings(home=tmp_path, max_upload_bytes=LIMIT, default_benchmark="digits_smoke"), *presets)
     yield service
     db.close()
 
@@ -81,19 +80,22 @@ def test_tokens_and_roles(client, svc):
     assert client.get("/api/jobs").status_code == 401
 
 
-@pytest.mark.parametrize("body, key", [
-    ({**JOB, "model": {"kind": "config", "name": "digits_cnn", "_target_": "os.system"}}, "model._target_"),
-    ({**JOB, "_target_": "builtins.eval"}, "_target_"),
-    ({**JOB, "overrides": {"search.budget": 1}}, "overrides.search.budget"),
-    ({**JOB, "overrides": {"data._target_": "x"}}, "overrides.data._target_"),
-    ({**JOB, "overrides": {"hydra.run.dir": "/tmp"}}, "overrides.hydra.run.dir"),
-    ({**JOB, "overrides": {"batch_size": 100000}}, "overrides.batch_size"),
-    ({**JOB, "benchmark": "nope"}, "benchmark"),
-    ({**JOB, "model": {"kind": "config", "name": "timm"}}, "model.name"),
-    ({**JOB, "model": {"kind": "pickle"}}, "model.kind"),
-    ({**JOB, "name": "../../etc"}, "name"),
-    ({**JOB, "model": {"kind": "torchscript", "num_classes": 10, "upload": "0" * 32}}, "model.upload"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ({**JOB, "model": {"kind": "config", "name": "digits_cnn", "_target_": "os.system"}}, "model._target_"),
+        ({**JOB, "_target_": "builtins.eval"}, "_target_"),
+        ({**JOB, "overrides": {"search.budget": 1}}, "overrides.search.budget"),
+        ({**JOB, "overrides": {"data._target_": "x"}}, "overrides.data._target_"),
+        ({**JOB, "overrides": {"hydra.run.dir": "/tmp"}}, "overrides.hydra.run.dir"),
+        ({**JOB, "overrides": {"batch_size": 100000}}, "overrides.batch_size"),
+        ({**JOB, "benchmark": "nope"}, "benchmark"),
+        ({**JOB, "model": {"kind": "config", "name": "timm"}}, "model.name"),
+        ({**JOB, "model": {"kind": "pickle"}}, "model.kind"),
+        ({**JOB, "name": "../../etc"}, "name"),
+        ({**JOB, "model": {"kind": "torchscript", "num_classes": 10, "upload": "0" * 32}}, "model.upload"),
+    ],
+)
 def test_requests_cannot_reach_code_or_unlisted_keys(client, svc, body, key):
     r = client.post("/api/jobs", json=body, headers=_auth(svc))
     assert r.status_code == 422, r.text
@@ -129,8 +131,11 @@ def test_uploads(client, svc, tmp_path):
     assert _upload(client, {}, b"x").status_code == 401
     buf = io.BytesIO()
     torch.save({"w": torch.zeros(2)}, buf)
-    for data, text in [(pickle.dumps({"a": 1}), "pickle"), (buf.getvalue(), "torch.save archive"),
-                       (b"hello world, this is text", "neither safetensors nor TorchScript")]:
+    for data, text in [
+        (pickle.dumps({"a": 1}), "pickle"),
+        (buf.getvalue(), "torch.save archive"),
+        (b"hello world, this is text", "neither safetensors nor TorchScript"),
+    ]:
         r = _upload(client, h, data)
         assert r.status_code == 415 and text in r.json()["detail"], r.text
     r = _upload(client, h, b"\0" * (LIMIT + 1))
@@ -172,14 +177,32 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
     """A job whose run is made by genEval.evaluate with toy components, then recorded as done."""
     owner = svc.db.create_token(name, "submitter")[1]
     bench = svc.benchmarks["digits_smoke"]
-    job = svc.db.submit_job(benchmark=bench.name, benchmark_version=bench.version, name=name, owner=owner,
-                            model={"kind": "config", "name": name}, config={}, overrides={}, seeds=[seed],
-                            upload_path=None)
+    job = svc.db.submit_job(
+        benchmark=bench.name,
+        benchmark_version=bench.version,
+        name=name,
+        owner=owner,
+        model={"kind": "config", "name": name},
+        config={},
+        overrides={},
+        seeds=[seed],
+        upload_path=None,
+    )
     while (claimed := svc.db.claim_job("w", 60)).id != job.id:
         pass
-    res = genEval.evaluate(classifier=classifier, data=data, generator=SigmoidGenerator(), oracle=oracle,
-                           search={"budget": 3, "step_size": 0.05}, seed=seed, output_dir=job.rep_dir(svc.home, 0),
-                           save_images=True, progress=False, n_boot=200, config={"comparison": {"model": name}})
+    res = genEval.evaluate(
+        classifier=classifier,
+        data=data,
+        generator=SigmoidGenerator(),
+        oracle=oracle,
+        search={"budget": 3, "step_size": 0.05},
+        seed=seed,
+        output_dir=job.rep_dir(svc.home, 0),
+        save_images=True,
+        progress=False,
+        n_boot=200,
+        config={"comparison": {"model": name}},
+    )
     assert svc.db.finish_job(claimed.id, "w", {"repetitions": [{"metrics": res.metrics}]})
     return job.id
 
@@ -190,8 +213,10 @@ def board(svc):
     x = torch.rand(90, 3, 2, 2, generator=torch.Generator().manual_seed(1))
     data = ListDataset(x, truth(x).argmax(1).tolist(), ["a", "b", "c"])
     oracle = ModelOracle(truth)
-    ids = {"good": _finish_toy_job(svc, "good", truth, data, oracle, 1),
-           "poor": _finish_toy_job(svc, "poor", LinearClassifier(seed=5), data, oracle, 2)}
+    ids = {
+        "good": _finish_toy_job(svc, "good", truth, data, oracle, 1),
+        "poor": _finish_toy_job(svc, "poor", LinearClassifier(seed=5), data, oracle, 2),
+    }
     return ids
 
 

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _geneval(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "GENEVAL_SERVICE_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "genEval.cli", *args], env=env, cwd=home, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], env=env, cwd=home, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_token_create_list_revoke(tmp_path):

@@ -28,9 +28,20 @@ from genEval.service.worker import Worker
 
 def _submit(db: Database, n: int, owner=None, name: str = "m", benchmark: str = "b"):
     owner = owner or db.create_token("alice", "submitter")[1]
-    return [db.submit_job(benchmark=benchmark, benchmark_version="v1", name=f"{name}{i}", owner=owner,
-                          model={"kind": "config", "name": "x"}, config={}, overrides={}, seeds=[i],
-                          upload_path=None) for i in range(n)]
+    return [
+        db.submit_job(
+            benchmark=benchmark,
+            benchmark_version="v1",
+            name=f"{name}{i}",
+            owner=owner,
+            model={"kind": "config", "name": "x"},
+            config={},
+            overrides={},
+            seeds=[i],
+            upload_path=None,
+        )
+        for i in range(n)
+    ]
 
 
 def test_tokens_are_stored_as_sha256_only(db):
@@ -50,8 +61,10 @@ def test_tokens_are_stored_as_sha256_only(db):
 
 def test_two_workers_six_jobs_each_run_exactly_once(db, tmp_path):
     jobs = _submit(db, 6)
-    workers = [Worker(db, tmp_path, record_runner, heartbeat_s=0.5, lease_s=30, poll_s=0.1, exit_when_idle=True)
-               for _ in range(2)]
+    workers = [
+        Worker(db, tmp_path, record_runner, heartbeat_s=0.5, lease_s=30, poll_s=0.1, exit_when_idle=True)
+        for _ in range(2)
+    ]
     threads = [threading.Thread(target=w.run) for w in workers]
     for t in threads:
         t.start()
@@ -87,8 +100,7 @@ def test_concurrent_claims_never_hand_out_a_job_twice(db):
 def test_postgres_claim_uses_skip_locked(pg_url):
     database = Database(pg_url)
     statements: list[str] = []
-    event.listen(database.engine, "before_cursor_execute",
-                 lambda conn, cur, stmt, *a: statements.append(stmt))
+    event.listen(database.engine, "before_cursor_execute", lambda conn, cur, stmt, *a: statements.append(stmt))
     _submit(database, 1)
     assert database.claim_job("w", 60) is not None
     assert any("FOR UPDATE SKIP LOCKED" in s for s in statements)

@@ -19,8 +19,14 @@ from service_support import free_port
 from genEval.commands.serve import build_components, load_benchmarks, registered_classifiers
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _chromium() -> str:
@@ -31,8 +37,9 @@ def _chromium() -> str:
 
 
 def _geneval(*args: str, env: dict, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "genEval.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _wait_healthy(base: str, server: subprocess.Popen, log: Path, timeout: float = 600) -> None:
@@ -53,8 +60,9 @@ def _check_in_browser(base: str, profile: Path, model: str) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (uses the system Chromium)")
     executable = _chromium()
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(profile), executable_path=executable, headless=True,
-                                                   args=CHROMIUM_FLAGS)
+        ctx = p.chromium.launch_persistent_context(
+            str(profile), executable_path=executable, headless=True, args=CHROMIUM_FLAGS
+        )
         try:
             page = ctx.new_page()
             requested: list[str] = []
@@ -79,8 +87,10 @@ def _check_in_browser(base: str, profile: Path, model: str) -> None:
 def test_serve_submit_and_see_it_on_the_leaderboard(tmp_path):
     # Train (or load) the digits models into this session's GENEVAL_CACHE first, which the server inherits:
     # the job then measures the service, not first-use training.
-    config = {**load_benchmarks(["digits_smoke"])["digits_smoke"].config,
-              "classifier": registered_classifiers(None)["digits_cnn"]}
+    config = {
+        **load_benchmarks(["digits_smoke"])["digits_smoke"].config,
+        "classifier": registered_classifiers(None)["digits_cnn"],
+    }
     build_components(config)
     home, elsewhere = tmp_path / "service-home", tmp_path / "cwd"
     elsewhere.mkdir()
@@ -89,8 +99,13 @@ def test_serve_submit_and_see_it_on_the_leaderboard(tmp_path):
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "genEval.cli", "serve", "host=127.0.0.1", f"port={port}"],
-                                  env=env, cwd=elsewhere, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "genEval.cli", "serve", "host=127.0.0.1", f"port={port}"],
+            env=env,
+            cwd=elsewhere,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_healthy(base, server, log)
         printed = log.read_text()
@@ -104,9 +119,20 @@ def test_serve_submit_and_see_it_on_the_leaderboard(tmp_path):
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip().splitlines()[-1]
         assert token.startswith("gev_")
-        sub = _geneval("submit", f"url={base}", f"token={token}", "bench=digits_smoke", "name=e2e-cnn",
-                       "model.kind=config", "model.name=digits_cnn", "wait=true", "timeout_s=1200",
-                       env=env, cwd=elsewhere, timeout=1300)
+        sub = _geneval(
+            "submit",
+            f"url={base}",
+            f"token={token}",
+            "bench=digits_smoke",
+            "name=e2e-cnn",
+            "model.kind=config",
+            "model.name=digits_cnn",
+            "wait=true",
+            "timeout_s=1200",
+            env=env,
+            cwd=elsewhere,
+            timeout=1300,
+        )
         assert sub.returncode == 0, sub.stdout + sub.stderr
         assert '"sa":' in sub.stdout and "queued" in sub.stdout
 

@@ -48,12 +48,21 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _submit(db: Database, name: str, config: dict, seed: int, upload_path: str | None = None,
-            model: dict | None = None) -> JobInfo:
+def _submit(
+    db: Database, name: str, config: dict, seed: int, upload_path: str | None = None, model: dict | None = None
+) -> JobInfo:
     owner = db.create_token(name, "submitter")[1]
-    return db.submit_job(benchmark="digits_smoke", benchmark_version="test", name=name, owner=owner,
-                         model=model or {"kind": "config", "name": "digits_cnn"}, config=config, overrides={},
-                         seeds=[seed], upload_path=upload_path)
+    return db.submit_job(
+        benchmark="digits_smoke",
+        benchmark_version="test",
+        name=name,
+        owner=owner,
+        model=model or {"kind": "config", "name": "digits_cnn"},
+        config=config,
+        overrides={},
+        seeds=[seed],
+        upload_path=upload_path,
+    )
 
 
 def _samples(run: Path) -> list[dict]:
@@ -92,9 +101,23 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker_a = subprocess.Popen(
-        [sys.executable, "-m", "genEval.cli", "worker", f"home={home}", "device=cpu", "lease_s=3",
-         "heartbeat_s=0.2", "poll_s=0.2", "hydra.run.dir=" + str(home / "logs")],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "worker",
+            f"home={home}",
+            "device=cpu",
+            "lease_s=3",
+            "heartbeat_s=0.2",
+            "poll_s=0.2",
+            "hydra.run.dir=" + str(home / "logs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     partial = job.rep_dir(home, 0) / "samples.partial.jsonl"
     deadline = time.monotonic() + 600
     try:
@@ -121,8 +144,9 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
     assert killed.status == "running" and not (job.rep_dir(home, 0) / "results.json").exists()
 
     time.sleep(max(0.0, killed.lease_expires_at - time.time()) + 0.2)
-    worker_b = Worker(db, home, job_runner("cpu"), device="cpu", lease_s=3, heartbeat_s=0.2, poll_s=0.1,
-                      exit_when_idle=True)
+    worker_b = Worker(
+        db, home, job_runner("cpu"), device="cpu", lease_s=3, heartbeat_s=0.2, poll_s=0.1, exit_when_idle=True
+    )
     assert worker_b.run() == 1
     done = db.get_job(job.id)
     assert done.status == "done" and done.attempts == 2 and done.worker_id == worker_b.id
@@ -133,8 +157,9 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
     assert got["scores"] == want["scores"] and got["per_class"] == want["per_class"]
     assert _same_samples(_samples(job.rep_dir(home, 0)), _samples(reference.rep_dir(home, 0)))
     assert (job.rep_dir(home, 0) / "report.html").is_file()
-    assert done.result["repetitions"][0]["metrics"] == {k: got["scores"][k]["value"] for k in
-                                                        done.result["repetitions"][0]["metrics"]}
+    assert done.result["repetitions"][0]["metrics"] == {
+        k: got["scores"][k]["value"] for k in done.result["repetitions"][0]["metrics"]
+    }
     db.close()
 
 

@@ -279,8 +279,9 @@ def test_export_errors_for_incomplete_runs(run_dir, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(run_dir, other)
     lines = (other / "samples.jsonl").read_text().splitlines()
-    (other / "samples.jsonl").write_text("\n".join([lines[0].replace('"source_id": "', '"source_id": "x')] + lines[1:])
-                                         + "\n")
+    (other / "samples.jsonl").write_text(
+        "\n".join([lines[0].replace('"source_id": "', '"source_id": "x')] + lines[1:]) + "\n"
+    )
     with pytest.raises(ValueError, match=r"disagree .* they come from different runs"):
         export_snapshot(other, tmp_path / "s6")
     assert not any((tmp_path / f"s{i}").exists() for i in range(1, 7))

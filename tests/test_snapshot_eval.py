@@ -44,7 +44,8 @@ def test_score_known_answers(snap_if, snap_wds, run_data, run_dir):
         assert r.pa.value == pytest.approx(100 * n_still / 27) and r.sa.value == 100.0
         assert r.sa_full.to_dict() == run_sa  # the tested model: the manifest's full-sample SA
         assert r.fmr == pytest.approx(100 * r.pa.value / run_sa["value"]) and r.fmr_validated == pytest.approx(
-            100 * n_still / 27)
+            100 * n_still / 27
+        )
         assert r.tested_models == ["channel"] and r.classifier == "channel"
     const = score_snapshot(snap_if, ConstClassifier(0), device="cpu")
     k0 = int((labels == 0).sum())
@@ -114,8 +115,9 @@ def test_transfer_matrix_shape_diagonal_and_csv(snap_if, snap_wds, tmp_path):
     assert list(table[0]) == list(TRANSFER_COLUMNS)
     assert len(table) == 4 and table[0]["source"] == "channel" and float(table[0]["pa"]) == rows[0].pa
     assert table[0]["self_generated"] == "True" and table[0]["skipped"] == "False" and table[1]["fmr"] == ""
-    given = transfer_matrix({"channel": snap_if}, {"const0": ConstClassifier(0)}, device="cpu",
-                            clean_accuracy={"const0": 40.0})
+    given = transfer_matrix(
+        {"channel": snap_if}, {"const0": ConstClassifier(0)}, device="cpu", clean_accuracy={"const0": 40.0}
+    )
     assert given[0].sa_full == 40.0 and given[0].fmr == pytest.approx(100 * (100 * 9 / 27) / 40.0)
 
 

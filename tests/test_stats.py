@@ -29,24 +29,65 @@ from genEval.stats import (
     spearman,
 )
 
-RESULTS_SCORE_KEYS = ["sa", "ra", "vr", "pa", "fmr", "fmr_chance_corrected", "oracle_start_accuracy", "sa_validated",
-                      "fmr_validated", "vr_conditional", "oracle_clean_accuracy", "oracle_recon_accuracy",
-                      "unchanged_share"]
-RESULTS_COUNT_KEYS = ["n", "n_clean_correct", "n_validatable", "n_validated", "n_perturbed_correct", "n_rejected",
-                      "num_classes", "n_clean_validated", "n_oracle_clean_correct", "n_oracle_recon_correct",
-                      "n_unchanged"]
+RESULTS_SCORE_KEYS = [
+    "sa",
+    "ra",
+    "vr",
+    "pa",
+    "fmr",
+    "fmr_chance_corrected",
+    "oracle_start_accuracy",
+    "sa_validated",
+    "fmr_validated",
+    "vr_conditional",
+    "oracle_clean_accuracy",
+    "oracle_recon_accuracy",
+    "unchanged_share",
+]
+RESULTS_COUNT_KEYS = [
+    "n",
+    "n_clean_correct",
+    "n_validatable",
+    "n_validated",
+    "n_perturbed_correct",
+    "n_rejected",
+    "num_classes",
+    "n_clean_validated",
+    "n_oracle_clean_correct",
+    "n_oracle_recon_correct",
+    "n_unchanged",
+]
 
 
-def outcomes(ids, clean, validated, final, *, recon=None, start_ok=None, labels=None, rejected=None,
-             oracle_clean=None, oracle_recon=None, unchanged=None) -> Outcomes:
+def outcomes(
+    ids,
+    clean,
+    validated,
+    final,
+    *,
+    recon=None,
+    start_ok=None,
+    labels=None,
+    rejected=None,
+    oracle_clean=None,
+    oracle_recon=None,
+    unchanged=None,
+) -> Outcomes:
     n = len(ids)
     ones, zeros = np.ones(n, bool), np.zeros(n, bool)
-    return Outcomes(ids=ids, labels=np.zeros(n, int) if labels is None else labels, clean=clean,
-                    recon=clean if recon is None else recon, start_ok=ones if start_ok is None else start_ok,
-                    validated=validated, final=final, rejected=zeros if rejected is None else rejected,
-                    oracle_clean=ones if oracle_clean is None else oracle_clean,
-                    oracle_recon=ones if oracle_recon is None else oracle_recon,
-                    unchanged=zeros if unchanged is None else unchanged)
+    return Outcomes(
+        ids=ids,
+        labels=np.zeros(n, int) if labels is None else labels,
+        clean=clean,
+        recon=clean if recon is None else recon,
+        start_ok=ones if start_ok is None else start_ok,
+        validated=validated,
+        final=final,
+        rejected=zeros if rejected is None else rejected,
+        oracle_clean=ones if oracle_clean is None else oracle_clean,
+        oracle_recon=ones if oracle_recon is None else oracle_recon,
+        unchanged=zeros if unchanged is None else unchanged,
+    )
 
 
 def column_sums(**given) -> np.ndarray:
@@ -67,8 +108,19 @@ def test_fmr_value_is_undefined_without_sa_or_pa():
 
 
 def test_every_score_from_hand_summed_columns():
-    sums = column_sums(n=10, clean=8, recon=7, start_ok=9, validated=5, perturbed_correct=2, rejected=3,
-                       clean_validated=4, oracle_clean=6, oracle_recon=5, unchanged=1)
+    sums = column_sums(
+        n=10,
+        clean=8,
+        recon=7,
+        start_ok=9,
+        validated=5,
+        perturbed_correct=2,
+        rejected=3,
+        clean_validated=4,
+        oracle_clean=6,
+        oracle_recon=5,
+        unchanged=1,
+    )
     v = score_values(sums, num_classes=2)
     assert v["sa"] == pytest.approx(80.0) and v["ra"] == pytest.approx(70.0) and v["vr"] == pytest.approx(50.0)
     assert v["pa"] == pytest.approx(40.0) and v["fmr"] == pytest.approx(50.0)
@@ -137,16 +189,28 @@ def test_unknown_interval_method():
 def test_compute_scores_of_a_hand_made_run():
     # 5 samples: clean right on 4, reconstruction right on 3, start check passed by 4, validated 2 (s0, s1),
     # perturbed right on 1 of them (s0); one rejected step
-    o = outcomes([f"s{i}" for i in range(5)], clean=[1, 1, 1, 1, 0], recon=[1, 1, 1, 0, 0],
-                 start_ok=[1, 1, 1, 1, 0], validated=[1, 1, 0, 0, 0], final=[1, 0, 1, 1, 0],
-                 rejected=[0, 1, 0, 0, 0])
+    o = outcomes(
+        [f"s{i}" for i in range(5)],
+        clean=[1, 1, 1, 1, 0],
+        recon=[1, 1, 1, 0, 0],
+        start_ok=[1, 1, 1, 1, 0],
+        validated=[1, 1, 0, 0, 0],
+        final=[1, 0, 1, 1, 0],
+        rejected=[0, 1, 0, 0, 0],
+    )
     s = compute_scores(o, num_classes=4, n_boot=200)
     d = s.to_dict()
     assert list(d) == RESULTS_SCORE_KEYS + RESULTS_COUNT_KEYS  # the keys of results.json's "scores"
     for k in RESULTS_SCORE_KEYS:
         assert list(d[k]) == ["value", "low", "high", "n", "k", "method", "reason"]
     assert (s.n, s.n_clean_correct, s.n_validatable, s.n_validated, s.n_perturbed_correct, s.n_rejected) == (
-        5, 4, 4, 2, 1, 1)
+        5,
+        4,
+        4,
+        2,
+        1,
+        1,
+    )
     assert (s.sa.value, s.ra.value, s.vr.value, s.pa.value) == (80.0, 60.0, 40.0, 50.0)
     assert s.oracle_start_accuracy.value == 80.0 and (s.pa.k, s.pa.n) == (1, 2)
     assert s.fmr.value == pytest.approx(62.5) and s.fmr_chance_corrected.value == pytest.approx(100 * 25 / 55)
@@ -162,9 +226,16 @@ def test_new_scores_of_a_hand_made_run_compare_the_same_population():
     # the validated ones only s0 s1 s2 (SA_v 50); perturbed right on s0 s1 (PA 33.3). 7 passed the start check
     # (VR_cond 6/7). The oracle's own verdict is right on 6 clean images and 7 reconstructions; 2 of the 6
     # validated final images moved less than 1/255 (s4 s5; s7's is unchanged but s7 is not validated).
-    o = outcomes([f"s{i}" for i in range(8)], clean=[1, 1, 1, 0, 0, 0, 1, 1], validated=[1] * 6 + [0, 0],
-                 final=[1, 1, 0, 0, 0, 0, 1, 1], start_ok=[1] * 7 + [0], oracle_clean=[1, 1, 1, 1, 1, 1, 0, 0],
-                 oracle_recon=[1] * 7 + [0], unchanged=[0, 0, 0, 0, 1, 1, 0, 1])
+    o = outcomes(
+        [f"s{i}" for i in range(8)],
+        clean=[1, 1, 1, 0, 0, 0, 1, 1],
+        validated=[1] * 6 + [0, 0],
+        final=[1, 1, 0, 0, 0, 0, 1, 1],
+        start_ok=[1] * 7 + [0],
+        oracle_clean=[1, 1, 1, 1, 1, 1, 0, 0],
+        oracle_recon=[1] * 7 + [0],
+        unchanged=[0, 0, 0, 0, 1, 1, 0, 1],
+    )
     s = compute_scores(o, num_classes=10, n_boot=300)
     assert s.sa.value == 62.5 and s.pa.value == pytest.approx(100 / 3) and s.fmr.value == pytest.approx(160 / 3)
     assert (s.sa_validated.value, s.sa_validated.k, s.sa_validated.n) == (50.0, 3, 6)
@@ -218,8 +289,9 @@ def test_chance_corrected_fmr_is_undefined_at_and_below_chance_with_the_reason()
     assert (s.sa.value, s.pa.value) == (0.0, 0.0)
     cc = s.fmr_chance_corrected
     assert cc.value is None and cc.low is None and cc.high is None
-    assert cc.reason == ("SA (0.00) is at or below chance (100/C = 0.10): the chance-corrected ratio is undefined "
-                         "there")
+    assert cc.reason == (
+        "SA (0.00) is at or below chance (100/C = 0.10): the chance-corrected ratio is undefined there"
+    )
     below = compute_scores(outcomes(ids, np.arange(20) < 1, one, z), num_classes=10, n_boot=100)  # SA 5 < 10
     cc = below.fmr_chance_corrected
     assert cc.value is None and "SA (5.00) is at or below chance (100/C = 10.00)" in cc.reason
@@ -233,8 +305,10 @@ def test_a_bootstrap_over_fewer_than_five_sources_gives_no_interval():
     val = np.arange(30) == 0  # one validated sample, fooled
     s = compute_scores(outcomes(ids, np.ones(30, bool), val, np.zeros(30, bool)), 10, n_boot=200)
     assert s.fmr.value == 0.0 and s.fmr.low is None and s.fmr.high is None
-    assert s.fmr.reason == ("only 1 source images with a validated sample (< 5): a bootstrap over so few is "
-                            "degenerate, so no interval is given")
+    assert s.fmr.reason == (
+        "only 1 source images with a validated sample (< 5): a bootstrap over so few is "
+        "degenerate, so no interval is given"
+    )
     assert s.fmr.fmt() == "0.00 (no interval: " + s.fmr.reason + ")"  # what the run summary prints
     assert s.pa.low == 0.0 and s.pa.high > 50  # a proportion keeps its Wilson interval, valid at n = 1
     five = compute_scores(outcomes(ids, np.ones(30, bool), np.arange(30) < 5, np.arange(30) == 1), 10, n_boot=200)
@@ -270,17 +344,49 @@ def test_bootstrap_groups_repeats_of_one_source_image():
 def test_per_class_table_known_answer():
     # class 0: s0..s2 (clean 2/3, validated s0 s1, perturbed right on s0); class 1: s3 (clean, not validated);
     # the oracle is wrong on the clean image of s2
-    o = outcomes(["s0", "s1", "s2", "s3"], clean=[1, 1, 0, 1], validated=[1, 1, 0, 0], final=[1, 0, 0, 1],
-                 labels=[0, 0, 0, 1], oracle_clean=[1, 1, 0, 1])
+    o = outcomes(
+        ["s0", "s1", "s2", "s3"],
+        clean=[1, 1, 0, 1],
+        validated=[1, 1, 0, 0],
+        final=[1, 0, 0, 1],
+        labels=[0, 0, 0, 1],
+        oracle_clean=[1, 1, 0, 1],
+    )
     rows = per_class_table(o, ["cat", "dog", "empty"])
     assert [r["name"] for r in rows] == ["cat", "dog"]  # a class without samples has no row
     cat, dog = rows
-    assert list(cat) == ["class", "name", "n", "sa", "sa_low", "sa_high", "ra", "ra_low", "ra_high", "vr", "vr_low",
-                         "vr_high", "pa", "pa_low", "pa_high", "fmr", "sa_validated", "sa_validated_low",
-                         "sa_validated_high", "fmr_validated", "vr_conditional", "vr_conditional_low",
-                         "vr_conditional_high", "oracle_clean_accuracy", "oracle_clean_accuracy_low",
-                         "oracle_clean_accuracy_high", "oracle_recon_accuracy", "oracle_recon_accuracy_low",
-                         "oracle_recon_accuracy_high", "n_validated"]
+    assert list(cat) == [
+        "class",
+        "name",
+        "n",
+        "sa",
+        "sa_low",
+        "sa_high",
+        "ra",
+        "ra_low",
+        "ra_high",
+        "vr",
+        "vr_low",
+        "vr_high",
+        "pa",
+        "pa_low",
+        "pa_high",
+        "fmr",
+        "sa_validated",
+        "sa_validated_low",
+        "sa_validated_high",
+        "fmr_validated",
+        "vr_conditional",
+        "vr_conditional_low",
+        "vr_conditional_high",
+        "oracle_clean_accuracy",
+        "oracle_clean_accuracy_low",
+        "oracle_clean_accuracy_high",
+        "oracle_recon_accuracy",
+        "oracle_recon_accuracy_low",
+        "oracle_recon_accuracy_high",
+        "n_validated",
+    ]
     assert (cat["n"], cat["n_validated"]) == (3, 2)
     assert cat["sa"] == pytest.approx(200 / 3) and cat["pa"] == 50.0 and cat["fmr"] == pytest.approx(75.0)
     assert cat["sa_validated"] == 100.0 and cat["fmr_validated"] == 50.0  # both validated cats were right clean
@@ -295,10 +401,36 @@ def test_per_class_table_known_answer():
 
 
 def test_outcomes_from_records_and_length_check():
-    recs = [dict(source_id=7, label=1, clean_pred=1, recon_pred=0, start_ok=True, validated=True, final_pred=2,
-                 rejected_at=3, oracle_clean_pred=1, oracle_start_pred=0, image_linf=0.9 / 255, reference=1),
-            dict(source_id="x", label=0, clean_pred=1, recon_pred=0, start_ok=False, validated=False, final_pred=0,
-                 rejected_at=-1, oracle_clean_pred=2, oracle_start_pred=0, image_linf=1 / 255, reference=0)]
+    recs = [
+        dict(
+            source_id=7,
+            label=1,
+            clean_pred=1,
+            recon_pred=0,
+            start_ok=True,
+            validated=True,
+            final_pred=2,
+            rejected_at=3,
+            oracle_clean_pred=1,
+            oracle_start_pred=0,
+            image_linf=0.9 / 255,
+            reference=1,
+        ),
+        dict(
+            source_id="x",
+            label=0,
+            clean_pred=1,
+            recon_pred=0,
+            start_ok=False,
+            validated=False,
+            final_pred=0,
+            rejected_at=-1,
+            oracle_clean_pred=2,
+            oracle_start_pred=0,
+            image_linf=1 / 255,
+            reference=0,
+        ),
+    ]
     o = Outcomes.from_records(recs)
     assert o.ids.tolist() == ["7", "x"] and o.labels.tolist() == [1, 0]
     assert o.clean.tolist() == [True, False] and o.recon.tolist() == [False, True]
@@ -511,8 +643,9 @@ def test_er_intervals_refit_the_line_per_draw():
     pa = np.array([[*_line(row[:3], *wb), _line([row[3]], *wb)[0] + 5.0] for row, wb in zip(sa, lines)])
     fit = fit_effective_robustness(sa[0].tolist(), pa[0].tolist(), [True, True, True, False])
     out = er_intervals(fit, sa, pa, level=0.95)
-    assert out.er_low[:3] == pytest.approx([0.0] * 3, abs=1e-9) and out.er_high[:3] == pytest.approx([0.0] * 3,
-                                                                                                     abs=1e-9)
+    assert out.er_low[:3] == pytest.approx([0.0] * 3, abs=1e-9) and out.er_high[:3] == pytest.approx(
+        [0.0] * 3, abs=1e-9
+    )
     assert (out.er_low[3], out.er_high[3]) == pytest.approx((5.0, 5.0))
     assert out.interval == "bootstrap(3) over source images, line refitted per resample"
     untrusted = fit_effective_robustness(sa[0, :2].tolist(), pa[0, :2].tolist())  # 2 baselines: not trusted
@@ -530,7 +663,8 @@ def test_softmax_corr_known_answers():
     # by hand: P rows (1, 0) and (0.5, 0.5): C = [[0.625, 0.125], [0.125, 0.125]], q = (0.5, 0.5)
     # sum C_kk q_k = 0.375; ||C||_F = sqrt(0.390625 + 2 * 0.015625 + 0.015625) = 0.661438; ||q|| = 0.707107
     assert softmax_corr(np.array([[1.0, 0.0], [0.5, 0.5]]), np.array([0.5, 0.5])) == pytest.approx(
-        0.375 / (0.661438 * 0.707107), rel=1e-5)
+        0.375 / (0.661438 * 0.707107), rel=1e-5
+    )
     assert softmax_corr(np.zeros((0, 2)), np.array([0.5, 0.5])) is None
     with pytest.raises(ValueError, match=r"probs \(N, K\) and prior \(K,\), got \(2, 3\) and \(2,\)"):
         softmax_corr(np.ones((2, 3)), np.ones(2))

@@ -185,8 +185,14 @@ def _rewrite(path: Path, *, meta_update=None, flip_mask=False) -> None:
     save_file(tensors, str(path), metadata=meta)
 
 
-@pytest.mark.parametrize("tamper", [{"meta_update": {"heldout_accuracy": "99.0"}}, {"flip_mask": True},
-                                    {"meta_update": {"generator": json.dumps("vqgan")}}])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        {"meta_update": {"heldout_accuracy": "99.0"}},
+        {"flip_mask": True},
+        {"meta_update": {"generator": json.dumps("vqgan")}},
+    ],
+)
 def test_tampered_file_is_detected(fitted, tmp_path, tamper):
     p = fitted.save(tmp_path / "mask.safetensors")
     _rewrite(p, **tamper)
@@ -212,12 +218,18 @@ def test_load_errors_teach(tmp_path):
 def test_check_compatible(fitted, caplog):
     fitted.check_compatible("taef2", (4, 4, 4))
     fitted.check_compatible("taef2", torch.Size([4, 4, 4]))
-    with pytest.raises(ValueError, match=r"mask was fitted for generator 'taef2' with latent shape "
-                                         r"\(4, 4, 4\), but this run uses generator 'vqgan' with latent "
-                                         r"shape \(4, 4, 4\).*Refit with geneval fit-mask"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask was fitted for generator 'taef2' with latent shape "
+        r"\(4, 4, 4\), but this run uses generator 'vqgan' with latent "
+        r"shape \(4, 4, 4\).*Refit with geneval fit-mask",
+    ):
         fitted.check_compatible("vqgan", (4, 4, 4))
-    with pytest.raises(ValueError, match=r"latent shape \(4, 4, 4\), but this run uses generator 'taef2' "
-                                         r"with latent shape \(32, 8, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"latent shape \(4, 4, 4\), but this run uses generator 'taef2' "
+        r"with latent shape \(32, 8, 8\)",
+    ):
         fitted.check_compatible("taef2", (32, 8, 8))
     with caplog.at_level(logging.WARNING, logger="genEval.style_mask"):
         fitted.check_compatible("taef2", (4, 4, 4), dataset="cifar10")
@@ -238,11 +250,13 @@ def test_plot_is_a_png(fitted, tmp_path):
 def test_bad_input_errors_teach(synthetic):
     start, final, _ = synthetic
     kw = {"generator": "g", "dataset": "d"}
-    with pytest.raises(ValueError, match=r"start latents have shape \(200, 4, 4, 4\) but final latents "
-                                         r"\(200, 64\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"start latents have shape \(200, 4, 4, 4\) but final latents "
+        r"\(200, 64\)",
+    ):
         fit_style_mask(start, final.view(N, -1), **kw)
-    with pytest.raises(ValueError, match=f"at least {MIN_SAMPLES} changed samples are needed, got 6 "
-                                         ".*data.limit"):
+    with pytest.raises(ValueError, match=f"at least {MIN_SAMPLES} changed samples are needed, got 6 .*data.limit"):
         fit_style_mask(start[:6], final[:6], **kw)
     with pytest.raises(ValueError, match="no latent changed.*search.budget=0.*rejected every first step"):
         fit_style_mask(start, start.clone(), **kw)
@@ -276,8 +290,18 @@ def toy_run(tmp_path_factory):
     """A finished run of the toy components with save_latents=True (the oracle is the classifier itself)."""
     run_dir = tmp_path_factory.mktemp("run")
     clf = LinearClassifier(seed=0)
-    result = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-                      output_dir=run_dir, save_latents=True, n_boot=20, progress=False)
+    result = evaluate(
+        clf,
+        toy_data(120),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=run_dir,
+        save_latents=True,
+        n_boot=20,
+        progress=False,
+    )
     assert result.scores.n_validated >= MIN_SAMPLES
     return run_dir, result
 
@@ -291,9 +315,19 @@ def test_fit_mask_from_run_and_masked_search_leaves_unselected_dims_untouched(to
     m.check_compatible(result.components["generator"], (3, 2, 2))
 
     clf = LinearClassifier(seed=0)
-    masked = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-                      output_dir=tmp_path / "masked", save_latents=True, n_boot=20, progress=False,
-                      mask=m.as_tensor())
+    masked = evaluate(
+        clf,
+        toy_data(120),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=tmp_path / "masked",
+        save_latents=True,
+        n_boot=20,
+        progress=False,
+        mask=m.as_tensor(),
+    )
     lat = load_latent_file(tmp_path / "masked")
     moved = (lat["final"] - lat["start"]).abs()
     assert masked.scores.n_validated > 0
@@ -309,18 +343,48 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
     with pytest.raises(FileNotFoundError, match="no results.json .*interrupted.*not a complete run"):
         fit_mask_from_run(tmp_path / "unfinished")
     clf = LinearClassifier(seed=0)
-    evaluate(clf, toy_data(12), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-             output_dir=tmp_path / "nolat", n_boot=10, progress=False)
+    evaluate(
+        clf,
+        toy_data(12),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=tmp_path / "nolat",
+        n_boot=10,
+        progress=False,
+    )
     with pytest.raises(FileNotFoundError, match="has no latents.*save_latents=true"):
         fit_mask_from_run(tmp_path / "nolat")
-    few = evaluate(clf, toy_data(12), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-                   output_dir=tmp_path / "few", n_boot=10, progress=False, save_latents=True)
+    few = evaluate(
+        clf,
+        toy_data(12),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=tmp_path / "few",
+        n_boot=10,
+        progress=False,
+        save_latents=True,
+    )
     assert 0 < few.scores.n_validated < MIN_SAMPLES
-    with pytest.raises(ValueError, match=f"at least {MIN_SAMPLES} changed samples are needed, "
-                                         f"got {few.scores.n_validated} \\(of 12"):
+    with pytest.raises(
+        ValueError, match=f"at least {MIN_SAMPLES} changed samples are needed, got {few.scores.n_validated} \\(of 12"
+    ):
         fit_mask_from_run(tmp_path / "few")
-    evaluate(clf, toy_data(12), SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0), seed=0,
-             output_dir=tmp_path / "budget0", n_boot=10, progress=False, save_latents=True)
+    evaluate(
+        clf,
+        toy_data(12),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        SearchConfig(budget=0),
+        seed=0,
+        output_dir=tmp_path / "budget0",
+        n_boot=10,
+        progress=False,
+        save_latents=True,
+    )
     with pytest.raises(ValueError, match="no latent changed"):
         fit_mask_from_run(tmp_path / "budget0")
 
@@ -337,9 +401,19 @@ def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
     path = fit_mask_from_run(run_dir, C=None, target_sparsity=0.5).save(tmp_path / "mask.safetensors")
     m = StyleMask.load(path)
     clf = LinearClassifier(seed=0)
-    result = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-                      output_dir=tmp_path / "run", save_latents=True, n_boot=20, progress=False,
-                      mask=SparseMask(str(path)))
+    result = evaluate(
+        clf,
+        toy_data(120),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=tmp_path / "run",
+        save_latents=True,
+        n_boot=20,
+        progress=False,
+        mask=SparseMask(str(path)),
+    )
     assert result.components["mask"] == f"{path}#{m.sha256[:16]}"
     assert read_results(tmp_path / "run")["components"]["mask"] == result.components["mask"]
     moved, validated = _moved(tmp_path / "run")
@@ -349,16 +423,36 @@ def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
         name = "other"
 
     with pytest.raises(ValueError, match="fitted for generator 'sigmoid' .* uses generator 'other'"):
-        evaluate(clf, toy_data(12), OtherGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0, n_boot=10,
-                 progress=False, mask=SparseMask(str(path)))
+        evaluate(
+            clf,
+            toy_data(12),
+            OtherGenerator(),
+            ModelOracle(clf),
+            TOY_SEARCH,
+            seed=0,
+            n_boot=10,
+            progress=False,
+            mask=SparseMask(str(path)),
+        )
 
 
 def test_mask_auto_end_to_end_through_evaluate(tmp_path):
     """mask=auto: a dense pass over the fit part fits the mask, and only the other samples are scored with it."""
     clf = LinearClassifier(seed=0)
     auto = AutoMask(fit_fraction=0.5, fit_budget=6, C=None, target_sparsity=0.5)
-    result = evaluate(clf, toy_data(120), SigmoidGenerator(), ModelOracle(clf), TOY_SEARCH, seed=0,
-                      output_dir=tmp_path, save_latents=True, n_boot=20, progress=False, mask=auto)
+    result = evaluate(
+        clf,
+        toy_data(120),
+        SigmoidGenerator(),
+        ModelOracle(clf),
+        TOY_SEARCH,
+        seed=0,
+        output_dir=tmp_path,
+        save_latents=True,
+        n_boot=20,
+        progress=False,
+        mask=auto,
+    )
     m = StyleMask.load(tmp_path / "style_mask.safetensors")
     assert (tmp_path / "style_mask.png").read_bytes()[:4] == b"\x89PNG"
     assert m.generator == "sigmoid" and 1 <= m.n_selected <= 6 and m.sparsity >= 50

@@ -38,8 +38,13 @@ def test_subset_seed_fixes_the_draw_and_with_seed_leaves_it():
     unseeded = DigitsData(limit=20)
     assert unseeded.subset_info()["seed"] == 0  # before a run seeds it: the draw of seed 0
     drawn = unseeded.with_seed(4)
-    assert drawn is not unseeded and drawn.subset_info() == {"mode": "random", "seed": 4, "limit": 20,
-                                                             "indices": None, "pool": 540}
+    assert drawn is not unseeded and drawn.subset_info() == {
+        "mode": "random",
+        "seed": 4,
+        "limit": 20,
+        "indices": None,
+        "pool": 540,
+    }
     assert "subset=random@seed4" in repr(drawn)
     assert DigitsData().with_seed(4).subset_info()["mode"] == "all"  # no limit: nothing to draw
 
@@ -54,8 +59,11 @@ def test_subset_data_keeps_positions_when_reseeded():
 
 
 def _roles():
-    return dict(classifier=LinearClassifier(in_features=12, num_classes=10), generator=SigmoidGenerator(),
-                oracle=AcceptAllOracle())
+    return dict(
+        classifier=LinearClassifier(in_features=12, num_classes=10),
+        generator=SigmoidGenerator(),
+        oracle=AcceptAllOracle(),
+    )
 
 
 def test_unseeded_runs_evaluate_other_sources_and_one_seed_shares_them():
@@ -66,8 +74,13 @@ def test_unseeded_runs_evaluate_other_sources_and_one_seed_shares_them():
     src = lambda r: [s.source_id for s in r.samples]  # noqa: E731
     assert r1.seed != r2.seed and set(src(r1)) != set(src(r2))
     assert src(r1) == ids(data.with_seed(r1.seed))  # the draw of the run's recorded seed
-    other_model = evaluate(data=data, search=search, seed=r1.seed, batch_size=10,
-                           **{**_roles(), "classifier": LinearClassifier(in_features=12, num_classes=10, seed=5)})
+    other_model = evaluate(
+        data=data,
+        search=search,
+        seed=r1.seed,
+        batch_size=10,
+        **{**_roles(), "classifier": LinearClassifier(in_features=12, num_classes=10, seed=5)},
+    )
     assert src(other_model) == src(r1)  # compare: all models of one repetition share the draw
     first = DigitsData(limit=10, image_size=2, channels=3, subset="first")
     assert [s.source_id for s in evaluate(data=first, search=search, batch_size=10, **_roles()).samples] == ids(first)

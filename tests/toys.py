@@ -114,13 +114,27 @@ def search_batch(x, y, classifier, generator, oracle, cfg, mask=None, batch_size
     seeds = list(range(n)) if seeds is None else seeds
     ids = [f"s{i}" for i in range(n)] if ids is None else ids
     samples = [Sample(x[i], int(y[i]), ids[i], seed=seeds[i], index=i) for i in range(n)]
-    outs = sorted(perturb(samples, classifier, generator, oracle, cfg, batch_size=batch_size or n, mask=mask),
-                  key=lambda o: o.index)
-    ints = ("start_ok", "accepted_steps", "rejected_at", "first_fooled", "final_pred", "recon_pred", "clean_pred",
-            "validated")
+    outs = sorted(
+        perturb(samples, classifier, generator, oracle, cfg, batch_size=batch_size or n, mask=mask),
+        key=lambda o: o.index,
+    )
+    ints = (
+        "start_ok",
+        "accepted_steps",
+        "rejected_at",
+        "first_fooled",
+        "final_pred",
+        "recon_pred",
+        "clean_pred",
+        "validated",
+    )
     ns = SimpleNamespace(**{k: torch.tensor([getattr(o, k) for o in outs]) for k in ints})
-    for name, attr in (("images", "image"), ("start_images", "start_image"), ("latents", "latent"),
-                       ("start_latents", "start_latent")):
+    for name, attr in (
+        ("images", "image"),
+        ("start_images", "start_image"),
+        ("latents", "latent"),
+        ("start_latents", "start_latent"),
+    ):
         setattr(ns, name, torch.stack([getattr(o, attr) for o in outs]))
     ns.final_step = ns.accepted_steps
     return ns

@@ -34,7 +34,13 @@ if not OmegaConf.has_resolver("geneval_root"):
 
 #: Exceptions that mean "the user asked for something that cannot work": message, exit 2.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, NonFiniteError)
+    ValueError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    PermissionError,
+    NonFiniteError,
+)
 
 #: Command name -> (config name in conf/, function); filled by :func:`command`.
 REGISTRY: dict[str, tuple[str, Callable[[DictConfig], Any]]] = {}
@@ -111,8 +117,10 @@ def classifier_nodes(cfg: DictConfig, key: str) -> dict[str, DictConfig]:
     spec = cfg.get(key)
     available = config_options("classifier")
     if spec is None or len(spec) == 0:
-        raise ValueError(f"{key} is empty; list classifier configs, e.g. {key}=[cifar_resnet20,cifar_resnet32] "
-                         f"(available: {', '.join(available)}).")
+        raise ValueError(
+            f"{key} is empty; list classifier configs, e.g. {key}=[cifar_resnet20,cifar_resnet32] "
+            f"(available: {', '.join(available)})."
+        )
     if isinstance(spec, str):
         spec = ListConfig([spec])
     pairs = list(spec.items()) if isinstance(spec, DictConfig) else [(str(s), s) for s in spec]
@@ -122,16 +130,21 @@ def classifier_nodes(cfg: DictConfig, key: str) -> dict[str, DictConfig]:
             raise ValueError(f"{key} names {name!r} twice; give each classifier once.")
         if isinstance(value, str):
             if value not in available:
-                raise ValueError(f"unknown classifier config {value!r} in {key}; available: {', '.join(available)} "
-                                 "(or give a mapping name -> config with _target_).")
-            root = OmegaConf.create({"assets": cfg.get("assets"),
-                                     "classifier": OmegaConf.load(CONF_DIR / "classifier" / f"{value}.yaml")})
+                raise ValueError(
+                    f"unknown classifier config {value!r} in {key}; available: {', '.join(available)} "
+                    "(or give a mapping name -> config with _target_)."
+                )
+            root = OmegaConf.create(
+                {"assets": cfg.get("assets"), "classifier": OmegaConf.load(CONF_DIR / "classifier" / f"{value}.yaml")}
+            )
             nodes[str(name)] = root.classifier
         elif isinstance(value, DictConfig) and "_target_" in value:
             nodes[str(name)] = value
         else:
-            raise ValueError(f"{key}.{name} must name a conf/classifier config ({', '.join(available)}) or be a "
-                             f"config with _target_; got {value!r}.")
+            raise ValueError(
+                f"{key}.{name} must name a conf/classifier config ({', '.join(available)}) or be a "
+                f"config with _target_; got {value!r}."
+            )
     return nodes
 
 

@@ -17,11 +17,18 @@ def run_audit(cfg: DictConfig) -> dict:
         print(result.summary())
         return result.to_dict()
     seed = cfg.get("seed")
-    files = write_audit(run, int(cfg.get("n", 100)), seed=None if seed is None else int(seed),
-                        out=cfg.get("out") or None, width=int(cfg.get("width", 192)),
-                        show_predictions=bool(cfg.get("show_predictions", False)))
+    files = write_audit(
+        run,
+        int(cfg.get("n", 100)),
+        seed=None if seed is None else int(seed),
+        out=cfg.get("out") or None,
+        width=int(cfg.get("width", 192)),
+        show_predictions=bool(cfg.get("show_predictions", False)),
+    )
     sheet = files.sheet
-    print(f"audit page with {len(sheet.pairs)} of {sheet.n_validated} validated pairs (seed {sheet.seed}) "
-          f"written to {files.page}\n  sample list: {files.samples}\n  open the page in a browser, mark each "
-          f"pair, download the answers, then: geneval audit run={run} answers=<downloaded file>")
+    print(
+        f"audit page with {len(sheet.pairs)} of {sheet.n_validated} validated pairs (seed {sheet.seed}) "
+        f"written to {files.page}\n  sample list: {files.samples}\n  open the page in a browser, mark each "
+        f"pair, download the answers, then: geneval audit run={run} answers=<downloaded file>"
+    )
     return sheet.sample_list()

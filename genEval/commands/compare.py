@@ -13,7 +13,7 @@ with the repetition's seed, shared by every model of that repetition. ``data.sub
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from genEval.commands import (
     build,
@@ -35,15 +35,27 @@ def _run_models(cfg: DictConfig, **common) -> Comparison:
     shared = {k: v for k, v in plain(cfg).items() if k not in ("classifiers", "hydra")}
     mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
     return compare(
-        classifier_factories(nodes, "classifiers"), build(cfg.data, "data"), build(cfg.generator, "generator"),
-        build(cfg.oracle, "oracle"), SearchConfig.coerce(plain(cfg.search)), mask=mask,
+        classifier_factories(nodes, "classifiers"),
+        build(cfg.data, "data"),
+        build(cfg.generator, "generator"),
+        build(cfg.oracle, "oracle"),
+        SearchConfig.coerce(plain(cfg.search)),
+        mask=mask,
         mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
-        repetitions=int(cfg.repetitions), seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
-        progress=cfg.get("progress"), run_configs={name: {**shared, "classifier": plain(node)}
-                                                   for name, node in nodes.items()},
-        batch_size=cfg.batch_size, device=str(cfg.device), interval=str(cfg.interval),
-        grid_size=int(cfg.grid_size), gap_warn_points=float(cfg.gap_warn_points), num_workers=int(cfg.num_workers),
-        save_images=bool(cfg.save_images), save_latents=bool(cfg.save_latents), **common)
+        repetitions=int(cfg.repetitions),
+        seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
+        progress=cfg.get("progress"),
+        run_configs={name: {**shared, "classifier": plain(node)} for name, node in nodes.items()},
+        batch_size=cfg.batch_size,
+        device=str(cfg.device),
+        interval=str(cfg.interval),
+        grid_size=int(cfg.grid_size),
+        gap_warn_points=float(cfg.gap_warn_points),
+        num_workers=int(cfg.num_workers),
+        save_images=bool(cfg.save_images),
+        save_latents=bool(cfg.save_latents),
+        **common,
+    )
 
 
 @command("compare", config="compare")

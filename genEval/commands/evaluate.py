@@ -37,8 +37,10 @@ def shard_from(cfg: DictConfig, environ: dict[str, str] | None = None) -> tuple[
             local = int(env[local_var]) if local_var in env else None
             break
     if (index is None) != (count is None):
-        raise ValueError(f"give both shard.index and shard.count (got index={index}, count={count}), "
-                         "e.g. shard.index=0 shard.count=4.")
+        raise ValueError(
+            f"give both shard.index and shard.count (got index={index}, count={count}), "
+            "e.g. shard.index=0 shard.count=4."
+        )
     return Shard(int(index or 0), int(count or 1)), local
 
 
@@ -50,8 +52,12 @@ def device_for(device: str, local_rank: int | None) -> str:
 
 
 def kernels_from(cfg: DictConfig) -> Kernels:
-    return Kernels(precision=str(cfg.precision), role_precision=plain(cfg.get("role_precision") or {}),
-                   channels_last=bool(cfg.channels_last), compile=plain(cfg.compile))
+    return Kernels(
+        precision=str(cfg.precision),
+        role_precision=plain(cfg.get("role_precision") or {}),
+        channels_last=bool(cfg.channels_last),
+        compile=plain(cfg.compile),
+    )
 
 
 @command("evaluate", config="config")
@@ -68,11 +74,28 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     if run_dir is not None and shard.count > 1:
         run_dir = Path(run_dir) / shard.name
     result = evaluate(
-        classifier=classifier, data=data, generator=generator, oracle=oracle, search=search, mask=mask,
-        seed=cfg.seed, batch_size=cfg.batch_size, device=device_for(str(cfg.device), local_rank), output_dir=run_dir,
-        progress=cfg.progress, log_interval=cfg.log_interval, interval=cfg.interval, n_boot=cfg.n_boot,
-        grid_size=cfg.grid_size, gap_warn_points=cfg.gap_warn_points, num_workers=cfg.num_workers,
-        save_latents=cfg.save_latents, save_images=cfg.save_images, shard=shard, kernels=kernels_from(cfg),
-        config=plain(cfg))
+        classifier=classifier,
+        data=data,
+        generator=generator,
+        oracle=oracle,
+        search=search,
+        mask=mask,
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+        device=device_for(str(cfg.device), local_rank),
+        output_dir=run_dir,
+        progress=cfg.progress,
+        log_interval=cfg.log_interval,
+        interval=cfg.interval,
+        n_boot=cfg.n_boot,
+        grid_size=cfg.grid_size,
+        gap_warn_points=cfg.gap_warn_points,
+        num_workers=cfg.num_workers,
+        save_latents=cfg.save_latents,
+        save_images=cfg.save_images,
+        shard=shard,
+        kernels=kernels_from(cfg),
+        config=plain(cfg),
+    )
     print(result.summary())
     return result.metrics

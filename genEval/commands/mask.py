@@ -20,6 +20,8 @@ def run_fit_mask(cfg: DictConfig) -> str:
     out = Path(cfg.out) if cfg.get("out") else Path(run) / "style_mask.safetensors"
     m.save(out)
     plot_style_mask(m, out.with_suffix(".png"))
-    print(f"{m!r}\nsparsity {m.sparsity:.2f}% zero dims, held-out accuracy {m.heldout_accuracy:.1f}%, C={m.C}\n"
-          f"mask written to {out} (plot: {out.with_suffix('.png')})\nuse it with: geneval mask=sparse mask.path={out}")
+    print(
+        f"{m!r}\nsparsity {m.sparsity:.2f}% zero dims, held-out accuracy {m.heldout_accuracy:.1f}%, C={m.C}\n"
+        f"mask written to {out} (plot: {out.with_suffix('.png')})\nuse it with: geneval mask=sparse mask.path={out}"
+    )
     return str(out)

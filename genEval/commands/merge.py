@@ -12,8 +12,12 @@ from genEval.merge import merge_runs
 
 @command("merge", config="merge")
 def run_merge(cfg: DictConfig) -> dict:
-    runs = require(cfg, "runs", "merge", "runs=[outputs/run/shard-0-of-2,outputs/run/shard-1-of-2] out=outputs/merged "
-                   "(or runs=<a multirun directory>)")
+    runs = require(
+        cfg,
+        "runs",
+        "merge",
+        "runs=[outputs/run/shard-0-of-2,outputs/run/shard-1-of-2] out=outputs/merged (or runs=<a multirun directory>)",
+    )
     runs = [str(runs)] if isinstance(runs, str) else [str(r) for r in runs]
     out = Path(cfg.out) if cfg.get("out") else hydra_output_dir()
     result = merge_runs(runs, out)

@@ -11,7 +11,11 @@ from genEval.report import write_report
 @command("report", config="report")
 def run_report(cfg: DictConfig) -> str:
     source = require(cfg, "input", "report", "input=<run directory or comparison directory>")
-    path = write_report(str(source), cfg.get("out") or None, grid_samples=int(cfg.get("grid_samples", 6)),
-                        transfer=cfg.get("transfer") or None)
+    path = write_report(
+        str(source),
+        cfg.get("out") or None,
+        grid_samples=int(cfg.get("grid_samples", 6)),
+        transfer=cfg.get("transfer") or None,
+    )
     print(f"report written to {path}")
     return str(path)

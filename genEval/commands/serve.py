@@ -44,9 +44,14 @@ from genEval.service.worker import Worker, run_worker_in_thread
 def build_components(config: dict) -> Components:
     """A job's stored config (plain dicts) -> the objects of one evaluation (runs in the worker's child)."""
     cfg = OmegaConf.create(config)
-    return Components(classifier=build(cfg.classifier, "classifier"), data=build(cfg.data, "data"),
-                      generator=build(cfg.generator, "generator"), oracle=build(cfg.oracle, "oracle"),
-                      search=SearchConfig.coerce(config["search"]), mask=build(cfg.mask, "mask"))
+    return Components(
+        classifier=build(cfg.classifier, "classifier"),
+        data=build(cfg.data, "data"),
+        generator=build(cfg.generator, "generator"),
+        oracle=build(cfg.oracle, "oracle"),
+        search=SearchConfig.coerce(config["search"]),
+        mask=build(cfg.mask, "mask"),
+    )
 
 
 def job_runner(device: str):
@@ -85,9 +90,17 @@ def open_db(cfg: DictConfig) -> tuple[Path, Database]:
 
 
 def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
-    return Worker(db, home, job_runner(cfg.device), device=str(cfg.device), lease_s=float(cfg.lease_s),
-                  heartbeat_s=float(cfg.heartbeat_s), poll_s=float(cfg.poll_s), max_attempts=int(cfg.max_attempts),
-                  **extra)
+    return Worker(
+        db,
+        home,
+        job_runner(cfg.device),
+        device=str(cfg.device),
+        lease_s=float(cfg.lease_s),
+        heartbeat_s=float(cfg.heartbeat_s),
+        poll_s=float(cfg.poll_s),
+        max_attempts=int(cfg.max_attempts),
+        **extra,
+    )
 
 
 def _db_arg(cfg: DictConfig) -> str:
@@ -99,8 +112,12 @@ def _db_arg(cfg: DictConfig) -> str:
 def run_serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
     home, db = open_db(cfg)
-    settings = Settings(home=home, max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
-                        default_benchmark=cfg.get("default_benchmark"), n_boot=int(cfg.n_boot))
+    settings = Settings(
+        home=home,
+        max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
+        default_benchmark=cfg.get("default_benchmark"),
+        n_boot=int(cfg.n_boot),
+    )
     benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None)
     if settings.default_benchmark not in benchmarks:
         settings = Settings(home, settings.max_upload_bytes, next(iter(benchmarks)), settings.n_boot)
@@ -110,8 +127,10 @@ def run_serve(cfg: DictConfig) -> None:
     print(f"genEval service: home {home} (database {db.display_url()}, run directories {home / 'runs'})")
     print("benchmarks: " + ", ".join(f"{b.name} (version {b.version})" for b in benchmarks.values()))
     print(f"create an API token:  geneval token home={home}{_db_arg(cfg)} name=<you> role=admin")
-    print(f"more workers:         geneval worker home={home}{_db_arg(cfg)}" +
-          ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)"))
+    print(
+        f"more workers:         geneval worker home={home}{_db_arg(cfg)}"
+        + ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)")
+    )
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
     workers = [_worker(cfg, db, home) for _ in range(int(cfg.workers))]
     threads = [run_worker_in_thread(w) for w in workers]
@@ -129,8 +148,13 @@ def run_serve(cfg: DictConfig) -> None:
 def run_worker(cfg: DictConfig) -> int:
     """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
     home, db = open_db(cfg)
-    worker = _worker(cfg, db, home, exit_when_idle=bool(cfg.exit_when_idle),
-                     max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs))
+    worker = _worker(
+        cfg,
+        db,
+        home,
+        exit_when_idle=bool(cfg.exit_when_idle),
+        max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
+    )
     print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {cfg.device}", flush=True)
     try:
         n = worker.run()
@@ -155,8 +179,10 @@ def run_token(cfg: DictConfig) -> None:
     else:
         name = require(cfg, "name", "token", "name=alice role=submitter")
         secret, info = db.create_token(str(name), str(cfg.role))
-        print(f"API token for {info.name} (role {info.role}, id {info.id}). It is shown only now; only its sha256 "
-              f"is stored:\n{secret}")
+        print(
+            f"API token for {info.name} (role {info.role}, id {info.id}). It is shown only now; only its sha256 "
+            f"is stored:\n{secret}"
+        )
     db.close()
 
 
@@ -165,8 +191,10 @@ def run_submit(cfg: DictConfig) -> dict:
     """Upload (when model.file is set) and submit a model; with wait=true follow the job to its end."""
     name = require(cfg, "name", "submit", "name=my-model model.kind=config model.name=digits_cnn")
     if not cfg.get("token"):
-        raise ValueError("geneval submit needs an API token: token=<token> or GENEVAL_TOKEN=<token> (an admin "
-                         "creates one with `geneval token name=<you> role=submitter`).")
+        raise ValueError(
+            "geneval submit needs an API token: token=<token> or GENEVAL_TOKEN=<token> (an admin "
+            "creates one with `geneval token name=<you> role=submitter`)."
+        )
     model = {k: v for k, v in plain(cfg.model).items() if v is not None and k != "file"}
     with ServiceClient(str(cfg.url), str(cfg.token)) as client:
         if cfg.model.get("file"):
@@ -184,8 +212,12 @@ def run_submit(cfg: DictConfig) -> dict:
             if line != shown["status"]:
                 total = j.get("images_total")
                 eta = j.get("eta_s")
-                print(f"  {j['status']}" + (f": {j['images_done']}/{total} images" if total else "") +
-                      (f", about {eta:.0f}s left" if eta else ""), flush=True)
+                print(
+                    f"  {j['status']}"
+                    + (f": {j['images_done']}/{total} images" if total else "")
+                    + (f", about {eta:.0f}s left" if eta else ""),
+                    flush=True,
+                )
                 shown["status"] = line
 
         job = client.wait(job["id"], timeout_s=float(cfg.timeout_s), on_update=show)

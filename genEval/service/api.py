@@ -48,8 +48,12 @@ class ModelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["config", "timm", "torchvision", "torchscript"]
-    name: str | None = Field(None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
-                             description="config name (kind=config) or architecture (timm/torchvision)")
+    name: str | None = Field(
+        None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+        description="config name (kind=config) or architecture (timm/torchvision)",
+    )
     upload: str | None = Field(None, pattern=r"^[0-9a-f]{32}$", description="id from POST /api/uploads")
     num_classes: int | None = Field(None, ge=1, le=100_000)
     input_size: int | None = Field(None, ge=4, le=4096)
@@ -63,7 +67,8 @@ class JobIn(BaseModel):
     name: str = Field(pattern=NAME_RE.pattern, max_length=64, description="the model's name on the leaderboard")
     model: ModelIn
     overrides: dict[str, int | float | bool | str] = Field(
-        default_factory=dict, description="only keys the benchmark allowlists (GET /api/benchmarks)")
+        default_factory=dict, description="only keys the benchmark allowlists (GET /api/benchmarks)"
+    )
 
 
 class TokenIn(BaseModel):
@@ -90,9 +95,11 @@ def _job_view(job: JobInfo) -> dict:
     view["links"] = {"self": base, "page": f"/jobs/{job.id}"}
     if job.status == "done":
         reps = range(len(job.seeds))
-        view["links"].update(results=[f"{base}/results.json?rep={r}" for r in reps],
-                             report=[f"/jobs/{job.id}/report?rep={r}" for r in reps],
-                             snapshot=[f"{base}/snapshot?rep={r}" for r in reps])
+        view["links"].update(
+            results=[f"{base}/results.json?rep={r}" for r in reps],
+            report=[f"/jobs/{job.id}/report?rep={r}" for r in reps],
+            snapshot=[f"{base}/snapshot?rep={r}" for r in reps],
+        )
     return view
 
 
@@ -102,11 +109,14 @@ _bearer = HTTPBearer(auto_error=False, description="an API token made with `gene
 def _role(role: str):
     """A dependency that yields the request's token when it has at least ``role`` (401/403 otherwise)."""
 
-    def check(request: Request,
-              creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> TokenInfo:
+    def check(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> TokenInfo:
         if creds is None:
-            raise HTTPException(401, "this needs an API token: send 'Authorization: Bearer <token>' (an admin "
-                                     "creates one with `geneval token`).", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401,
+                "this needs an API token: send 'Authorization: Bearer <token>' (an admin "
+                "creates one with `geneval token`).",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         token = request.app.state.service.db.token_for(creds.credentials)
         if token is None:
             raise HTTPException(401, "unknown or revoked API token.", headers={"WWW-Authenticate": "Bearer"})
@@ -194,29 +204,44 @@ def _new_job(service: Service, body: JobIn, token: TokenInfo) -> JobInfo:
     if body.model.upload is not None:
         upload = service.db.get_upload(body.model.upload)
         if upload is None or (upload.owner_id != token.id and token.role != "admin"):
-            raise Refused(422, f"no upload {body.model.upload!r} of yours; upload the file first (POST /api/uploads).",
-                          key="model.upload")
+            raise Refused(
+                422,
+                f"no upload {body.model.upload!r} of yours; upload the file first (POST /api/uploads).",
+                key="model.upload",
+            )
     spec = body.model.model_dump(exclude={"upload"})
     try:
-        config["classifier"] = classifier_config(spec, service.classifiers, upload and upload.kind,
-                                                 upload and upload.path)
+        config["classifier"] = classifier_config(
+            spec, service.classifiers, upload and upload.kind, upload and upload.path
+        )
     except ModelRefused as err:
         raise Refused(422, str(err), key=f"model.{err.key}") from None
     seeds = [secrets.randbits(31) for _ in range(bench.repetitions)]  # fresh per submission, recorded
     model = body.model.model_dump(exclude_none=True) | ({"sha256": upload.sha256} if upload else {})
     try:
-        return service.db.submit_job(benchmark=bench.name, benchmark_version=bench.version, name=body.name,
-                                     owner=token, model=model, config=config, overrides=overrides, seeds=seeds,
-                                     upload_path=upload and upload.path)
+        return service.db.submit_job(
+            benchmark=bench.name,
+            benchmark_version=bench.version,
+            name=body.name,
+            owner=token,
+            model=model,
+            config=config,
+            overrides=overrides,
+            seeds=seeds,
+            upload_path=upload and upload.path,
+        )
     except NameTaken as err:
         raise Refused(409, str(err), key="name") from None
 
 
 def create_app(service: Service) -> FastAPI:
     """The FastAPI application serving ``service``."""
-    app = FastAPI(title="genEval service", version=__version__,
-                  description="Submit an image classifier; it is evaluated on freshly generated, oracle-vetted "
-                              "images (FMR, Zhang et al., ICLR 2024) and ranked on a leaderboard.")
+    app = FastAPI(
+        title="genEval service",
+        version=__version__,
+        description="Submit an image classifier; it is evaluated on freshly generated, oracle-vetted "
+        "images (FMR, Zhang et al., ICLR 2024) and ranked on a leaderboard.",
+    )
     app.state.service = service
     _error_handlers(app)
     _read_routes(app, service)
@@ -242,9 +267,9 @@ def _error_handlers(app: FastAPI) -> None:
         errors = err.errors()
         keys = [".".join(str(p) for p in e["loc"] if p != "body") for e in errors]
         message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, errors))
-        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors), "message": message,
-                                                      "keys": keys})
-
+        return JSONResponse(
+            status_code=422, content={"detail": jsonable_encoder(errors), "message": message, "keys": keys}
+        )
 
 
 def _read_routes(app: FastAPI, service: Service) -> None:
@@ -253,14 +278,21 @@ def _read_routes(app: FastAPI, service: Service) -> None:
     @app.get("/api/health", tags=["service"])
     def health() -> dict:
         service.db.ping()
-        return {"status": "ok", "version": __version__, "database": service.db.dialect,
-                "benchmarks": list(service.benchmarks), "jobs": service.db.count_jobs(),
-                "workers": len(service.db.list_workers(seen_within_s=120))}
+        return {
+            "status": "ok",
+            "version": __version__,
+            "database": service.db.dialect,
+            "benchmarks": list(service.benchmarks),
+            "jobs": service.db.count_jobs(),
+            "workers": len(service.db.list_workers(seen_within_s=120)),
+        }
 
     @app.get("/api/benchmarks", tags=["benchmarks"])
     def benchmarks() -> list[dict]:
-        return [b.record() | {"versions": [v.version for v in service.db.benchmark_versions(b.name)]}
-                for b in service.benchmarks.values()]
+        return [
+            b.record() | {"versions": [v.version for v in service.db.benchmark_versions(b.name)]}
+            for b in service.benchmarks.values()
+        ]
 
     @app.get("/api/classifiers", tags=["benchmarks"])
     def classifiers() -> dict:
@@ -271,12 +303,23 @@ def _read_routes(app: FastAPI, service: Service) -> None:
         if benchmark not in service.benchmarks:
             raise HTTPException(404, f"unknown benchmark {benchmark!r}; available: {', '.join(service.benchmarks)}.")
         st = service.standings(benchmark, version)
-        return {"benchmark": benchmark, "version": st.version, "interval_note": st.interval_note,
-                "warnings": st.warnings,
-                "rows": [{"job": r.job.id, "name": r.job.name, "repetitions": r.standing.repetitions,
-                          "finished_at": r.job.finished_at, "scores": r.standing.scores,
-                          "better_than": r.standing.better_than} for r in st.sorted()]}
-
+        return {
+            "benchmark": benchmark,
+            "version": st.version,
+            "interval_note": st.interval_note,
+            "warnings": st.warnings,
+            "rows": [
+                {
+                    "job": r.job.id,
+                    "name": r.job.name,
+                    "repetitions": r.standing.repetitions,
+                    "finished_at": r.job.finished_at,
+                    "scores": r.standing.scores,
+                    "better_than": r.standing.better_than,
+                }
+                for r in st.sorted()
+            ],
+        }
 
     @app.get("/api/jobs/{job_id}", tags=["jobs"])
     def job(job_id: str) -> dict:
@@ -302,10 +345,25 @@ def _read_routes(app: FastAPI, service: Service) -> None:
 def _submit_routes(app: FastAPI, service: Service) -> None:
     """Submitters: upload, submit, cancel their jobs (and viewers: the queue)."""
 
-    @app.post("/api/uploads", status_code=201, tags=["submit"], openapi_extra={"requestBody": {
-        "required": True, "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file"],
-            "properties": {"file": {"type": "string", "format": "binary"}}}}}}})
+    @app.post(
+        "/api/uploads",
+        status_code=201,
+        tags=["submit"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["file"],
+                            "properties": {"file": {"type": "string", "format": "binary"}},
+                        }
+                    }
+                },
+            }
+        },
+    )
     async def upload(request: Request, token: Submitter) -> dict:
         """Upload a model file (safetensors weights or a TorchScript archive; never a pickle)."""
         tmp, sha, size, filename = await _receive_upload(service, request)
@@ -320,8 +378,10 @@ def _submit_routes(app: FastAPI, service: Service) -> None:
 
     @app.get("/api/jobs", tags=["jobs"])
     def jobs(_token: Viewer, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[dict]:
-        return [_job_view(j) for j in service.db.list_jobs(status=status, benchmark=benchmark,
-                                                           limit=max(1, min(limit, 1000)))]
+        return [
+            _job_view(j)
+            for j in service.db.list_jobs(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
+        ]
 
     @app.post("/api/jobs/{job_id}/cancel", tags=["jobs"])
     def cancel(job_id: str, token: Submitter) -> dict:
@@ -331,7 +391,6 @@ def _submit_routes(app: FastAPI, service: Service) -> None:
         if found.status in FINAL:
             raise HTTPException(409, f"job {job_id} is already {found.status}.")
         return _job_view(service.db.cancel_job(job_id))
-
 
     @app.get("/api/workers", tags=["jobs"])
     def workers(_token: Viewer) -> list[dict]:

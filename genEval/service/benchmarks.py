@@ -65,16 +65,20 @@ def _without(config: dict, keys: list[str]) -> dict:
 def _check_rule(name: str, key: str, rule: Any, default: Any) -> dict:
     """Validate one allowlist entry of a preset: the key exists, is a plain value, and the rule fits it."""
     if "_target_" in key.split(".") or key.split(".")[0] not in (*ROLES, *EVALUATE_KEYS):
-        raise ValueError(f"benchmark {name}: override key {key!r} may not be allowlisted (only plain values "
-                         f"under {', '.join((*ROLES, *EVALUATE_KEYS))}, never _target_).")
+        raise ValueError(
+            f"benchmark {name}: override key {key!r} may not be allowlisted (only plain values "
+            f"under {', '.join((*ROLES, *EVALUATE_KEYS))}, never _target_)."
+        )
     if isinstance(default, (dict, list)) or default is None:
-        raise ValueError(f"benchmark {name}: override key {key!r} must name a plain value (number, string or "
-                         f"bool), not {default!r}.")
+        raise ValueError(
+            f"benchmark {name}: override key {key!r} must name a plain value (number, string or bool), not {default!r}."
+        )
     rule = dict(rule or {})
     unknown = set(rule) - {"min", "max", "choices"}
     if unknown:
-        raise ValueError(f"benchmark {name}: override {key!r} has unknown rule fields {sorted(unknown)}; use min, "
-                         "max or choices.")
+        raise ValueError(
+            f"benchmark {name}: override {key!r} has unknown rule fields {sorted(unknown)}; use min, max or choices."
+        )
     if isinstance(default, str) and "choices" not in rule:
         raise ValueError(f"benchmark {name}: string override {key!r} needs `choices`.")
     return rule
@@ -101,16 +105,21 @@ class Benchmark:
         meta = config.pop("benchmark", None) or {}
         missing = [r for r in ROLES if not isinstance(config.get(r), dict)]
         if missing:
-            raise ValueError(f"benchmark {name} lacks the role(s) {missing}; a preset composes data, generator, "
-                             "oracle, search and mask from their config groups.")
+            raise ValueError(
+                f"benchmark {name} lacks the role(s) {missing}; a preset composes data, generator, "
+                "oracle, search and mask from their config groups."
+            )
         unknown = sorted(set(config) - {*ROLES, *EVALUATE_KEYS})
         if unknown:
-            raise ValueError(f"benchmark {name} has unknown top-level keys {unknown}; allowed: the roles "
-                             f"{', '.join(ROLES)} and the evaluate settings {', '.join(EVALUATE_KEYS)}.")
+            raise ValueError(
+                f"benchmark {name} has unknown top-level keys {unknown}; allowed: the roles "
+                f"{', '.join(ROLES)} and the evaluate settings {', '.join(EVALUATE_KEYS)}."
+            )
         reps = meta.get("repetitions", 1)
         if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= MAX_REPETITIONS:
-            raise ValueError(f"benchmark {name}: repetitions must be a whole number 1..{MAX_REPETITIONS}, "
-                             f"got {reps!r}.")
+            raise ValueError(
+                f"benchmark {name}: repetitions must be a whole number 1..{MAX_REPETITIONS}, got {reps!r}."
+            )
         rules = {}
         for key, rule in (meta.get("overrides") or {}).items():
             try:
@@ -118,8 +127,14 @@ class Benchmark:
             except KeyError:
                 raise ValueError(f"benchmark {name}: override key {key!r} is not in the preset.") from None
             rules[key] = _check_rule(name, key, rule, default)
-        return cls(name=name, title=str(meta.get("title") or name), description=str(meta.get("description") or ""),
-                   repetitions=reps, config=config, overrides=rules)
+        return cls(
+            name=name,
+            title=str(meta.get("title") or name),
+            description=str(meta.get("description") or ""),
+            repetitions=reps,
+            config=config,
+            overrides=rules,
+        )
 
     @property
     def version(self) -> str:
@@ -128,8 +143,15 @@ class Benchmark:
 
     def record(self) -> dict:
         """What the database keeps for this version (and ``GET /api/benchmarks`` shows)."""
-        return {"name": self.name, "version": self.version, "title": self.title, "description": self.description,
-                "repetitions": self.repetitions, "overrides": self.overrides, "config": self.config}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "title": self.title,
+            "description": self.description,
+            "repetitions": self.repetitions,
+            "overrides": self.overrides,
+            "config": self.config,
+        }
 
     def apply_overrides(self, overrides: dict[str, Any]) -> tuple[dict, dict]:
         """The job config for a submission's ``overrides``: ``(config, cleaned overrides)``.
@@ -142,8 +164,10 @@ class Benchmark:
         allowed = ", ".join(self.overrides) or "none"
         for key, value in (overrides or {}).items():
             if key not in self.overrides:
-                raise OverrideRefused(key, f"override {key!r} is not allowed on benchmark {self.name}; a submission "
-                                           f"may only set: {allowed}.")
+                raise OverrideRefused(
+                    key,
+                    f"override {key!r} is not allowed on benchmark {self.name}; a submission may only set: {allowed}.",
+                )
             clean[key] = self._check_value(key, value, _get(self.config, key))
             _set(config, key, clean[key])
         return config, clean
@@ -151,15 +175,21 @@ class Benchmark:
     def _check_value(self, key: str, value: Any, default: Any) -> Any:
         rule = self.overrides[key]
         kind = type(default)
-        ok = (isinstance(value, bool) if kind is bool else
-              isinstance(value, int) and not isinstance(value, bool) if kind is int else
-              isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
-              isinstance(value, str))
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else isinstance(value, int) and not isinstance(value, bool)
+            if kind is int
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+            if kind is float
+            else isinstance(value, str)
+        )
         if not ok:
             raise OverrideRefused(key, f"override {key!r} must be a {kind.__name__}, got {value!r}.")
         if "choices" in rule and value not in rule["choices"]:
             raise OverrideRefused(key, f"override {key!r} must be one of {rule['choices']}, got {value!r}.")
         if "min" in rule and value < rule["min"] or "max" in rule and value > rule["max"]:
-            raise OverrideRefused(key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], "
-                                       f"got {value!r}.")
+            raise OverrideRefused(
+                key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {value!r}."
+            )
         return kind(value)

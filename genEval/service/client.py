@@ -55,8 +55,11 @@ class ServiceClient:
             return self._call("POST", "/api/uploads", files={"file": (p.name, fh, "application/octet-stream")})
 
     def submit(self, benchmark: str, name: str, model: dict, overrides: dict | None = None) -> dict:
-        return self._call("POST", "/api/jobs", json={"benchmark": benchmark, "name": name, "model": model,
-                                                     "overrides": overrides or {}})
+        return self._call(
+            "POST",
+            "/api/jobs",
+            json={"benchmark": benchmark, "name": name, "model": model, "overrides": overrides or {}},
+        )
 
     def job(self, job_id: str) -> dict:
         return self._call("GET", f"/api/jobs/{job_id}")
@@ -71,6 +74,8 @@ class ServiceClient:
             if job["status"] in FINAL:
                 return job
             if time.monotonic() > deadline:
-                raise ServiceError(f"job {job_id} is still {job['status']} after {timeout_s:.0f}s (raise timeout_s); "
-                                   f"follow it at {self.url}/jobs/{job_id}.")
+                raise ServiceError(
+                    f"job {job_id} is still {job['status']} after {timeout_s:.0f}s (raise timeout_s); "
+                    f"follow it at {self.url}/jobs/{job_id}."
+                )
             time.sleep(poll_s)

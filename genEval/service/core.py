@@ -49,8 +49,9 @@ class Service:
             raise ValueError("the service needs at least one benchmark (conf/benchmark/*.yaml).")
         default = self.settings.default_benchmark
         if default is not None and default not in self.benchmarks:
-            raise ValueError(f"default benchmark {default!r} is not among the loaded ones: "
-                             f"{', '.join(self.benchmarks)}.")
+            raise ValueError(
+                f"default benchmark {default!r} is not among the loaded ones: {', '.join(self.benchmarks)}."
+            )
         ensure_writable_dir(self.home / "uploads")
         self.leaderboards = Leaderboards(self.home, n_boot=self.settings.n_boot)
         for b in self.benchmarks.values():
@@ -72,8 +73,9 @@ class Service:
     def standings(self, name: str, version: str | None = None) -> Standings:
         """Standings of benchmark ``name`` at ``version`` (default: the current preset's)."""
         version = version or self.benchmark(name).version
-        return self.leaderboards.standings(name, version, self.db.list_jobs(benchmark=name, version=version,
-                                                                            status="done"))
+        return self.leaderboards.standings(
+            name, version, self.db.list_jobs(benchmark=name, version=version, status="done")
+        )
 
     def rep_dir(self, job: JobInfo, rep: int) -> Path:
         return job.rep_dir(self.home, rep)

@@ -241,8 +241,10 @@ class Database:
 
     def __init__(self, url: str) -> None:
         if not isinstance(url, str) or "://" not in url:
-            raise ValueError(f"db must be a database URL such as sqlite:///path/geneval.db or "
-                             f"postgresql+psycopg://user@host/dbname, got {url!r}.")
+            raise ValueError(
+                f"db must be a database URL such as sqlite:///path/geneval.db or "
+                f"postgresql+psycopg://user@host/dbname, got {url!r}."
+            )
         self.url = url
         if url.startswith("sqlite"):
             self.engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
@@ -250,8 +252,9 @@ class Database:
         elif url.startswith("postgresql"):
             self.engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
         else:
-            raise ValueError(f"unsupported database {url.split('://')[0]!r}; use sqlite:///... or "
-                             "postgresql+psycopg://...")
+            raise ValueError(
+                f"unsupported database {url.split('://')[0]!r}; use sqlite:///... or postgresql+psycopg://..."
+            )
         self._writer = self.engine.execution_options(geneval_write=True)
         Base.metadata.create_all(self._writer)
 
@@ -304,8 +307,11 @@ class Database:
 
     def revoke_token(self, token_id: str) -> bool:
         with self._write() as s:
-            res = s.execute(update(TokenRow).where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
-                            .values(revoked_at=time.time()))
+            res = s.execute(
+                update(TokenRow)
+                .where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
+                .values(revoked_at=time.time())
+            )
             return res.rowcount == 1
 
     # ---------------------------------------------------------------------------------- benchmarks
@@ -321,14 +327,23 @@ class Database:
     def benchmark_versions(self, name: str) -> list[BenchmarkVersion]:
         """Every registered version of ``name``, newest first."""
         with self._read() as s:
-            rows = s.scalars(select(BenchmarkRow).where(BenchmarkRow.name == name)
-                             .order_by(BenchmarkRow.registered_at.desc()))
+            rows = s.scalars(
+                select(BenchmarkRow).where(BenchmarkRow.name == name).order_by(BenchmarkRow.registered_at.desc())
+            )
             return [_view(BenchmarkVersion, r) for r in rows]
 
     # ------------------------------------------------------------------------------------- uploads
     def add_upload(self, owner_id: str, kind: str, sha256: str, size: int, filename: str, path: str) -> UploadInfo:
-        row = UploadRow(id=new_id(), owner_id=owner_id, kind=kind, sha256=sha256, size=size, filename=filename,
-                        path=path, created_at=time.time())
+        row = UploadRow(
+            id=new_id(),
+            owner_id=owner_id,
+            kind=kind,
+            sha256=sha256,
+            size=size,
+            filename=filename,
+            path=path,
+            created_at=time.time(),
+        )
         with self._write() as s:
             s.add(row)
         return _view(UploadInfo, row)
@@ -339,22 +354,53 @@ class Database:
             return None if row is None else _view(UploadInfo, row)
 
     # ---------------------------------------------------------------------------------------- jobs
-    def submit_job(self, *, benchmark: str, benchmark_version: str, name: str, owner: TokenInfo, model: dict,
-                   config: dict, overrides: dict, seeds: list[int], upload_path: str | None) -> JobInfo:
+    def submit_job(
+        self,
+        *,
+        benchmark: str,
+        benchmark_version: str,
+        name: str,
+        owner: TokenInfo,
+        model: dict,
+        config: dict,
+        overrides: dict,
+        seeds: list[int],
+        upload_path: str | None,
+    ) -> JobInfo:
         """Queue a job. Raises :class:`NameTaken` when ``name`` already has a queued, running or finished job
         in this benchmark version (one leaderboard row per model)."""
         job_id = new_id()
-        row = JobRow(id=job_id, benchmark=benchmark, benchmark_version=benchmark_version, name=name,
-                     owner_id=owner.id, owner_name=owner.name, model=model, config=config, overrides=overrides,
-                     seeds=list(seeds), run_dir=f"runs/{benchmark}/{job_id}", upload_path=upload_path,
-                     status="queued", created_at=time.time(), attempts=0, images_done=0)
+        row = JobRow(
+            id=job_id,
+            benchmark=benchmark,
+            benchmark_version=benchmark_version,
+            name=name,
+            owner_id=owner.id,
+            owner_name=owner.name,
+            model=model,
+            config=config,
+            overrides=overrides,
+            seeds=list(seeds),
+            run_dir=f"runs/{benchmark}/{job_id}",
+            upload_path=upload_path,
+            status="queued",
+            created_at=time.time(),
+            attempts=0,
+            images_done=0,
+        )
         with self._write() as s:
-            taken = s.scalars(select(JobRow.id).where(
-                JobRow.benchmark == benchmark, JobRow.benchmark_version == benchmark_version, JobRow.name == name,
-                JobRow.status.in_(("queued", "running", "done")))).first()
+            taken = s.scalars(
+                select(JobRow.id).where(
+                    JobRow.benchmark == benchmark,
+                    JobRow.benchmark_version == benchmark_version,
+                    JobRow.name == name,
+                    JobRow.status.in_(("queued", "running", "done")),
+                )
+            ).first()
             if taken is not None:
-                raise NameTaken(f"benchmark {benchmark} already has a model named {name!r} (job {taken}); "
-                                "choose another name.")
+                raise NameTaken(
+                    f"benchmark {benchmark} already has a model named {name!r} (job {taken}); choose another name."
+                )
             s.add(row)
         return _view(JobInfo, row)
 
@@ -363,8 +409,9 @@ class Database:
             row = s.get(JobRow, job_id)
             return None if row is None else _view(JobInfo, row)
 
-    def list_jobs(self, status: str | None = None, benchmark: str | None = None, version: str | None = None,
-                  limit: int = 1000) -> list[JobInfo]:
+    def list_jobs(
+        self, status: str | None = None, benchmark: str | None = None, version: str | None = None, limit: int = 1000
+    ) -> list[JobInfo]:
         """Jobs, newest first, filtered by status, benchmark and version."""
         q = select(JobRow)
         if status is not None:
@@ -385,9 +432,13 @@ class Database:
         """Atomically take the oldest queued job for ``worker_id`` (see the module docstring), or None."""
         if self.dialect == "postgresql":
             with self._write() as s:
-                row = s.scalars(select(JobRow).where(JobRow.status == "queued")
-                                .order_by(JobRow.created_at, JobRow.id).limit(1)
-                                .with_for_update(skip_locked=True)).first()
+                row = s.scalars(
+                    select(JobRow)
+                    .where(JobRow.status == "queued")
+                    .order_by(JobRow.created_at, JobRow.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).first()
                 if row is None:
                     return None
                 now = time.time()
@@ -403,10 +454,21 @@ class Database:
                 if cand is None:
                     return None
                 now = time.time()
-                res = s.execute(update(JobRow).where(JobRow.id == cand, JobRow.status == "queued").values(
-                    status="running", worker_id=worker_id, started_at=now, heartbeat_at=now,
-                    lease_expires_at=now + lease_s, attempts=JobRow.attempts + 1, images_done=0, eta_s=None,
-                    error=None))
+                res = s.execute(
+                    update(JobRow)
+                    .where(JobRow.id == cand, JobRow.status == "queued")
+                    .values(
+                        status="running",
+                        worker_id=worker_id,
+                        started_at=now,
+                        heartbeat_at=now,
+                        lease_expires_at=now + lease_s,
+                        attempts=JobRow.attempts + 1,
+                        images_done=0,
+                        eta_s=None,
+                        error=None,
+                    )
+                )
                 if res.rowcount == 1:
                     return _view(JobInfo, s.get(JobRow, cand))
             skipped.add(cand)  # another worker won this one: try the next
@@ -415,12 +477,22 @@ class Database:
         """Update a running job only while worker ``holder`` still holds it; False when it lost the job (it was
         cancelled, or re-queued after its lease ran out)."""
         with self._write() as s:
-            res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == holder,
-                                                 JobRow.status == "running").values(**values))
+            res = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.worker_id == holder, JobRow.status == "running")
+                .values(**values)
+            )
             return res.rowcount == 1
 
-    def heartbeat(self, job_id: str, worker_id: str, lease_s: float, images_done: int | None = None,
-                  images_total: int | None = None, eta_s: float | None = None) -> bool:
+    def heartbeat(
+        self,
+        job_id: str,
+        worker_id: str,
+        lease_s: float,
+        images_done: int | None = None,
+        images_total: int | None = None,
+        eta_s: float | None = None,
+    ) -> bool:
         """Renew the lease and record progress; False when the worker no longer holds the job."""
         now = time.time()
         values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + lease_s, "eta_s": eta_s}
@@ -433,33 +505,63 @@ class Database:
     def finish_job(self, job_id: str, worker_id: str, result: dict, images: int | None = None) -> bool:
         """Mark a held job done with its result summary (and ``images`` evaluated in all)."""
         extra = {} if images is None else {"images_done": images, "images_total": images}
-        return self._holder_update(job_id, worker_id, status="done", finished_at=time.time(), result=result,
-                                   eta_s=0.0, lease_expires_at=None, **extra)
+        return self._holder_update(
+            job_id,
+            worker_id,
+            status="done",
+            finished_at=time.time(),
+            result=result,
+            eta_s=0.0,
+            lease_expires_at=None,
+            **extra,
+        )
 
     def fail_job(self, job_id: str, worker_id: str, error: str) -> bool:
-        return self._holder_update(job_id, worker_id, status="failed", finished_at=time.time(), error=error,
-                                   eta_s=None, lease_expires_at=None)
+        return self._holder_update(
+            job_id, worker_id, status="failed", finished_at=time.time(), error=error, eta_s=None, lease_expires_at=None
+        )
 
     def release_job(self, job_id: str, worker_id: str) -> bool:
         """Put a job this worker holds back in the queue (a worker shutting down cleanly)."""
-        return self._holder_update(job_id, worker_id, status="queued", worker_id=None, lease_expires_at=None,
-                                   eta_s=None, attempts=JobRow.attempts - 1)
+        return self._holder_update(
+            job_id,
+            worker_id,
+            status="queued",
+            worker_id=None,
+            lease_expires_at=None,
+            eta_s=None,
+            attempts=JobRow.attempts - 1,
+        )
 
     def cancel_job(self, job_id: str) -> JobInfo | None:
         """Cancel a queued or running job (a running job's worker stops it at its next heartbeat). Returns the
         job, or None when it does not exist; a finished job is returned unchanged."""
         with self._write() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status.in_(ACTIVE))
-                      .values(status="cancelled", finished_at=time.time(), eta_s=None, lease_expires_at=None))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status.in_(ACTIVE))
+                .values(status="cancelled", finished_at=time.time(), eta_s=None, lease_expires_at=None)
+            )
             row = s.get(JobRow, job_id)
             return None if row is None else _view(JobInfo, row)
 
     def requeue_job(self, job_id: str) -> JobInfo | None:
         """Put a failed or cancelled job back in the queue with its seeds (admin); None when it is missing."""
         with self._write() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
-                      .values(status="queued", worker_id=None, finished_at=None, error=None, attempts=0,
-                              images_done=0, eta_s=None, lease_expires_at=None))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
+                .values(
+                    status="queued",
+                    worker_id=None,
+                    finished_at=None,
+                    error=None,
+                    attempts=0,
+                    images_done=0,
+                    eta_s=None,
+                    lease_expires_at=None,
+                )
+            )
             row = s.get(JobRow, job_id)
             return None if row is None else _view(JobInfo, row)
 
@@ -474,8 +576,10 @@ class Database:
                 lost = row.worker_id
                 if row.attempts >= max_attempts:
                     row.status, row.finished_at, row.eta_s = "failed", now, None
-                    row.error = (f"the worker running this job stopped responding {row.attempts} times (last: "
-                                 f"{lost}); giving up. An admin can re-queue it.")
+                    row.error = (
+                        f"the worker running this job stopped responding {row.attempts} times (last: "
+                        f"{lost}); giving up. An admin can re-queue it."
+                    )
                 else:
                     row.status, row.worker_id, row.eta_s = "queued", None, None
                     row.error = f"re-queued: worker {lost} stopped renewing its lease"
@@ -487,18 +591,26 @@ class Database:
     def register_worker(self, worker_id: str, host: str, pid: int, device: str) -> None:
         now = time.time()
         with self._write() as s:
-            s.merge(WorkerRow(id=worker_id, host=host, pid=pid, device=device, started_at=now, last_seen=now,
-                              job_id=None, stopped_at=None))
+            s.merge(
+                WorkerRow(
+                    id=worker_id,
+                    host=host,
+                    pid=pid,
+                    device=device,
+                    started_at=now,
+                    last_seen=now,
+                    job_id=None,
+                    stopped_at=None,
+                )
+            )
 
     def worker_seen(self, worker_id: str, job_id: str | None) -> None:
         with self._write() as s:
-            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id)
-                      .values(last_seen=time.time(), job_id=job_id))
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(last_seen=time.time(), job_id=job_id))
 
     def worker_stopped(self, worker_id: str) -> None:
         with self._write() as s:
-            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id)
-                      .values(stopped_at=time.time(), job_id=None))
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(stopped_at=time.time(), job_id=None))
 
     def list_workers(self, seen_within_s: float | None = None) -> list[WorkerInfo]:
         q = select(WorkerRow).where(WorkerRow.stopped_at.is_(None))

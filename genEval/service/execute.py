@@ -43,8 +43,14 @@ def job_config(job: JobInfo, home: Path) -> dict:
     return config
 
 
-def run_job(job: JobInfo, home: Path, report: Callable[[str, Any], None], *, build: Callable[[dict], Components],
-            device: str = "auto") -> dict:
+def run_job(
+    job: JobInfo,
+    home: Path,
+    report: Callable[[str, Any], None],
+    *,
+    build: Callable[[dict], Components],
+    device: str = "auto",
+) -> dict:
     """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job.
 
     ``report("total", n_images)`` once the data is built, ``report("rep", r)`` as each repetition starts
@@ -58,17 +64,43 @@ def run_job(job: JobInfo, home: Path, report: Callable[[str, Any], None], *, bui
     classifier_id = None
     for r, seed in enumerate(job.seeds):
         report("rep", r)
-        record = {**config, "device": device,
-                  "service": {"job": job.id, "benchmark": job.benchmark, "benchmark_version": job.benchmark_version,
-                              "model": job.model, "overrides": job.overrides},
-                  "comparison": {"model": job.name, "repetition": r}}
+        record = {
+            **config,
+            "device": device,
+            "service": {
+                "job": job.id,
+                "benchmark": job.benchmark,
+                "benchmark_version": job.benchmark_version,
+                "model": job.model,
+                "overrides": job.overrides,
+            },
+            "comparison": {"model": job.name, "repetition": r},
+        }
         out = job.rep_dir(home, r)
-        result = evaluate(classifier=parts.classifier, data=parts.data, generator=parts.generator,
-                          oracle=parts.oracle, search=parts.search, mask=parts.mask, seed=int(seed),
-                          output_dir=out, device=device, progress=False, save_images=True, config=record,
-                          **settings)
+        result = evaluate(
+            classifier=parts.classifier,
+            data=parts.data,
+            generator=parts.generator,
+            oracle=parts.oracle,
+            search=parts.search,
+            mask=parts.mask,
+            seed=int(seed),
+            output_dir=out,
+            device=device,
+            progress=False,
+            save_images=True,
+            config=record,
+            **settings,
+        )
         write_report(out)
         classifier_id = result.components.get("classifier")
-        reps.append({"repetition": r, "seed": int(seed), "run_dir": str(Path(job.run_dir) / f"rep{r}"),
-                     "n": result.scores.n, "metrics": result.metrics})
+        reps.append(
+            {
+                "repetition": r,
+                "seed": int(seed),
+                "run_dir": str(Path(job.run_dir) / f"rep{r}"),
+                "n": result.scores.n,
+                "metrics": result.metrics,
+            }
+        )
     return {"repetitions": reps, "classifier": classifier_id}

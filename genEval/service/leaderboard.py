@@ -114,8 +114,10 @@ class Leaderboards:
             if key not in self._cache:
                 dirs = {j.name: [j.rep_dir(self.home, r) for r in range(len(j.seeds))] for j in done}
                 missing = [j for j in done if not all((d / "results.json").is_file() for d in dirs[j.name])]
-                warnings = [f"{j.name}: run directory {dirs[j.name][0].parent} is missing or incomplete; left out"
-                            for j in missing]
+                warnings = [
+                    f"{j.name}: run directory {dirs[j.name][0].parent} is missing or incomplete; left out"
+                    for j in missing
+                ]
                 done = [j for j in done if j not in missing]
                 comp = aggregate({j.name: dirs[j.name] for j in done}, n_boot=self.n_boot)
                 rows = [Row(j, comp.models[j.name]) for j in done]

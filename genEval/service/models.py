@@ -52,9 +52,11 @@ class ModelRefused(ValueError):
         self.key = key
 
 
-_PICKLE_HELP = ("Pickles can run arbitrary code when loaded, so the service never loads one. Save the weights "
-                "with safetensors (safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) or the "
-                "whole model as TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt')).")
+_PICKLE_HELP = (
+    "Pickles can run arbitrary code when loaded, so the service never loads one. Save the weights "
+    "with safetensors (safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) or the "
+    "whole model as TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt'))."
+)
 
 
 def safe_filename(name: str | None, default: str = "upload") -> str:
@@ -153,18 +155,21 @@ def check_architecture(kind: str, name: str) -> None:
         import timm  # heavy; imported only when a timm model is submitted
 
         if not timm.is_model(name):
-            raise ModelRefused("name", f"unknown timm model {name!r}; close names: "
-                                       f"{_closest(name, timm.list_models())}.")
+            raise ModelRefused(
+                "name", f"unknown timm model {name!r}; close names: {_closest(name, timm.list_models())}."
+            )
     elif kind == "torchvision":
         from torchvision.models import list_models
 
         if name not in list_models():
-            raise ModelRefused("name", f"unknown torchvision model {name!r}; close names: "
-                                       f"{_closest(name, list_models())}.")
+            raise ModelRefused(
+                "name", f"unknown torchvision model {name!r}; close names: {_closest(name, list_models())}."
+            )
 
 
-def classifier_config(spec: dict[str, Any], registered: dict[str, dict], upload_kind: str | None,
-                      upload_path: str | None) -> dict:
+def classifier_config(
+    spec: dict[str, Any], registered: dict[str, dict], upload_kind: str | None, upload_path: str | None
+) -> dict:
     """The ``classifier`` config node for a validated model description ``spec`` (fields: ``kind``, ``name``,
     ``num_classes``, ``input_size``, ``mean``, ``std``; the upload given separately).
 
@@ -172,28 +177,42 @@ def classifier_config(spec: dict[str, Any], registered: dict[str, dict], upload_
     from :data:`TARGETS`, never from the request.
     """
     kind = spec["kind"]
-    allowed = {"config": {"kind", "name"}, "timm": {"kind", "name", "num_classes", "input_size"},
-               "torchvision": {"kind", "name", "num_classes", "input_size"},
-               "torchscript": {"kind", "num_classes", "input_size", "mean", "std"}}[kind]
+    allowed = {
+        "config": {"kind", "name"},
+        "timm": {"kind", "name", "num_classes", "input_size"},
+        "torchvision": {"kind", "name", "num_classes", "input_size"},
+        "torchscript": {"kind", "num_classes", "input_size", "mean", "std"},
+    }[kind]
     for key, value in spec.items():
         if value is not None and key not in allowed:
-            raise ModelRefused(key, f"model field {key!r} does not apply to kind {kind!r}; it takes: "
-                                    f"{', '.join(sorted(allowed))}" + ("" if kind == "config" else " and an upload") +
-                                    ".")
+            raise ModelRefused(
+                key,
+                f"model field {key!r} does not apply to kind {kind!r}; it takes: "
+                f"{', '.join(sorted(allowed))}" + ("" if kind == "config" else " and an upload") + ".",
+            )
     if kind == "config":
         if upload_kind is not None:
-            raise ModelRefused("upload", "a registered config takes no upload; use kind timm, torchvision or "
-                                         "torchscript for a file.")
+            raise ModelRefused(
+                "upload", "a registered config takes no upload; use kind timm, torchvision or torchscript for a file."
+            )
         if spec.get("name") not in registered:
-            raise ModelRefused("name", f"unknown classifier config {spec.get('name')!r}; registered: "
-                                       f"{', '.join(sorted(registered))}.")
+            raise ModelRefused(
+                "name", f"unknown classifier config {spec.get('name')!r}; registered: {', '.join(sorted(registered))}."
+            )
         return dict(registered[spec["name"]])
     if upload_kind is None or upload_path is None:
         raise ModelRefused("upload", f"kind {kind!r} needs an uploaded {UPLOAD_KIND[kind]} file (POST /api/uploads).")
     if upload_kind != UPLOAD_KIND[kind]:
-        raise ModelRefused("upload", f"kind {kind!r} needs a {UPLOAD_KIND[kind]} file but the upload is "
-                                     f"{upload_kind}; " + ("use kind torchscript for it." if upload_kind == TORCHSCRIPT
-                                                           else "use kind timm or torchvision with it."))
+        raise ModelRefused(
+            "upload",
+            f"kind {kind!r} needs a {UPLOAD_KIND[kind]} file but the upload is "
+            f"{upload_kind}; "
+            + (
+                "use kind torchscript for it."
+                if upload_kind == TORCHSCRIPT
+                else "use kind timm or torchvision with it."
+            ),
+        )
     node: dict[str, Any] = {"_target_": TARGETS[kind], UPLOAD_KEY[kind]: upload_path}
     if kind == "torchscript":
         if spec.get("num_classes") is None:
@@ -204,7 +223,8 @@ def classifier_config(spec: dict[str, Any], registered: dict[str, dict], upload_
     if not spec.get("name"):
         raise ModelRefused("name", f"kind {kind!r} needs the architecture name, e.g. resnet18.")
     check_architecture(kind, spec["name"])
-    node.update(name=spec["name"], num_classes=spec.get("num_classes"), allow_pickle=False,
-                input_size=spec.get("input_size"))
+    node.update(
+        name=spec["name"], num_classes=spec.get("num_classes"), allow_pickle=False, input_size=spec.get("input_size")
+    )
     node["pretrained" if kind == "timm" else "weights"] = False if kind == "timm" else None
     return node

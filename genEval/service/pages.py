@@ -30,13 +30,22 @@ def _row(rank: int, row: Row) -> dict:
     cells = {}
     for k in COLUMNS:
         e = s.scores[k]
-        cells[k] = {"value": "–" if e["value"] is None else f"{e['value']:.2f}",
-                    "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
-                    "title": format_estimate(e)}
+        cells[k] = {
+            "value": "–" if e["value"] is None else f"{e['value']:.2f}",
+            "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
+            "title": format_estimate(e),
+        }
     better = [f"{LABELS[m]} > {', '.join(sorted(s.better_than[m]))}" for m in MARKED if s.better_than[m]]
-    return {"rank": rank, "name": row.job.name, "job": row.job.id, "cells": cells, "reps": s.repetitions,
-            "date": _date(row.job.finished_at), "better": better,
-            "reports": [f"/jobs/{row.job.id}/report?rep={r}" for r in range(s.repetitions)]}
+    return {
+        "rank": rank,
+        "name": row.job.name,
+        "job": row.job.id,
+        "cells": cells,
+        "reps": s.repetitions,
+        "date": _date(row.job.finished_at),
+        "better": better,
+        "reports": [f"/jobs/{row.job.id}/report?rep={r}" for r in range(s.repetitions)],
+    }
 
 
 def _leaderboard(request: Request, service: Service, name: str, sort: str, order: str, version: str | None):
@@ -47,17 +56,32 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
     bench = service.benchmark(name)
     st = service.standings(name, version)
     rows = [_row(i + 1, r) for i, r in enumerate(st.sorted(sort, descending=order == "desc"))]
-    heads = [{"key": k, "label": LABELS.get(k, k), "active": k == sort,
-              "href": f"?sort={k}&order={'asc' if k == sort and order == 'desc' else 'desc'}"
-                      + (f"&version={version}" if version else "")}
-             for k in (*COLUMNS, "repetitions", "date", "name")]
+    heads = [
+        {
+            "key": k,
+            "label": LABELS.get(k, k),
+            "active": k == sort,
+            "href": f"?sort={k}&order={'asc' if k == sort and order == 'desc' else 'desc'}"
+            + (f"&version={version}" if version else ""),
+        }
+        for k in (*COLUMNS, "repetitions", "date", "name")
+    ]
     active = [j for j in service.db.list_jobs(benchmark=name, version=st.version) if j.status in ("queued", "running")]
-    context = {"bench": bench, "version": st.version, "current": st.version == bench.version, "rows": rows,
-               "heads": {h["key"]: h for h in heads}, "note": st.interval_note, "warnings": st.warnings,
-               "benchmarks": list(service.benchmarks.values()), "sort": sort, "order": order,
-               "queued": sum(j.status == "queued" for j in active),
-               "running": sum(j.status == "running" for j in active),
-               "versions": [v.version for v in service.db.benchmark_versions(name)]}
+    context = {
+        "bench": bench,
+        "version": st.version,
+        "current": st.version == bench.version,
+        "rows": rows,
+        "heads": {h["key"]: h for h in heads},
+        "note": st.interval_note,
+        "warnings": st.warnings,
+        "benchmarks": list(service.benchmarks.values()),
+        "sort": sort,
+        "order": order,
+        "queued": sum(j.status == "queued" for j in active),
+        "running": sum(j.status == "running" for j in active),
+        "versions": [v.version for v in service.db.benchmark_versions(name)],
+    }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
 
 
@@ -77,10 +101,16 @@ def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo])
     def job_page(request: Request, job_id: str):
         job = get_job(job_id)
         pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
-        context = {"job": job, "pct": pct, "benchmarks": list(service.benchmarks.values()),
-                   "created": _date(job.created_at), "finished": _date(job.finished_at),
-                   "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))]
-                   if job.status == "done" else []}
+        context = {
+            "job": job,
+            "pct": pct,
+            "benchmarks": list(service.benchmarks.values()),
+            "created": _date(job.created_at),
+            "finished": _date(job.finished_at),
+            "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))]
+            if job.status == "done"
+            else [],
+        }
         return TEMPLATES.TemplateResponse(request, "job.html", context)
 
     @app.get("/jobs/{job_id}/report", response_class=HTMLResponse, tags=["results"])

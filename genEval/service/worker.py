@@ -53,6 +53,7 @@ def _die_with_parent(parent_pid: int) -> None:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
+
         def watch() -> None:  # elsewhere: poll for re-parenting
             while os.getppid() == parent_pid:
                 time.sleep(1.0)
@@ -122,13 +123,26 @@ class Worker:
     command layer's builder in production; tests pass cheap stand-ins).
     """
 
-    def __init__(self, db: Database, home: str | Path, runner: Runner, *, device: str = "auto",
-                 worker_id: str | None = None, lease_s: float = 60.0, heartbeat_s: float = 5.0,
-                 poll_s: float = 2.0, max_attempts: int = 3, exit_when_idle: bool = False,
-                 max_jobs: int | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        home: str | Path,
+        runner: Runner,
+        *,
+        device: str = "auto",
+        worker_id: str | None = None,
+        lease_s: float = 60.0,
+        heartbeat_s: float = 5.0,
+        poll_s: float = 2.0,
+        max_attempts: int = 3,
+        exit_when_idle: bool = False,
+        max_jobs: int | None = None,
+    ) -> None:
         if not 0 < heartbeat_s < lease_s:
-            raise ValueError(f"heartbeat_s ({heartbeat_s}) must be positive and below lease_s ({lease_s}), or "
-                             "jobs expire while their worker is alive.")
+            raise ValueError(
+                f"heartbeat_s ({heartbeat_s}) must be positive and below lease_s ({lease_s}), or "
+                "jobs expire while their worker is alive."
+            )
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}.")
         self.db, self.home, self.runner, self.device = db, Path(home), runner, device
@@ -171,13 +185,15 @@ class Worker:
 
     def run_claimed(self, job: JobInfo) -> None:
         """Run one claimed job to its end (see the module docstring)."""
-        log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark,
-                 job.attempts)
+        log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
         self.db.worker_seen(self.id, job.id)
         ctx = multiprocessing.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_child_main, args=(self.runner, job, str(self.home), send, os.getpid()),
-                            name=f"geneval-job-{job.id[:8]}")
+        child = ctx.Process(
+            target=_child_main,
+            args=(self.runner, job, str(self.home), send, os.getpid()),
+            name=f"geneval-job-{job.id[:8]}",
+        )
         child.start()
         send.close()
         progress = Progress(self.home, job)
@@ -199,8 +215,9 @@ class Worker:
                 done = progress.done()
                 if not self.db.heartbeat(job.id, self.id, self.lease_s, done, progress.total, progress.eta(done)):
                     self._end_child(child)
-                    log.warning("worker %s: job %s was cancelled or re-queued; its evaluation was stopped",
-                                self.id, job.id)
+                    log.warning(
+                        "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
+                    )
                     return
                 self.db.worker_seen(self.id, job.id)
                 next_beat = time.time() + self.heartbeat_s
@@ -232,8 +249,11 @@ class Worker:
             log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, message, tb)
         else:
             sig = -exitcode if exitcode is not None and exitcode < 0 else None
-            message = (f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
-                       if sig else f"the evaluation process exited with code {exitcode} without a result")
+            message = (
+                f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
+                if sig
+                else f"the evaluation process exited with code {exitcode} without a result"
+            )
             log.error("worker %s: job %s failed: %s", self.id, job.id, message)
         self.db.fail_job(job.id, self.id, message)
 
@@ -251,5 +271,3 @@ def run_worker_in_thread(worker: Worker) -> threading.Thread:
     thread = threading.Thread(target=worker.run, name=f"geneval-worker-{worker.id}", daemon=True)
     thread.start()
     return thread
-
-
