@@ -35,13 +35,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import markupsafe
 import numpy as np
 import torch
 from PIL import Image
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, sha256_file
+from genEval.html import TEMPLATES
 from genEval.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
 from genEval.stats import Estimate, proportion
 
@@ -55,13 +55,6 @@ DEFINITION = (
     "human agreement with the oracle: the share of audited validated (original, perturbed) pairs a person "
     "marked 'same' (the perturbed image still shows the class), among the pairs not marked 'unsure'; "
     "percent with a Wilson 95% interval"
-)
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("genEval", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
 )
 
 
@@ -274,7 +267,7 @@ def render_audit(sheet: AuditSheet) -> str:
     natives = sorted({(p["shown_original"]["native"], p["shown_perturbed"]["native"]) for p in pairs})
     listed = sheet.sample_list()  # the script needs the draw's identity, not the records (no priming data)
     data = {k: listed[k] for k in ("run_id", "run_dir", "seed", "n", "display_width", "sample_ids", "answers")}
-    return _ENV.get_template("audit.html.j2").render(
+    return TEMPLATES.get_template("audit.html.j2").render(
         sheet=sheet,
         pairs=pairs,
         natives=natives,

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from genEval.compare import build_comparison, load_runs
 from genEval.fileio import atomic_write_bytes
+from genEval.html import TEMPLATES
 from genEval.leaderboard import TABLE_SCORES, Comparison, er_cell, signed
 from genEval.report_figures import (
     MAX_CLASSES,
@@ -72,15 +72,6 @@ SECTIONS = {
     "images": "Images: original / perturbed / difference",
 }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("genEval", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_ENV.filters["signed"] = signed
 
 
 @dataclass(frozen=True)
@@ -341,7 +332,7 @@ def render_report(
         if loaded.kind == "comparison"
         else [*loaded.models[0].runs[0].results.get("warnings", []), *comp.warnings]
     )
-    html = _ENV.get_template("report.html.j2").render(
+    html = TEMPLATES.get_template("report.html.j2", globals={"signed": signed}).render(
         title=title,
         csp=CSP,
         sections=SECTIONS,

@@ -736,12 +736,13 @@ def score_warnings(
         )
     if scores.n_validated and scores.n_unchanged > scores.n_validated / 2:
         s = dict(search or {})
-        now = ", ".join(f"{k}={s[k]}" for k in ("update", "step_size") if k in s)
+        now = ", ".join(f"{k}={s[k]}" for k in ("update", "step_size", "budget") if k in s)
+        other = "search.update=sign" if s.get("update") == "adam" else "search.update=adam"
         out.append(
             f"unchanged: {scores.n_unchanged} of {scores.n_validated} validated samples moved less than 1/255 "
             "(L-inf) from the start reconstruction, so 'validated' barely means 'perturbed' and PA/FMR "
-            f"mostly measure the reconstruction. Raise search.step_size or change search.update"
-            f"{f' (now {now})' if now else ''}; e.g. search.update=adam or sign."
+            "mostly measure the reconstruction. Raise search.step_size or search.budget, or change "
+            f"search.update{f' (now {now})' if now else ''}; e.g. {other}."
         )
     return out
 

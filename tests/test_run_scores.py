@@ -139,7 +139,11 @@ def test_a_run_whose_validated_samples_did_not_move_warns_naming_the_search_sett
     warn = [w for w in res.warnings if w.startswith("unchanged")]
     assert len(warn) == 1 and warn[0].startswith("unchanged: 6 of 10 validated samples moved less than 1/255")
     assert "search.step_size" in warn[0] and "search.update" in warn[0]
-    assert "(now update=sgd, step_size=0.001)" in warn[0]
+    assert "(now update=sgd, step_size=0.001, budget=50); e.g. search.update=adam." in warn[0]
+    adam = run(moved, {"search": {"budget": 2, "update": "adam", "step_size": 0.001}}).warnings
+    assert "search.budget" in adam[-1] and adam[-1].endswith(
+        "(now update=adam, step_size=0.001, budget=2); e.g. search.update=sign."
+    )
     half = [rec(i, linf=0.5 / 255 if i < 5 else 0.05) for i in range(10)]  # not most: no warning
     assert not [w for w in run(half).warnings if w.startswith("unchanged")]
 
@@ -162,7 +166,7 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
     )
     s = res.scores
     assert s.n_validated > 10 and s.n_unchanged == s.n_validated and s.unchanged_share.value == 100.0
-    assert any(w.startswith("unchanged:") and "now update=sgd, step_size=0.001" in w for w in res.warnings)
+    assert any(w.startswith("unchanged:") and "now update=sgd, step_size=0.001, budget=3" in w for w in res.warnings)
     big = evaluate(
         clf,
         ListDataset(x, y, ["a", "b", "c"]),
