@@ -120,6 +120,9 @@ class Outcome:
     ``final_pred`` is the classifier's class for ``image``. ``recon_pred``: its class for the noiseless
     reconstruction ``D(E(x))`` (RA). ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are both measured
     from the start of the search (``z_0`` and ``D(z_0)``), i.e. they are what the search itself moved.
+    ``latent`` / ``start_latent``: the final latent and ``E(x)`` as the decoder sees them: snapped to the
+    codebook when the generator quantises (``generator.decoded_latents``, e.g. VQGAN ``straight_through``), so
+    a style mask is fitted on the quantised latents the paper decodes (Sec. 3.2.1).
     """
 
     source_id: str
@@ -452,6 +455,11 @@ class SearchRows:
             for k in s
             if k not in ("samples", "searching", "m", "v", "z", "alive", "recon_known", "t")
         }
+        as_decoded = getattr(self.generator, "decoded_latents", None)
+        if callable(as_decoded):  # a quantising generator: keep the latents its decoder sees
+            cpu["final_q"], cpu["z0_q"] = as_decoded(cpu["final_z"]), as_decoded(cpu["z0"])
+        else:
+            cpu["final_q"], cpu["z0_q"] = cpu["final_z"], cpu["z0"]
         dz = (cpu["final_z"] - cpu["z_start"]).flatten(1)
         dx = (cpu["final_x"] - cpu["start_x"]).flatten(1)
         for j, row in enumerate(rows):
@@ -477,8 +485,8 @@ class SearchRows:
                 original=sample.x,
                 image=cpu["final_x"][j],
                 start_image=cpu["start_x"][j],
-                latent=cpu["final_z"][j],
-                start_latent=cpu["z0"][j],
+                latent=cpu["final_q"][j],
+                start_latent=cpu["z0_q"][j],
             )
 
     @staticmethod

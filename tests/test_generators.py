@@ -452,6 +452,36 @@ def test_vqgan_decoded_latents_are_the_quantised_ones():
     assert torch.allclose(st.decode(z), tiny_vq().decode(zq), atol=1e-5)  # what the decoder sees
 
 
+def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
+    """With quantize=straight_through the saved start and final latents are codebook vectors (what fit-mask reads)."""
+    from toys import AcceptAllOracle, LinearClassifier
+
+    from genEval import evaluate
+    from genEval.perturb import SearchConfig
+    from genEval.rundir import load_latent_file
+
+    st = tiny_vq(quantize="straight_through")
+    x = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    evaluate(
+        LinearClassifier(3 * 16 * 16, 3, seed=0),
+        ListDataset(x, [0, 1, 2, 0], ["a", "b", "c"]),
+        st,
+        AcceptAllOracle(),
+        SearchConfig(budget=2, step_size=0.05),
+        seed=0,
+        output_dir=tmp_path,
+        save_latents=True,
+        progress=False,
+    )
+    saved = load_latent_file(tmp_path)
+    codebook = st.quantize.embedding.weight.detach()
+    for key in ("start", "final"):
+        vectors = saved[key].permute(0, 2, 3, 1).reshape(-1, EMBED_DIM)
+        nearest = torch.cdist(vectors, codebook).min(dim=1).values
+        assert float(nearest.max()) < 1e-4, key  # every saved vector is a codebook entry (up to float noise)
+    assert not torch.equal(saved["start"], st.encode(x))  # not the continuous encoder output
+
+
 def test_vqgan_paper_preset_quantises():
     import inspect
 
