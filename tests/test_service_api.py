@@ -224,7 +224,7 @@ def _names_in_order(html: str) -> list[str]:
     return re.findall(r'<tr data-model="([^"]+)"', html)
 
 
-def test_leaderboard_rows_sorting_and_significance(client, board):
+def test_leaderboard_rows_sorting_and_significance(client, svc, board):
     api = client.get("/api/leaderboard/digits_smoke").json()
     row = {r["name"]: r for r in api["rows"]}
     fmr = {n: r["scores"]["fmr"]["value"] for n, r in row.items()}
@@ -241,6 +241,10 @@ def test_leaderboard_rows_sorting_and_significance(client, board):
     assert row["good"]["scores"]["sa"]["value"] == 100.0
     assert row["good"]["scores"]["sa"]["low"] < 100.0 <= row["good"]["scores"]["sa"]["high"]
     assert row["good"]["better_than"]["sa"] == ["poor"] and row["poor"]["better_than"]["sa"] == []
+    for name in ("good", "poor"):  # FMR_v (same population as PA) beside the paper's FMR, with its interval
+        res = json.loads((svc.rep_dir(svc.db.get_job(board[name]), 0) / "results.json").read_text())
+        assert row[name]["scores"]["fmr_validated"]["value"] == pytest.approx(res["scores"]["fmr_validated"]["value"])
+    assert ">FMR_v</a></th>" in page and page.index(">FMR</a></th>") < page.index(">FMR_v</a></th>")
 
 
 def test_results_report_and_snapshot(client, svc, board):

@@ -18,9 +18,9 @@ from genEval.compare import aggregate as compare_runs
 from genEval.service.db import JobInfo
 
 #: Metrics shown, in column order, and those that get "significantly better" marks.
-COLUMNS = ("sa", "pa", "fmr", "vr", "fmr_chance_corrected")
+COLUMNS = ("sa", "pa", "fmr", "fmr_validated", "vr", "fmr_chance_corrected")
 MARKED = ("fmr", "sa", "pa")
-LABELS = {"sa": "SA", "pa": "PA", "fmr": "FMR", "vr": "VR", "fmr_chance_corrected": "FMR cc"}
+LABELS = {"sa": "SA", "pa": "PA", "fmr": "FMR", "fmr_validated": "FMR_v", "vr": "VR", "fmr_chance_corrected": "FMR cc"}
 SORT_KEYS = (*COLUMNS, "name", "date", "repetitions")
 
 

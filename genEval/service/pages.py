@@ -73,6 +73,7 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         "current": st.version == bench.version,
         "rows": rows,
         "heads": {h["key"]: h for h in heads},
+        "columns": COLUMNS,
         "note": st.interval_note,
         "warnings": st.warnings,
         "benchmarks": list(service.benchmarks.values()),
