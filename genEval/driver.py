@@ -404,6 +404,9 @@ def _identity(
     """What a run is: config minus execution settings, components, seed, the sources, the shard."""
     ids = _source_ids(data, positions)
     sources = {"data": _component_id(data), "n_total": len(data), "n": len(positions)}
+    how = getattr(data, "subset_info", None)  # how the sources were chosen (random subset: its seed)
+    if callable(how) and how() is not None:
+        sources["selection"] = how()
     if ids is not None:
         sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
     return {

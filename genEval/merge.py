@@ -63,7 +63,7 @@ def _common_identity(identity: dict) -> dict:
     return {
         **identity,
         "shard": {"count": identity["shard"]["count"]},
-        "sources": {"data": sources["data"], "n_total": sources["n_total"]},
+        "sources": {k: sources[k] for k in ("data", "n_total", "selection") if k in sources},
     }
 
 

@@ -74,6 +74,8 @@ def test_unseeded_runs_evaluate_other_sources_and_one_seed_shares_them():
     src = lambda r: [s.source_id for s in r.samples]  # noqa: E731
     assert r1.seed != r2.seed and set(src(r1)) != set(src(r2))
     assert src(r1) == ids(data.with_seed(r1.seed))  # the draw of the run's recorded seed
+    chosen = r1.extra["identity"]["sources"]["selection"]  # recorded with the results: how they were drawn
+    assert chosen == {"mode": "random", "seed": r1.seed, "limit": 10, "indices": None, "pool": 540}
     other_model = evaluate(
         data=data,
         search=search,
