@@ -380,33 +380,20 @@ def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, c
 # ------------------------------------------------------------------------------------------- progress
 def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_path, caplog):
     caplog.set_level("INFO", logger="genEval.driver")
-    res = evaluate(
-        data=toy_data(6),
-        search=CFG,
-        seed=0,
-        batch_size=2,
-        output_dir=tmp_path / "every",
-        progress=False,
-        log_interval=0,
-        **roles(),
-    )
-    lines = [r.getMessage() for r in caplog.records if " images (" in r.getMessage()]
-    assert [ln.split(":")[1].split(" images")[0].strip() for ln in lines] == [f"{i}/6" for i in range(1, 7)]
-    s = res.scores
+
+    def lines(name: str, interval: float) -> tuple[list[str], object]:
+        caplog.clear()
+        res = evaluate(
+            data=toy_data(6), search=CFG, seed=0, batch_size=2, output_dir=tmp_path / name, progress=False,
+            log_interval=interval, **roles(),
+        )  # fmt: skip
+        return [r.getMessage() for r in caplog.records if " images (" in r.getMessage()], res
+
+    every, res = lines("every", 0)
+    assert [ln.split(":")[1].split(" images")[0].strip() for ln in every] == [f"{i}/6" for i in range(1, 7)]
     fooled = sum(r["validated"] and r["final_pred"] != r["label"] for r in records(tmp_path / "every"))
-    assert lines[-1].startswith(f"shard-0-of-1: 6/6 images (100.0%), validated {s.n_validated}, fooled {fooled}, ")
-    assert "img/s, ETA 00:00:00" in lines[-1]
-    caplog.clear()
-    evaluate(
-        data=toy_data(6),
-        search=CFG,
-        seed=0,
-        batch_size=2,
-        output_dir=tmp_path / "rare",
-        progress=False,
-        log_interval=3600,
-        **roles(),
-    )
-    assert [r.getMessage().split(" images")[0] for r in caplog.records if " images (" in r.getMessage()] == [
-        "shard-0-of-1: 6/6"
-    ]  # only the last line within the hour
+    validated = res.scores.n_validated
+    assert every[-1].startswith(f"shard-0-of-1: 6/6 images (100.0%), validated {validated}, fooled {fooled}, ")
+    assert "img/s, ETA 00:00:00" in every[-1]
+    rare, _ = lines("rare", 3600)
+    assert [ln.split(" images")[0] for ln in rare] == ["shard-0-of-1: 6/6"]  # only the last line within the hour
