@@ -96,7 +96,8 @@ def test_unknown_command():
 def test_main_job_end_to_end_on_the_offline_default(tmp_path):
     """`geneval` with no role overrides: digits, trained-on-first-use models, a summary and a run directory."""
     run = tmp_path / "run"
-    r = geneval("seed=0", "data.limit=60", "search.budget=5", f"hydra.run.dir={run}")
+    # the first run trains the digits models (about 5 minutes on 2 quiet cores): a generous limit for busy machines
+    r = geneval("seed=0", "data.limit=60", "search.budget=5", f"hydra.run.dir={run}", timeout=2400)
     assert r.returncode == 0, r.stderr[-3000:]
     for line in ("SA ", "RA ", "VR ", "PA ", "FMR "):
         assert line in r.stdout
