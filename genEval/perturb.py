@@ -450,16 +450,13 @@ class SearchRows:
             return
         s["alive"] = s["alive"] & ~done
         pick = torch.tensor(rows, device=self.dev)
-        cpu = {
-            k: s[k][pick].detach().cpu()
-            for k in s
-            if k not in ("samples", "searching", "m", "v", "z", "alive", "recon_known", "t")
-        }
+        skip = ("samples", "searching", "m", "v", "z", "alive", "recon_known", "t")
+        kept = {k: s[k][pick] for k in s if k not in skip}
         as_decoded = getattr(self.generator, "decoded_latents", None)
-        if callable(as_decoded):  # a quantising generator: keep the latents its decoder sees
-            cpu["final_q"], cpu["z0_q"] = as_decoded(cpu["final_z"]), as_decoded(cpu["z0"])
-        else:
-            cpu["final_q"], cpu["z0_q"] = cpu["final_z"], cpu["z0"]
+        quantised = callable(as_decoded)  # keep the latents a quantising decoder sees (on the device, once)
+        kept["final_q"] = as_decoded(kept["final_z"]) if quantised else kept["final_z"]
+        kept["z0_q"] = as_decoded(kept["z0"]) if quantised else kept["z0"]
+        cpu = {k: v.detach().cpu() for k, v in kept.items()}
         dz = (cpu["final_z"] - cpu["z_start"]).flatten(1)
         dx = (cpu["final_x"] - cpu["start_x"]).flatten(1)
         for j, row in enumerate(rows):

@@ -19,23 +19,13 @@ import torch
 from conftest import ASSETS
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from toys import tiny_ddconfig
 
 from genEval.commands import CONF_DIR, build, config_options
 from genEval.interfaces import Generator, ImageDataset, Oracle
 from genEval.perturb import SearchConfig
 
-TINY_DD = dict(
-    ch=32,
-    out_ch=3,
-    ch_mult=[1, 2],
-    num_res_blocks=1,
-    attn_resolutions=[],
-    in_channels=3,
-    resolution=16,
-    z_channels=4,
-    dropout=0.0,
-    double_z=False,
-)
+TINY_DD = tiny_ddconfig(4)
 
 
 # ------------------------------------------------------------------------------- stand-ins written by the test

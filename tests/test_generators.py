@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import ASSETS, ROOT, asset
 from PIL import Image
-from toys import ListDataset
+from toys import ListDataset, tiny_ddconfig
 
 from generators.taef2 import TAEF2Generator
 from generators.vqgan import (
@@ -25,18 +25,7 @@ from generators.vqgan import (
 from genEval.interfaces import Generator, resize_images
 from genEval.style_mask import SparseMask, fit_style_mask
 
-TINY_DD = dict(
-    ch=32,
-    out_ch=3,
-    ch_mult=[1, 2],
-    num_res_blocks=1,
-    attn_resolutions=[],
-    in_channels=3,
-    resolution=16,
-    z_channels=8,
-    dropout=0.0,
-    double_z=False,
-)
+TINY_DD = tiny_ddconfig(8)
 N_EMBED, EMBED_DIM = 32, 8
 EXACT = "donot_use_mm_for_euclid_dist"
 

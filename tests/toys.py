@@ -138,3 +138,11 @@ def search_batch(x, y, classifier, generator, oracle, cfg, mask=None, batch_size
         setattr(ns, name, torch.stack([getattr(o, attr) for o in outs]))
     ns.final_step = ns.accepted_steps
     return ns
+
+
+def tiny_ddconfig(z_channels: int) -> dict:
+    """A tiny taming Encoder/Decoder config (16 px, one down-sampling, ``z_channels`` latent channels)."""
+    return dict(
+        ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3, resolution=16,
+        z_channels=z_channels, dropout=0.0, double_z=False,
+    )  # fmt: skip
