@@ -25,9 +25,11 @@ from pathlib import Path
 
 from generators.taef2 import TAEF2Generator
 from genEval import evaluate
-from genEval.classifiers import cifar_resnet
-from genEval.data import CIFAR10_CLASSES, ImageFolderData, SubsetData
-from genEval.perturb import SearchConfig
+from genEval.classifiers.loaders import cifar_resnet
+from genEval.data.base import SubsetData
+from genEval.data.folders import ImageFolderData
+from genEval.data.standard import CIFAR10_CLASSES
+from genEval.search.perturb import SearchConfig
 from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle
 
@@ -111,9 +113,9 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
 
 
 def study_snapshots(out: Path, n: int, seed: int) -> None:
-    from genEval.driver import resolve_device
-    from genEval.snapshot import export_snapshot
-    from genEval.snapshot_eval import format_transfer, transfer_matrix
+    from genEval.search.driver import resolve_device
+    from genEval.snapshots.format import export_snapshot
+    from genEval.snapshots.scoring import format_transfer, transfer_matrix
 
     snaps = {}
     for d in (20, 32, 56):
@@ -144,7 +146,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
 def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> list[dict]:
     from dataclasses import replace
 
-    from genEval.rundir import read_samples
+    from genEval.runs.rundir import read_samples
 
     keys = ("validated", "first_fooled", "final_pred")
     rows = []
@@ -181,7 +183,7 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> 
 
 
 def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
-    from genEval.compare import compare
+    from genEval.comparisons.aggregate import compare
 
     comp = compare(
         {f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)},

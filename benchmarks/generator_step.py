@@ -5,7 +5,7 @@ Usage::
     python benchmarks/generator_step.py --sizes 64 128 256 --batch 4 --repeats 3 --device cpu
     python benchmarks/generator_step.py --device cuda --precision --json step.json
 
-What is timed: :func:`genEval.perturb.perturb` itself, so a "step" is exactly what the search does per
+What is timed: :func:`genEval.search.perturb.perturb` itself, so a "step" is exactly what the search does per
 step: the small classifier's forward on the current image, the backward through it and the decoder to the
 latent, the sign update, one decode with grad of the new latent (its graph feeds the next step) and the
 oracle's no-grad check of that image. Per-step cost is isolated as
@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from genEval.interfaces import Judgement  # noqa: E402
-from genEval.perturb import SearchConfig, perturb  # noqa: E402
+from genEval.search.perturb import SearchConfig, perturb  # noqa: E402
 
 log = logging.getLogger("generator_step")
 ASSETS = ROOT.parent / "shared" / "assets"
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n(device {dev}, batch {args.batch}, budget {args.budget}, min of {args.repeats} runs; "
         f"torch threads {torch.get_num_threads()}; "
-        "per step = (t(B) - t(0)) / B of genEval.perturb.perturb)"
+        "per step = (t(B) - t(0)) / B of genEval.search.perturb.perturb)"
     )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

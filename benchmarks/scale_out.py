@@ -50,9 +50,10 @@ def one_run(n: int, size: int, budget: int, workers: int, batch: int, out: str) 
 
     from generators.identity import IdentityGenerator
     from genEval import evaluate
-    from genEval.classifiers import cifar_resnet
-    from genEval.data import CIFAR10_CLASSES, ImageFolderData
-    from genEval.perturb import SearchConfig
+    from genEval.classifiers.loaders import cifar_resnet
+    from genEval.data.folders import ImageFolderData
+    from genEval.data.standard import CIFAR10_CLASSES
+    from genEval.search.perturb import SearchConfig
 
     torch.set_num_threads(2)
     data = ImageFolderData(ASSETS / "cifar10" / "test-jpg", class_names=CIFAR10_CLASSES, image_size=size, limit=n)

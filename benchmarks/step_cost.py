@@ -1,6 +1,6 @@
 """Time one step of the search loop and its parts; report the engine's overhead over their sum.
 
-One step of ``genEval.perturb.perturb`` (paper Algorithm 1) costs one decode with a graph, one classifier
+One step of ``genEval.search.perturb.perturb`` (paper Algorithm 1) costs one decode with a graph, one classifier
 forward + backward through classifier and decoder, and one oracle judgement. This script times those
 three parts alone, then the loop itself (``(T(budget=B) - T(budget=0)) / B`` with an oracle that judges
 but accepts everything, so the batch stays full), and prints ``overhead = loop step / sum of parts - 1``.
@@ -67,8 +67,8 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     from genEval.commands import CONF_DIR, build
-    from genEval.driver import _collate, resolve_device
-    from genEval.perturb import SearchConfig, perturb
+    from genEval.search.driver import _collate, resolve_device
+    from genEval.search.perturb import SearchConfig, perturb
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)

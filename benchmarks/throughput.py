@@ -14,7 +14,7 @@ the Stable Diffusion VAE (``sd-vae``, ``AutoencoderKL``) and TAEF2 (the shared w
 What a number means (issue 12, "What must land" 4-6):
 
 * A *sample* is one source image searched for the full budget ``B``. Each (generator, setting, batch) runs
-  :func:`genEval.perturb.perturb` itself, with an oracle that runs the real CLIP judge but accepts every
+  :func:`genEval.search.perturb.perturb` itself, with an oracle that runs the real CLIP judge but accepts every
   step (so the batch stays full): ``T(0)`` (budget 0: preparation and start check) and ``T(k)`` (``k`` steps,
   default ``min(B, 10)``). ``ms/step = (T(k) - T(0)) / k`` is one loop step of the whole batch;
   ``samples/s = batch / (T(0) + B * step)``, which is ``batch * steps/s / B`` plus the fixed part, and exactly
@@ -26,7 +26,7 @@ What a number means (issue 12, "What must land" 4-6):
   caps it near 30 samples/s. ``% of FLOP limit`` = achieved FLOP/s / the device's dense bf16 peak
   (:data:`PEAK_BF16_TFLOPS`); empty on a CPU.
 * Settings are cumulative: ``fp32`` (eager; TF32 on CUDA), ``bf16`` (autocast), ``bf16-cl`` (+ channels_last),
-  ``compile`` (+ ``torch.compile``) through :func:`genEval.kernels.accelerate`, and ``refill``: the compile
+  ``compile`` (+ ``torch.compile``) through :func:`genEval.search.kernels.accelerate`, and ``refill``: the compile
   kernels with an oracle that rejects steps (each sample's rejection step drawn once from a seeded geometric
   law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed chunks of ``batch``
   sources (one :func:`perturb` per chunk, each running until all its samples stop).
@@ -66,11 +66,11 @@ for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the si
 
 from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
 
-from genEval.classifiers import torchvision_classifier  # noqa: E402
+from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
 from genEval.fileio import atomic_write_json  # noqa: E402
 from genEval.interfaces import Judgement  # noqa: E402
-from genEval.kernels import ROLES, Kernels, accelerate  # noqa: E402
-from genEval.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
+from genEval.search.kernels import ROLES, Kernels, accelerate  # noqa: E402
+from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
 from oracles.clip import CLIPOracle  # noqa: E402
 
 log = logging.getLogger("throughput")

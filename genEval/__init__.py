@@ -11,7 +11,7 @@ __all__ = ["Classifier", "Generator", "Judgement", "Oracle", "evaluate", "__vers
 
 def __getattr__(name: str):  # lazy: keep `import genEval` cheap
     if name == "evaluate":
-        from genEval.driver import evaluate
+        from genEval.search.driver import evaluate
 
         return evaluate
     raise AttributeError(name)

@@ -4,7 +4,7 @@ The paper observes that perturbing every latent dim sometimes changes what an im
 oracle rejects the step and the work is wasted. It therefore fits a sparse linear classifier that
 tells the encoder's latents ``E(x)`` (label 0) from the final perturbed latents (label 1) of a
 previous run. The dims with a non-zero weight are the *style dims*; the loop then updates only those
-(``z <- z + a * step(g) * M`` in :mod:`genEval.perturb`, with ``M = 1`` on style dims, 0 elsewhere).
+(``z <- z + a * step(g) * M`` in :mod:`genEval.search.perturb`, with ``M = 1`` on style dims, 0 elsewhere).
 
 Paper, Appendix I: a balanced two-class data set of flattened latents, a held-out split, an
 L1-regularised logistic regression ("LASSO", solver saga). Reported sparsity (percent of zero
@@ -26,7 +26,7 @@ penalty is spelled ``l1_ratio=1`` from 1.8 on, ``penalty="l1"`` before. scikit-l
 import) and matplotlib are imported inside the functions that fit or draw, so that a run without a mask
 does not pay for them.
 
-``mask=auto`` is orchestrated by the driver (``genEval.driver.evaluate``) with :func:`split_for_auto`,
+``mask=auto`` is orchestrated by the driver (``genEval.search.driver.evaluate``) with :func:`split_for_auto`,
 :func:`fit_mask_from_run` and :class:`AutoMask`; this module only fits, stores and draws masks.
 """
 
@@ -52,7 +52,7 @@ from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
 from genEval.fileio import atomic_write_bytes
-from genEval.rundir import has_tensors, load_latent_file, read_results
+from genEval.runs.rundir import has_tensors, load_latent_file, read_results
 
 log = logging.getLogger(__name__)
 
@@ -624,7 +624,7 @@ def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_
 
     Reads the run's latents (start and final latents, validated flags, source ids, generator id) and
     ``results.json`` (the data set id, ``components.data``, unless ``dataset`` is given) through
-    :mod:`genEval.rundir`. ``fit_kwargs`` go to :func:`fit_style_mask` (``C``, ``solver``,
+    :mod:`genEval.runs.rundir`. ``fit_kwargs`` go to :func:`fit_style_mask` (``C``, ``solver``,
     ``target_sparsity``, ``seed``, ...). Only validated samples that moved are used; with
     ``search.start_noise > 0`` the start noise is part of every difference (``start`` is the noiseless
     ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
@@ -814,7 +814,7 @@ class AutoMask:
     """``mask=auto``: fit a mask on a dense pass over ``fit_fraction`` of the data, score the rest with it.
 
     ``fit_budget``: search budget of the dense pass (None = the search budget). The other fields go to
-    :func:`fit_style_mask`. The driver orchestrates the two passes (``genEval.driver.evaluate``).
+    :func:`fit_style_mask`. The driver orchestrates the two passes (``genEval.search.driver.evaluate``).
     """
 
     fit_fraction: float = 0.2

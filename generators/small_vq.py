@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from generators.common import state_dict_digest
 from generators.vqgan import VQGANGenerator, check_ddconfig
 from genEval.checkpoints import cache_dir, load_checkpoint
-from genEval.data import DigitsData
+from genEval.data.standard import DigitsData
 from genEval.fileio import atomic_write, atomic_write_json
 from genEval.interfaces import ImageDataset, resize_images
 

@@ -20,7 +20,7 @@ import logging
 import torch
 from torch import Tensor, nn
 
-from genEval.data import CIFAR10_CLASSES, DIGIT_CLASSES
+from genEval.data.standard import CIFAR10_CLASSES, DIGIT_CLASSES
 from genEval.interfaces import Judgement, check_images
 
 log = logging.getLogger(__name__)

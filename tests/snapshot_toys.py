@@ -16,9 +16,9 @@ from toys import ListDataset
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.interfaces import Judgement
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_tensors, read_samples
-from genEval.snapshot import export_snapshot
+from genEval.runs.rundir import load_tensors, read_samples
+from genEval.search.perturb import SearchConfig
+from genEval.snapshots.format import export_snapshot
 
 CLASSES = ["cat", "dog", "originals"]  # a class named like the originals/ folder must not collide with it
 

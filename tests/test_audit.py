@@ -1,4 +1,4 @@
-"""The oracle audit (genEval/audit.py, `geneval audit`): the page, its draw, the answers, and a real browser."""
+"""The oracle audit (genEval/reports/audit.py, `geneval audit`): the page, its draw, the answers, and a real browser."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from torch import nn
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.audit import agreement, draw_validated, record_audit, write_audit
 from genEval.commands.audit import run_audit
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_tensors, read_samples
+from genEval.reports.audit import agreement, draw_validated, record_audit, write_audit
+from genEval.runs.rundir import load_tensors, read_samples
+from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).exists()), None)

@@ -11,9 +11,10 @@ import torch
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator, toy_data
 
 from generators.identity import IdentityGenerator
-from genEval import batching, evaluate
-from genEval.batching import BatchTooLarge, auto_batch_size, step_bytes_per_sample
-from genEval.perturb import SearchConfig
+from genEval import evaluate
+from genEval.search import batching
+from genEval.search.batching import BatchTooLarge, auto_batch_size, step_bytes_per_sample
+from genEval.search.perturb import SearchConfig
 
 
 class ConvClassifier(torch.nn.Module):

@@ -17,20 +17,18 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import nn
 
-from genEval.cifar_resnet import CifarResNet
-from genEval.classifiers import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    ImageClassifier,
+from genEval.classifiers.architectures import CifarResNet
+from genEval.classifiers.base import IMAGENET_MEAN, IMAGENET_STD, ImageClassifier
+from genEval.classifiers.digits import digits_classifier
+from genEval.classifiers.loaders import (
     _torchvision_weights,
     cifar_resnet,
-    digits_classifier,
     module_classifier,
     timm_classifier,
     torchscript_classifier,
     torchvision_classifier,
 )
-from genEval.data import DigitsData
+from genEval.data.standard import DigitsData
 from genEval.interfaces import Classifier, resize_images
 
 CONF = ROOT / "conf" / "classifier"
@@ -278,7 +276,7 @@ def test_torchscript_channel_count_is_read_from_the_model(tmp_path, caplog):
 
 
 def test_classifiers_know_their_classes():
-    from genEval.data import CIFAR10_CLASSES
+    from genEval.data.standard import CIFAR10_CLASSES
 
     assert cifar_resnet(20).class_names == CIFAR10_CLASSES
     assert cifar_resnet(20, num_classes=100).class_names is None
@@ -293,7 +291,7 @@ def test_module_classifier_from_hydra_config(tmp_path):
     ref = CifarResNet(8, num_classes=4).eval()
     torch.save(ref.state_dict(), tmp_path / "r8.pt")
     cfg = OmegaConf.load(CONF / "module.yaml")
-    cfg.module = {"_target_": "genEval.cifar_resnet.CifarResNet", "depth": 8, "num_classes": 4}
+    cfg.module = {"_target_": "genEval.classifiers.CifarResNet", "depth": 8, "num_classes": 4}
     cfg.num_classes = 4
     cfg.checkpoint = str(tmp_path / "r8.pt")
     cfg.mean, cfg.std, cfg.input_size = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25], 32

@@ -21,11 +21,11 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval.commands import CONF_DIR, classifier_nodes
 from genEval.commands.compare import run_compare
-from genEval.compare import aggregate, compare
-from genEval.leaderboard import Comparison
-from genEval.perturb import SearchConfig
-from genEval.repetitions import derive_seeds
-from genEval.stats import LEADERBOARD_SCORES
+from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.leaderboard import Comparison
+from genEval.comparisons.repetitions import derive_seeds
+from genEval.scores.definitions import LEADERBOARD_SCORES
+from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("lin0", "lin1", "lin2")

@@ -9,11 +9,11 @@ import pytest
 from compare_toys import PlainPool, ToyPool
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
-from genEval.compare import compare
-from genEval.data import DigitsData
-from genEval.perturb import SearchConfig
-from genEval.repetitions import data_for_seed
-from genEval.rundir import read_results, read_samples
+from genEval.comparisons.aggregate import compare
+from genEval.comparisons.repetitions import data_for_seed
+from genEval.data.standard import DigitsData
+from genEval.runs.rundir import read_results, read_samples
+from genEval.search.perturb import SearchConfig
 from genEval.style_mask import AutoMask, StyleMask
 
 SEARCH = SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0)

@@ -23,7 +23,7 @@ from toys import tiny_ddconfig
 
 from genEval.commands import CONF_DIR, build, config_options
 from genEval.interfaces import Generator, ImageDataset, Oracle
-from genEval.perturb import SearchConfig
+from genEval.search.perturb import SearchConfig
 
 TINY_DD = tiny_ddconfig(4)
 
@@ -187,7 +187,7 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "digits_mlp": {},
         "digits_wide_cnn": {},
         "imagenet9": {"classifier.pretrained": "false"},
-        "module": {"module": "{{_target_: genEval.cifar_resnet.CifarResNet, depth: 20}}", "num_classes": "10"},
+        "module": {"module": "{{_target_: genEval.classifiers.CifarResNet, depth: 20}}", "num_classes": "10"},
         "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
         "torchscript": {"path": "{torchscript}", "num_classes": "10"},
         "torchvision": {"name": "resnet18", "weights": "null", "num_classes": "10"},

@@ -15,16 +15,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from PIL import Image
 
-from genEval.data import (
-    CIFAR10_CLASSES,
-    CIFAR10Data,
-    DigitsData,
-    ImageFolderData,
-    MNISTData,
-    _to_channels,
-    read_mnist_file,
-    round_robin_order,
-)
+from genEval.data.base import _to_channels, round_robin_order
+from genEval.data.folders import ImageFolderData
+from genEval.data.standard import CIFAR10_CLASSES, CIFAR10Data, DigitsData, MNISTData, read_mnist_file
 from genEval.interfaces import ImageDataset
 
 CONF = ROOT / "conf" / "data"

@@ -227,7 +227,7 @@ def test_low_precision_keeps_fp32_latents_and_images(kl):
 def test_search_loop_runs_in_the_vae_latent_space(tiny):
     from toys import LinearClassifier, ModelOracle, search_batch
 
-    from genEval.perturb import SearchConfig
+    from genEval.search.perturb import SearchConfig
 
     gen = tiny[2]
     clf = LinearClassifier(in_features=3 * 16 * 16, num_classes=3, seed=0)

@@ -12,10 +12,11 @@ from toys import AcceptAllOracle, ConstantGenerator, LinearClassifier, ListDatas
 
 from generators.identity import IdentityGenerator
 from genEval import evaluate
-from genEval.classifiers import cifar_resnet
-from genEval.data import CIFAR10_CLASSES, ImageFolderData
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_latent_file
+from genEval.classifiers.loaders import cifar_resnet
+from genEval.data.folders import ImageFolderData
+from genEval.data.standard import CIFAR10_CLASSES
+from genEval.runs.rundir import load_latent_file
+from genEval.search.perturb import SearchConfig
 
 
 def _latents(run_dir):

@@ -9,7 +9,7 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
-from genEval.perturb import SearchConfig
+from genEval.search.perturb import SearchConfig
 
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
 
@@ -127,7 +127,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
 
 
 def test_saved_latents_round_trip(tmp_path):
-    from genEval.rundir import load_latent_file
+    from genEval.runs.rundir import load_latent_file
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True, **roles())
     lat = load_latent_file(tmp_path)
@@ -140,7 +140,7 @@ def test_saved_latents_round_trip(tmp_path):
 
 
 def test_saved_images_round_trip(tmp_path):
-    from genEval.rundir import load_tensors
+    from genEval.runs.rundir import load_tensors
 
     r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True, **roles())
     im = load_tensors(tmp_path, "images")

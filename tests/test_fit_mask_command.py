@@ -12,8 +12,8 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.commands.mask import run_fit_mask
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_latent_file
+from genEval.runs.rundir import load_latent_file
+from genEval.search.perturb import SearchConfig
 from genEval.style_mask import SparseMask, StyleMask
 
 TOY_SEARCH = SearchConfig(budget=8, step_size=0.3)

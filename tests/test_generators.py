@@ -446,8 +446,8 @@ def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
     from toys import AcceptAllOracle, LinearClassifier
 
     from genEval import evaluate
-    from genEval.perturb import SearchConfig
-    from genEval.rundir import load_latent_file
+    from genEval.runs.rundir import load_latent_file
+    from genEval.search.perturb import SearchConfig
 
     st = tiny_vq(quantize="straight_through")
     x = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(0))

@@ -11,8 +11,8 @@ from toys import LinearClassifier, ModelOracle, toy_data
 from generators.identity import IdentityGenerator, straight_through_clamp
 from genEval import evaluate
 from genEval.interfaces import Generator
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_latent_file
+from genEval.runs.rundir import load_latent_file
+from genEval.search.perturb import SearchConfig
 
 
 def test_round_trip_is_exact_and_satisfies_the_protocol():

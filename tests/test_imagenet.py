@@ -15,9 +15,9 @@ from PIL import Image
 from test_cli import geneval
 from torch import nn
 
-from genEval.classifiers import SuperclassClassifier, superclass_classifier
-from genEval.data import ImageNetData
-from genEval.imagenet import (
+from genEval.classifiers.superclass import SuperclassClassifier, superclass_classifier
+from genEval.data.folders import ImageNetData
+from genEval.data.imagenet import (
     RESTRICTED_IMAGENET9,
     disambiguate,
     imagenet_class_names,

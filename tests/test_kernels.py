@@ -11,8 +11,8 @@ import torch
 from toys import AcceptAllOracle, LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
-from genEval.kernels import Kernels, accelerate
-from genEval.perturb import SearchConfig
+from genEval.search.kernels import Kernels, accelerate
+from genEval.search.perturb import SearchConfig
 
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
 DECISIONS = ("start_ok", "validated", "accepted_steps", "rejected_at", "first_fooled", "final_pred")

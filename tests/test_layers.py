@@ -1,9 +1,9 @@
 """The house (STYLE.md): no import cycles, imports only go down the layers, command work only in the command layer.
 
 Layers, top-down: ``genEval.cli`` (dispatch) -> ``genEval.commands.*`` (config, printing, exit codes) ->
-the library (``genEval.*``) -> backends (``generators.*``, ``oracles.*`` and the backend modules of
-``genEval``: classifiers, data readers). Imports are read from the source with ``ast``: module level and
-inside functions, plus modules loaded by name (``importlib.import_module("...")``).
+the library (``genEval.*``, one folder per job, in the order of :data:`LIBRARY`) -> backends (``generators.*``,
+``oracles.*``, ``genEval.classifiers.*`` and ``genEval.data.*``). Imports are read from the source with ``ast``:
+module level and inside functions, plus modules loaded by name (``importlib.import_module("...")``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("genEval", "generators", "oracles")
 TOP = {"genEval.cli"}
-BACKENDS_IN_ENGINE = {"genEval.classifiers", "genEval.cifar_resnet", "genEval.data", "genEval.imagenet"}
+#: The engine's own backends: the tested classifiers and the data readers (packages, with every module in them).
+BACKENDS_IN_ENGINE = ("genEval.classifiers", "genEval.data")
+#: The library's folders (and its one-module jobs), top-down: a job imports only the jobs listed after it, so the
+#: tree reads like README's "Layout" and no two folders lean on each other.
+LIBRARY = ("service", "reports", "comparisons", "snapshots", "search", "style_mask", "runs", "scores")
 # The bottom of the house: contracts and small helpers every layer may use.
 FOUNDATION = {"genEval.interfaces", "genEval.checkpoints", "genEval.fileio"}
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
-    ("genEval", "genEval.driver"): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
+    (
+        "genEval",
+        "genEval.search.driver",
+    ): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
 }
 
 
@@ -84,13 +91,13 @@ GRAPH = {m: _imports(m) for m in MODULES}
 def test_the_modules_are_found():
     assert {
         "genEval.cli",
-        "genEval.driver",
-        "genEval.perturb",
+        "genEval.search.driver",
+        "genEval.search.perturb",
         "genEval.commands",
         "generators.vqgan",
         "oracles.clip",
     } <= set(MODULES)
-    assert any(t == "genEval.perturb" for t, _, _ in GRAPH["genEval.driver"])
+    assert any(t == "genEval.search.perturb" for t, _, _ in GRAPH["genEval.search.driver"])
 
 
 def test_no_import_cycles():
@@ -103,6 +110,10 @@ def test_no_import_cycles():
         pytest.fail("import cycle: " + "; ".join(lines))
 
 
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 def _layer(module: str) -> int:
     if module in FOUNDATION:
         return 4
@@ -110,7 +121,7 @@ def _layer(module: str) -> int:
         return 0
     if module.startswith("genEval.commands"):
         return 1
-    if module.startswith(("generators", "oracles")) or module in BACKENDS_IN_ENGINE:
+    if module.startswith(("generators", "oracles")) or _in(module, BACKENDS_IN_ENGINE):
         return 3
     return 2
 
@@ -127,6 +138,29 @@ def test_imports_only_go_down_the_layers():
     assert not upward, "\n".join(upward)
 
 
+def _job(module: str) -> str | None:
+    """The library job (folder, or one-module job) of a library module, else None."""
+    parts = module.split(".")
+    return parts[1] if _layer(module) == 2 and len(parts) > 1 and parts[1] in LIBRARY else None
+
+
+def test_every_library_module_has_a_job():
+    loose = sorted(m for m in MODULES if _layer(m) == 2 and m != "genEval" and _job(m) is None)
+    assert not loose, f"library modules outside the jobs of LIBRARY (add a folder there, in order): {loose}"
+
+
+def test_library_folders_only_import_the_jobs_below_them():
+    upward = sorted(
+        {
+            f"{m} ({_job(m)}) imports {t} ({_job(t)}) at line {ln}"
+            for m, edges in GRAPH.items()
+            for t, ln, _ in edges
+            if _job(m) and _job(t) and _job(t) != _job(m) and LIBRARY.index(_job(t)) < LIBRARY.index(_job(m))
+        }
+    )
+    assert not upward, "a library folder imports one above it in LIBRARY:\n" + "\n".join(upward)
+
+
 def test_backends_import_only_shared_helpers_of_the_engine():
     bad = sorted(
         {
@@ -134,7 +168,7 @@ def test_backends_import_only_shared_helpers_of_the_engine():
             for m, edges in GRAPH.items()
             if _layer(m) == 3
             for t, ln, _ in edges
-            if t.startswith("genEval") and t not in FOUNDATION | BACKENDS_IN_ENGINE
+            if t.startswith("genEval") and t not in FOUNDATION and not _in(t, BACKENDS_IN_ENGINE)
         }
     )
     assert not bad, "backends may use genEval.interfaces and small helpers only:\n" + "\n".join(bad)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genEval.data import CIFAR10_CLASSES
+from genEval.data.standard import CIFAR10_CLASSES
 from genEval.interfaces import Judgement, Oracle
 from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle, majority_vote
@@ -511,7 +511,7 @@ def test_zoo_config_instantiates_members():
 def test_digits_zoo_instantiates_and_judges():
     from hydra.utils import instantiate
 
-    from genEval.data import DigitsData
+    from genEval.data.standard import DigitsData
 
     zoo = instantiate(_load("digits_zoo"))
     assert zoo.name == "zoo(all):[classifier:digits_mlp:seed1, classifier:digits_wide_cnn:seed1]"
@@ -592,7 +592,7 @@ def test_the_driver_reads_the_oracles_reference():
     from toys import LinearClassifier, SigmoidGenerator, toy_data
 
     from genEval import evaluate
-    from genEval.perturb import SearchConfig
+    from genEval.search.perturb import SearchConfig
 
     judge = ClassifierOracle(LinearClassifier(seed=3), reference="clean_prediction")
     r = evaluate(LinearClassifier(seed=0), toy_data(12), SigmoidGenerator(), judge, SearchConfig(budget=1), seed=0)
@@ -603,7 +603,7 @@ def test_the_driver_reads_the_oracles_reference():
 
 # ---------------------------------------------------------------------- an oracle for other classes (issue 14)
 def test_classifier_oracle_refuses_data_of_other_classes():
-    from genEval.classifiers import cifar_resnet
+    from genEval.classifiers.loaders import cifar_resnet
 
     judge = ClassifierOracle(cifar_resnet(20))  # random weights; knows the CIFAR-10 class names
     judge.prepare(CIFAR10_CLASSES)

@@ -7,7 +7,7 @@ import torch
 from toys import LinearClassifier, ModelOracle, SigmoidGenerator, search_batch, toy_data
 
 from genEval.interfaces import Judgement
-from genEval.perturb import NonFiniteError, SearchConfig
+from genEval.search.perturb import NonFiniteError, SearchConfig
 
 
 def batch(n=24, seed=0):
@@ -182,7 +182,7 @@ def test_latent_and_image_distances_are_measured_from_the_same_start():
     x, y = batch(10)
     clf = LinearClassifier(seed=0)
     out = search_batch(x, y, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0, start_noise=0.5))
-    from genEval.perturb import Sample, perturb
+    from genEval.search.perturb import Sample, perturb
 
     samples = [Sample(x[i], int(y[i]), f"s{i}", seed=i, index=i) for i in range(10)]
     outs = list(perturb(samples, clf, SigmoidGenerator(), ModelOracle(clf), SearchConfig(budget=0, start_noise=0.5)))

@@ -15,10 +15,10 @@ from hand_runs import write_hand_runs
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval.commands.report import run_report
-from genEval.compare import aggregate, compare
-from genEval.perturb import SearchConfig
-from genEval.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
-from genEval.report_figures import pa_by_budget
+from genEval.comparisons.aggregate import aggregate, compare
+from genEval.reports.figures import pa_by_budget
+from genEval.reports.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
+from genEval.search.perturb import SearchConfig
 
 MODELS = ("lin0", "lin1")
 CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).exists()), None)
@@ -242,7 +242,7 @@ def test_report_renders_in_headless_chromium(comparison_dir, tmp_path):
 
 
 def test_grids_state_the_one_size_originals_and_perturbed_images_are_shown_at():
-    from genEval.report_figures import shown_at_one_size
+    from genEval.reports.figures import shown_at_one_size
 
     assert (
         shown_at_one_size((32, 32), (64, 64))

@@ -14,9 +14,9 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.driver import Shard, summarize
-from genEval.perturb import SearchConfig
-from genEval.rundir import SampleRecord
+from genEval.runs.rundir import SampleRecord, Shard
+from genEval.runs.summary import summarize
+from genEval.search.perturb import SearchConfig
 
 CLASSES = ["a", "b", "c", "d"]
 

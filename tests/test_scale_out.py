@@ -21,10 +21,9 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, t
 
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
-from genEval.driver import Shard
-from genEval.merge import merge_runs
-from genEval.perturb import SearchConfig
-from genEval.rundir import RunDirectoryBusy, RunMismatch, load_latent_file
+from genEval.runs.rundir import RunDirectoryBusy, RunMismatch, Shard, load_latent_file
+from genEval.runs.shards import merge_runs
+from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
@@ -379,7 +378,7 @@ def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, c
 
 # ------------------------------------------------------------------------------------------- progress
 def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_path, caplog):
-    caplog.set_level("INFO", logger="genEval.driver")
+    caplog.set_level("INFO", logger="genEval.search.driver")
 
     def lines(name: str, interval: float) -> tuple[list[str], object]:
         caplog.clear()

@@ -1,6 +1,6 @@
 """Benchmark snapshots, the format: export round trips (imagefolder / webdataset), manifest, verify, load.
 
-Expected content comes from the run directory (read through genEval.rundir), hashes from hashlib on the
+Expected content comes from the run directory (read through genEval.runs.rundir), hashes from hashlib on the
 bytes read back, never from the writer's own helpers.
 """
 
@@ -22,11 +22,11 @@ from hydra import compose, initialize_config_dir
 from PIL import Image
 from snapshot_toys import CLASSES, compose_config
 
-from genEval import snapshot as snapmod
 from genEval.commands import CONF_DIR
 from genEval.commands.snapshot import run_export, run_verify
-from genEval.rundir import load_latent_file
-from genEval.snapshot import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
+from genEval.runs.rundir import load_latent_file
+from genEval.snapshots import format as snapmod
+from genEval.snapshots.format import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
 
 pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 

@@ -18,12 +18,12 @@ from snapshot_toys import ChannelClassifier, ConstClassifier, compose_config
 from genEval import evaluate
 from genEval.commands import CONF_DIR, build
 from genEval.commands.snapshot import build_classifiers, run_filter, run_score, run_transfer
-from genEval.perturb import SearchConfig
-from genEval.rundir import read_samples
-from genEval.snapshot import SnapshotError, export_snapshot, load_snapshot, verify_snapshot
-from genEval.snapshot_eval import TRANSFER_COLUMNS, score_snapshot, transfer_matrix
-from genEval.snapshot_filter import Candidate, filter_snapshots
-from genEval.stats import proportion
+from genEval.runs.rundir import read_samples
+from genEval.scores.intervals import proportion
+from genEval.search.perturb import SearchConfig
+from genEval.snapshots.filtration import Candidate, filter_snapshots
+from genEval.snapshots.format import SnapshotError, export_snapshot, load_snapshot, verify_snapshot
+from genEval.snapshots.scoring import TRANSFER_COLUMNS, score_snapshot, transfer_matrix
 
 pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 

@@ -1,4 +1,4 @@
-"""Known answers for genEval.stats: the score definitions, intervals, the clustered bootstrap, per-class tables,
+"""Known answers for genEval.scores: the score definitions, intervals, the clustered bootstrap, per-class tables,
 ranks, Kendall tau, effective robustness and differences between models."""
 
 from __future__ import annotations
@@ -7,27 +7,13 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit
 
-from genEval.stats import (
-    COLUMNS,
-    SCORES,
-    Outcomes,
-    bootstrap_scores,
-    compute_scores,
-    er_intervals,
-    fit_effective_robustness,
-    fmr_value,
-    hard_softmax_corr,
-    kendall_tau,
-    metric_differences,
-    model_draws,
-    per_class_table,
-    proportion,
-    rank,
-    rank_stability,
-    score_values,
-    softmax_corr,
-    spearman,
-)
+from genEval.scores.definitions import SCORES, fmr_value, score_values
+from genEval.scores.effective_robustness import er_intervals, fit_effective_robustness
+from genEval.scores.intervals import bootstrap_scores, model_draws, proportion
+from genEval.scores.label_free import hard_softmax_corr, softmax_corr
+from genEval.scores.outcomes import COLUMNS, Outcomes
+from genEval.scores.rankings import kendall_tau, metric_differences, rank, rank_stability, spearman
+from genEval.scores.run_scores import compute_scores, per_class_table
 
 RESULTS_SCORE_KEYS = [
     "sa",

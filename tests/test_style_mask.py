@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
-from genEval.perturb import SearchConfig
-from genEval.rundir import load_latent_file, read_results, read_samples
+from genEval.runs.rundir import load_latent_file, read_results, read_samples
+from genEval.search.perturb import SearchConfig
 from genEval.style_mask import (
     MIN_SAMPLES,
     AutoMask,

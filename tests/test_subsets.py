@@ -9,8 +9,9 @@ from conftest import ASSETS
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.data import DigitsData, SubsetData
-from genEval.perturb import SearchConfig
+from genEval.data.base import SubsetData
+from genEval.data.standard import DigitsData
+from genEval.search.perturb import SearchConfig
 
 
 def ids(ds) -> list[str]:

@@ -10,7 +10,7 @@ import torch
 import generators.small_vq as small_vq
 from generators.small_vq import TrainReport, digits_vq, load_trained_vq, reconstruction_psnr, train_vq_generator
 from generators.vqgan import VQGANGenerator
-from genEval.data import DigitsData
+from genEval.data.standard import DigitsData
 from genEval.interfaces import Generator
 
 TINY_DD = dict(ch=32, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], z_channels=8)

@@ -16,7 +16,7 @@ from test_cli import geneval  # python -m genEval.cli in a subprocess
 
 from genEval.commands import CONF_DIR, build
 from genEval.commands.train import run_train_generator
-from genEval.data import DigitsData
+from genEval.data.standard import DigitsData
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["data.limit=40", "epochs=1", "batch_size=20", "n_embed=16", "embed_dim=8", "progress=false"]

@@ -101,14 +101,14 @@ class ConstantGenerator(nn.Module):
 
 
 def search_batch(x, y, classifier, generator, oracle, cfg, mask=None, batch_size=None, seeds=None, ids=None):
-    """Run :func:`genEval.perturb.perturb` on a batch of tensors and stack the outcomes in input order.
+    """Run :func:`genEval.search.perturb.perturb` on a batch of tensors and stack the outcomes in input order.
 
     Returns a namespace with (N,)-tensors ``start_ok, accepted_steps, rejected_at, first_fooled, final_pred,
     recon_pred, clean_pred, validated`` and stacked ``images, start_images, latents, start_latents``.
     """
     from types import SimpleNamespace
 
-    from genEval.perturb import Sample, perturb
+    from genEval.search.perturb import Sample, perturb
 
     n = len(x)
     seeds = list(range(n)) if seeds is None else seeds

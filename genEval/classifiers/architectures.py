@@ -8,7 +8,7 @@ second pixel and zero-pad the new channels. State-dict keys: ``conv1, bn1,
 layer{1,2,3}.{i}.{conv1,bn1,conv2,bn2}, linear`` (the layout of the shared ResNet-20/32/56 weights).
 
 The network expects inputs normalised with mean (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225) at
-32 px; :func:`genEval.classifiers.cifar_resnet` wraps it so that it takes ``[0, 1]`` images.
+32 px; :func:`genEval.classifiers.loaders.cifar_resnet` wraps it so that it takes ``[0, 1]`` images.
 """
 
 from __future__ import annotations

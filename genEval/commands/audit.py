@@ -1,12 +1,12 @@
 """``geneval audit run=<dir> [n=100]`` writes the oracle audit page; ``... answers=<file>`` scores it
-(conf/audit.yaml, genEval/audit.py)."""
+(conf/audit.yaml, genEval/reports/audit.py)."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from genEval.audit import record_audit, write_audit
 from genEval.commands import command, require
+from genEval.reports.audit import record_audit, write_audit
 
 
 @command("audit", config="audit")

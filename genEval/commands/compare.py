@@ -1,13 +1,13 @@
 """``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``.
 
-The path runs top-down: this module turns the config into objects (classifier factories from
-``conf/classifier`` names, data, generator, oracle, search, mask), calls :func:`genEval.compare.compare` (or
-:func:`genEval.compare.aggregate` for existing runs), which writes the runs and the comparison files, then
-writes ``report.html`` (:func:`genEval.report.write_report`) and prints the leaderboard.
+The path runs top-down: this module turns the config into objects (classifier factories from ``conf/classifier`` names,
+data, generator, oracle, search, mask), calls :func:`genEval.comparisons.aggregate.compare` (or
+:func:`genEval.comparisons.aggregate.aggregate` for existing runs), which writes the runs and the comparison files, then
+writes ``report.html`` (:func:`genEval.reports.report.write_report`) and prints the leaderboard.
 
-Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its
-``data.limit`` subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.repetitions` calls it
-with the repetition's seed, shared by every model of that repetition. ``data.subset=first`` or a fixed
+Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its ``data.limit``
+subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.comparisons.repetitions` calls it with the
+repetition's seed, shared by every model of that repetition. ``data.subset=first`` or a fixed
 ``data.subset_seed`` keeps the same sources in every repetition (the comparison then says so).
 """
 
@@ -23,10 +23,10 @@ from genEval.commands import (
     hydra_output_dir,
     plain,
 )
-from genEval.compare import aggregate, compare
-from genEval.leaderboard import Comparison
-from genEval.perturb import SearchConfig
-from genEval.report import write_report
+from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.leaderboard import Comparison
+from genEval.reports.report import write_report
+from genEval.search.perturb import SearchConfig
 
 
 def _run_models(cfg: DictConfig, **common) -> Comparison:

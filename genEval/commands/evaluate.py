@@ -17,9 +17,10 @@ import torch
 from omegaconf import DictConfig
 
 from genEval.commands import build, command, hydra_output_dir, plain
-from genEval.driver import Shard, evaluate
-from genEval.kernels import Kernels
-from genEval.perturb import SearchConfig
+from genEval.runs.rundir import Shard
+from genEval.search.driver import evaluate
+from genEval.search.kernels import Kernels
+from genEval.search.perturb import SearchConfig
 
 #: (index variable, count variable, local-rank variable) of the launchers genEval understands.
 LAUNCHER_ENV = (("RANK", "WORLD_SIZE", "LOCAL_RANK"), ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))

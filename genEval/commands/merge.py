@@ -1,4 +1,4 @@
-"""``geneval merge runs=[DIR,...] out=DIR``: combine the shards of one evaluation (genEval/merge.py)."""
+"""``geneval merge runs=[DIR,...] out=DIR``: combine the shards of one evaluation (genEval/runs/shards.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from genEval.commands import command, hydra_output_dir, require
-from genEval.merge import merge_runs
+from genEval.runs.shards import merge_runs
 
 
 @command("merge", config="merge")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from genEval.commands import command, require
-from genEval.report import write_report
+from genEval.reports.report import write_report
 
 
 @command("report", config="report")

@@ -30,7 +30,7 @@ from genEval.commands import (
     require,
 )
 from genEval.fileio import ensure_writable_dir
-from genEval.perturb import SearchConfig
+from genEval.search.perturb import SearchConfig
 from genEval.service.api import create_app
 from genEval.service.benchmarks import Benchmark
 from genEval.service.client import ServiceClient

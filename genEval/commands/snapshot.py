@@ -1,7 +1,7 @@
 """``geneval export|verify|score|transfer|filter``: the snapshot commands.
 
-Library: genEval/snapshot.py (export, verify), genEval/snapshot_eval.py (score, transfer),
-genEval/snapshot_filter.py (filter). ``device=auto`` is resolved here into a torch device.
+Library: genEval/snapshots/format.py (export, verify), genEval/snapshots/scoring.py (score, transfer),
+genEval/snapshots/filtration.py (filter). ``device=auto`` is resolved here into a torch device.
 
 Each ``run_*`` takes the config composed from ``conf/<command>.yaml`` and prints a summary; ``verify`` exits
 1 when the snapshot does not match its manifest. Classifier lists (``targets``, ``surrogates``) name files of
@@ -17,11 +17,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
-from genEval.driver import resolve_device
 from genEval.fileio import atomic_write_json
-from genEval.snapshot import Manifest, export_snapshot, verify_snapshot
-from genEval.snapshot_eval import format_transfer, score_snapshot, transfer_matrix
-from genEval.snapshot_filter import filter_snapshots
+from genEval.search.driver import resolve_device
+from genEval.snapshots.filtration import filter_snapshots
+from genEval.snapshots.format import Manifest, export_snapshot, verify_snapshot
+from genEval.snapshots.scoring import format_transfer, score_snapshot, transfer_matrix
 
 
 def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """The comparison as data and as files: typed leaderboard rows, their text renderings, and writing them.
 
-:mod:`genEval.compare` builds a :class:`Comparison`; this module owns what it is made of (frozen dataclasses
-that round-trip through ``comparison.json``) and its files (paper App. N leaderboards):
+:mod:`genEval.comparisons.aggregate` builds a :class:`Comparison`; this module owns what it is made of (frozen
+dataclasses that round-trip through ``comparison.json``) and its files (paper App. N leaderboards):
 ``leaderboard.csv`` (numbers as numbers, empty = undefined), ``leaderboard.md``, ``models/<model>.json`` and
-``comparison.json``. The HTML report (:mod:`genEval.report`) renders the same rows.
+``comparison.json``. The HTML report (:mod:`genEval.reports.report`) renders the same rows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
-from genEval.stats import LEADERBOARD_SCORES, SCORE, Difference, ERFit, Estimate, TauDistribution, format_estimate
+from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE
+from genEval.scores.effective_robustness import ERFit
+from genEval.scores.intervals import Estimate, format_estimate
+from genEval.scores.rankings import Difference, TauDistribution
 
 COMPARISON_SCHEMA = 2
 #: Leaderboard columns in tables: ranked by the paper's FMR, so FMR first with FMR_v (same population) beside
@@ -87,7 +90,7 @@ class LeaderboardRow:
     ``rank_diff = rank_sa - rank_fmr`` (timm's convention: positive = ranks higher on FMR than on SA);
     ``er`` is the effective robustness in points (None unless baselines were named and their fit is trusted)
     with its bootstrap interval ``er_low``/``er_high``. ``softmax_corr``: label-free SoftmaxCorr of the model on
-    its perturbed images (hard decisions; :func:`genEval.stats.hard_softmax_corr`), mean over repetitions.
+    its perturbed images (hard decisions; :func:`genEval.scores.label_free.hard_softmax_corr`), mean over repetitions.
     Run cost, means over repetitions: ``rejected_per_sample`` (samples whose search ended on an oracle
     rejection, per sample), ``steps_per_sample`` (steps the oracle judged, start check excluded), ``time_s``
     per run and ``time_per_sample_s``.
@@ -153,7 +156,7 @@ class Flip:
 class Stability:
     """How stable the ranking is (digest 5.3.5; S0 App. A.2): Kendall tau between the FMR rankings of fresh
     repetitions, and ``tau_bootstrap``, the distribution of tau between the FMR ranking and the rankings of
-    bootstrap resamples of the source images (:func:`genEval.stats.rank_stability`). ``sources_resampled``:
+    bootstrap resamples of the source images (:func:`genEval.scores.rankings.rank_stability`). ``sources_resampled``:
     the repetitions drew different source images (else tau between them reflects the start noise only)."""
 
     repetitions: int
@@ -223,7 +226,7 @@ class Comparison:
     """A model comparison: leaderboard rows sorted by FMR rank, differences, stability, ER, provenance.
 
     ``effective_robustness`` lists its per-model values in leaderboard order. ``per_class``: model ->
-    per-class rows (:func:`genEval.stats.per_class_table`, all repetitions pooled).
+    per-class rows (:func:`genEval.scores.run_scores.per_class_table`, all repetitions pooled).
     """
 
     leaderboard: list[LeaderboardRow]
@@ -497,7 +500,8 @@ def signed(v: int | None) -> str:
 def write_comparison(comp: Comparison, out_dir: str | Path) -> Comparison:
     """Write leaderboard.csv/.md, models/<model>.json and comparison.json into ``out_dir`` (each atomically).
 
-    Returns the comparison with ``out_dir`` set (the report goes next to them: :func:`genEval.report.write_report`).
+    Returns the comparison with ``out_dir`` set (the report goes next to them:
+    :func:`genEval.reports.report.write_report`).
     """
     out = ensure_writable_dir(out_dir)
     comp = replace(comp, out_dir=str(out))

@@ -3,7 +3,7 @@
 A dynamic benchmark draws new samples every run, so a ranking is only worth as much as its stability across
 fresh runs (``../seeds/digest.md`` 5.3.5). Repetition ``r`` therefore uses the **same seed for every model**
 (same source images, same start noise) and a **fresh seed per repetition**; the seeds are recorded in each
-run's ``results.json`` under ``config.comparison``. :func:`genEval.compare.compare` aggregates the runs.
+run's ``results.json`` under ``config.comparison``. :func:`genEval.comparisons.aggregate.compare` aggregates the runs.
 
 Fresh sources per repetition (issue 10): repetitions that only differ by the start noise measure nothing
 about sampling. The data are therefore re-drawn per repetition through one documented hook,
@@ -11,10 +11,10 @@ about sampling. The data are therefore re-drawn per repetition through one docum
 the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``
 (what ``geneval compare`` passes when the data config has a ``seed`` key). All models of repetition ``r``
 get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
-comparison says so (its repetitions then share their sources; see :mod:`genEval.compare`).
+comparison says so (its repetitions then share their sources; see :mod:`genEval.comparisons.aggregate`).
 
 ``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
-(:func:`fit_comparison_mask`: :func:`genEval.driver.evaluate` with the :class:`~genEval.style_mask.AutoMask`
+(:func:`fit_comparison_mask`: :func:`genEval.search.driver.evaluate` with the :class:`~genEval.style_mask.AutoMask`
 into ``<out_dir>/mask``) and reused for every model and repetition; its fit samples are scored by no model.
 """
 
@@ -34,10 +34,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from genEval.data import SubsetData
-from genEval.driver import evaluate
-from genEval.perturb import SearchConfig
-from genEval.rundir import read_samples
+from genEval.data.base import SubsetData
+from genEval.runs.rundir import read_samples
+from genEval.search.driver import evaluate
+from genEval.search.perturb import SearchConfig
 from genEval.style_mask import AutoMask, StyleMask
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ Common options (all datasets):
 
 Images are read in ``__getitem__`` (files are never all held in memory); only the tiny scikit-learn
 digits set, torchvision's CIFAR-10 pickles and MNIST's idx files (at most 47 MB) are held as arrays.
-ImageNet folders (:class:`ImageNetData`) get their class index and name from :mod:`genEval.imagenet`.
+ImageNet folders (:class:`ImageNetData`) get their class index and name from :mod:`genEval.data.imagenet`.
 
 torchvision is imported inside the functions that use it: it costs about two seconds to import, and a run
 on an image folder never needs it.
@@ -39,29 +39,21 @@ from __future__ import annotations
 
 import abc
 import copy
-import gzip
 import logging
 import os
 import re
-import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
-from genEval.checkpoints import cache_dir
-from genEval.imagenet import imagenet_class_names, superclass_members, superclass_table, wnid_index
 from genEval.interfaces import resize_images
 
 log = logging.getLogger(__name__)
 
-CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-DIGIT_CLASSES = [str(d) for d in range(10)]
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 SUBSET_MODES = ("random", "first")
 _SLICE = re.compile(r"^\s*(-?\d*)\s*:\s*(-?\d*)\s*$")
 
@@ -113,7 +105,7 @@ def _to_channels(image: Tensor, channels: int | None) -> Tensor:
     raise ValueError(f"cannot convert an image with {image.shape[0]} channels to {channels} channels")
 
 
-class _ImageData(abc.ABC):
+class ImageData(abc.ABC):
     """Shared machinery: option checks, ``indices``, the class-balanced ``limit`` subset, channel/size conversion.
 
     Subclasses set ``name``, ``class_names``, call :meth:`_select` with the labels of all raw samples, and
@@ -222,7 +214,7 @@ class _ImageData(abc.ABC):
     def _random_draw(self) -> bool:
         return self.subset == "random" and self.limit is not None
 
-    def with_seed(self, seed: int) -> _ImageData:
+    def with_seed(self, seed: int) -> ImageData:
         """This dataset with its random ``limit`` subset drawn from ``seed`` (the run's seed).
 
         Unchanged (the same object) when ``subset_seed`` is set, ``subset="first"`` or ``limit`` is None.
@@ -307,434 +299,6 @@ class _ImageData(abc.ABC):
             f"{type(self).__name__}(name={self.name!r}, n={len(self)}, classes={len(self.class_names)}, "
             f"image_size={self.image_size}, channels={self.channels}, limit={self.limit}{drawn}{part})"
         )
-
-
-def _pil_to_tensor(img, channels: int | None) -> Tensor:
-    """PIL image -> (C, H, W) float32 in [0, 1] (uint8 / 255, as torchvision's ToTensor)."""
-    if channels == 1:
-        img = img.convert("L")
-    elif channels == 3 or img.mode not in ("L", "RGB"):
-        img = img.convert("RGB")
-    arr = np.asarray(img, dtype=np.uint8)
-    if arr.ndim == 2:
-        arr = arr[:, :, None]
-    return torch.from_numpy(arr.copy()).permute(2, 0, 1).float().div_(255.0)
-
-
-def _header(path: Path) -> tuple[tuple[int, int], int] | None:
-    """(width, height) and band count of an image file from its header alone (PIL opens lazily), or None
-    when the file cannot be read (reading it later raises the error that says so)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            bands = len(img.getbands())
-            return img.size, 3 if bands == 4 else bands  # RGBA loses its alpha when read
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-        return None
-
-
-def _scan_folders(
-    root: Path, folders: Sequence[str], label_of: Mapping[str, int], exts: tuple[str, ...]
-) -> tuple[list[str], list[int]]:
-    """Relative paths and labels of the image files under ``root/<folder>/**`` (sorted, folders in order)."""
-    files: list[str] = []
-    labels: list[int] = []
-    for folder in folders:
-        for dirpath, dirnames, filenames in os.walk(root / folder):
-            dirnames.sort()
-            for fn in sorted(filenames):
-                if fn.lower().endswith(exts):
-                    files.append(os.path.relpath(os.path.join(dirpath, fn), root))
-                    labels.append(label_of[folder])
-    return files, labels
-
-
-class ImageFolderData(_ImageData):
-    """Images in ``root/<class>/**/<file>``; the class is the sub-folder, ``source_id`` the relative path.
-
-    Without ``class_names`` the classes are the sorted sub-folder names. With ``class_names``, label =
-    position in that list, and every sub-folder must be one of them (classes without a folder are fine).
-    With ``image_size=None`` the selected images must share one size (and, with ``channels=None``, one channel
-    count): the headers are checked when the dataset is built, and an error names two files that differ and
-    ``data.image_size=``, before any batch is formed.
-    """
-
-    def __init__(
-        self,
-        root: str | Path,
-        class_names: Sequence[str] | None = None,
-        image_size: int | None = None,
-        channels: int | None = 3,
-        limit: int | None = None,
-        extensions: Sequence[str] = IMAGE_EXTENSIONS,
-        name: str | None = None,
-        subset: str = "random",
-        subset_seed: int | None = None,
-        indices: str | Sequence[int] | None = None,
-    ) -> None:
-        super().__init__(image_size, channels, limit, subset, subset_seed, indices)
-        folders = self._open_root(root, extensions)
-        if class_names is None:
-            self.class_names = folders
-        else:
-            self.class_names = check_unique_names(class_names, f"image folder '{self.root}'")
-            unknown = [f for f in folders if f not in self.class_names]
-            if unknown:
-                raise ValueError(
-                    f"folder class '{unknown[0]}' in '{self.root}' is not in class_names "
-                    f"{self.class_names}. Add it to data.class_names or remove the folder."
-                )
-        index = {c: i for i, c in enumerate(self.class_names)}
-        self._files, labels = _scan_folders(self.root, folders, {f: index[f] for f in folders}, self.extensions)
-        self._require_files()
-        self.name = name or f"imagefolder:{self.root.name}"
-        self._select(labels)
-        log.debug("%r", self)
-
-    def _open_root(self, root: str | Path, extensions: Sequence[str]) -> list[str]:
-        """Check ``root``, set ``root`` and ``extensions``; return the sorted class sub-folder names."""
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(
-                f"image folder root not found: '{self.root}'. Point data.root at a folder with one "
-                "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`)."
-            )
-        self.extensions = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions)
-        return sorted(d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith("."))
-
-    def _require_files(self) -> None:
-        if not self._files:
-            raise ValueError(
-                f"no images with extensions {list(self.extensions)} found under '{self.root}/<class>/'. "
-                "Expected one sub-folder per class holding image files; set data.extensions if yours "
-                "use another suffix."
-            )
-
-    def _check_selection(self) -> None:
-        """With ``image_size=None``, refuse images that cannot share a batch (read from headers only)."""
-        if self.image_size is not None:
-            return
-        first: tuple[str, tuple] | None = None
-        for full in self._indices:
-            rel = self._files[full]
-            head = _header(self.root / rel)
-            if head is None:
-                continue
-            key = head if self.channels is None else (head[0], 0)
-            if first is None:
-                first = (rel, key)
-            elif key != first[1]:
-                (w0, h0), c0 = first[1]
-                (w1, h1), c1 = key
-                what = (
-                    f"is {w0}x{h0} px but '{rel}' is {w1}x{h1} px (width x height)"
-                    if (w0, h0) != (w1, h1)
-                    else f"has {c0} channel(s) but '{rel}' has {c1} (set data.channels=3 or 1)"
-                )
-                raise ValueError(
-                    f"images in '{self.root}' differ: '{first[0]}' {what}. genEval evaluates images in batches, "
-                    "so they must share one size: set data.image_size=<side> (e.g. data.image_size=224) to resize "
-                    "every image to a square of that side."
-                )
-
-    def _read(self, index: int) -> Tensor:
-        from PIL import Image, UnidentifiedImageError
-
-        path = self.root / self._files[index]
-        try:
-            with Image.open(path) as img:
-                img.load()
-                return _pil_to_tensor(img, self.channels)
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-            raise ValueError(
-                f"cannot read image file '{path}' ({type(err).__name__}: {err}). Remove or "
-                "replace the corrupt/non-image file."
-            ) from err
-
-    def _source_id(self, index: int) -> str:
-        return self._files[index].replace(os.sep, "/")
-
-
-class ImageNetData(ImageFolderData):
-    """ImageNet in the validation-set layout, ``root/<wnid>/<image>`` (e.g. ``n01440764/ILSVRC2012_val_...JPEG``).
-
-    Any subset of the 1,000 wnid folders may be present. Without ``superclasses`` the labels are the 1k class
-    indices (timm's order, which 1k classifiers use) and ``class_names`` lists all 1,000 names
-    (:func:`genEval.imagenet.imagenet_class_names`: ``"openai"`` open_clip's curated names, ``"lemma"``,
-    ``"wnid"``, or a list of 1,000 names). With ``superclasses`` (a named set such as ``restricted_imagenet9``,
-    or a mapping name -> inclusive 1k index ranges) the labels are super-class indices, the class names the
-    super-class names (or a list of as many), and folders outside every super-class are left out. The folder
-    -> class mapping used is logged and kept in ``folder_classes`` (wnid -> (label, name)).
-    """
-
-    def __init__(
-        self,
-        root: str | Path,
-        class_names: str | Sequence[str] = "openai",
-        superclasses: str | Mapping[str, Sequence] | None = None,
-        image_size: int | None = 224,
-        channels: int | None = 3,
-        limit: int | None = None,
-        extensions: Sequence[str] = IMAGE_EXTENSIONS,
-        name: str | None = None,
-        subset: str = "random",
-        subset_seed: int | None = None,
-        indices: str | Sequence[int] | None = None,
-    ) -> None:
-        _ImageData.__init__(self, image_size, channels, limit, subset, subset_seed, indices)
-        folders = self._open_root(root, extensions)
-        if not folders:
-            raise ValueError(
-                f"no class folders in '{self.root}'; data=imagenet expects <root>/<wnid>/<image>, e.g. "
-                f"'{self.root}/n01440764/ILSVRC2012_val_00000293.JPEG'."
-            )
-        fine = {f: wnid_index(f) for f in folders}
-        if superclasses is None:
-            self.superclasses = None
-            names = class_names if not isinstance(class_names, str) else imagenet_class_names(class_names)
-            self.class_names = self._check_class_names(names, imagenet_class_names("wnid"))
-            label_of = fine
-        else:
-            self.superclasses = superclass_table(superclasses)
-            default = list(self.superclasses)
-            self.class_names = self._check_class_names(None if isinstance(class_names, str) else class_names, default)
-            owner = {k: s for s, members in enumerate(superclass_members(self.superclasses)) for k in members}
-            label_of = {f: owner[k] for f, k in fine.items() if k in owner}
-            left_out = sorted(set(folders) - set(label_of))
-            if left_out:
-                log.info(
-                    "%s: %d of %d wnid folders lie outside the %d super-classes and are left out (%s%s)",
-                    self.root,
-                    len(left_out),
-                    len(folders),
-                    len(default),
-                    ", ".join(left_out[:5]),
-                    ", ..." if len(left_out) > 5 else "",
-                )
-            if not label_of:
-                raise ValueError(
-                    f"none of the {len(folders)} wnid folders in '{self.root}' belongs to a super-class "
-                    f"({', '.join(default)}); check data.root and data.superclasses."
-                )
-            folders = [f for f in folders if f in label_of]
-        self.folder_classes = {f: (label_of[f], self.class_names[label_of[f]]) for f in folders}
-        self._files, labels = _scan_folders(self.root, folders, label_of, self.extensions)
-        self._require_files()
-        self.name = name or f"imagenet{'' if self.superclasses is None else len(self.class_names)}:{self.root.name}"
-        self._select(labels)
-        shown = ", ".join(f"{w} -> {lab} {nm!r}" for w, (lab, nm) in list(self.folder_classes.items())[:20])
-        log.info(
-            "%s: wnid folder -> class: %s%s",
-            self.name,
-            shown,
-            f", ... ({len(self.folder_classes)} folders)" if len(self.folder_classes) > 20 else "",
-        )
-
-    def _check_class_names(self, class_names: Sequence[str] | None, default: list[str]) -> list[str]:
-        if class_names is None:
-            return check_unique_names(default, type(self).__name__)
-        return super()._check_class_names(class_names, default)
-
-
-class CIFAR10Data(_ImageData):
-    """CIFAR-10 in torchvision's format (``<root>/cifar-10-batches-py``), loaded with torchvision.
-
-    ``root=None`` uses ``genEval.checkpoints.cache_dir("cifar10")``. The JPEG copy in the shared assets is
-    read with ``data=cifar10_jpg`` (:class:`ImageFolderData`) instead.
-    """
-
-    def __init__(
-        self,
-        root: str | Path | None = None,
-        train: bool = False,
-        download: bool = False,
-        image_size: int | None = None,
-        channels: int | None = 3,
-        limit: int | None = None,
-        class_names: Sequence[str] | None = None,
-        subset: str = "random",
-        subset_seed: int | None = None,
-        indices: str | Sequence[int] | None = None,
-    ) -> None:
-        super().__init__(image_size, channels, limit, subset, subset_seed, indices)
-        from torchvision.datasets import CIFAR10
-
-        if root is None:
-            root = cache_dir("cifar10")
-        self.root = Path(root).expanduser()
-        self.train = bool(train)
-        split = "train" if self.train else "test"
-        try:
-            ds = CIFAR10(str(self.root), train=self.train, download=bool(download))
-        except RuntimeError as err:
-            raise FileNotFoundError(
-                f"CIFAR-10 ({split}) not found under '{self.root}/cifar-10-batches-py' ({err}). Set "
-                "data.download=true when online, or use data=cifar10_jpg (the offline JPEG copy in the "
-                "shared assets)."
-            ) from err
-        self._images = ds.data  # (N, 32, 32, 3) uint8; torchvision holds the pickles in memory
-        self.class_names = self._check_class_names(class_names, CIFAR10_CLASSES)
-        self.name = f"cifar10:{split}"
-        self._split = split
-        self._select(ds.targets)
-
-    def _read(self, index: int) -> Tensor:
-        return torch.from_numpy(np.ascontiguousarray(self._images[index])).permute(2, 0, 1).float() / 255.0
-
-    def _source_id(self, index: int) -> str:
-        return f"{self._split}/{index:05d}"
-
-
-_IDX_MAGIC = {"images": 2051, "labels": 2049}  # 0x0803 / 0x0801: unsigned bytes, 3 / 1 dims
-
-
-def read_mnist_file(path: str | Path, kind: str) -> Tensor:
-    """An MNIST idx file read by torchvision: ``kind="images"`` -> uint8 ``(N, H, W)``, ``"labels"`` -> int64 ``(N,)``.
-
-    ``.gz`` files are decompressed into a temporary folder first (torchvision's readers take a plain file).
-    The magic number is checked here so that a swapped or foreign file gets an error that says so.
-    """
-    from torchvision.datasets.mnist import read_image_file, read_label_file  # slow import, see module docstring
-    from torchvision.datasets.utils import extract_archive
-
-    path = Path(path)
-    try:
-        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
-            header = fh.read(4)
-    except (OSError, EOFError) as err:
-        raise ValueError(f"cannot read '{path}' ({err}); is it an MNIST idx file, and not corrupt?") from err
-    if len(header) < 4:
-        raise ValueError(f"'{path}' is too short to be an idx file")
-    magic, expect = int.from_bytes(header, "big"), _IDX_MAGIC[kind]
-    if magic != expect:
-        raise ValueError(
-            f"'{path}' has idx magic number {magic} but {expect} was expected ({kind} file). Is it "
-            "the right file, and not corrupt?"
-        )
-    reader = read_image_file if kind == "images" else read_label_file
-    try:
-        if path.suffix != ".gz":
-            return reader(str(path))
-        with tempfile.TemporaryDirectory(prefix="geneval-mnist-") as tmp:
-            return reader(str(extract_archive(str(path), tmp)))
-    except (RuntimeError, ValueError, TypeError) as err:  # torchvision's view() of too few/many bytes
-        raise ValueError(f"'{path}' is truncated or damaged: its header does not match its data ({err}).") from err
-
-
-class MNISTData(_ImageData):
-    """MNIST from its original idx files (``t10k-images-idx3-ubyte[.gz]`` etc.), read with torchvision.
-
-    Files are looked up in ``root`` and in ``root/MNIST/raw`` (torchvision's layout) and held in memory;
-    the same class reads Fashion-MNIST (same format) with ``class_names`` set.
-    """
-
-    _PREFIX = {"test": "t10k", "train": "train"}
-
-    def __init__(
-        self,
-        root: str | Path | None = None,
-        split: str = "test",
-        image_size: int | None = None,
-        channels: int | None = 1,
-        limit: int | None = None,
-        class_names: Sequence[str] | None = None,
-        name: str | None = None,
-        subset: str = "random",
-        subset_seed: int | None = None,
-        indices: str | Sequence[int] | None = None,
-    ) -> None:
-        super().__init__(image_size, channels, limit, subset, subset_seed, indices)
-        if split not in self._PREFIX:
-            raise ValueError(f"MNIST split must be one of {list(self._PREFIX)}, got {split!r}.")
-        if root is None:
-            root = cache_dir("mnist")
-        self.root = Path(root).expanduser()
-        self.split = split
-        prefix = self._PREFIX[split]
-        img_path = self._find(f"{prefix}-images-idx3-ubyte")
-        lbl_path = self._find(f"{prefix}-labels-idx1-ubyte")
-        labels = read_mnist_file(lbl_path, "labels")
-        self._images = read_mnist_file(img_path, "images")  # (N, H, W) uint8
-        if len(self._images) != len(labels):
-            raise ValueError(
-                f"'{img_path}' holds {len(self._images)} images but '{lbl_path}' holds "
-                f"{len(labels)} labels; the files do not belong together."
-            )
-        self.class_names = self._check_class_names(class_names, DIGIT_CLASSES)
-        self.name = name or f"mnist:{split}"
-        self._select(labels.tolist())
-
-    def _find(self, stem: str) -> Path:
-        folders = (self.root, self.root / "MNIST" / "raw")
-        candidates = [d / f"{stem}{ext}" for d in folders for ext in ("", ".gz")]
-        for c in candidates:
-            if c.is_file():
-                return c
-        raise FileNotFoundError(
-            f"MNIST {self.split} file '{stem}' not found: looked for {[str(c) for c in candidates]}. Put "
-            f"the idx files ({stem} or {stem}.gz) in data.root."
-        )
-
-    def _read(self, index: int) -> Tensor:
-        return self._images[index].float().div(255.0).unsqueeze(0)
-
-    def _source_id(self, index: int) -> str:
-        return f"{self.split}/{index:05d}"
-
-
-class DigitsData(_ImageData):
-    """scikit-learn's bundled 8x8 digits (1,797 images; values 0..16 scaled to [0, 1]): the offline default.
-
-    A stratified train/test split with a fixed seed (independent of any run seed) gives 1,257 train and
-    540 test images for ``test_fraction=0.3``; images are up-sampled to ``image_size`` (bilinear).
-    ``source_id`` is ``"digits/<index in load_digits>"``, the same for both splits.
-    """
-
-    SPLIT_SEED = 0
-
-    def __init__(
-        self,
-        split: str = "test",
-        image_size: int | None = 16,
-        channels: int | None = 1,
-        test_fraction: float = 0.3,
-        limit: int | None = None,
-        class_names: Sequence[str] | None = None,
-        subset: str = "random",
-        subset_seed: int | None = None,
-        indices: str | Sequence[int] | None = None,
-    ) -> None:
-        super().__init__(image_size, channels, limit, subset, subset_seed, indices)
-        if split not in ("train", "test"):
-            raise ValueError(f"digits split must be 'train' or 'test', got {split!r}.")
-        if not 0.0 < float(test_fraction) < 1.0:
-            raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}.")
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-
-        digits = load_digits()
-        idx = np.arange(len(digits.target))
-        train_idx, test_idx = train_test_split(
-            idx, test_size=float(test_fraction), stratify=digits.target, random_state=self.SPLIT_SEED, shuffle=True
-        )
-        chosen = np.sort(train_idx if split == "train" else test_idx)
-        self.split = split
-        self.test_fraction = float(test_fraction)
-        self._orig = chosen.tolist()
-        images = torch.from_numpy(digits.images[chosen].astype(np.float32) / 16.0).unsqueeze(1)
-        if self.image_size is not None:
-            images = resize_images(images, self.image_size)  # resize once; the set is tiny
-        self._images = images.clamp(0, 1)
-        self.class_names = self._check_class_names(class_names, DIGIT_CLASSES)
-        self.name = f"digits:{split}"
-        self._select(digits.target[chosen].tolist())
-
-    def _read(self, index: int) -> Tensor:
-        return self._images[index]
-
-    def _source_id(self, index: int) -> str:
-        return f"digits/{self._orig[index]:04d}"
 
 
 class SubsetData:

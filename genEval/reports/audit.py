@@ -13,7 +13,7 @@ PA is only as meaningful as that judge. This module lets a person check it on a 
 2. :func:`record_audit` reads that answers file, checks it belongs to this run (run id, a draw of this run's
    validated samples under the recorded seed, answer values) and stores the human agreement with the oracle
    in the run's ``results.json`` under ``oracle_audit``: the share of pairs marked ``same`` among those not
-   marked ``unsure``, in percent with a Wilson 95% interval (:func:`genEval.stats.proportion`).
+   marked ``unsure``, in percent with a Wilson 95% interval (:func:`genEval.scores.intervals.proportion`).
 
 The run id (:func:`run_id`) is the sha256 of the run's identity (``run.json``: config, components, seed,
 sources) together with its per-sample records (``samples.jsonl``), so an answers file of another run, or of a rerun
@@ -41,9 +41,9 @@ import torch
 from PIL import Image
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, sha256_file
-from genEval.html import TEMPLATES
-from genEval.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
-from genEval.stats import Estimate, proportion
+from genEval.reports.html import TEMPLATES
+from genEval.runs.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
+from genEval.scores.intervals import Estimate, proportion
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ DEFINITION = (
 
 def _script() -> str:
     """The page's one script (templates/audit.js); inline, allowed by its sha256 in the page's CSP."""
-    return (resources.files("genEval") / "templates" / "audit.js").read_text(encoding="utf-8")
+    return (resources.files("genEval.reports") / "templates" / "audit.js").read_text(encoding="utf-8")
 
 
 def content_security_policy(script: str) -> str:
@@ -73,7 +73,7 @@ def content_security_policy(script: str) -> str:
 def run_id(run_dir: str | Path, records: Sequence[dict] | None = None) -> str:
     """sha256 (hex) of the run's identity (run.json) and of its per-sample records: what an audit belongs to.
 
-    ``records``: the run's samples.jsonl rows when already read (:func:`genEval.rundir.read_samples`).
+    ``records``: the run's samples.jsonl rows when already read (:func:`genEval.runs.rundir.read_samples`).
     """
     records = read_samples(run_dir) if records is None else records
     blob = json.dumps({"identity": read_run_identity(run_dir), "samples": list(records)}, sort_keys=True)

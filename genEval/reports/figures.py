@@ -3,7 +3,7 @@
 Each function takes the models of a report (:class:`ModelView`: a leaderboard row and its loaded runs) and
 returns a :class:`PNG` the template inlines as ``<img src="data:image/png;base64,...">``, so the report stays
 one self-contained file. PA against budget (:func:`pa_by_budget`) is computed from the per-sample records,
-not by re-running; its approximations are stated in :mod:`genEval.report`.
+not by re-running; its approximations are stated in :mod:`genEval.reports.report`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from genEval.compare import LoadedRun
+from genEval.comparisons.leaderboard import LeaderboardRow
+from genEval.comparisons.loading import LoadedRun
 from genEval.interfaces import resize_images
-from genEval.leaderboard import LeaderboardRow
-from genEval.rundir import has_tensors, load_tensors
-from genEval.stats import SCORE, ERFit
+from genEval.runs.rundir import has_tensors, load_tensors
+from genEval.scores.definitions import SCORE
+from genEval.scores.effective_robustness import ERFit
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 MAX_CLASSES = 60  # columns of the per-class heatmap; more classes: the ones with the lowest mean FMR

@@ -2,8 +2,8 @@
 leaderboards, Table 2 comparisons; S0 effective-robustness scatter; ``../seeds/digest.md`` 5.3).
 
 ``write_report(comparison_or_dir, path)`` writes ``report.html`` from the jinja2 templates in
-``genEval/templates/`` (autoescaped): no scripts, no external requests (a Content-Security-Policy forbids
-them), every plot a base64 PNG (:mod:`genEval.report_figures`). Sections: summary, leaderboard (with FMR_v
+``genEval/reports/templates/`` (autoescaped): no scripts, no external requests (a Content-Security-Policy forbids
+them), every plot a base64 PNG (:mod:`genEval.reports.figures`). Sections: summary, leaderboard (with FMR_v
 beside the paper's FMR, the oracle's own accuracy, and the run cost: rejected steps per sample next to run
 time), scores (SA/SA_v/PA/FMR/FMR_v with intervals), PA against budget, first-fooled steps, per-class scores
 (heatmap and a table with Wilson intervals, the oracle's per-class accuracy included), effective robustness
@@ -11,7 +11,7 @@ time), scores (SA/SA_v/PA/FMR/FMR_v with intervals), PA against budget, first-fo
 distribution), the label-free diagnostic (SoftmaxCorr against PA), pairwise differences, transfer (when a
 ``transfer.csv`` lies next to the input), and image grids (original / perturbed / amplified difference)
 when the runs were made with ``save_images=true``. A single run
-directory is aggregated like a one-model comparison (:func:`genEval.compare.build_comparison`), so its
+directory is aggregated like a one-model comparison (:func:`genEval.comparisons.aggregate.build_comparison`), so its
 leaderboard row is built the same way; the sections that need several models say so.
 
 PA against budget is computed from the per-sample records, not by re-running: at budget ``t`` a validated
@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from genEval.compare import build_comparison, load_runs
+from genEval.comparisons.aggregate import build_comparison
+from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, signed
+from genEval.comparisons.loading import load_runs
 from genEval.fileio import atomic_write_bytes
-from genEval.html import TEMPLATES
-from genEval.leaderboard import TABLE_SCORES, Comparison, er_cell, signed
-from genEval.report_figures import (
+from genEval.reports.figures import (
     MAX_CLASSES,
     PNG,
     ModelView,
@@ -53,7 +53,9 @@ from genEval.report_figures import (
     score_bars,
     transfer_heatmap,
 )
-from genEval.stats import SCORE, TauDistribution
+from genEval.reports.html import TEMPLATES
+from genEval.scores.definitions import SCORE
+from genEval.scores.rankings import TauDistribution
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ def _load(source: Comparison | str | Path) -> Loaded:
 def read_transfer(path: str | Path) -> tuple[list[str], list[str], np.ndarray, dict[tuple[int, int], str]]:
     """``transfer.csv`` -> (sources, targets, accuracy matrix in percent (NaN = empty), cell marks).
 
-    Long format (``geneval transfer``, genEval.snapshot.transfer_matrix): columns ``source, target, pa, ...``
+    Long format (``geneval transfer``, genEval.snapshots.format.transfer_matrix): columns ``source, target, pa, ...``
     with optional ``self_generated`` / ``used_for_filtering`` flags (marked ``*`` / ``f``). Wide format:
     header ``source,<target>,...`` and one row of accuracies per source.
     """
@@ -362,7 +364,7 @@ def write_report(
     grid_samples: int = 6,
     transfer: str | Path | None = None,
 ) -> Path:
-    """Write ``report.html`` for a :class:`~genEval.leaderboard.Comparison`, a comparison dir or a run dir.
+    """Write ``report.html`` for a :class:`~genEval.comparisons.leaderboard.Comparison`, a comparison dir or a run dir.
 
     ``path`` defaults to ``<input dir>/report.html``. ``transfer``: a transfer.csv (default: the one next
     to the input, when present).

@@ -43,7 +43,8 @@ from torchvision.utils import make_grid
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, default_file_mode, ensure_writable_dir, to_json
 from genEval.interfaces import resize_images
-from genEval.stats import LEADERBOARD_SCORES, Scores
+from genEval.scores.definitions import LEADERBOARD_SCORES
+from genEval.scores.run_scores import Scores
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ LATENTS, IMAGES = "latents", "images"
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """Per-sample outcome (METHOD.md "Per sample"; :class:`genEval.perturb.Outcome` without tensors).
+    """Per-sample outcome (METHOD.md "Per sample"; :class:`genEval.search.perturb.Outcome` without tensors).
 
     Steps count from 1, -1 means "never". ``index``: position of the source in the data set; ``part``: the
     tensor part (latents/images) holding this sample, -1 when none was saved.
@@ -184,6 +185,34 @@ class EvalResult:
         if self.run_dir:
             lines.append(f"  run directory: {self.run_dir}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Part ``index`` of ``count`` of a data set: the sources at positions ``index, index + count, ...``."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("index", "count"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"shard.{key} must be a whole number, got {v!r}.")
+        if self.count < 1:
+            raise ValueError(f"shard.count must be >= 1, got {self.count}; use shard.count=1 for no sharding.")
+        if not 0 <= self.index < self.count:
+            raise ValueError(
+                f"shard.index={self.index} must lie in 0..{self.count - 1} (shard.count={self.count}); "
+                "shards are numbered from 0."
+            )
+
+    def positions(self, n: int) -> list[int]:
+        return list(range(self.index, n, self.count))
+
+    @property
+    def name(self) -> str:
+        return f"shard-{self.index}-of-{self.count}"
 
 
 def package_versions() -> dict[str, str]:

@@ -4,7 +4,7 @@ A sharded evaluation (``shard.index=i shard.count=n``, one run directory per sha
 random draws depend on ``(seed, source id)`` only, so each shard computes the very records the unsharded run
 would have. :func:`merge_runs` checks that the shards belong together (same config, seed, components, data,
 shard count; every shard present once; every source present once), concatenates their records in data-set
-order, copies their tensor parts, and scores the result with the driver's own :func:`genEval.driver.summarize`
+order, copies their tensor parts, and scores the result with the driver's own :func:`genEval.runs.summary.summarize`
 -- so scores, intervals and the per-class table equal those of the unsharded run. ``compare``, ``export``,
 ``fit-mask`` and ``report`` read the merged directory like any other run.
 """
@@ -20,14 +20,14 @@ from typing import Any
 
 import torch
 
-from genEval.driver import Shard, summarize
-from genEval.rundir import (
+from genEval.runs.rundir import (
     IMAGES,
     LATENTS,
     RUN,
     EvalResult,
     RunWriter,
     SampleRecord,
+    Shard,
     identity_differences,
     iter_tensor_parts,
     read_results,
@@ -35,6 +35,7 @@ from genEval.rundir import (
     read_samples,
     save_grid,
 )
+from genEval.runs.summary import summarize
 
 log = logging.getLogger(__name__)
 

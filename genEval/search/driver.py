@@ -1,8 +1,8 @@
 """The driver: sources, seeding, checks, progress, writing and resuming (the loop itself is in ``perturb.py``).
 
 ``evaluate(classifier=..., data=..., generator=..., oracle=...)`` runs the paper's dynamic evaluation
-(Sec. 3) over a dataset and returns an :class:`~genEval.rundir.EvalResult`; with ``output_dir`` it also
-writes the run directory described in :mod:`genEval.rundir`. The CLI (``geneval``) calls this same
+(Sec. 3) over a dataset and returns an :class:`~genEval.runs.rundir.EvalResult`; with ``output_dir`` it also
+writes the run directory described in :mod:`genEval.runs.rundir`. The CLI (``geneval``) calls this same
 function, so notebook and command line give identical results for identical inputs and seeds.
 
 Scale-out and crash safety (all exact, not approximate):
@@ -11,7 +11,7 @@ Scale-out and crash safety (all exact, not approximate):
   its batch, so ``batch_size`` and sharding change no decision.
 * ``shard=Shard(i, n)`` evaluates the sources at positions ``i, i+n, i+2n, ...`` of the data set (whole
   source images; with ``data.limit`` the positions of the class-balanced order, so every shard is balanced
-  too). ``genEval.merge`` combines the shards into the run an unsharded evaluation would have written.
+  too). ``genEval.runs.shards`` combines the shards into the run an unsharded evaluation would have written.
 * A rerun on a directory holding an unfinished run of the same identity resumes it: recorded samples are
   not recomputed, and the final files equal those of an uninterrupted run.
 """
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +34,23 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from genEval.batching import auto_batch_size, is_out_of_memory, too_large
-from genEval.data import SubsetData
+from genEval.data.base import SubsetData
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
-from genEval.kernels import Kernels, accelerate
-from genEval.perturb import Outcome, Sample, SearchConfig, perturb
-from genEval.rundir import (
+from genEval.runs.rundir import (
     RUN,
     EvalResult,
     RunWriter,
     SampleRecord,
-    environment,
-    package_versions,
+    Shard,
     read_results,
     read_run_identity,
     save_grid,
 )
-from genEval.stats import INTERVALS, Outcomes, compute_scores, per_class_table, score_warnings
+from genEval.runs.summary import summarize
+from genEval.scores.intervals import INTERVALS
+from genEval.search.batching import auto_batch_size, is_out_of_memory, too_large
+from genEval.search.kernels import Kernels, accelerate
+from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb
 from genEval.style_mask import (
     AutoMask,
     NoMask,
@@ -76,34 +76,6 @@ EXECUTION_KEYS = (
     "channels_last",
     "shard",
 )
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Part ``index`` of ``count`` of a data set: the sources at positions ``index, index + count, ...``."""
-
-    index: int = 0
-    count: int = 1
-
-    def __post_init__(self) -> None:
-        for key in ("index", "count"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"shard.{key} must be a whole number, got {v!r}.")
-        if self.count < 1:
-            raise ValueError(f"shard.count must be >= 1, got {self.count}; use shard.count=1 for no sharding.")
-        if not 0 <= self.index < self.count:
-            raise ValueError(
-                f"shard.index={self.index} must lie in 0..{self.count - 1} (shard.count={self.count}); "
-                "shards are numbered from 0."
-            )
-
-    def positions(self, n: int) -> list[int]:
-        return list(range(self.index, n, self.count))
-
-    @property
-    def name(self) -> str:
-        return f"shard-{self.index}-of-{self.count}"
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -181,9 +153,9 @@ def evaluate(
     ``save_latents`` / ``save_images``: stream E(x) and the final latent / the uint8 original and perturbed
     image of every sample to the run directory (for ``fit-mask`` / ``export``).
     ``shard``: evaluate only part of the sources (see :class:`Shard`); ``reference``: the class the oracle
-    must keep seeing, the true ``label`` or its own verdict on the clean image (``clean_prediction``);
-    None takes the oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``.
-    ``kernels``: precision (fp32 | bf16 | fp16, all or per role), channels_last, compile (:mod:`genEval.kernels`).
+    must keep seeing, the true ``label`` or its own verdict on the clean image (``clean_prediction``); None takes the
+    oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``. ``kernels``: precision (fp32 |
+    bf16 | fp16, all or per role), channels_last, compile (:mod:`genEval.search.kernels`).
     """
     if isinstance(mask, AutoMask):
         return _evaluate_with_auto_mask(
@@ -489,77 +461,6 @@ def _record(out: Outcome) -> SampleRecord:
         latent_dist=out.latent_dist,
         image_dist=out.image_dist,
         image_linf=out.image_linf,
-    )
-
-
-def summarize(
-    records: Sequence[SampleRecord],
-    class_names: list[str],
-    *,
-    seed: int,
-    seed_drawn: bool,
-    interval: str,
-    n_boot: int,
-    gap_warn_points: float,
-    components: dict,
-    config: dict,
-    device: str,
-    run_dir: str | None,
-    timings: dict,
-    shard: Shard,
-    identity: dict,
-    kernels: dict | None = None,
-    batch: dict | None = None,
-    image_shapes: dict | None = None,
-) -> EvalResult:
-    """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
-
-    The driver and ``genEval.merge`` both call this, so a merged run equals the unsharded one.
-    """
-    outcomes = Outcomes.from_records([asdict(r) for r in records])
-    search = config.get("search") or {}  # the budget tells "budget 0" apart in the reason for an undefined PA
-    scores = compute_scores(
-        outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed, budget=search.get("budget")
-    )
-    per_class = per_class_table(outcomes, class_names, interval)
-    warnings = []
-    if (
-        scores.sa.value is not None
-        and scores.ra.value is not None
-        and scores.sa.value - scores.ra.value > gap_warn_points
-    ):
-        warnings.append(
-            f"generator gap: the classifier loses {scores.sa.value - scores.ra.value:.1f} points on the "
-            f"generator's reconstructions alone (SA {scores.sa.value:.1f} -> RA {scores.ra.value:.1f}); PA then "
-            "measures the generator as much as the classifier's robustness. Use a generator that fits the data."
-        )
-    if scores.n_validatable < scores.n / 2:
-        warnings.append(
-            f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
-            "the start check; VR is low because the oracle or generator does not fit this data."
-        )
-    warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
-    return EvalResult(
-        scores=scores,
-        per_class=per_class,
-        seed=seed,
-        seed_drawn=seed_drawn,
-        components=components,
-        class_names=class_names,
-        config=config,
-        versions=package_versions(),
-        environment=environment(device),
-        timings=timings,
-        warnings=warnings,
-        run_dir=run_dir,
-        samples=list(records),
-        extra={
-            "shard": {"index": shard.index, "count": shard.count},
-            "identity": identity,
-            **({"kernels": kernels} if kernels else {}),
-            **({"batch": batch} if batch else {}),
-            **({"image_shapes": image_shapes} if image_shapes else {}),
-        },
     )
 
 

@@ -16,7 +16,7 @@ bookkeeping: a batch of rows that always stays full (a row whose sample stops ta
 shapes stay static for CUDA graphs and ``torch.compile``), per-row step counters and Adam moments, and the
 per-sample records. Every random draw of a sample is seeded from the sample's own seed (the driver derives
 it from the run seed and the source id), so results do not depend on which samples share a batch.
-No I/O and no progress bar here: :func:`genEval.driver.evaluate` owns batching, writing and resuming.
+No I/O and no progress bar here: :func:`genEval.search.driver.evaluate` owns batching, writing and resuming.
 """
 
 from __future__ import annotations

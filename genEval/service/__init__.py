@@ -18,7 +18,7 @@ Modules (one job each):
 * :mod:`~genEval.service.execute` - one job's repetitions through ``genEval.evaluate`` (in a worker's
   child process).
 * :mod:`~genEval.service.worker` - the worker loop: claim, heartbeat, progress, cancel, re-queue.
-* :mod:`~genEval.service.leaderboard` - standings per benchmark version (genEval.compare underneath).
+* :mod:`~genEval.service.leaderboard` - standings per benchmark version (genEval.comparisons.aggregate underneath).
 * :mod:`~genEval.service.api` - the FastAPI application (JSON API, OpenAPI docs at ``/docs``, the
   leaderboard page).
 """

@@ -37,7 +37,7 @@ from genEval.service.core import Service
 from genEval.service.db import FINAL, JobInfo, NameTaken, TokenInfo
 from genEval.service.models import KINDS, ModelRefused, UploadRefused, classifier_config, safe_filename, sniff_upload
 from genEval.service.pages import add_pages
-from genEval.snapshot import SnapshotError
+from genEval.snapshots.format import SnapshotError
 
 CHUNK = 1024 * 1024
 MULTIPART_SLACK = 64 * 1024  # multipart boundaries and headers around the file

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genEval.fileio import atomic_write, ensure_writable_dir
-from genEval.report import write_report
+from genEval.reports.report import write_report
 from genEval.service.benchmarks import Benchmark
 from genEval.service.db import Database, JobInfo
 from genEval.service.leaderboard import Leaderboards, Standings
-from genEval.snapshot import export_snapshot
+from genEval.snapshots.format import export_snapshot
 
 MiB = 1024 * 1024
 
@@ -88,7 +88,7 @@ class Service:
         return path
 
     def snapshot_tar(self, job: JobInfo, rep: int) -> Path:
-        """The run's generated images as a snapshot (genEval.snapshot.export_snapshot, image-folder format),
+        """The run's generated images as a snapshot (genEval.snapshots.format.export_snapshot, image-folder format),
         packed into one tar under ``home/snapshots`` (made once, then served from there)."""
         out = self.home / "snapshots" / job.id
         tar_path = out / f"rep{rep}.tar"

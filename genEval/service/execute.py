@@ -3,7 +3,7 @@
 Runs inside a worker's child process (:mod:`genEval.service.worker`). Repetition ``r`` of a job uses the
 seed recorded at submission (``job.seeds[r]``) and writes a normal run directory
 ``<home>/<job.run_dir>/rep<r>/`` (results.json, samples.jsonl, grid.png, images.safetensors for the
-snapshot export) plus its ``report.html`` (genEval.report). A re-queued job calls ``evaluate`` again with
+snapshot export) plus its ``report.html`` (genEval.reports.report). A re-queued job calls ``evaluate`` again with
 the same seed and directory, so it reproduces the same results (and resumes where the engine can).
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genEval.driver import evaluate
-from genEval.report import write_report
+from genEval.reports.report import write_report
+from genEval.search.driver import evaluate
 from genEval.service.benchmarks import EVALUATE_KEYS
 from genEval.service.db import JobInfo
 from genEval.service.models import UPLOAD_KEY

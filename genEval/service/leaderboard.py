@@ -2,7 +2,7 @@
 
 One row per model (a finished job): SA, PA, FMR, VR (and chance-corrected FMR) with 95% intervals, its
 repetitions, date, and which other models it is *significantly better* than: the paired bootstrap over
-source images that ``genEval.compare`` computes for every pair (a difference whose 95% interval excludes
+source images that ``genEval.comparisons.aggregate`` computes for every pair (a difference whose 95% interval excludes
 zero). All of that comes from one call, :func:`aggregate`, the single point where the service depends on
 the comparison engine. Standings are cached per set of finished jobs, so page views cost no bootstrap.
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from genEval.compare import aggregate as compare_runs
+from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.service.db import JobInfo
 
 #: Metrics shown, in column order, and those that get "significantly better" marks.
@@ -45,7 +45,7 @@ class ModelComparison:
 def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = 0) -> ModelComparison:
     """Model name -> its run directories (one per repetition) -> scores and pairwise significance.
 
-    The one call into genEval.compare (``aggregate``: paired bootstrap over source images when models
+    The one call into genEval.comparisons.aggregate (``aggregate``: paired bootstrap over source images when models
     share them, as all runs of one benchmark do).
     """
     if not run_dirs:

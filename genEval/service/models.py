@@ -4,8 +4,8 @@ A submission names a model in one of three ways (never as code, never as a pickl
 
 * ``config`` - a registered ``conf/classifier`` config (one that needs no further values), by name;
 * ``timm`` / ``torchvision`` - an architecture by name plus a weights file in **safetensors**
-  (``genEval.classifiers.timm_classifier`` / ``torchvision_classifier``, ``pretrained``/``weights`` off);
-* ``torchscript`` - a TorchScript file (``genEval.classifiers.torchscript_classifier``).
+  (``genEval.classifiers.loaders.timm_classifier`` / ``torchvision_classifier``, ``pretrained``/``weights`` off);
+* ``torchscript`` - a TorchScript file (``genEval.classifiers.loaders.torchscript_classifier``).
 
 The server writes the classifier's ``_target_`` itself from this fixed table; a request only supplies
 names, numbers and an upload id. Uploads are identified by their bytes, not their names

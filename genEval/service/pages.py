@@ -13,10 +13,10 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from genEval.scores.intervals import format_estimate
 from genEval.service.core import Service
 from genEval.service.db import JobInfo
 from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, SORT_KEYS, Row
-from genEval.stats import format_estimate
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -116,7 +116,7 @@ def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo])
 
     @app.get("/jobs/{job_id}/report", response_class=HTMLResponse, tags=["results"])
     def report(job_id: str, rep: int = 0):
-        """The run's self-contained report (genEval.report)."""
+        """The run's self-contained report (genEval.reports.report)."""
         job = get_job(job_id)
         if job.status != "done":
             raise HTTPException(409, f"job {job_id} is {job.status}; its report exists once it is done.")

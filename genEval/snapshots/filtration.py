@@ -5,7 +5,7 @@ fools a set of surrogate models (digest S2 Sec. 3.2): a sample is kept when at l
 surrogates misclassify its perturbed image, optionally only when their mean true-class confidence is low,
 and at most ``max_per_pair`` samples per (true, predicted) confusion pair. The new snapshot lists its
 surrogates under ``filtered_with``; transfer is to be reported on other models
-(:func:`genEval.snapshot_eval.transfer_matrix` marks or skips them).
+(:func:`genEval.snapshots.scoring.transfer_matrix` marks or skips them).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from genEval.fileio import sha256_file
-from genEval.rundir import package_versions
-from genEval.snapshot import (
+from genEval.runs.rundir import package_versions
+from genEval.snapshots.format import (
     MANIFEST,
     Manifest,
     Snapshot,
@@ -33,7 +33,7 @@ from genEval.snapshot import (
     now_utc,
     write_snapshot,
 )
-from genEval.snapshot_eval import check_classes, classifier_name, on_device, predict
+from genEval.snapshots.scoring import check_classes, classifier_name, on_device, predict
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ run's config, versions, components, counts and a sha256 for every file. Two layo
 
 :func:`verify_snapshot` checks every file and count against the manifest; :func:`load_snapshot` reads a
 snapshot back (eagerly as uint8 tensors, or lazily as :class:`SnapshotDataset`). :func:`write_snapshot` is
-the one writer, shared by export and by adversarial filtration (:mod:`genEval.snapshot_filter`). Scoring and
-transfer live in :mod:`genEval.snapshot_eval`.
+the one writer, shared by export and by adversarial filtration (:mod:`genEval.snapshots.filtration`). Scoring and
+transfer live in :mod:`genEval.snapshots.scoring`.
 
 A snapshot is written into a temporary directory next to its destination and renamed into place at the end,
 so an interrupted export never leaves a snapshot that looks complete.
@@ -45,7 +45,7 @@ from PIL import Image
 from torch import Tensor
 
 from genEval.fileio import atomic_write_json, sha256_file
-from genEval.rundir import (
+from genEval.runs.rundir import (
     load_latent_file,
     load_tensors,
     package_versions,
@@ -112,7 +112,7 @@ class Manifest:
     exported_with: dict[str, str] = field(default_factory=dict)
     run_scores: dict[str, Any] = field(default_factory=dict)
     # the tested model's SA over every sample of the run (not only the exported, validated ones), as results.json
-    # has it (value, low, high, n, k, method): the denominator of a snapshot's FMR (genEval.snapshot_eval)
+    # has it (value, low, high, n, k, method): the denominator of a snapshot's FMR (genEval.snapshots.scoring)
     full_sample_sa: dict[str, Any] = field(default_factory=dict)
     # filter only
     filtered_with: list[str] = field(default_factory=list)
@@ -408,7 +408,7 @@ def write_snapshot(
 
 @dataclass(frozen=True)
 class _Run:
-    """What an export reads from a finished run directory (through :mod:`genEval.rundir`)."""
+    """What an export reads from a finished run directory (through :mod:`genEval.runs.rundir`)."""
 
     path: Path
     results: dict[str, Any]
@@ -693,7 +693,7 @@ def _stack(ds: SnapshotDataset) -> Tensor:
 
 
 def load_snapshot(path: str | Path, lazy: bool = False, verify: bool = True) -> Snapshot:
-    """Load a snapshot written by :func:`export_snapshot` or :func:`~genEval.snapshot_filter.filter_snapshots`.
+    """Load a snapshot written by :func:`export_snapshot` or :func:`~genEval.snapshots.filtration.filter_snapshots`.
 
     ``lazy=False`` decodes every PNG into uint8 tensors (all perturbed images must share one size, and
     all originals); ``lazy=True`` returns :class:`SnapshotDataset` objects that decode on access.

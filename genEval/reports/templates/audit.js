@@ -1,4 +1,4 @@
-// The oracle audit page's one script (genEval/audit.py inlines it; the page's CSP allows it by its sha256).
+// The oracle audit page's one script (genEval/reports/audit.py inlines it; the page's CSP allows it by its sha256).
 // It keeps the answers (sample id -> "same" | "changed" | "unsure") in the page, mirrors them to localStorage
 // when the browser allows it, handles the keyboard, and offers the answers as a JSON download (a Blob URL).
 "use strict";

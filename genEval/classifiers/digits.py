@@ -1,0 +1,164 @@
+"""Small 1-channel classifiers for scikit-learn's digits, trained on first use and cached: the offline default
+that needs no downloaded weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genEval.checkpoints import (
+    cache_dir,
+)
+from genEval.classifiers.base import ImageClassifier, freeze, load_weights
+from genEval.data.standard import DIGIT_CLASSES, DigitsData
+
+log = logging.getLogger(__name__)
+
+
+DIGITS_ARCHS = ("cnn", "mlp", "wide_cnn")
+_DIGITS_EPOCHS = {"cnn": 15, "mlp": 30, "wide_cnn": 15}
+_DIGITS_RECIPE = "v2"  # bump when the training recipe changes, so old caches are not reused
+_DIGITS_MEAN, _DIGITS_STD = (0.31,), (0.32,)  # pixel mean/std of the digits train split at 16 px
+
+
+def _digits_net(arch: str, image_size: int) -> nn.Module:
+    if arch == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(4),
+            nn.Flatten(),
+            nn.Linear(32 * 16, 64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
+    if arch == "mlp":
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(image_size * image_size, 128),
+            nn.ReLU(),
+            nn.Linear(128, 64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
+    if arch == "wide_cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(4),
+            nn.Flatten(),
+            nn.Linear(64 * 16, 10),
+        )
+    raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
+
+
+def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image_size: int) -> float:
+    """Train ``clf.model`` in place on the digits train split (Adam, one-cycle LR); return test accuracy."""
+
+    train = DigitsData(split="train", image_size=image_size, channels=1)
+    test = DigitsData(split="test", image_size=image_size, channels=1)
+    x = torch.stack([train[i][0] for i in range(len(train))])
+    y = torch.tensor(train.labels)
+    gen = torch.Generator().manual_seed(seed)
+    net = clf.model
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    batch = 64
+    steps = epochs * ((len(x) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny batches: threading overhead costs more than it saves (5x on 2 cores)
+    net.train()
+    try:
+        for _ in range(epochs):
+            perm = torch.randperm(len(x), generator=gen)
+            for k in range(0, len(x), batch):
+                idx = perm[k : k + batch]
+                # +-1 px random shifts: a cheap augmentation that helps on the tiny training set
+                dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=gen))
+                xb = torch.roll(x[idx], shifts=(dy, dx), dims=(2, 3))
+                loss = F.cross_entropy(net(clf.preprocess(xb)), y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+    finally:
+        torch.set_num_threads(threads)
+    net.eval()
+    with torch.no_grad():
+        xt = torch.stack([test[i][0] for i in range(len(test))])
+        acc = (net(clf.preprocess(xt)).argmax(1) == torch.tensor(test.labels)).float().mean().item()
+    return 100.0 * acc
+
+
+def digits_classifier(
+    arch: str = "cnn", seed: int = 0, epochs: int | None = None, image_size: int = 16
+) -> ImageClassifier:
+    """A small 1-channel classifier for :class:`genEval.data.standard.DigitsData`, trained on first use and cached.
+
+    Training is seeded and deterministic (its own RNG, the global one is untouched). The state dict is
+    cached under ``cache_dir("digits_classifiers")`` keyed by ``(arch, seed, epochs, image_size, recipe)``;
+    later calls load it (the file's metadata records the settings and the test accuracy). Measured test
+    accuracy (540 images) with the default epochs: cnn 99.26% (seed 0), mlp 98.70% (seed 1), wide_cnn
+    99.26% (seed 1); each trains in 1-5 s on one CPU core.
+    """
+    if arch not in DIGITS_ARCHS:
+        raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
+    epochs = int(epochs) if epochs is not None else _DIGITS_EPOCHS[arch]
+    if epochs < 1 or int(image_size) < 4:
+        raise ValueError(
+            f"digits_classifier needs epochs >= 1 and image_size >= 4, got epochs={epochs}, image_size={image_size}."
+        )
+    image_size = int(image_size)
+    settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size, "recipe": _DIGITS_RECIPE}
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    path = cache_dir("digits_classifiers") / f"{arch}-seed{seed}-ep{epochs}-px{image_size}-{key}.safetensors"
+    name = f"digits_{arch}:seed{seed}"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        clf = ImageClassifier(
+            _digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name, class_names=DIGIT_CLASSES
+        )
+    if path.is_file():
+        load_weights(clf.model, path, what="cached digits classifier")
+        log.info("loaded cached digits classifier %s from %s", name, path)
+    else:
+        from safetensors.torch import save_file
+
+        t0 = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            acc = _train_digits(clf, arch, int(seed), epochs, image_size)
+        log.info(
+            "trained digits classifier %s in %.1fs: test accuracy %.2f%%; caching at %s",
+            name,
+            time.perf_counter() - t0,
+            acc,
+            path,
+        )
+        state = {k: v.detach().contiguous() for k, v in clf.model.state_dict().items()}
+        meta = {k: str(v) for k, v in settings.items()} | {"test_accuracy": f"{acc:.2f}"}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        os.close(fd)
+        try:
+            save_file(state, tmp, metadata=meta)
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache is an ordinary readable file
+            os.replace(tmp, path)  # atomic: concurrent runs never see a half-written file
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return freeze(clf)

@@ -1,0 +1,248 @@
+"""Image folders: one sub-folder per class (:class:`ImageFolderData`) and ImageNet in wnid folders
+(:class:`ImageNetData`, class index and name from :mod:`genEval.data.imagenet`). Images are read in
+``__getitem__``; the options common to every data set are described in :mod:`genEval.data.base`.
+"""
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from genEval.data.base import ImageData, check_unique_names
+from genEval.data.imagenet import imagenet_class_names, superclass_members, superclass_table, wnid_index
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+def _pil_to_tensor(img, channels: int | None) -> Tensor:
+    """PIL image -> (C, H, W) float32 in [0, 1] (uint8 / 255, as torchvision's ToTensor)."""
+    if channels == 1:
+        img = img.convert("L")
+    elif channels == 3 or img.mode not in ("L", "RGB"):
+        img = img.convert("RGB")
+    arr = np.asarray(img, dtype=np.uint8)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    return torch.from_numpy(arr.copy()).permute(2, 0, 1).float().div_(255.0)
+
+
+def _header(path: Path) -> tuple[tuple[int, int], int] | None:
+    """(width, height) and band count of an image file from its header alone (PIL opens lazily), or None
+    when the file cannot be read (reading it later raises the error that says so)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            bands = len(img.getbands())
+            return img.size, 3 if bands == 4 else bands  # RGBA loses its alpha when read
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        return None
+
+
+def _scan_folders(
+    root: Path, folders: Sequence[str], label_of: Mapping[str, int], exts: tuple[str, ...]
+) -> tuple[list[str], list[int]]:
+    """Relative paths and labels of the image files under ``root/<folder>/**`` (sorted, folders in order)."""
+    files: list[str] = []
+    labels: list[int] = []
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(root / folder):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.lower().endswith(exts):
+                    files.append(os.path.relpath(os.path.join(dirpath, fn), root))
+                    labels.append(label_of[folder])
+    return files, labels
+
+
+class ImageFolderData(ImageData):
+    """Images in ``root/<class>/**/<file>``; the class is the sub-folder, ``source_id`` the relative path.
+
+    Without ``class_names`` the classes are the sorted sub-folder names. With ``class_names``, label =
+    position in that list, and every sub-folder must be one of them (classes without a folder are fine).
+    With ``image_size=None`` the selected images must share one size (and, with ``channels=None``, one channel
+    count): the headers are checked when the dataset is built, and an error names two files that differ and
+    ``data.image_size=``, before any batch is formed.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        class_names: Sequence[str] | None = None,
+        image_size: int | None = None,
+        channels: int | None = 3,
+        limit: int | None = None,
+        extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        name: str | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(image_size, channels, limit, subset, subset_seed, indices)
+        folders = self._open_root(root, extensions)
+        if class_names is None:
+            self.class_names = folders
+        else:
+            self.class_names = check_unique_names(class_names, f"image folder '{self.root}'")
+            unknown = [f for f in folders if f not in self.class_names]
+            if unknown:
+                raise ValueError(
+                    f"folder class '{unknown[0]}' in '{self.root}' is not in class_names "
+                    f"{self.class_names}. Add it to data.class_names or remove the folder."
+                )
+        index = {c: i for i, c in enumerate(self.class_names)}
+        self._files, labels = _scan_folders(self.root, folders, {f: index[f] for f in folders}, self.extensions)
+        self._require_files()
+        self.name = name or f"imagefolder:{self.root.name}"
+        self._select(labels)
+        log.debug("%r", self)
+
+    def _open_root(self, root: str | Path, extensions: Sequence[str]) -> list[str]:
+        """Check ``root``, set ``root`` and ``extensions``; return the sorted class sub-folder names."""
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise FileNotFoundError(
+                f"image folder root not found: '{self.root}'. Point data.root at a folder with one "
+                "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`)."
+            )
+        self.extensions = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions)
+        return sorted(d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+    def _require_files(self) -> None:
+        if not self._files:
+            raise ValueError(
+                f"no images with extensions {list(self.extensions)} found under '{self.root}/<class>/'. "
+                "Expected one sub-folder per class holding image files; set data.extensions if yours "
+                "use another suffix."
+            )
+
+    def _check_selection(self) -> None:
+        """With ``image_size=None``, refuse images that cannot share a batch (read from headers only)."""
+        if self.image_size is not None:
+            return
+        first: tuple[str, tuple] | None = None
+        for full in self._indices:
+            rel = self._files[full]
+            head = _header(self.root / rel)
+            if head is None:
+                continue
+            key = head if self.channels is None else (head[0], 0)
+            if first is None:
+                first = (rel, key)
+            elif key != first[1]:
+                (w0, h0), c0 = first[1]
+                (w1, h1), c1 = key
+                what = (
+                    f"is {w0}x{h0} px but '{rel}' is {w1}x{h1} px (width x height)"
+                    if (w0, h0) != (w1, h1)
+                    else f"has {c0} channel(s) but '{rel}' has {c1} (set data.channels=3 or 1)"
+                )
+                raise ValueError(
+                    f"images in '{self.root}' differ: '{first[0]}' {what}. genEval evaluates images in batches, "
+                    "so they must share one size: set data.image_size=<side> (e.g. data.image_size=224) to resize "
+                    "every image to a square of that side."
+                )
+
+    def _read(self, index: int) -> Tensor:
+        from PIL import Image, UnidentifiedImageError
+
+        path = self.root / self._files[index]
+        try:
+            with Image.open(path) as img:
+                img.load()
+                return _pil_to_tensor(img, self.channels)
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+            raise ValueError(
+                f"cannot read image file '{path}' ({type(err).__name__}: {err}). Remove or "
+                "replace the corrupt/non-image file."
+            ) from err
+
+    def _source_id(self, index: int) -> str:
+        return self._files[index].replace(os.sep, "/")
+
+
+class ImageNetData(ImageFolderData):
+    """ImageNet in the validation-set layout, ``root/<wnid>/<image>`` (e.g. ``n01440764/ILSVRC2012_val_...JPEG``).
+
+    Any subset of the 1,000 wnid folders may be present. Without ``superclasses`` the labels are the 1k class
+    indices (timm's order, which 1k classifiers use) and ``class_names`` lists all 1,000 names
+    (:func:`genEval.data.imagenet.imagenet_class_names`: ``"openai"`` open_clip's curated names, ``"lemma"``,
+    ``"wnid"``, or a list of 1,000 names). With ``superclasses`` (a named set such as ``restricted_imagenet9``,
+    or a mapping name -> inclusive 1k index ranges) the labels are super-class indices, the class names the
+    super-class names (or a list of as many), and folders outside every super-class are left out. The folder
+    -> class mapping used is logged and kept in ``folder_classes`` (wnid -> (label, name)).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        class_names: str | Sequence[str] = "openai",
+        superclasses: str | Mapping[str, Sequence] | None = None,
+        image_size: int | None = 224,
+        channels: int | None = 3,
+        limit: int | None = None,
+        extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        name: str | None = None,
+        subset: str = "random",
+        subset_seed: int | None = None,
+        indices: str | Sequence[int] | None = None,
+    ) -> None:
+        ImageData.__init__(self, image_size, channels, limit, subset, subset_seed, indices)
+        folders = self._open_root(root, extensions)
+        if not folders:
+            raise ValueError(
+                f"no class folders in '{self.root}'; data=imagenet expects <root>/<wnid>/<image>, e.g. "
+                f"'{self.root}/n01440764/ILSVRC2012_val_00000293.JPEG'."
+            )
+        fine = {f: wnid_index(f) for f in folders}
+        if superclasses is None:
+            self.superclasses = None
+            names = class_names if not isinstance(class_names, str) else imagenet_class_names(class_names)
+            self.class_names = self._check_class_names(names, imagenet_class_names("wnid"))
+            label_of = fine
+        else:
+            self.superclasses = superclass_table(superclasses)
+            default = list(self.superclasses)
+            self.class_names = self._check_class_names(None if isinstance(class_names, str) else class_names, default)
+            owner = {k: s for s, members in enumerate(superclass_members(self.superclasses)) for k in members}
+            label_of = {f: owner[k] for f, k in fine.items() if k in owner}
+            left_out = sorted(set(folders) - set(label_of))
+            if left_out:
+                log.info(
+                    "%s: %d of %d wnid folders lie outside the %d super-classes and are left out (%s%s)",
+                    self.root,
+                    len(left_out),
+                    len(folders),
+                    len(default),
+                    ", ".join(left_out[:5]),
+                    ", ..." if len(left_out) > 5 else "",
+                )
+            if not label_of:
+                raise ValueError(
+                    f"none of the {len(folders)} wnid folders in '{self.root}' belongs to a super-class "
+                    f"({', '.join(default)}); check data.root and data.superclasses."
+                )
+            folders = [f for f in folders if f in label_of]
+        self.folder_classes = {f: (label_of[f], self.class_names[label_of[f]]) for f in folders}
+        self._files, labels = _scan_folders(self.root, folders, label_of, self.extensions)
+        self._require_files()
+        self.name = name or f"imagenet{'' if self.superclasses is None else len(self.class_names)}:{self.root.name}"
+        self._select(labels)
+        shown = ", ".join(f"{w} -> {lab} {nm!r}" for w, (lab, nm) in list(self.folder_classes.items())[:20])
+        log.info(
+            "%s: wnid folder -> class: %s%s",
+            self.name,
+            shown,
+            f", ... ({len(self.folder_classes)} folders)" if len(self.folder_classes) > 20 else "",
+        )
+
+    def _check_class_names(self, class_names: Sequence[str] | None, default: list[str]) -> list[str]:
+        if class_names is None:
+            return check_unique_names(default, type(self).__name__)
+        return super()._check_class_names(class_names, default)
