@@ -26,7 +26,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from genEval.search.perturb import NonFiniteError
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = ROOT / "conf"
+#: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a
+#: link to this folder, where users and docs look for them.
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger("genEval")
 
 if not OmegaConf.has_resolver("geneval_root"):
