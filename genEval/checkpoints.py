@@ -14,11 +14,20 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from genEval.assets import is_asset, resolve
+from genEval.fileio import cache_dir
+
 log = logging.getLogger(__name__)
 
 
+__all__ = ["cache_dir", "extract_state_dict", "load_checkpoint", "load_state_dict_into", "require_file"]
+
+
 def require_file(path: str | Path, what: str, hint: str = "") -> Path:
-    """Return ``path`` as a Path, or raise FileNotFoundError saying what was expected there."""
+    """Return ``path`` as a Path, or raise FileNotFoundError saying what was expected there. An ``asset:<path>``
+    name (:mod:`genEval.assets`) is found in an assets folder or the cache, or downloaded and checked."""
+    if is_asset(path):
+        return resolve(path)
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"{what} not found: '{p}'. {hint}".strip())
@@ -100,13 +109,3 @@ def load_state_dict_into(
             + ". Check that the checkpoint belongs to this architecture/config."
         )
     module.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
-
-
-def cache_dir(sub: str = "") -> Path:
-    """genEval's cache (``$GENEVAL_CACHE`` or ``~/.cache/geneval``), created on demand."""
-    import os
-
-    root = Path(os.environ.get("GENEVAL_CACHE", Path.home() / ".cache" / "geneval")).expanduser()
-    p = root / sub if sub else root
-    p.mkdir(parents=True, exist_ok=True)
-    return p

@@ -91,3 +91,11 @@ def ensure_writable_dir(path: str | Path) -> Path:
             "output_dir=/some/writable/path (CLI: hydra.run.dir=...)."
         ) from err
     return p
+
+
+def cache_dir(sub: str = "") -> Path:
+    """genEval's cache (``$GENEVAL_CACHE`` or ``~/.cache/geneval``), created on demand."""
+    root = Path(os.environ.get("GENEVAL_CACHE", Path.home() / ".cache" / "geneval")).expanduser()
+    p = root / sub if sub else root
+    p.mkdir(parents=True, exist_ok=True)
+    return p

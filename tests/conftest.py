@@ -10,6 +10,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(os.environ.get("GENEVAL_ASSETS", ROOT.parent / "shared" / "assets"))
+if ASSETS.is_dir():  # `asset:<path>` names in configs are found here (genEval/assets.py), in subprocesses too
+    os.environ.setdefault("GENEVAL_ASSETS", str(ASSETS))
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

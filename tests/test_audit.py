@@ -365,7 +365,7 @@ def test_command_line_writes_the_page_scores_answers_and_exits_2_on_bad_ones(run
 )
 def test_audit_page_in_headless_chromium_records_a_click(audited, tmp_path):
     sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="the browser test drives Chromium with playwright (pip install 'geneval[test]')"
+        "playwright.sync_api", reason="the browser test drives Chromium with playwright (pip install '.[test]')"
     )
     ids = json.loads((audited / "audit_samples.json").read_text())["sample_ids"]
     events: list[str] = []

@@ -377,8 +377,8 @@ def test_all_classifier_configs_exist_and_mandatory_keys():
     cfg = _cfg("timm")
     cfg.classifier.name, cfg.classifier.pretrained, cfg.classifier.num_classes = "test_vit", False, 4
     assert instantiate(cfg.classifier)(torch.rand(1, 3, 32, 32)).shape == (1, 4)
-    for depth, fname in RESNET_WEIGHTS.items():  # config paths match the shared files
-        assert _cfg(f"cifar_resnet{depth}").classifier.checkpoint == str(ASSETS / "weights" / "cifar10-resnet" / fname)
+    for depth, fname in RESNET_WEIGHTS.items():  # configs name the shared files as assets
+        assert _cfg(f"cifar_resnet{depth}").classifier.checkpoint == f"asset:weights/cifar10-resnet/{fname}"
 
 
 @pytest.mark.weights

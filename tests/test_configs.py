@@ -277,6 +277,6 @@ def test_every_command_config_composes_and_its_role_nodes_instantiate(config):
     cfg = _compose(config, [])
     for group in ("data", "generator", "oracle", "mask", "search"):
         if group in cfg and cfg[group] is not None and (group == "search" or "_target_" in cfg[group]):
-            if group == "data" and not ASSETS.exists() and "assets" in str(OmegaConf.to_yaml(cfg[group])):
+            if group == "data" and not ASSETS.exists() and "asset:" in str(OmegaConf.to_yaml(cfg[group])):
                 continue
             _build_role(group, cfg[group])

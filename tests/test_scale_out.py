@@ -370,7 +370,7 @@ def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, c
 
     from genEval.commands import CONF_DIR
 
-    pytest.importorskip(plugin, reason=f"{plugin} is not installed (pip install 'geneval[slurm]' / '[ray]')")
+    pytest.importorskip(plugin, reason=f"{plugin} is not installed (pip install 'geneval-fmr[slurm]' / '[ray]')")
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
     assert check(cfg.hydra.launcher)

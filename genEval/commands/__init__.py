@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,14 +26,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from genEval.search.perturb import NonFiniteError
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a
 #: link to this folder, where users and docs look for them.
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger("genEval")
-
-if not OmegaConf.has_resolver("geneval_root"):
-    OmegaConf.register_new_resolver("geneval_root", lambda: str(ROOT))
 
 #: Exceptions that mean "the user asked for something that cannot work": message, exit 2.
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -57,6 +54,7 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
         @functools.wraps(fn)
         def run(cfg: DictConfig) -> Any:
             try:
+                use_assets(cfg)
                 return fn(cfg)
             except USER_ERRORS as err:
                 print(f"{prog}: error: {err}", file=sys.stderr)
@@ -66,6 +64,14 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
         return run
 
     return wrap
+
+
+def use_assets(cfg: DictConfig) -> None:
+    """``assets=<folder>`` on the command line: where ``asset:<path>`` files are looked for first in this
+    process and the ones it starts (:mod:`genEval.assets` reads ``GENEVAL_ASSETS``)."""
+    folder = cfg.get("assets") if isinstance(cfg, DictConfig) else None
+    if folder:
+        os.environ["GENEVAL_ASSETS"] = str(Path(str(folder)).expanduser())
 
 
 def build(cfg: DictConfig, role: str, **kwargs: Any) -> Any:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from genEval.assets import resolve as resolve_asset
 from genEval.data.base import ImageData, check_unique_names
 from genEval.data.imagenet import imagenet_class_names, superclass_members, superclass_table, wnid_index
 
@@ -105,7 +106,7 @@ class ImageFolderData(ImageData):
 
     def _open_root(self, root: str | Path, extensions: Sequence[str]) -> list[str]:
         """Check ``root``, set ``root`` and ``extensions``; return the sorted class sub-folder names."""
-        self.root = Path(root).expanduser()
+        self.root = resolve_asset(root)
         if not self.root.is_dir():
             raise FileNotFoundError(
                 f"image folder root not found: '{self.root}'. Point data.root at a folder with one "

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 PACKAGES = (
-    "geneval",
+    "geneval-fmr",
     "torch",
     "torchvision",
     "hydra-core",
