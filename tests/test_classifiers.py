@@ -338,7 +338,7 @@ def test_digits_classifier_cache_and_determinism(tmp_path, monkeypatch, caplog):
     assert all(torch.equal(a, b) for a, b in pairs)
     other = digits_classifier("mlp", seed=4, epochs=2)
     assert not torch.equal(first.model[1].weight, other.model[1].weight)
-    with pytest.raises(ValueError, match=r"unknown digits classifier arch 'vit'; choose one of \['cnn'"):
+    with pytest.raises(ValueError, match=r"arch must be a digits classifier architecture: one of \['cnn'.*got 'vit'"):
         digits_classifier("vit")
 
 
