@@ -308,12 +308,13 @@ def _read_routes(app: FastAPI, service: Service) -> None:
             "version": st.version,
             "interval_note": st.interval_note,
             "warnings": st.warnings,
+            "pending": st.pending,
             "rows": [
                 {
-                    "job": r.job.id,
-                    "name": r.job.name,
+                    "job": r.job_id,
+                    "name": r.name,
                     "repetitions": r.standing.repetitions,
-                    "finished_at": r.job.finished_at,
+                    "finished_at": r.finished_at,
                     "scores": r.standing.scores,
                     "better_than": r.standing.better_than,
                 }

@@ -25,6 +25,16 @@ def _date(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
 
 
+#: Names listed per "significantly better than" cell; the rest are counted (the API lists them all).
+SHOWN_NAMES = 8
+
+
+def _names(names: list[str]) -> str:
+    names = sorted(names)
+    more = len(names) - SHOWN_NAMES
+    return ", ".join(names[:SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
+
+
 def _row(rank: int, row: Row) -> dict:
     s = row.standing
     cells = {}
@@ -35,16 +45,16 @@ def _row(rank: int, row: Row) -> dict:
             "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
             "title": format_estimate(e),
         }
-    better = [f"{LABELS[m]} > {', '.join(sorted(s.better_than[m]))}" for m in MARKED if s.better_than[m]]
+    better = [f"{LABELS[m]} > {_names(s.better_than[m])}" for m in MARKED if s.better_than[m]]
     return {
         "rank": rank,
-        "name": row.job.name,
-        "job": row.job.id,
+        "name": row.name,
+        "job": row.job_id,
         "cells": cells,
         "reps": s.repetitions,
-        "date": _date(row.job.finished_at),
+        "date": _date(row.finished_at),
         "better": better,
-        "reports": [f"/jobs/{row.job.id}/report?rep={r}" for r in range(s.repetitions)],
+        "reports": [f"/jobs/{row.job_id}/report?rep={r}" for r in range(s.repetitions)],
     }
 
 
@@ -66,7 +76,7 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         }
         for k in (*COLUMNS, "repetitions", "date", "name")
     ]
-    active = [j for j in service.db.list_jobs(benchmark=name, version=st.version) if j.status in ("queued", "running")]
+    counts = service.db.count_jobs(benchmark=name, version=st.version)
     context = {
         "bench": bench,
         "version": st.version,
@@ -79,8 +89,9 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         "benchmarks": list(service.benchmarks.values()),
         "sort": sort,
         "order": order,
-        "queued": sum(j.status == "queued" for j in active),
-        "running": sum(j.status == "running" for j in active),
+        "pending": st.pending,
+        "queued": counts["queued"],
+        "running": counts["running"],
         "versions": [v.version for v in service.db.benchmark_versions(name)],
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
