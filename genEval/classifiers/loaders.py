@@ -284,7 +284,9 @@ def torchscript_classifier(
     with a fixed image size gets that size as ``input_size`` when none is given.
     """
     p = require_file(
-        path, "model file", "Set classifier.path to a file saved with torch.export.save (.pt2) or torch.jit.save."
+        path,
+        "model file (torch.export or TorchScript)",
+        "Set classifier.path to a file saved with torch.export.save (.pt2) or torch.jit.save.",
     )
     kind = model_archive_kind(p)
     if kind == TORCH_SAVE or kind is None:
@@ -305,16 +307,16 @@ def torchscript_classifier(
                 f"the size the program was exported with ({exported_size[0]}x{exported_size[1]}) or null",
                 f"[{exported_size[0]},{exported_size[1]}]",
             )
-        tag = f"export:{p.name}"
+        tag, what = f"export:{p.name}", "torch.export model"
     else:
         model = _scripted_model(p)
-        channels, tag = _input_channels(model, input_size), f"torchscript:{p.name}"
+        channels, tag, what = _input_channels(model, input_size), f"torchscript:{p.name}", "TorchScript model"
     if (mean is None) != (std is None):
         raise ValueError("give both classifier.mean and classifier.std (one entry per input channel), or neither.")
     if mean is None:
         if channels is None:
             raise ValueError(
-                f"cannot tell how many channels the model '{p.name}' takes (no conv "
+                f"cannot tell how many channels the {what} '{p.name}' takes (no conv "
                 "weight, and a probe with 3 and 1 channels failed). Set classifier.mean and "
                 "classifier.std with one entry per channel (e.g. classifier.mean=[0.5] "
                 "classifier.std=[0.5]) and classifier.input_size."
@@ -322,19 +324,20 @@ def torchscript_classifier(
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.0,) * channels, (1.0,) * channels)
         if channels != 3:
             log.warning(
-                "model %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
+                "%s %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
                 "passed unnormalised. Set classifier.mean=[...] classifier.std=[...] to its training "
                 "normalisation.",
+                what,
                 p.name,
                 channels,
             )
     elif channels is not None and len(mean) != channels:
         raise ValueError(
-            f"classifier.mean/std have {len(mean)} entries but the model '{p.name}' takes "
+            f"classifier.mean/std have {len(mean)} entries but the {what} '{p.name}' takes "
             f"{channels}-channel images; give {channels} entries (e.g. classifier.mean="
             f"[{', '.join(['0.5'] * channels)}])."
         )
-    log.info("model file %s: %s", p.name, "a torch.export program" if kind == TORCH_EXPORT else "TorchScript")
+    log.info("model file %s: a %s", p.name, what)
     return freeze(ImageClassifier(model, num_classes, mean, std, input_size, name=tag))
 
 

@@ -44,9 +44,10 @@ if not OmegaConf.has_resolver("geneval_root"):
     OmegaConf.register_new_resolver("geneval_root", lambda: str(ROOT))
 
 
-class BuildError(Exception):
-    """A component (classifier, data, generator, oracle, mask, ...) could not be built; the message names the
-    role and says why (the component's own message, not Hydra's wrapper)."""
+class BuildError(ValueError):
+    """A component (classifier, data, generator, oracle, mask, ...) could not be built from its config; the message
+    names the role and says why (the component's own message, not Hydra's wrapper); ``__cause__`` is the error the
+    component raised. A ValueError: the configured values cannot be built."""
 
 
 #: Exceptions that mean "the user asked for something that cannot work": message, exit 2. OSError covers a
