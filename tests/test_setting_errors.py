@@ -104,6 +104,18 @@ def test_a_components_range_check_is_shown_under_its_config_key(node, expected):
     assert str(err.value).startswith(expected)
 
 
+def test_build_checks_types_and_keys_for_every_command():
+    """``build`` itself refuses a wrong type or an unknown key (commands other than the main job rely on it)."""
+    node = {"_target_": "genEval.data.DigitsData", "limit": "abc"}
+    with pytest.raises(SettingError, match=r"^held_out\.limit must be a whole number or null, got 'abc'; e\.g\."):
+        build(OmegaConf.create({"held_out": node}).held_out, "held_out")
+    node = {"_target_": "genEval.data.DigitsData", "limt": 5}
+    with pytest.raises(
+        ValueError, match=r"^data\.limt is not a setting of genEval\.data\.DigitsData.*Did you mean data\.limit"
+    ):
+        build(OmegaConf.create({"data": node}).data, "data")
+
+
 def test_a_nested_components_range_check_names_the_nested_key():
     member = {
         "_target_": "oracles.classifier.ClassifierOracle",
