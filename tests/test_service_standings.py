@@ -5,6 +5,7 @@ nothing (genEval.service.leaderboard, genEval.service.db standings)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,31 @@ def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
     assert _stored(db, smoke) == _reference(db, tmp_path, smoke)
     assert {j.status for j in db.list_jobs()} == {"done"}
     db.close()
+
+
+def test_the_page_and_the_api_are_paged_by_the_database(db, tmp_path, smoke, monkeypatch):
+    import genEval.service.db as database
+    import genEval.service.pages as pages
+
+    monkeypatch.setattr(database, "MARK_NAMES", 1)  # a page names this many beaten models per metric
+    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    for name in ("truth", "m3", "m5"):
+        assert record_finished(db, builder, _submit_and_run(db, tmp_path, smoke, name), "w", {})
+    service = Service(db, Settings(home=tmp_path, default_benchmark="digits_smoke"), {"digits_smoke": smoke}, {})
+    client = TestClient(create_app(service))
+    monkeypatch.setattr(pages, "PAGE_ROWS", 2)
+    by_name = client.get("/api/leaderboard/digits_smoke?sort=name&order=asc").json()
+    assert [r["name"] for r in by_name["rows"]] == ["m3", "m5", "truth"] and by_name["total"] == 3
+    second = client.get("/api/leaderboard/digits_smoke?sort=name&order=asc&limit=1&offset=1").json()
+    assert [r["name"] for r in second["rows"]] == ["m5"] and second["total"] == 3 and second["offset"] == 1
+    first_page = client.get("/?sort=name&order=asc").text
+    assert re.findall(r'<tr data-model="([^"]+)"', first_page) == ["m3", "m5"]
+    assert "rows 1–2 shown" in first_page and 'href="?sort=name&amp;order=asc&amp;page=2"' in first_page
+    last = client.get("/?sort=name&order=asc&page=2").text
+    assert re.findall(r'<tr data-model="([^"]+)"', last) == ["truth"] and "<td>3</td>" in last
+    assert client.get("/?page=0").status_code == 422
+    assert client.get("/api/leaderboard/digits_smoke?sort=__class__").status_code == 422
+    truth = {r["name"]: r for r in by_name["rows"]}["truth"]
+    assert set(truth["better_than"]["sa"]) == {"m3", "m5"}  # the API lists every name
+    row = last.split('<tr data-model="truth">')[1].split("</tr>")[0]
+    assert "SA &gt; m3 and 1 more" in row

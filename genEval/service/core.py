@@ -70,9 +70,10 @@ class Service:
             raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(self.benchmarks)}.")
         return self.benchmarks[name]
 
-    def standings(self, name: str, version: str | None = None) -> Standings:
-        """The stored standings of benchmark ``name`` at ``version`` (default: the current preset's)."""
-        return read_standings(self.db, name, version or self.benchmark(name).version)
+    def standings(self, name: str, version: str | None = None, **page) -> Standings:
+        """The stored standings of benchmark ``name`` at ``version`` (default: the current preset's); ``page``:
+        ``sort``, ``descending``, ``limit``, ``offset``, ``every_mark`` (:func:`read_standings`)."""
+        return read_standings(self.db, name, version or self.benchmark(name).version, **page)
 
     def rep_dir(self, job: JobInfo, rep: int) -> Path:
         return job.rep_dir(self.home, rep)

@@ -46,6 +46,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from genEval.service.auth import check_role, hash_token, new_token
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
+#: Names of the beaten models a page shows per metric (the rest are counted; the API lists them all).
+MARK_NAMES = 8
 ACTIVE = ("queued", "running")
 FINAL = ("done", "failed", "cancelled")
 
@@ -123,11 +125,14 @@ class StandingRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     run_dirs: Mapped[list] = mapped_column(JSON)
     repetitions: Mapped[int] = mapped_column(Integer)
-    scores: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    scores: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)  # None: SQL NULL
     better_than: Mapped[dict] = mapped_column(JSON)
     warnings: Mapped[list] = mapped_column(JSON)
     interval_note: Mapped[str] = mapped_column(Text)
     computed_at: Mapped[float] = mapped_column(Float)
+    #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
+    #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
+    marks: Mapped[dict] = mapped_column(JSON)
 
 
 class WorkerRow(Base):
@@ -231,6 +236,24 @@ class StandingInfo:
     warnings: list
     interval_note: str
     computed_at: float
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
+    name) only when asked for."""
+
+    job_id: str
+    name: str
+    finished_at: float | None
+    repetitions: int
+    scores: dict
+    marks: dict
+    better_than: dict | None
+
+
+def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
+    return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
 
 
 @dataclass(frozen=True)
@@ -602,9 +625,11 @@ class Database:
         have = better.setdefault(metric, [])
         have += [n for n in names if n not in have]  # idempotent: a pair compared twice is marked once
         row.better_than = better  # a new object: SQLAlchemy's JSON type does not see in-place changes
+        row.marks = _marks(better)
 
     def _store_standing(self, s: Session, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]]) -> None:
-        s.merge(StandingRow(**{f.name: getattr(standing, f.name) for f in fields(StandingInfo)}))
+        values = {f.name: getattr(standing, f.name) for f in fields(StandingInfo)}
+        s.merge(StandingRow(**values, marks=_marks(standing.better_than)))
         for other, metrics in beaten_by.items():
             for metric in metrics:
                 self._add_names(s, other, metric, [standing.name])
@@ -638,6 +663,62 @@ class Database:
                 .order_by(StandingRow.finished_at, StandingRow.job_id)
             )
             return [_view(StandingInfo, r) for r in rows]
+
+    def board(
+        self,
+        benchmark: str,
+        version: str,
+        sort: str = "fmr",
+        descending: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+        every_mark: bool = False,
+    ) -> tuple[int, list[BoardRow]]:
+        """The ranked rows of a version (those with scores), ordered and paged by the database: ``sort`` is a score
+        key (``fmr``, ``sa``, ...; rows where it is undefined come last), ``name``, ``date`` or ``repetitions``.
+        Returns the number of ranked rows and the page; ``every_mark`` adds the full ``better_than`` lists."""
+        order = {"name": func.lower(StandingRow.name), "date": StandingRow.finished_at}.get(sort)
+        if sort == "repetitions":
+            order = StandingRow.repetitions
+        if order is None:
+            order = StandingRow.scores[(sort, "value")].as_float()  # JSON path: SQLite json_extract, PostgreSQL #>>
+        where = (
+            StandingRow.benchmark == benchmark,
+            StandingRow.version == version,
+            StandingRow.scores.is_not(None),
+        )
+        cols = [
+            StandingRow.job_id,
+            StandingRow.name,
+            StandingRow.finished_at,
+            StandingRow.repetitions,
+            StandingRow.scores,
+            StandingRow.marks,
+        ]
+        if every_mark:
+            cols.append(StandingRow.better_than)
+        q = (
+            select(*cols)
+            .where(*where)
+            .order_by(order.is_(None), order.desc() if descending else order.asc(), StandingRow.job_id)
+            .offset(offset)
+        )
+        if limit is not None:
+            q = q.limit(limit)
+        with self._read() as s:
+            total = int(s.execute(select(func.count()).select_from(StandingRow).where(*where)).scalar_one())
+            rows = [BoardRow(*r[:6], r[6] if every_mark else None) for r in s.execute(q)]
+        return total, rows
+
+    def board_notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
+        """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
+        with self._read() as s:
+            got = s.execute(
+                select(StandingRow.interval_note, StandingRow.warnings).where(
+                    StandingRow.benchmark == benchmark, StandingRow.version == version
+                )
+            ).all()
+        return [n for n, _ in got if n], [w for _, ws in got for w in ws or []]
 
     def unranked_jobs(self, benchmark: str | None = None, version: str | None = None) -> list[JobInfo]:
         """Done jobs without a stored standing row (finished before standings were stored), oldest first."""

@@ -277,12 +277,14 @@ def record_finished(
 # ---------------------------------------------------------------------------------- reading (the pages)
 @dataclass(frozen=True)
 class Row:
-    """A leaderboard row: the job and its standing."""
+    """A leaderboard row: the job and its standing; ``marks``: metric -> count and first names of the models it is
+    significantly better than (``standing.better_than`` holds every name only when they were read)."""
 
     job_id: str
     name: str
     finished_at: float | None
     standing: ModelStanding
+    marks: dict = field(default_factory=dict)
 
     def sort_value(self, key: str):
         if key == "name":
@@ -296,7 +298,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Standings:
-    """The stored standings of one benchmark version; ``pending``: finished jobs whose row is not stored yet."""
+    """Stored standings of one benchmark version: ``rows`` (one page of them when read with a limit, already in
+    the order asked for), ``total`` ranked rows, ``pending`` finished jobs whose row is not stored yet."""
 
     benchmark: str
     version: str
@@ -304,6 +307,8 @@ class Standings:
     interval_note: str
     warnings: list[str]
     pending: int = 0
+    total: int = 0
+    offset: int = 0
 
     def sorted(self, key: str = "fmr", descending: bool = True) -> list[Row]:
         """Rows ordered by ``key`` (one of :data:`SORT_KEYS`); undefined values always last."""
@@ -314,26 +319,45 @@ class Standings:
         return sorted(known, key=lambda r: r.sort_value(key), reverse=descending) + unknown
 
 
-def read_standings(db: Database, benchmark: str, version: str) -> Standings:
-    """The stored rows of a benchmark version (no computation: one query, plus a count of pending jobs)."""
-    stored = db.standings(benchmark, version)
+def read_standings(
+    db: Database,
+    benchmark: str,
+    version: str,
+    sort: str = "fmr",
+    descending: bool = True,
+    limit: int | None = None,
+    offset: int = 0,
+    every_mark: bool = True,
+) -> Standings:
+    """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
+    only the counts and first names of the marks (what a page shows), not every name."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
+    total, board = db.board(benchmark, version, sort, descending, limit, offset, every_mark)
     rows = [
         Row(
-            s.job_id,
-            s.name,
-            s.finished_at,
-            ModelStanding(s.name, s.repetitions, s.scores, {k: list(s.better_than.get(k, [])) for k in MARKED}),
+            b.job_id,
+            b.name,
+            b.finished_at,
+            ModelStanding(
+                b.name,
+                b.repetitions,
+                b.scores,
+                {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
+            ),
+            {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED},
         )
-        for s in stored
-        if s.scores is not None
+        for b in board
     ]
-    notes = [s.interval_note for s in stored if s.scores is not None and s.interval_note]
-    warnings = list(dict.fromkeys(w for s in stored for w in s.warnings))
+    notes, warnings = db.board_notes(benchmark, version)
+    note = max(set(notes), key=notes.count) if notes else ""
     return Standings(
         benchmark,
         version,
         rows,
-        max(set(notes), key=notes.count) if notes else "",
-        warnings,
+        note,
+        list(dict.fromkeys(warnings)),
         db.count_unranked(benchmark, version),
+        total,
+        offset,
     )
