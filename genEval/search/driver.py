@@ -391,11 +391,9 @@ def _recorded_seed(output_dir: str | Path | None) -> int | None:
 
 def skips_unreadable(data: ImageDataset) -> bool:
     """Whether ``data`` (or the data set a :class:`SubsetData` part is taken from) skips unreadable sources."""
-    while data is not None:
-        if getattr(data, "skip_unreadable", False) is True:
-            return True
-        data = getattr(data, "data", None)
-    return False
+    while isinstance(data, SubsetData):
+        data = data.data
+    return getattr(data, "skip_unreadable", False) is True
 
 
 def _first_readable(data: ImageDataset, positions: Sequence[int], skip: bool) -> int:
