@@ -109,3 +109,127 @@ def load_state_dict_into(
             + ". Check that the checkpoint belongs to this architecture/config."
         )
     module.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
+
+
+# ------------------------------------------------------------------------------------------ model archives
+#: What :func:`model_archive_kind` tells apart (by content, never by file name).
+TORCHSCRIPT = "torchscript"
+TORCH_EXPORT = "torch.export"
+TORCH_SAVE = "torch.save"
+_PICKLE_FREE_HELP = (
+    "Save the model with torch.export (torch.export.save(torch.export.export(model, (example,)), 'model.pt2')) "
+    "or TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt')), or its weights with safetensors."
+)
+
+
+def model_archive_kind(path: str | Path) -> str | None:
+    """``"torchscript"``, ``"torch.export"`` or ``"torch.save"`` for the zip archives torch writes, None for a
+    file that is not a zip. All three are zips of one folder; they differ in layout: ``torch.jit.save`` writes
+    ``code/`` and ``constants.pkl``, ``torch.export.save`` an ``archive_format`` file reading ``pt2`` and
+    ``models/<name>.json``, ``torch.save`` only ``data.pkl`` (a pickle). Any other zip raises ValueError."""
+    import zipfile
+
+    p = Path(path)
+    if not zipfile.is_zipfile(p):
+        return None
+    try:
+        with zipfile.ZipFile(p) as zf:
+            names = zf.namelist()
+            inner = {n.split("/", 1)[1] for n in names if "/" in n}
+            if "archive_format" in inner:
+                fmt = next(n for n in names if n.split("/", 1)[-1] == "archive_format")
+                if zf.read(fmt).decode("utf-8", "replace").strip() == "pt2" and any(
+                    n.startswith("models/") and n.endswith(".json") for n in inner
+                ):
+                    return TORCH_EXPORT
+    except zipfile.BadZipFile as err:
+        raise ValueError(f"'{p}' is a corrupt zip archive ({err}).") from None
+    if any(n.startswith("code/") for n in inner) and "constants.pkl" in inner:
+        return TORCHSCRIPT
+    if "data.pkl" in inner:
+        return TORCH_SAVE
+    raise ValueError(
+        f"'{p}' is a zip archive but neither TorchScript (code/, constants.pkl) nor a torch.export program "
+        f"(archive_format, models/). {_PICKLE_FREE_HELP}"
+    )
+
+
+def check_exported_archive(path: str | Path) -> None:
+    """Refuse a ``torch.export`` archive (``.pt2``) that would make ``torch.export.load`` unpickle anything.
+
+    ``torch.export.load`` reads tensors from raw bytes described by JSON, but it unpickles a payload marked
+    ``use_pickle`` (tensor subclasses), custom and opaque objects among the constants, the legacy single-file
+    weights and constants, and, when ``weights_only`` loading of the sample inputs fails, the sample inputs with
+    a full unpickle; an AOTInductor package carries compiled shared libraries. Each of those is refused here,
+    and the sample inputs are proved to load with ``weights_only=True``, so loading a checked archive runs no
+    code from the file. Raises ValueError naming what was found.
+    """
+    import io
+    import json
+    import zipfile
+
+    from torch.export.pt2_archive import constants as pt2
+
+    p = Path(path)
+
+    def refuse(what: str) -> ValueError:
+        return ValueError(
+            f"'{p}' is a torch.export archive that holds {what}, which loading would unpickle or execute; genEval "
+            "loads only programs whose weights and constants are plain tensors. Export the model in eval mode "
+            "with plain tensor weights (no tensor subclasses, custom objects or AOTInductor packages)."
+        )
+
+    with zipfile.ZipFile(p) as zf:
+        by_inner = {n.split("/", 1)[1]: n for n in zf.namelist() if "/" in n}
+        for inner in by_inner:
+            if inner.startswith((pt2.AOTINDUCTOR_DIR, pt2.EXECUTORCH_DIR, pt2.MTIA_DIR)):
+                raise refuse(f"a compiled package ({inner})")
+        models = [i[len(pt2.MODELS_DIR) : -len(".json")] for i in by_inner if i.startswith(pt2.MODELS_DIR)]
+        if not models:
+            raise ValueError(f"'{p}' holds no exported program (no {pt2.MODELS_DIR}<name>.json).")
+        for model in models:
+            for legacy in (f"{pt2.WEIGHTS_DIR}{model}.pt", f"{pt2.CONSTANTS_DIR}{model}.pt"):
+                if legacy in by_inner:
+                    raise refuse(f"pickled weights or constants in the legacy layout ({legacy})")
+            for fmt, what in (
+                (pt2.WEIGHTS_CONFIG_FILENAME_FORMAT, "weights"),
+                (pt2.CONSTANTS_CONFIG_FILENAME_FORMAT, "constants"),
+            ):
+                name = fmt.format(model)
+                if name not in by_inner:
+                    raise ValueError(f"'{p}' is an incomplete torch.export archive: {name} is missing.")
+                try:
+                    config = json.loads(zf.read(by_inner[name])).get("config", {})
+                except (ValueError, AttributeError) as err:
+                    raise ValueError(f"'{p}': {name} is not valid JSON ({err}).") from None
+                for fqn, meta in config.items():
+                    if meta.get("use_pickle"):
+                        raise refuse(f"pickled {what} ({fqn})")
+                    if what == "constants" and not str(meta.get("path_name", "")).startswith(
+                        pt2.TENSOR_CONSTANT_FILENAME_PREFIX
+                    ):
+                        raise refuse(f"a non-tensor constant ({fqn}: {meta.get('path_name')})")
+            sample = pt2.SAMPLE_INPUTS_FILENAME_FORMAT.format(model)
+            if sample in by_inner:
+                try:
+                    torch.load(io.BytesIO(zf.read(by_inner[sample])), map_location="cpu", weights_only=True)
+                except Exception as err:  # noqa: BLE001 - anything weights_only refuses would be unpickled by torch
+                    raise refuse(f"sample inputs that only a full unpickle reads ({type(err).__name__})") from None
+
+
+def load_exported_program(path: str | Path, what: str = "torch.export program"):
+    """A ``torch.export`` program (``torch.export.save``, ``.pt2``) loaded without running pickled code
+    (:func:`check_exported_archive` first). Returns the ``torch.export.ExportedProgram``."""
+    p = require_file(path, what)
+    if model_archive_kind(p) != TORCH_EXPORT:
+        raise ValueError(f"'{p}' is not a torch.export archive. {_PICKLE_FREE_HELP}")
+    check_exported_archive(p)
+    try:
+        with open(p, "rb") as fh:  # a file object: torch does not insist on the .pt2 suffix (the content was checked)
+            return torch.export.load(fh)
+    except Exception as err:  # torch raises RuntimeError and friends with the reason
+        first = str(err).splitlines()[0][:300] if str(err) else ""
+        raise ValueError(
+            f"'{p}' is a torch.export archive that does not load with this torch ({torch.__version__}): "
+            f"{type(err).__name__}: {first}"
+        ) from err

@@ -16,6 +16,10 @@ Contract (every backend obeys it; the engine checks it at run time):
 
 These are ``typing.Protocol`` classes: the roles share no machinery, so there is no base class
 to inherit from. Any object with the right attributes works.
+
+Two errors every layer shares: :class:`SettingError` (a setting with a value of the wrong type or range; the
+command layer prefixes the config group, so the user reads ``data.limit``) and :class:`UnreadableSource` (a
+source image that cannot be decoded; the driver skips it when the data set's ``skip_unreadable`` is set).
 """
 
 from __future__ import annotations
@@ -67,6 +71,49 @@ class ImageDataset(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, index: int) -> tuple[Tensor, int, str]: ...
+
+
+class SettingError(ValueError):
+    """A setting (a constructor argument, i.e. a config key) whose value fails its type or range check.
+
+    The message names the key, the value given, what is allowed and an example of a valid value, e.g.
+    ``limit must be a whole number >= 1 or null (all samples), got -3; e.g. limit=100``. ``key`` is the
+    argument's name; :meth:`under` gives the same error for the config key it came from (``data.limit``),
+    which is what the command layer shows.
+    """
+
+    def __init__(self, key: str, value: object, expected: str, example: str, note: str = "") -> None:
+        self.key, self.value, self.expected, self.example, self.note = key, value, expected, example, note
+        super().__init__(
+            f"{key} must be {expected}, got {value!r}; e.g. {key}={example}" + (f" ({note})" if note else "") + "."
+        )
+
+    def __reduce__(self):  # pickles (e.g. out of a DataLoader worker) with its fields, not only its message
+        return (type(self), (self.key, self.value, self.expected, self.example, self.note))
+
+    def under(self, prefix: str) -> SettingError:
+        """This error for the key ``<prefix>.<key>`` (``prefix`` empty: unchanged)."""
+        if not prefix or self.key.startswith(f"{prefix}."):
+            return self
+        return SettingError(f"{prefix}.{self.key}", self.value, self.expected, self.example, self.note)
+
+
+class UnreadableSource(ValueError):
+    """A source image that cannot be read (a corrupt file, a non-image with an image suffix).
+
+    ``source_id`` and ``path`` say which; ``reason`` is the decoder's complaint. By default a run stops with
+    this error; a data set with ``skip_unreadable=True`` has the driver skip the source and record it.
+    """
+
+    def __init__(self, source_id: str, path: str, reason: str) -> None:
+        self.source_id, self.path, self.reason = str(source_id), str(path), str(reason)
+        super().__init__(
+            f"cannot read image file '{path}' ({reason}). Remove or replace the corrupt/non-image file, or set "
+            "data.skip_unreadable=true to skip unreadable files (each is logged and listed in results.json)."
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.source_id, self.path, self.reason))
 
 
 @dataclass(frozen=True)

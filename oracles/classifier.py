@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from genEval.data.standard import CIFAR10_CLASSES, DIGIT_CLASSES
-from genEval.interfaces import Judgement, check_images
+from genEval.interfaces import Judgement, SettingError, check_images
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,13 @@ ORACLE_PRESETS = {tuple(CIFAR10_CLASSES): "cifar_resnet_zoo", tuple(DIGIT_CLASSE
 def check_reference(reference: str, who: str) -> str:
     """Validate ``oracle.reference``: ``label`` (default) or ``clean_prediction``."""
     if reference not in REFERENCES:
-        raise ValueError(
-            f"{who}: unknown reference {reference!r}; choose oracle.reference=label (the oracle must "
-            "keep seeing the true class) or oracle.reference=clean_prediction (its own verdict on the "
-            "clean image)."
+        raise SettingError(
+            "reference",
+            reference,
+            "label (the oracle must keep seeing the true class) or clean_prediction (its own verdict on the "
+            "clean image)",
+            "label",
+            who,
         )
     return reference
 
@@ -68,20 +71,10 @@ def check_threshold(threshold: float | None, who: str) -> float | None:
     """Validate an acceptance threshold: ``None`` (off) or a probability in ``[0, 1]``."""
     if threshold is None:
         return None
-    try:
-        value = float(threshold)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{who}: threshold must be a number in [0, 1] or null, got {threshold!r}. "
-            "Set oracle.threshold=0.5 (for example) or oracle.threshold=null to turn it off."
-        ) from None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(
-            f"{who}: threshold must lie in [0, 1] (it is compared with the oracle's "
-            f"probability for the true label), got {value}. Set oracle.threshold to a value "
-            "in [0, 1], or null to accept on the prediction alone."
-        )
-    return value
+    expected = "a number in [0, 1] (compared with the oracle's probability for the true label) or null (off)"
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+        raise SettingError("threshold", threshold, expected, "0.5", who)
+    return float(threshold)
 
 
 def check_labels(labels: Tensor, batch: int, num_classes: int | None, where: str) -> Tensor:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from genEval.interfaces import Judgement
+from genEval.interfaces import Judgement, SettingError
 from oracles.classifier import check_reference, check_threshold
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,11 @@ class ZooOracle(nn.Module):
                     "oracles.classifier.ClassifierOracle, oracles.clip.CLIPOracle)."
                 )
         if rule not in RULES:
-            raise ValueError(
-                f"ZooOracle: unknown rule {rule!r}; choose one of {', '.join(RULES)} "
-                "('all': every member must accept, 'majority': more than half must)."
+            raise SettingError(
+                "rule",
+                rule,
+                f"one of {', '.join(RULES)} ('all': every member must accept, 'majority': more than half must)",
+                "all",
             )
         self.members = nn.ModuleList(members)
         self.rule = rule

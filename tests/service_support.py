@@ -137,3 +137,30 @@ def failing_runner(job: JobInfo, home: Path, report) -> dict:
 def crashing_runner(job: JobInfo, home: Path, report) -> dict:
     os.kill(os.getpid(), 9)
     return {}
+
+
+def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
+    """A real (tiny) evaluation of a linear classifier seeded by the job's name length, into the job's run
+    directory (``job.seeds[0]`` seeds it), as the production runner does with a benchmark's components."""
+    import torch
+    from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
+
+    from genEval.search.driver import evaluate
+
+    data = toy_data(30, seed=3)
+    report("total", len(data))
+    report("rep", 0)
+    res = evaluate(
+        classifier=LinearClassifier(seed=len(job.name)),
+        data=data,
+        generator=SigmoidGenerator(),
+        oracle=ModelOracle(LinearClassifier(seed=1)),
+        search={"budget": 3, "step_size": 0.3, "start_noise": 0.0},
+        seed=int(job.seeds[0]),
+        output_dir=job.rep_dir(home, 0),
+        progress=False,
+        n_boot=100,
+        config={"comparison": {"model": job.name}},
+    )
+    torch.set_num_threads(1)
+    return {"repetitions": [{"repetition": 0, "seed": int(job.seeds[0]), "metrics": res.metrics}]}

@@ -232,10 +232,10 @@ def test_torchscript_classifier(tmp_path):
     logits = _check_frozen(clf, x, 6)
     with torch.no_grad():
         assert torch.allclose(logits, _manual(net, x, mean, std, 12), atol=1e-5)
-    with pytest.raises(FileNotFoundError, match=r"TorchScript model not found: '.*nope\.pt'"):
+    with pytest.raises(FileNotFoundError, match=r"model file \(torch.export or TorchScript\) not found: '.*nope\.pt'"):
         torchscript_classifier(tmp_path / "nope.pt", num_classes=6)
     torch.save(net.state_dict(), tmp_path / "sd.pt")
-    with pytest.raises(ValueError, match=r"is not a TorchScript archive.*classifier=module"):
+    with pytest.raises(ValueError, match=r"is a torch.save archive \(a pickle\).*classifier=module"):
         torchscript_classifier(tmp_path / "sd.pt", num_classes=6)
 
 
@@ -338,7 +338,7 @@ def test_digits_classifier_cache_and_determinism(tmp_path, monkeypatch, caplog):
     assert all(torch.equal(a, b) for a, b in pairs)
     other = digits_classifier("mlp", seed=4, epochs=2)
     assert not torch.equal(first.model[1].weight, other.model[1].weight)
-    with pytest.raises(ValueError, match=r"unknown digits classifier arch 'vit'; choose one of \['cnn'"):
+    with pytest.raises(ValueError, match=r"arch must be a digits classifier architecture: one of \['cnn'.*got 'vit'"):
         digits_classifier("vit")
 
 

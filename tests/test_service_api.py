@@ -20,6 +20,7 @@ from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.service.api import create_app
 from genEval.service.core import Service, Settings
 from genEval.service.db import Database, sqlite_url
+from genEval.service.leaderboard import StandingsBuilder, record_finished
 
 LIMIT = 64 * 1024
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -203,7 +204,8 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
         n_boot=200,
         config={"comparison": {"model": name}},
     )
-    assert svc.db.finish_job(claimed.id, "w", {"repetitions": [{"metrics": res.metrics}]})
+    builder = StandingsBuilder(svc.db, svc.home, n_boot=svc.settings.n_boot)  # as the worker finishes a job
+    assert record_finished(svc.db, builder, claimed, "w", {"repetitions": [{"metrics": res.metrics}]})
     return job.id
 
 

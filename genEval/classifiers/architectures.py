@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from genEval.interfaces import SettingError
+
 CIFAR_RESNET_DEPTHS = (20, 32, 44, 56, 110)
 
 
@@ -58,7 +60,7 @@ class CifarResNet(nn.Module):
     def __init__(self, depth: int = 20, num_classes: int = 10) -> None:
         super().__init__()
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
-            raise ValueError(f"CIFAR ResNet depth must be 6n+2 (e.g. {list(CIFAR_RESNET_DEPTHS)}), got {depth!r}.")
+            raise SettingError("depth", depth, f"6n+2 for a CIFAR ResNet (e.g. {list(CIFAR_RESNET_DEPTHS)})", "20")
         n = (depth - 2) // 6
         self.depth = depth
         self.num_classes = int(num_classes)

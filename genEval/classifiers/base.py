@@ -21,7 +21,7 @@ from genEval.checkpoints import (
     load_checkpoint,
     load_state_dict_into,
 )
-from genEval.interfaces import resize_images
+from genEval.interfaces import SettingError, resize_images
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +30,26 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _LUMA = (0.299, 0.587, 0.114)
 
 
+def _whole(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and float(value).is_integer()
+
+
 def as_size(size: int | Sequence[int] | None) -> int | tuple[int, int] | None:
     if size is None:
         return None
     if isinstance(size, int) and not isinstance(size, bool):
         if size < 1:
-            raise ValueError(f"input_size must be positive, got {size}.")
+            raise SettingError("input_size", size, "a whole number >= 1, [H, W] or null", "224")
         return size
+    if not isinstance(size, Sequence) or isinstance(size, str) or not all(_whole(s) for s in size):
+        raise SettingError("input_size", size, "a whole number >= 1, [H, W] or null", "224")
     seq = [int(s) for s in size]
     if len(seq) == 3:  # (C, H, W) as timm writes it
         seq = seq[1:]
     if len(seq) == 1:
         return seq[0]
     if len(seq) != 2 or min(seq) < 1:
-        raise ValueError(f"input_size must be an int, (H, W) or null, got {size!r}.")
+        raise SettingError("input_size", size, "a whole number >= 1, [H, W] or null", "224")
     return (seq[0], seq[1])
 
 
@@ -81,8 +87,8 @@ class ImageClassifier(nn.Module):
             )
         if bool((std_t <= 0).any()):
             raise ValueError(f"std must be positive, got {list(std)}.")
-        if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}.")
+        if not _whole(num_classes) or num_classes < 1:
+            raise SettingError("num_classes", num_classes, "a whole number >= 1 (the number of logits)", "10")
         if class_names is not None and len(class_names) != int(num_classes):
             raise ValueError(f"{name}: class_names has {len(class_names)} entries but num_classes is {num_classes}.")
         self.model = model

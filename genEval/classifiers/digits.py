@@ -20,6 +20,7 @@ from genEval.checkpoints import (
 )
 from genEval.classifiers.base import ImageClassifier, freeze, load_weights
 from genEval.data.standard import DIGIT_CLASSES, DigitsData
+from genEval.interfaces import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +118,12 @@ def digits_classifier(
     99.26% (seed 1); each trains in 1-5 s on one CPU core.
     """
     if arch not in DIGITS_ARCHS:
-        raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
+        raise SettingError("arch", arch, f"a digits classifier architecture: one of {list(DIGITS_ARCHS)}", "cnn")
     epochs = int(epochs) if epochs is not None else _DIGITS_EPOCHS[arch]
-    if epochs < 1 or int(image_size) < 4:
-        raise ValueError(
-            f"digits_classifier needs epochs >= 1 and image_size >= 4, got epochs={epochs}, image_size={image_size}."
-        )
+    if epochs < 1:
+        raise SettingError("epochs", epochs, "a whole number >= 1", str(_DIGITS_EPOCHS[arch]))
+    if int(image_size) < 4:
+        raise SettingError("image_size", image_size, "a whole number >= 4 (the side in px)", "16")
     image_size = int(image_size)
     settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size, "recipe": _DIGITS_RECIPE}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]

@@ -1,6 +1,6 @@
-"""Tested classifiers from files and libraries: CIFAR ResNets, timm and torchvision models by name, TorchScript
-files, and any ``nn.Module`` Hydra builds. Each factory returns a frozen
-:class:`~genEval.classifiers.base.ImageClassifier` (``[0, 1]`` images in, logits out).
+"""Tested classifiers from files and libraries: CIFAR ResNets, timm and torchvision models by name, model files
+(``torch.export`` programs and TorchScript, told apart by content), and any ``nn.Module`` Hydra builds. Each
+factory returns a frozen :class:`~genEval.classifiers.base.ImageClassifier` (``[0, 1]`` images in, logits out).
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ import torch
 from torch import nn
 
 from genEval.checkpoints import (
+    TORCH_EXPORT,
+    TORCH_SAVE,
+    load_exported_program,
+    model_archive_kind,
     require_file,
 )
 from genEval.classifiers.architectures import CifarResNet
@@ -27,6 +31,7 @@ from genEval.classifiers.base import (
     load_weights,
 )
 from genEval.data.standard import CIFAR10_CLASSES
+from genEval.interfaces import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +173,81 @@ def torchvision_classifier(
     )
 
 
-# ------------------------------------------------------------------------------------------ torchscript
+# ------------------------------------------------------------------------------------ model files
+class ExportedModule(nn.Module):
+    """The module of a ``torch.export`` program (``ExportedProgram.module()``) as a fixed function.
+
+    ``train()``/``eval()`` leave the graph as it was exported (torch refuses to switch an exported graph's mode;
+    export the model in eval mode). A program exported with a fixed batch size ``batch`` is called on chunks of
+    that size, the last one padded with copies of its last image whose outputs are dropped, so any batch works
+    and gradients reach only the real images.
+    """
+
+    def __init__(self, program: nn.Module, batch: int | None) -> None:
+        super().__init__()
+        self.program, self.batch = program, batch
+
+    def train(self, mode: bool = True) -> ExportedModule:
+        self.training = mode  # not passed on: the exported graph has no mode to switch
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.batch is None or x.shape[0] == self.batch:
+            return self.program(x)
+        outs = []
+        for chunk in x.split(self.batch):
+            n = chunk.shape[0]
+            if n < self.batch:
+                chunk = torch.cat([chunk, chunk[-1:].expand(self.batch - n, *chunk.shape[1:])])
+            outs.append(self.program(chunk)[:n])
+        return torch.cat(outs)
+
+
+def _exported_model(path: Path) -> tuple[nn.Module, int | None, tuple[int, int] | None]:
+    """A ``torch.export`` program as a module, the channel count and the (H, W) its one image input was exported
+    with (None where a dimension is dynamic)."""
+    program = load_exported_program(path, "torch.export model")
+    user_inputs = list(program.graph_signature.user_inputs)
+    if len(user_inputs) != 1:
+        raise ValueError(
+            f"the torch.export model '{path.name}' takes {len(user_inputs)} inputs ({', '.join(user_inputs)}); a "
+            "classifier takes one batch of images (B, C, H, W). Export it with a single image input."
+        )
+    node = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == user_inputs[0])
+    shape = tuple(node.meta["val"].shape) if "val" in node.meta else ()
+    if len(shape) != 4:
+        raise ValueError(
+            f"the torch.export model '{path.name}' was exported with an input of shape {shape}; a classifier takes "
+            "images shaped (B, C, H, W). Export it with an example batch such as torch.rand(8, 3, 224, 224)."
+        )
+    fixed = [int(d) if isinstance(d, int) else None for d in shape]
+    batch, channels = fixed[0], fixed[1]
+    if batch is not None:
+        log.warning(
+            "torch.export model %s was exported with a fixed batch size of %d: it is run on chunks of %d images. "
+            "Export with a dynamic batch (dynamic_shapes={'x': {0: torch.export.Dim('batch')}}) to run whole "
+            "batches.",
+            path.name,
+            batch,
+            batch,
+        )
+    size = (fixed[2], fixed[3]) if fixed[2] is not None and fixed[3] is not None else None
+    return ExportedModule(program.module(), batch), channels, size
+
+
+def _scripted_model(path: Path) -> nn.Module:
+    with warnings.catch_warnings():  # torch >= 2.9 deprecates jit in favour of export; jit still works
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return torch.jit.load(str(path), map_location="cpu")
+        except RuntimeError as err:
+            raise ValueError(
+                f"'{path}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save the model with "
+                "torch.export.save(torch.export.export(model, (example,)), path) or torch.jit.save(torch.jit."
+                "script(model), path), or use classifier=module for a state dict."
+            ) from err
+
+
 def _input_channels(model: nn.Module, input_size: int | Sequence[int] | None) -> int | None:
     """Channels a model takes: from its first 4-D (conv) weight, else by a forward probe at ``input_size``
     (32 px when unset) with 3 and then 1 channel; None when neither tells."""
@@ -194,31 +273,50 @@ def torchscript_classifier(
     std: Sequence[float] | None = None,
     input_size: int | Sequence[int] | None = None,
 ) -> ImageClassifier:
-    """A model saved with ``torch.jit.save`` that takes normalised images; ``mean``/``std``/``input_size``
-    describe the preprocessing it was trained with.
+    """A model file taking normalised images: a ``torch.export`` program (``torch.export.save``, ``.pt2``) or a
+    TorchScript module (``torch.jit.save``), told apart by the archive's layout, not its name; a plain
+    ``torch.save`` pickle is refused. ``mean``/``std``/``input_size`` describe the preprocessing it was
+    trained with.
 
-    Without ``mean``/``std`` the channel count is read from the first convolution weight of the script (or
-    found by a forward probe): 3 channels get ImageNet's mean/std, 1 channel mean 0 / std 1 (no
-    normalisation, with a warning naming ``classifier.mean``/``classifier.std``).
+    Without ``mean``/``std`` the channel count is read from the model (an exported program's input shape; a
+    script's first convolution weight, or a forward probe): 3 channels get ImageNet's mean/std, 1 channel mean 0 /
+    std 1 (no normalisation, with a warning naming ``classifier.mean``/``classifier.std``). An exported program
+    with a fixed image size gets that size as ``input_size`` when none is given.
     """
-    p = require_file(path, "TorchScript model", "Set classifier.path to a file saved with torch.jit.save.")
-    with warnings.catch_warnings():  # torch >= 2.9 deprecates jit in favour of export; jit still works
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            model = torch.jit.load(str(p), map_location="cpu")
-        except RuntimeError as err:
-            raise ValueError(
-                f"'{p}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save "
-                "the model with torch.jit.save(torch.jit.script(model), path), or use "
-                "classifier=module for a state dict."
-            ) from err
-    channels = _input_channels(model, input_size)
+    p = require_file(
+        path,
+        "model file (torch.export or TorchScript)",
+        "Set classifier.path to a file saved with torch.export.save (.pt2) or torch.jit.save.",
+    )
+    kind = model_archive_kind(p)
+    if kind == TORCH_SAVE or kind is None:
+        raise ValueError(
+            f"'{p}' is {'a torch.save archive (a pickle)' if kind == TORCH_SAVE else 'not a zip archive'}, neither a "
+            "torch.export program nor TorchScript; pickles are never loaded (they run code). Save the model with "
+            "torch.export.save(torch.export.export(model.eval(), (example,)), 'model.pt2'), or give its state dict "
+            "to classifier=module / timm / torchvision."
+        )
+    if kind == TORCH_EXPORT:
+        model, channels, exported_size = _exported_model(p)
+        if input_size is None:
+            input_size = exported_size
+        elif exported_size is not None and as_size(input_size) not in (exported_size, exported_size[0]):
+            raise SettingError(
+                "input_size",
+                input_size,
+                f"the size the program was exported with ({exported_size[0]}x{exported_size[1]}) or null",
+                f"[{exported_size[0]},{exported_size[1]}]",
+            )
+        tag, what = f"export:{p.name}", "torch.export model"
+    else:
+        model = _scripted_model(p)
+        channels, tag, what = _input_channels(model, input_size), f"torchscript:{p.name}", "TorchScript model"
     if (mean is None) != (std is None):
         raise ValueError("give both classifier.mean and classifier.std (one entry per input channel), or neither.")
     if mean is None:
         if channels is None:
             raise ValueError(
-                f"cannot tell how many channels the TorchScript model '{p.name}' takes (no conv "
+                f"cannot tell how many channels the {what} '{p.name}' takes (no conv "
                 "weight, and a probe with 3 and 1 channels failed). Set classifier.mean and "
                 "classifier.std with one entry per channel (e.g. classifier.mean=[0.5] "
                 "classifier.std=[0.5]) and classifier.input_size."
@@ -226,19 +324,21 @@ def torchscript_classifier(
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.0,) * channels, (1.0,) * channels)
         if channels != 3:
             log.warning(
-                "TorchScript model %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
+                "%s %s takes %d channel(s); no mean/std given, so images in [0, 1] are "
                 "passed unnormalised. Set classifier.mean=[...] classifier.std=[...] to its training "
                 "normalisation.",
+                what,
                 p.name,
                 channels,
             )
     elif channels is not None and len(mean) != channels:
         raise ValueError(
-            f"classifier.mean/std have {len(mean)} entries but the TorchScript model '{p.name}' takes "
+            f"classifier.mean/std have {len(mean)} entries but the {what} '{p.name}' takes "
             f"{channels}-channel images; give {channels} entries (e.g. classifier.mean="
             f"[{', '.join(['0.5'] * channels)}])."
         )
-    return freeze(ImageClassifier(model, num_classes, mean, std, input_size, name=f"torchscript:{p.name}"))
+    log.info("model file %s: a %s", p.name, what)
+    return freeze(ImageClassifier(model, num_classes, mean, std, input_size, name=tag))
 
 
 # --------------------------------------------------------------------------------------------- module

@@ -4,9 +4,14 @@ Every ``geneval`` command is a function ``run_<name>(cfg)`` in one module of thi
 command group, registered with :func:`command`. This is the only layer that sees a Hydra ``DictConfig``,
 prints, or chooses an exit code; the library below takes objects and returns data.
 
-* :func:`command` wraps a command once: user errors (a bad value, a missing file) become one line
-  ``geneval <command>: error: <message>`` on stderr and exit status 2, never a traceback.
-* :func:`build` is the one instantiation helper (Hydra ``instantiate``, with the user's error unwrapped).
+* :func:`command` wraps a command once: user errors (a bad value, a missing file, anything raised while a
+  component is built) become one paragraph ``geneval <command>: error: <message>`` on stderr and exit status 2,
+  never a traceback (``HYDRA_FULL_ERROR=1`` shows it, as for Hydra's own errors).
+* :func:`build` is the one instantiation helper: it checks the node's keys and value types against its
+  ``_target_`` first (:mod:`genEval.commands.settings`), then calls Hydra ``instantiate`` and turns whatever
+  the component raises into a :class:`BuildError` that names the role (a setting's error names its config key).
+* :func:`build_data` builds the data set with the tested classifier's class names when the data set maps folders
+  onto classes by name and its config names no classes.
 * :func:`build_classifiers` turns a list or mapping of ``conf/classifier`` names into classifier factories.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +30,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from genEval.commands.settings import check_node, parameters, target_of
+from genEval.interfaces import SettingError
 from genEval.search.perturb import NonFiniteError
 
 #: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a
@@ -31,23 +39,57 @@ from genEval.search.perturb import NonFiniteError
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger("genEval")
 
-#: Exceptions that mean "the user asked for something that cannot work": message, exit 2.
+
+class BuildError(ValueError):
+    """A component (classifier, data, generator, oracle, mask, ...) could not be built from its config; the message
+    names the role and says why (the component's own message, not Hydra's wrapper); ``__cause__`` is the error the
+    component raised. A ValueError: the configured values cannot be built."""
+
+
+#: Exceptions that mean "the user asked for something that cannot work": message, exit 2. OSError covers a
+#: missing file, a full disk and an unreachable host; ImportError a missing optional dependency.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
-    FileNotFoundError,
-    FileExistsError,
-    NotADirectoryError,
-    PermissionError,
+    OSError,
+    ImportError,
     NonFiniteError,
+    BuildError,
 )
 
 #: Command name -> (config name in conf/, function); filled by :func:`command`.
 REGISTRY: dict[str, tuple[str, Callable[[DictConfig], Any]]] = {}
 
 
+def one_paragraph(text: str) -> str:
+    """``text`` on one paragraph: line breaks and runs of spaces become one space (a message from deep inside a
+    library may span lines; the user reads one error)."""
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def error_message(err: BaseException) -> str:
+    """What the user reads for ``err``: Hydra's instantiation wrapper is looked through to the error the
+    component raised; an error that is not self-explanatory (no message, or not a user error) gets its type."""
+    while isinstance(err, InstantiationException) and err.__cause__ is not None:
+        err = err.__cause__
+    text = str(err)
+    if isinstance(err, InstantiationException):
+        text = _hydra_text(text)
+    if isinstance(err, KeyError) and len(err.args) == 1:
+        text = str(err.args[0])  # KeyError's str() adds quotes
+    if not text or not isinstance(err, USER_ERRORS):
+        text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return one_paragraph(text)
+
+
+def _hydra_text(text: str) -> str:
+    """Hydra's own instantiation message without its advice about environment variables and its key line."""
+    text = re.sub(r",? ?set env var HYDRA_FULL_ERROR=1 to see chained exception\.?", ".", text)
+    return re.sub(r"\s*full_key: \S+\s*$", "", text)
+
+
 def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
     """Register ``fn`` as ``geneval <name>`` (composing ``conf/<config>.yaml``) and give it the one error
-    policy: a user error prints ``geneval <name>: error: ...`` and exits with status 2."""
+    policy: a user error prints one paragraph ``geneval <name>: error: ...`` and exits with status 2."""
     prog = "geneval" if name == "evaluate" else f"geneval {name}"
 
     def wrap(fn: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
@@ -56,8 +98,10 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
             try:
                 use_assets(cfg)
                 return fn(cfg)
-            except USER_ERRORS as err:
-                print(f"{prog}: error: {err}", file=sys.stderr)
+            except (*USER_ERRORS, InstantiationException) as err:
+                if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                print(f"{prog}: error: {error_message(err)}", file=sys.stderr)
                 sys.exit(2)
 
         REGISTRY[name] = (config, run)
@@ -77,16 +121,55 @@ def use_assets(cfg: DictConfig) -> None:
 def build(cfg: DictConfig, role: str, **kwargs: Any) -> Any:
     """Instantiate one component from its config node (the single instantiation helper).
 
-    Hydra wraps errors raised while building; the user-facing ones are unwrapped so that the message
-    naming the bad value reaches the user first, prefixed with the role being built.
+    ``role`` is the config key of the node (``data``, ``classifiers.r20``): errors name it. Keys the ``_target_``
+    does not take and values of the wrong type are refused before anything is built
+    (:func:`genEval.commands.settings.check_node`); whatever building raises becomes a :class:`BuildError`
+    ``while building <role>: <the component's message>``, with a setting's error under its config key
+    (``data.limit must be ...``). ``kwargs`` are passed to the target on top of the config.
     """
+    check_node(cfg, role)
     try:
         return instantiate(cfg, _convert_="partial", **kwargs)
-    except InstantiationException as err:
-        cause = err.__cause__
-        if isinstance(cause, (*USER_ERRORS, KeyError, RuntimeError)):
-            raise type(cause)(f"while building {role}: {cause}") from err
-        raise
+    except Exception as err:  # noqa: BLE001 - every failure to build is reported as one teaching paragraph
+        raise _build_error(err, cfg, role) from err
+
+
+def _build_error(err: BaseException, node: DictConfig, role: str) -> BaseException:
+    cause = err
+    while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, SettingError):
+        return cause.under(_node_key(err, node, role))
+    return BuildError(f"while building {role}: {error_message(cause)}")
+
+
+def _node_key(err: BaseException, node: DictConfig, role: str) -> str:
+    """The config key of the (possibly nested) node whose target raised. Hydra writes the node's key in its
+    config as ``full_key: <key>`` on the last line of its wrapper; it is re-rooted at ``role``, the key of
+    ``node`` on the command line."""
+    found = re.search(r"full_key: (\S+)\s*$", str(err)) if isinstance(err, InstantiationException) else None
+    if not found:
+        return role
+    # OmegaConf writes list items as [i]; the command line (and this message) as .i
+    key, base = (re.sub(r"\[(\d+)\]", r".\1", k) for k in (found.group(1), node._get_full_key(None)))
+    if base and key.startswith(base):
+        return role + key[len(base) :]
+    return role
+
+
+def build_data(cfg: DictConfig, classifier: Any, role: str = "data") -> Any:
+    """Build the data set of ``cfg`` for ``classifier``: when the data set maps sub-folders onto classes by name
+    (its target takes ``known_classes``, as :class:`genEval.data.ImageFolderData` does), the config names no
+    classes (``class_names: null``) and the classifier knows the classes it was trained on
+    (``classifier.class_names``), the folders are mapped onto the classifier's class indices
+    (``ship/`` -> 8 for a CIFAR-10 model), instead of being numbered 0..k-1."""
+    known = getattr(classifier, "class_names", None)
+    target = target_of(cfg) if "_target_" in cfg else None
+    takes = target is not None and "known_classes" in parameters(target)[0]
+    if known and takes and cfg.get("class_names") is None and cfg.get("known_classes") is None:
+        who = getattr(classifier, "name", type(classifier).__name__)
+        return build(cfg, role, known_classes=list(known), known_from=f"classifier {who}")
+    return build(cfg, role)
 
 
 def plain(cfg: Any) -> Any:

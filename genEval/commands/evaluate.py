@@ -16,11 +16,38 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from genEval.commands import build, command, hydra_output_dir, plain
+from genEval.commands import build, build_data, command, hydra_output_dir, plain
+from genEval.commands.settings import Setting, check_node, check_settings
 from genEval.runs.rundir import Shard
+from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
-from genEval.search.kernels import Kernels
+from genEval.search.kernels import PRECISIONS, ROLES, Kernels
 from genEval.search.perturb import SearchConfig
+
+#: The main job's own settings (conf/config.yaml), checked before anything is built.
+SETTINGS = {
+    "seed": Setting(int, "0", low=0, nullable=True, note="null draws a fresh seed and records it"),
+    "device": Setting(str, "cpu"),
+    "batch_size": Setting(int, "64", low=1, nullable=True, note="null chooses it from the memory a step needs"),
+    "num_workers": Setting(int, "0", low=0),
+    "interval": Setting(str, "wilson", choices=tuple(INTERVALS)),
+    "n_boot": Setting(int, "1000", low=1),
+    "grid_size": Setting(int, "8", low=0),
+    "gap_warn_points": Setting(float, "10"),
+    "oracle_warn_accuracy": Setting(float, "70", low=0, high=100, nullable=True),
+    "progress": Setting(bool, "false", nullable=True),
+    "log_interval": Setting(float, "30", above=0),
+    "precision": Setting(str, "bf16", choices=tuple(PRECISIONS)),
+    **{f"role_precision.{r}": Setting(str, "bf16", choices=tuple(PRECISIONS), nullable=True) for r in ROLES},
+    "channels_last": Setting(bool, "true"),
+    "shard.index": Setting(int, "0", low=0, nullable=True),
+    "shard.count": Setting(int, "4", low=1, nullable=True),
+    "save_latents": Setting(bool, "true"),
+    "save_images": Setting(bool, "true"),
+}
+
+#: The component groups the main job builds.
+ROLES_BUILT = ("mask", "classifier", "data", "generator", "oracle")
 
 #: (index variable, count variable, local-rank variable) of the launchers genEval understands.
 LAUNCHER_ENV = (("RANK", "WORLD_SIZE", "LOCAL_RANK"), ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
@@ -37,6 +64,11 @@ def shard_from(cfg: DictConfig, environ: dict[str, str] | None = None) -> tuple[
                 index, count = int(env[idx_var]), int(env[cnt_var])
             local = int(env[local_var]) if local_var in env else None
             break
+    if index is not None and count is not None and not int(index) < int(count):
+        raise ValueError(
+            f"shard.index must lie in 0..shard.count-1, got shard.index={index} with shard.count={count}; "
+            f"e.g. shard.index=0 shard.count={count}."
+        )
     if (index is None) != (count is None):
         raise ValueError(
             f"give both shard.index and shard.count (got index={index}, count={count}), "
@@ -63,12 +95,17 @@ def kernels_from(cfg: DictConfig) -> Kernels:
 
 @command("evaluate", config="config")
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Build data, classifier, generator, oracle and mask from their groups and run ``genEval.evaluate``."""
+    """Check the settings, build classifier, data (folders mapped onto the classifier's classes), generator,
+    oracle and mask from their groups, and run ``genEval.evaluate``."""
+    check_settings(cfg, SETTINGS)
+    kernels = kernels_from(cfg)
+    for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
+        check_node(cfg[role], role)
     shard, local_rank = shard_from(cfg)
     search = SearchConfig.coerce(plain(cfg.search))
     mask = build(cfg.mask, "mask")
-    data = build(cfg.data, "data")
     classifier = build(cfg.classifier, "classifier")
+    data = build_data(cfg.data, classifier)
     generator = build(cfg.generator, "generator")
     oracle = build(cfg.oracle, "oracle")
     run_dir = hydra_output_dir()
@@ -95,7 +132,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         save_latents=cfg.save_latents,
         save_images=cfg.save_images,
         shard=shard,
-        kernels=kernels_from(cfg),
+        kernels=kernels,
         config=plain(cfg),
     )
     print(result.summary())

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from genEval.commands import (
     CONF_DIR,
     build,
+    build_data,
     classifier_nodes,
     command,
     config_options,
@@ -44,9 +45,10 @@ from genEval.service.worker import Worker, run_worker_in_thread
 def build_components(config: dict) -> Components:
     """A job's stored config (plain dicts) -> the objects of one evaluation (runs in the worker's child)."""
     cfg = OmegaConf.create(config)
+    classifier = build(cfg.classifier, "classifier")
     return Components(
-        classifier=build(cfg.classifier, "classifier"),
-        data=build(cfg.data, "data"),
+        classifier=classifier,
+        data=build_data(cfg.data, classifier),
         generator=build(cfg.generator, "generator"),
         oracle=build(cfg.oracle, "oracle"),
         search=SearchConfig.coerce(config["search"]),
@@ -99,6 +101,7 @@ def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
         heartbeat_s=float(cfg.heartbeat_s),
         poll_s=float(cfg.poll_s),
         max_attempts=int(cfg.max_attempts),
+        n_boot=int(cfg.n_boot),
         **extra,
     )
 

@@ -1,10 +1,20 @@
 """Image folders: one sub-folder per class (:class:`ImageFolderData`) and ImageNet in wnid folders
 (:class:`ImageNetData`, class index and name from :mod:`genEval.data.imagenet`). Images are read in
 ``__getitem__``; the options common to every data set are described in :mod:`genEval.data.base`.
+
+Which class a sub-folder is: ImageNet folders by their wnid; other folders by name, onto ``class_names`` when
+given, else onto ``known_classes`` (the tested classifier's classes, which the command layer passes: a folder
+holding only ``ship/`` and ``dog/`` evaluated with a CIFAR-10 model gets labels 8 and 5, the model's indices),
+else the sorted sub-folders are numbered 0..k-1. Names match ignoring case and ``_``/``-``/spaces; a folder
+that matches no class is refused, with every such folder listed.
+
+A file that cannot be decoded raises :class:`~genEval.interfaces.UnreadableSource` naming it; with
+``skip_unreadable=True`` the driver skips such sources, logs each and lists them in ``results.json``.
 """
 
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +25,7 @@ from torch import Tensor
 from genEval.assets import resolve as resolve_asset
 from genEval.data.base import ImageData, check_unique_names
 from genEval.data.imagenet import imagenet_class_names, superclass_members, superclass_table, wnid_index
+from genEval.interfaces import SettingError, UnreadableSource
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,39 @@ def _header(path: Path) -> tuple[tuple[int, int], int] | None:
         return None
 
 
+def _norm(name: str) -> str:
+    """A class or folder name for matching: lower case, runs of ``_``, ``-`` and spaces as one space."""
+    return re.sub(r"[\s_-]+", " ", str(name)).strip().lower()
+
+
+def map_folders(folders: Sequence[str], class_names: Sequence[str], root: Path, source: str) -> dict[str, int]:
+    """Sub-folder name -> index in ``class_names``: the exact name, else the one class whose name matches
+    ignoring case and ``_``/``-``/spaces. Folders that match no class are refused, all of them listed, with the
+    classes ``source`` names (e.g. ``class_names``, ``the classes of classifier cifar_resnet20:...``)."""
+    exact = {c: i for i, c in enumerate(class_names)}
+    loose: dict[str, list[int]] = {}
+    for i, c in enumerate(class_names):
+        loose.setdefault(_norm(c), []).append(i)
+    label_of, unknown = {}, []
+    for f in folders:
+        if f in exact:
+            label_of[f] = exact[f]
+        elif len(loose.get(_norm(f), [])) == 1:
+            label_of[f] = loose[_norm(f)][0]
+        else:
+            unknown.append(f)
+    if unknown:
+        listed = ", ".join(repr(f) for f in unknown)
+        many = len(unknown) > 1
+        raise ValueError(
+            f"folder class{'es' if many else ''} {listed} in '{root}' {'are' if many else 'is'} not in {source} "
+            f"{list(class_names)}. Rename {'those folders' if many else 'it'} to class names (matching ignores "
+            "case, '_', '-' and spaces), remove them, or set data.class_names=[...] to give every class in "
+            "the model's logit order."
+        )
+    return label_of
+
+
 def _scan_folders(
     root: Path, folders: Sequence[str], label_of: Mapping[str, int], exts: tuple[str, ...]
 ) -> tuple[list[str], list[int]]:
@@ -62,11 +106,20 @@ def _scan_folders(
     return files, labels
 
 
+def _flag(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(key, value, "true or false", "true")
+    return value
+
+
 class ImageFolderData(ImageData):
     """Images in ``root/<class>/**/<file>``; the class is the sub-folder, ``source_id`` the relative path.
 
-    Without ``class_names`` the classes are the sorted sub-folder names. With ``class_names``, label =
-    position in that list, and every sub-folder must be one of them (classes without a folder are fine).
+    With ``class_names``, label = position in that list, and every sub-folder must be one of them (classes
+    without a folder are fine). Without, ``known_classes`` (the tested classifier's classes in logit order; the
+    command layer passes them, ``known_from`` says whose they are) play that role, so folder names land on the
+    model's indices; without either, the classes are the sorted sub-folder names (see the module docstring).
+    ``skip_unreadable``: the driver skips sources whose file cannot be decoded (logged, listed in results).
     With ``image_size=None`` the selected images must share one size (and, with ``channels=None``, one channel
     count): the headers are checked when the dataset is built, and an error names two files that differ and
     ``data.image_size=``, before any batch is formed.
@@ -84,24 +137,35 @@ class ImageFolderData(ImageData):
         subset: str = "random",
         subset_seed: int | None = None,
         indices: str | Sequence[int] | None = None,
+        skip_unreadable: bool = False,
+        known_classes: Sequence[str] | None = None,
+        known_from: str | None = None,
     ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
+        self.skip_unreadable = _flag("skip_unreadable", skip_unreadable)
         folders = self._open_root(root, extensions)
-        if class_names is None:
-            self.class_names = folders
-        else:
+        if class_names is not None:
             self.class_names = check_unique_names(class_names, f"image folder '{self.root}'")
-            unknown = [f for f in folders if f not in self.class_names]
-            if unknown:
-                raise ValueError(
-                    f"folder class '{unknown[0]}' in '{self.root}' is not in class_names "
-                    f"{self.class_names}. Add it to data.class_names or remove the folder."
-                )
-        index = {c: i for i, c in enumerate(self.class_names)}
-        self._files, labels = _scan_folders(self.root, folders, {f: index[f] for f in folders}, self.extensions)
+            label_of = map_folders(folders, self.class_names, self.root, "class_names")
+        elif known_classes is not None:
+            self.class_names = check_unique_names(known_classes, f"{known_from or 'known_classes'}")
+            label_of = map_folders(folders, self.class_names, self.root, f"the classes of {known_from or 'the model'}")
+        else:
+            self.class_names = folders
+            label_of = {f: i for i, f in enumerate(folders)}
+        self.folder_classes = {f: (label_of[f], self.class_names[label_of[f]]) for f in folders}
+        self._files, labels = _scan_folders(self.root, folders, label_of, self.extensions)
         self._require_files()
         self.name = name or f"imagefolder:{self.root.name}"
         self._select(labels)
+        if class_names is None and known_classes is not None:
+            log.info(
+                "%s: folders mapped onto the %d classes of %s: %s",
+                self.name,
+                len(self.class_names),
+                known_from or "the model",
+                ", ".join(f"{f} -> {lab} {nm!r}" for f, (lab, nm) in self.folder_classes.items()),
+            )
         log.debug("%r", self)
 
     def _open_root(self, root: str | Path, extensions: Sequence[str]) -> list[str]:
@@ -156,13 +220,10 @@ class ImageFolderData(ImageData):
         path = self.root / self._files[index]
         try:
             with Image.open(path) as img:
-                img.load()
+                img.load()  # decodes the whole file: a truncated JPEG fails here, not later
                 return _pil_to_tensor(img, self.channels)
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-            raise ValueError(
-                f"cannot read image file '{path}' ({type(err).__name__}: {err}). Remove or "
-                "replace the corrupt/non-image file."
-            ) from err
+            raise UnreadableSource(self._source_id(index), str(path), f"{type(err).__name__}: {err}") from err
 
     def _source_id(self, index: int) -> str:
         return self._files[index].replace(os.sep, "/")
@@ -174,16 +235,16 @@ class ImageNetData(ImageFolderData):
     Any subset of the 1,000 wnid folders may be present. Without ``superclasses`` the labels are the 1k class
     indices (timm's order, which 1k classifiers use) and ``class_names`` lists all 1,000 names
     (:func:`genEval.data.imagenet.imagenet_class_names`: ``"openai"`` open_clip's curated names, ``"lemma"``,
-    ``"wnid"``, or a list of 1,000 names). With ``superclasses`` (a named set such as ``restricted_imagenet9``,
+    ``"wnid"``, or a list of 1,000 names; None = ``"openai"``). With ``superclasses`` (a named set such as ``restricted_imagenet9``,
     or a mapping name -> inclusive 1k index ranges) the labels are super-class indices, the class names the
-    super-class names (or a list of as many), and folders outside every super-class are left out. The folder
+    super-class names (``class_names`` None or a name source) or a list of as many, and folders outside every super-class are left out. The folder
     -> class mapping used is logged and kept in ``folder_classes`` (wnid -> (label, name)).
     """
 
     def __init__(
         self,
         root: str | Path,
-        class_names: str | Sequence[str] = "openai",
+        class_names: str | Sequence[str] | None = "openai",
         superclasses: str | Mapping[str, Sequence] | None = None,
         image_size: int | None = 224,
         channels: int | None = 3,
@@ -193,8 +254,10 @@ class ImageNetData(ImageFolderData):
         subset: str = "random",
         subset_seed: int | None = None,
         indices: str | Sequence[int] | None = None,
+        skip_unreadable: bool = False,
     ) -> None:
         ImageData.__init__(self, image_size, channels, limit, subset, subset_seed, indices)
+        self.skip_unreadable = _flag("skip_unreadable", skip_unreadable)
         folders = self._open_root(root, extensions)
         if not folders:
             raise ValueError(
@@ -204,7 +267,8 @@ class ImageNetData(ImageFolderData):
         fine = {f: wnid_index(f) for f in folders}
         if superclasses is None:
             self.superclasses = None
-            names = class_names if not isinstance(class_names, str) else imagenet_class_names(class_names)
+            plain = class_names is None or isinstance(class_names, str)
+            names = imagenet_class_names(class_names or "openai") if plain else class_names
             self.class_names = self._check_class_names(names, imagenet_class_names("wnid"))
             label_of = fine
         else:

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from genEval.checkpoints import cache_dir
 from genEval.data.base import ImageData
-from genEval.interfaces import resize_images
+from genEval.interfaces import SettingError, resize_images
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class MNISTData(ImageData):
     ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         if split not in self._PREFIX:
-            raise ValueError(f"MNIST split must be one of {list(self._PREFIX)}, got {split!r}.")
+            raise SettingError("split", split, f"one of {', '.join(self._PREFIX)} (MNIST's files)", "test")
         if root is None:
             root = cache_dir("mnist")
         self.root = Path(root).expanduser()
@@ -193,9 +193,9 @@ class DigitsData(ImageData):
     ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         if split not in ("train", "test"):
-            raise ValueError(f"digits split must be 'train' or 'test', got {split!r}.")
-        if not 0.0 < float(test_fraction) < 1.0:
-            raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}.")
+            raise SettingError("split", split, "train or test", "test")
+        if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
+            raise SettingError("test_fraction", test_fraction, "a number strictly between 0 and 1", "0.3")
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
 

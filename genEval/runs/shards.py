@@ -5,8 +5,9 @@ random draws depend on ``(seed, source id)`` only, so each shard computes the ve
 would have. :func:`merge_runs` checks that the shards belong together (same config, seed, components, data,
 shard count; every shard present once; every source present once), concatenates their records in data-set
 order, copies their tensor parts, and scores the result with the driver's own :func:`genEval.runs.summary.summarize`
--- so scores, intervals and the per-class table equal those of the unsharded run. ``compare``, ``export``,
-``fit-mask`` and ``report`` read the merged directory like any other run.
+-- so scores, intervals and the per-class table equal those of the unsharded run. Sources a shard skipped as
+unreadable (``data.skip_unreadable``) count as present and are listed once in the merged ``skipped``.
+``compare``, ``export``, ``fit-mask`` and ``report`` read the merged directory like any other run.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     results = [read_results(d) for d in dirs]
     per_shard = [[SampleRecord.from_dict(r) for r in read_samples(d)] for d in dirs]
     n_total = identities[0]["sources"]["n_total"]
-    _check_sources(dirs, per_shard, count, n_total)
+    unread = [r.get("skipped") for r in results]  # data.skip_unreadable: the sources each shard could not read
+    skipped = [s or [] for s in unread]
+    _check_sources(dirs, per_shard, count, n_total, skipped)
     config = dict(results[0]["config"])
     ident = {
         **identities[0],
@@ -153,6 +156,7 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
             timings=timings,
             shard=Shard(),
             identity=ident,
+            skipped=None if all(s is None for s in unread) else sorted((x for s in skipped for x in s), key=_pos),
         )
         if saved[IMAGES]:
             _grid(writer.dir, records, int(config.get("grid_size", 8)))
@@ -164,9 +168,15 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     return result
 
 
-def _check_sources(dirs: list[Path], per_shard: list[list[SampleRecord]], count: int, n_total: int) -> None:
+def _pos(skip: dict) -> int:
+    return int(skip["position"])
+
+
+def _check_sources(
+    dirs: list[Path], per_shard: list[list[SampleRecord]], count: int, n_total: int, skipped: list[list[dict]]
+) -> None:
     seen: dict[str, Path] = {}
-    for i, (d, recs) in enumerate(zip(dirs, per_shard)):
+    for i, (d, recs, unread) in enumerate(zip(dirs, per_shard, skipped)):
         dup = [r.source_id for r in recs if r.source_id in seen]
         if dup:
             raise ValueError(
@@ -175,7 +185,7 @@ def _check_sources(dirs: list[Path], per_shard: list[list[SampleRecord]], count:
             )
         seen.update((r.source_id, d) for r in recs)
         want = set(Shard(i, count).positions(n_total))
-        got = {r.index for r in recs}
+        got = {r.index for r in recs} | {_pos(s) for s in unread}  # a skipped source was read and left out
         if got != want:
             raise ValueError(
                 f"'{d}' (shard {i} of {count}) holds {len(got)} sources but should hold {len(want)}: "

@@ -34,10 +34,13 @@ def summarize(
     kernels: dict | None = None,
     batch: dict | None = None,
     image_shapes: dict | None = None,
+    skipped: list[dict] | None = None,
 ) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
     The driver and ``genEval.runs.shards`` both call this, so a merged run equals the unsharded one.
+    ``skipped``: the sources left out because they could not be read (``data.skip_unreadable``; position,
+    source id, path, reason), or None when the run did not skip (then results hold no ``skipped`` list).
     """
     outcomes = Outcomes.from_records([asdict(r) for r in records])
     search = config.get("search") or {}  # the budget tells "budget 0" apart in the reason for an undefined PA
@@ -62,6 +65,12 @@ def summarize(
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
     warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
+    if skipped:
+        shown = ", ".join(f"'{s['path']}'" for s in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        warnings.append(
+            f"{len(skipped)} unreadable source file(s) were skipped (data.skip_unreadable=true) and are not in the "
+            f"scores: {shown}; results.json lists each under 'skipped' with the reason."
+        )
     return EvalResult(
         scores=scores,
         per_class=per_class,
@@ -82,5 +91,6 @@ def summarize(
             **({"kernels": kernels} if kernels else {}),
             **({"batch": batch} if batch else {}),
             **({"image_shapes": image_shapes} if image_shapes else {}),
+            **({"skipped": list(skipped)} if skipped is not None else {}),
         },
     )

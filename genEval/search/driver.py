@@ -14,6 +14,12 @@ Scale-out and crash safety (all exact, not approximate):
   too). ``genEval.runs.shards`` combines the shards into the run an unsharded evaluation would have written.
 * A rerun on a directory holding an unfinished run of the same identity resumes it: recorded samples are
   not recomputed, and the final files equal those of an uninterrupted run.
+* A source that cannot be decoded (:class:`~genEval.interfaces.UnreadableSource`) stops the run with that error,
+  unless the data set has ``skip_unreadable`` set: then it is logged, left out of the samples and listed (position,
+  source id, path, reason) under ``skipped`` in the results. Whether a file decodes depends on its bytes only, so
+  the same sources are skipped whatever the batch size, the shard or the number of resumes (a resume reads the
+  skipped files again and lists them again; ``data.skip_unreadable`` may be switched on to resume a run that
+  stopped at a corrupt file).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +41,7 @@ import torch
 from tqdm.auto import tqdm
 
 from genEval.data.base import SubsetData
-from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, check_images
+from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, UnreadableSource, check_images
 from genEval.runs.rundir import (
     RUN,
     EvalResult,
@@ -76,6 +82,7 @@ EXECUTION_KEYS = (
     "channels_last",
     "shard",
     "assets",  # where asset files were found: their bytes are checked by sha256, so the place changes nothing
+    "data.skip_unreadable",
 )
 
 
@@ -234,8 +241,10 @@ def evaluate(
             m.to(dev).eval().requires_grad_(False)
     classifier, generator, oracle, kernel_settings = accelerate(classifier, generator, oracle, kernels, dev)
     oracle.prepare(class_names)
-    _check_classifier(classifier, data, positions[0], len(class_names), dev)  # before anything is written
-    first_x, first_y, _ = data[positions[0]]
+    skip = skips_unreadable(data)
+    first = _first_readable(data, positions, skip)
+    _check_classifier(classifier, data, first, len(class_names), dev)  # before anything is written
+    first_x, first_y, _ = data[first]
     auto = None
     if batch_size is None:
         auto = auto_batch_size(first_x, first_y, classifier, generator, dev)
@@ -266,8 +275,17 @@ def evaluate(
         shapes: dict[str, list[int]] = {}
         local: list[SampleRecord] = []
         bar = _Progress(len(positions), len(done), shard, progress, log_interval)
+        skipped: list[dict] = []
+
+        def on_unreadable(position: int, err: UnreadableSource) -> None:
+            if not skip:
+                raise err
+            log.warning("skipped unreadable source %s: %s", err.source_id, err.reason)
+            skipped.append({"position": position, "source_id": err.source_id, "path": err.path, "reason": err.reason})
+            bar.skip()
+
         t_loop = time.perf_counter()
-        samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names)
+        samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names, on_unreadable)
         try:
             for out in perturb(
                 samples,
@@ -324,6 +342,7 @@ def evaluate(
             kernels=kernel_settings,
             batch={"batch_size": batch_size, "auto": None if auto is None else auto.to_dict()},
             image_shapes=shapes or _previous_shapes(writer),
+            skipped=sorted(skipped, key=lambda d: d["position"]) if skip else None,
         )
         if writer is not None:
             if grid:
@@ -371,6 +390,40 @@ def _recorded_seed(output_dir: str | Path | None) -> int | None:
     return read_run_identity(output_dir).get("seed")
 
 
+def skips_unreadable(data: ImageDataset) -> bool:
+    """Whether ``data`` (or the data set a :class:`SubsetData` part is taken from) skips unreadable sources."""
+    while isinstance(data, SubsetData):
+        data = data.data
+    return getattr(data, "skip_unreadable", False) is True
+
+
+def _first_readable(data: ImageDataset, positions: Sequence[int], skip: bool) -> int:
+    """The first position whose source can be read (the first position when not skipping: its error stops the
+    run before anything is written)."""
+    if not skip:
+        return positions[0]
+    for position in positions:
+        try:
+            data[position]
+            return position
+        except UnreadableSource:
+            continue
+    raise ValueError(
+        f"none of the {len(positions)} sources of {_component_id(data)} can be read (data.skip_unreadable=true "
+        "skipped every one); check data.root and data.extensions."
+    )
+
+
+def _without(config: dict, keys: Sequence[str]) -> dict:
+    """``config`` without ``keys``; a dotted key (``data.skip_unreadable``) removes a nested entry."""
+    out = {k: v for k, v in config.items() if k not in keys}
+    for key in keys:
+        head, _, rest = key.partition(".")
+        if rest and isinstance(out.get(head), dict):
+            out[head] = _without(out[head], [rest])
+    return out
+
+
 def _identity(
     config: dict, components: dict, seed: int, data: ImageDataset, positions: list[int], shard: Shard
 ) -> dict[str, Any]:
@@ -383,7 +436,7 @@ def _identity(
     if ids is not None:
         sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
     return {
-        "config": {k: v for k, v in config.items() if k not in EXECUTION_KEYS},
+        "config": _without(config, EXECUTION_KEYS),
         "components": components,
         "seed": seed,
         "sources": sources,
@@ -404,9 +457,34 @@ def _check_classifier(
         )
 
 
-def _collate(items: list[tuple[torch.Tensor, int, str]]):
-    xs, ys, ids = zip(*items)
-    return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids)
+class _Sources(torch.utils.data.Dataset):
+    """``data`` at ``positions``: item ``k`` is ``(image, label, source id, position)``, or, for a source that
+    cannot be decoded, ``(position, UnreadableSource)``, so that the main process decides what it means (stop or
+    skip) even when a DataLoader worker read it."""
+
+    def __init__(self, data: ImageDataset, positions: Sequence[int]) -> None:
+        self.data, self.positions = data, list(positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, k: int):
+        position = self.positions[k]
+        try:
+            x, y, sid = self.data[position]
+        except UnreadableSource as err:
+            return position, err
+        return x, y, sid, position
+
+
+def _collate(items: list[tuple]):
+    """A batch of the readable items (stacked images, labels, ids, positions) and the unreadable ones."""
+    bad = [it for it in items if len(it) == 2]
+    good = [it for it in items if len(it) == 4]
+    if not good:
+        return None, None, [], [], bad
+    xs, ys, ids, positions = zip(*good)
+    return torch.stack(xs), torch.as_tensor(ys, dtype=torch.long), list(ids), list(positions), bad
 
 
 def _samples(
@@ -417,18 +495,23 @@ def _samples(
     num_workers: int,
     dev: torch.device,
     class_names: list[str],
+    on_unreadable: Callable[[int, UnreadableSource], None],
 ) -> Iterator[Sample]:
-    """The sources to search, read by a DataLoader (workers, pinned memory on CUDA), checked, seeded."""
+    """The sources to search, read by a DataLoader (workers, pinned memory on CUDA), checked, seeded; each source
+    that cannot be read goes to ``on_unreadable(position, error)`` (which raises it, or records the skip)."""
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.Subset(data, positions),
+        _Sources(data, positions),
         batch_size=batch_size,
         shuffle=False,
         num_workers=num_workers,
         collate_fn=_collate,
         pin_memory=dev.type == "cuda",
     )
-    start = 0
-    for x, y, ids in loader:
+    for x, y, ids, where, bad in loader:
+        for position, err in bad:
+            on_unreadable(position, err)
+        if not ids:
+            continue
         check_images(x, f"data {_component_id(data)} (samples {ids[0]}..{ids[-1]})")
         bad = (y < 0) | (y >= len(class_names))
         if bool(bad.any()):
@@ -438,8 +521,7 @@ def _samples(
                 f"(0..{len(class_names) - 1}: {class_names}). Fix data.class_names."
             )
         for i, sid in enumerate(ids):
-            yield Sample(x[i], int(y[i]), sid, seed=sample_seed(seed, sid), index=positions[start + i])
-        start += len(ids)
+            yield Sample(x[i], int(y[i]), sid, seed=sample_seed(seed, sid), index=where[i])
 
 
 def _record(out: Outcome) -> SampleRecord:
@@ -498,6 +580,11 @@ class _Progress:
                 rate,
                 time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown",
             )
+
+    def skip(self) -> None:
+        """A source that was skipped (unreadable) counts as done."""
+        self.done += 1
+        self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()

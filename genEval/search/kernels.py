@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from genEval.interfaces import SettingError
+
 log = logging.getLogger(__name__)
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -51,6 +53,8 @@ class Kernels:
                     f"unknown precision {p!r} for {role}; choose one of {', '.join(PRECISIONS)} "
                     "(bf16 is the fast safe choice on GPUs)."
                 )
+        if not isinstance(self.compile, (bool, Mapping)):
+            raise SettingError("compile", self.compile, "true, false or a mapping role -> true/false", "true")
         if isinstance(self.compile, Mapping) and set(self.compile) - set(ROLES):
             raise ValueError(
                 f"compile names unknown roles {sorted(set(self.compile) - set(ROLES))}; roles: {', '.join(ROLES)}."

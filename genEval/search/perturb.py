@@ -30,10 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from genEval.interfaces import Classifier, Generator, Oracle
+from genEval.interfaces import Classifier, Generator, Oracle, SettingError
 
 UPDATE_RULES = ("adam", "sgd", "sign")
 REFERENCES = ("label", "clean_prediction")
+
+
+def _bad(key: str, value: Any, expected: str, example: str, note: str = "") -> Any:
+    raise SettingError(f"search.{key}", value, expected, example, note)
 
 
 @dataclass
@@ -60,21 +64,30 @@ class SearchConfig:
     adam_eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        if isinstance(self.budget, bool) or int(self.budget) != self.budget or self.budget < 0:
-            raise ValueError(
-                f"search.budget must be a whole number >= 0, got {self.budget!r}. "
-                "Use search.budget=50 for the paper preset; 0 perturbs nothing."
-            )
+        b = self.budget
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not float(b).is_integer() or b < 0:
+            _bad("budget", self.budget, "a whole number >= 0", "50", "the paper preset; 0 perturbs nothing")
         self.budget = int(self.budget)
-        for key in ("step_size", "start_noise", "fgsm_start"):
+        for key, example in (("step_size", "0.001"), ("start_noise", "1"), ("fgsm_start", "0")):
             v = getattr(self, key)
-            if not isinstance(v, (int, float)) or v != v or v < 0:
-                raise ValueError(f"search.{key} must be a number >= 0, got {v!r}.")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+                _bad(key, v, "a number >= 0", example)
+        if not isinstance(self.early_stop, bool):
+            _bad("early_stop", self.early_stop, "true or false", "false", "the paper spends the whole budget")
         if self.update not in UPDATE_RULES:
             raise ValueError(
                 f"unknown search.update={self.update!r}; choose one of {', '.join(UPDATE_RULES)} "
                 "(e.g. search.update=adam)."
             )
+        betas = self.adam_betas
+        if (
+            not isinstance(betas, (list, tuple))
+            or len(betas) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
+        ):
+            _bad("adam_betas", betas, "two numbers in [0, 1)", "[0.9,0.999]")
+        if isinstance(self.adam_eps, bool) or not isinstance(self.adam_eps, (int, float)) or not self.adam_eps > 0:
+            _bad("adam_eps", self.adam_eps, "a number > 0", "1e-8")
         self.adam_betas = tuple(float(b) for b in self.adam_betas)  # type: ignore[assignment]
 
     @classmethod

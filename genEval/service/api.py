@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -35,6 +35,7 @@ from genEval.service.auth import ROLES, role_allows
 from genEval.service.benchmarks import NAME_RE, OverrideRefused
 from genEval.service.core import Service
 from genEval.service.db import FINAL, JobInfo, NameTaken, TokenInfo
+from genEval.service.leaderboard import SORT_KEYS
 from genEval.service.models import KINDS, ModelRefused, UploadRefused, classifier_config, safe_filename, sniff_upload
 from genEval.service.pages import add_pages
 from genEval.snapshots.format import SnapshotError
@@ -299,25 +300,39 @@ def _read_routes(app: FastAPI, service: Service) -> None:
         return {"kinds": list(KINDS), "configs": sorted(service.classifiers)}
 
     @app.get("/api/leaderboard/{benchmark}", tags=["benchmarks"])
-    def leaderboard(benchmark: str, version: str | None = None) -> dict:
+    def leaderboard(
+        benchmark: str,
+        version: str | None = None,
+        sort: str = "fmr",
+        order: Literal["asc", "desc"] = "desc",
+        limit: int | None = Query(None, ge=1, description="rows to return (default: all)"),
+        offset: int = Query(0, ge=0),
+    ) -> dict:
+        """The stored standings, ordered by ``sort`` (a score, ``name``, ``date`` or ``repetitions``), every row or
+        ``limit`` rows from ``offset``; ``better_than`` lists every model a row is significantly better than."""
         if benchmark not in service.benchmarks:
             raise HTTPException(404, f"unknown benchmark {benchmark!r}; available: {', '.join(service.benchmarks)}.")
-        st = service.standings(benchmark, version)
+        if sort not in SORT_KEYS:
+            raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)}.")
+        st = service.standings(benchmark, version, sort=sort, descending=order == "desc", limit=limit, offset=offset)
         return {
             "benchmark": benchmark,
             "version": st.version,
             "interval_note": st.interval_note,
             "warnings": st.warnings,
+            "pending": st.pending,
+            "total": st.total,
+            "offset": st.offset,
             "rows": [
                 {
-                    "job": r.job.id,
-                    "name": r.job.name,
+                    "job": r.job_id,
+                    "name": r.name,
                     "repetitions": r.standing.repetitions,
-                    "finished_at": r.job.finished_at,
+                    "finished_at": r.finished_at,
                     "scores": r.standing.scores,
                     "better_than": r.standing.better_than,
                 }
-                for r in st.sorted()
+                for r in st.rows
             ],
         }
 

@@ -1,7 +1,8 @@
-"""The state one server process works with: database, service directory, benchmarks, leaderboards.
+"""The state one server process works with: database, service directory, benchmarks.
 
 Shared by the JSON API (:mod:`genEval.service.api`) and the HTML pages (:mod:`genEval.service.pages`).
-Everything durable is in the database and under ``home``; this object only caches.
+Everything durable is in the database and under ``home``; leaderboard standings are read from the database,
+where workers store them when jobs finish (:mod:`genEval.service.leaderboard`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from genEval.fileio import atomic_write, ensure_writable_dir
 from genEval.reports.report import write_report
 from genEval.service.benchmarks import Benchmark
 from genEval.service.db import Database, JobInfo
-from genEval.service.leaderboard import Leaderboards, Standings
+from genEval.service.leaderboard import Standings, read_standings
 from genEval.snapshots.format import export_snapshot
 
 MiB = 1024 * 1024
@@ -24,7 +25,8 @@ MiB = 1024 * 1024
 @dataclass(frozen=True)
 class Settings:
     """Server settings. ``home``: the service directory (database file for SQLite, uploads, run directories,
-    snapshots). ``max_upload_bytes``: the largest model file accepted."""
+    snapshots). ``max_upload_bytes``: the largest model file accepted. ``n_boot``: bootstrap resamples of the
+    leaderboard's intervals and marks, used by the server's in-process workers."""
 
     home: Path
     max_upload_bytes: int = 512 * MiB
@@ -41,7 +43,6 @@ class Service:
     settings: Settings
     benchmarks: dict[str, Benchmark]
     classifiers: dict[str, dict]
-    leaderboards: Leaderboards = field(init=False)
     _export_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +54,6 @@ class Service:
                 f"default benchmark {default!r} is not among the loaded ones: {', '.join(self.benchmarks)}."
             )
         ensure_writable_dir(self.home / "uploads")
-        self.leaderboards = Leaderboards(self.home, n_boot=self.settings.n_boot)
         for b in self.benchmarks.values():
             self.db.register_benchmark(b.name, b.version, b.title, b.record())
 
@@ -70,12 +70,10 @@ class Service:
             raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(self.benchmarks)}.")
         return self.benchmarks[name]
 
-    def standings(self, name: str, version: str | None = None) -> Standings:
-        """Standings of benchmark ``name`` at ``version`` (default: the current preset's)."""
-        version = version or self.benchmark(name).version
-        return self.leaderboards.standings(
-            name, version, self.db.list_jobs(benchmark=name, version=version, status="done")
-        )
+    def standings(self, name: str, version: str | None = None, **page) -> Standings:
+        """The stored standings of benchmark ``name`` at ``version`` (default: the current preset's); ``page``:
+        ``sort``, ``descending``, ``limit``, ``offset``, ``every_mark`` (:func:`read_standings`)."""
+        return read_standings(self.db, name, version or self.benchmark(name).version, **page)
 
     def rep_dir(self, job: JobInfo, rep: int) -> Path:
         return job.rep_dir(self.home, rep)

@@ -1,8 +1,16 @@
 """The service database: the only state the server and its workers share (SQLite or PostgreSQL).
 
 Tables: ``tokens`` (hashed API tokens), ``benchmarks`` (every registered benchmark version), ``uploads``
-(submitted model files), ``jobs`` (one submission each) and ``workers`` (who is alive). Methods return
+(submitted model files), ``jobs`` (one submission each), ``workers`` (who is alive) and ``standings`` (one
+leaderboard row per finished job: its scores and whom it is significantly better than). Methods return
 frozen dataclasses, never ORM objects, so callers hold no session.
+
+Standings are stored, not recomputed per page view (:mod:`genEval.service.leaderboard` computes them in the
+worker): a job becomes ``done`` in the same transaction that stores its standing row and adds its name to the
+rows of the models that beat it (:meth:`Database.finish_job`). Those transactions are serialised per benchmark
+version (PostgreSQL: a row lock on the version's ``benchmarks`` row; SQLite: one writer at a time), so a job that
+finishes while another is being compared sees it as done and compares itself with it afterwards
+(:meth:`Database.add_marks`).
 
 Job life cycle: ``queued -> running -> done | failed | cancelled``. A worker *claims* a queued job
 atomically, holds it under a *lease* it renews with every heartbeat (with its progress), and finishes it;
@@ -25,9 +33,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from genEval.service.auth import check_role, hash_token, new_token
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
+#: Names of the beaten models a page shows per metric (the rest are counted; the API lists them all).
+MARK_NAMES = 8
 ACTIVE = ("queued", "running")
 FINAL = ("done", "failed", "cancelled")
 
@@ -104,6 +114,25 @@ class JobRow(Base):
     eta_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+class StandingRow(Base):
+    __tablename__ = "standings"
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    version: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    run_dirs: Mapped[list] = mapped_column(JSON)
+    repetitions: Mapped[int] = mapped_column(Integer)
+    scores: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)  # None: SQL NULL
+    better_than: Mapped[dict] = mapped_column(JSON)
+    warnings: Mapped[list] = mapped_column(JSON)
+    interval_note: Mapped[str] = mapped_column(Text)
+    computed_at: Mapped[float] = mapped_column(Float)
+    #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
+    #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
+    marks: Mapped[dict] = mapped_column(JSON)
 
 
 class WorkerRow(Base):
@@ -187,6 +216,44 @@ class JobInfo:
         """What ``GET /api/jobs/{id}`` shows (everything but the resolved config and the upload path)."""
         skip = {"config", "upload_path", "owner_id", "lease_expires_at"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+
+@dataclass(frozen=True)
+class StandingInfo:
+    """A finished job's leaderboard row. ``run_dirs``: its repetitions' run directories relative to ``home``;
+    ``scores``: metric -> {value, low, high} (None when its runs could not be read: left out, with a warning);
+    ``better_than``: metric -> names of the models it is significantly better than."""
+
+    job_id: str
+    benchmark: str
+    version: str
+    name: str
+    finished_at: float | None
+    run_dirs: list
+    repetitions: int
+    scores: dict | None
+    better_than: dict
+    warnings: list
+    interval_note: str
+    computed_at: float
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
+    name) only when asked for."""
+
+    job_id: str
+    name: str
+    finished_at: float | None
+    repetitions: int
+    scores: dict
+    marks: dict
+    better_than: dict | None
+
+
+def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
+    return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
 
 
 @dataclass(frozen=True)
@@ -423,9 +490,15 @@ class Database:
         with self._read() as s:
             return [_view(JobInfo, r) for r in s.scalars(q.order_by(JobRow.created_at.desc()).limit(limit))]
 
-    def count_jobs(self) -> dict[str, int]:
+    def count_jobs(self, benchmark: str | None = None, version: str | None = None) -> dict[str, int]:
+        """Jobs per status (of one benchmark and version when given)."""
+        q = select(JobRow.status, func.count())
+        if benchmark is not None:
+            q = q.where(JobRow.benchmark == benchmark)
+        if version is not None:
+            q = q.where(JobRow.benchmark_version == version)
         with self._read() as s:
-            got = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
+            got = dict(s.execute(q.group_by(JobRow.status)).all())
         return {st: int(got.get(st, 0)) for st in STATUSES}
 
     def claim_job(self, worker_id: str, lease_s: float) -> JobInfo | None:
@@ -502,19 +575,180 @@ class Database:
             values["images_total"] = images_total
         return self._holder_update(job_id, worker_id, **values)
 
-    def finish_job(self, job_id: str, worker_id: str, result: dict, images: int | None = None) -> bool:
-        """Mark a held job done with its result summary (and ``images`` evaluated in all)."""
+    def finish_job(
+        self,
+        job_id: str,
+        worker_id: str,
+        result: dict,
+        images: int | None = None,
+        standing: StandingInfo | None = None,
+        beaten_by: Mapping[str, Sequence[str]] | None = None,
+    ) -> bool:
+        """Mark a held job done with its result summary (and ``images`` evaluated in all); with ``standing``, store
+        its leaderboard row in the same transaction and add its name under each metric of ``beaten_by`` (job id
+        -> metrics) to those jobs' rows. False (and nothing stored) when the worker no longer holds the job."""
         extra = {} if images is None else {"images_done": images, "images_total": images}
-        return self._holder_update(
-            job_id,
-            worker_id,
-            status="done",
-            finished_at=time.time(),
-            result=result,
-            eta_s=0.0,
-            lease_expires_at=None,
-            **extra,
+        now = time.time()
+        with self._write() as s:
+            job = s.get(JobRow, job_id)
+            if job is None:
+                return False
+            self._lock_version(s, job.benchmark, job.benchmark_version)
+            res = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.worker_id == worker_id, JobRow.status == "running")
+                .values(status="done", finished_at=now, result=result, eta_s=0.0, lease_expires_at=None, **extra)
+            )
+            if res.rowcount != 1:
+                return False
+            if standing is not None:
+                self._store_standing(s, replace(standing, finished_at=now), beaten_by or {})
+            return True
+
+    # ----------------------------------------------------------------------------------- standings
+    def _lock_version(self, s: Session, benchmark: str, version: str) -> None:
+        """Serialise the writers of one benchmark version's standings (PostgreSQL row lock; SQLite's write
+        transactions are serial already)."""
+        if self.dialect == "postgresql":
+            s.execute(
+                select(BenchmarkRow.name)
+                .where(BenchmarkRow.name == benchmark, BenchmarkRow.version == version)
+                .with_for_update()
+            )
+
+    @staticmethod
+    def _add_names(s: Session, job_id: str, metric: str, names: Sequence[str]) -> None:
+        row = s.get(StandingRow, job_id)
+        if row is None:
+            return
+        better = {k: list(v) for k, v in (row.better_than or {}).items()}
+        have = better.setdefault(metric, [])
+        have += [n for n in names if n not in have]  # idempotent: a pair compared twice is marked once
+        row.better_than = better  # a new object: SQLAlchemy's JSON type does not see in-place changes
+        row.marks = _marks(better)
+
+    def _store_standing(self, s: Session, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]]) -> None:
+        values = {f.name: getattr(standing, f.name) for f in fields(StandingInfo)}
+        s.merge(StandingRow(**values, marks=_marks(standing.better_than)))
+        for other, metrics in beaten_by.items():
+            for metric in metrics:
+                self._add_names(s, other, metric, [standing.name])
+
+    def add_standing(self, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]] | None = None) -> bool:
+        """Store the row of a job that is already done (a job finished before standings were stored); False when
+        the job is not done."""
+        with self._write() as s:
+            self._lock_version(s, standing.benchmark, standing.version)
+            job = s.get(JobRow, standing.job_id)
+            if job is None or job.status != "done":
+                return False
+            self._store_standing(s, replace(standing, finished_at=job.finished_at), beaten_by or {})
+            return True
+
+    def add_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str]]) -> None:
+        """Add significance marks ``(winner job id, metric, loser name)`` to stored rows (idempotent)."""
+        if not marks:
+            return
+        with self._write() as s:
+            self._lock_version(s, benchmark, version)
+            for winner, metric, loser in marks:
+                self._add_names(s, winner, metric, [loser])
+
+    def standings(self, benchmark: str, version: str) -> list[StandingInfo]:
+        """The stored rows of one benchmark version, oldest first."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(StandingRow)
+                .where(StandingRow.benchmark == benchmark, StandingRow.version == version)
+                .order_by(StandingRow.finished_at, StandingRow.job_id)
+            )
+            return [_view(StandingInfo, r) for r in rows]
+
+    def board(
+        self,
+        benchmark: str,
+        version: str,
+        sort: str = "fmr",
+        descending: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+        every_mark: bool = False,
+    ) -> tuple[int, list[BoardRow]]:
+        """The ranked rows of a version (those with scores), ordered and paged by the database: ``sort`` is a score
+        key (``fmr``, ``sa``, ...; rows where it is undefined come last), ``name``, ``date`` or ``repetitions``.
+        Returns the number of ranked rows and the page; ``every_mark`` adds the full ``better_than`` lists."""
+        order = {"name": func.lower(StandingRow.name), "date": StandingRow.finished_at}.get(sort)
+        if sort == "repetitions":
+            order = StandingRow.repetitions
+        if order is None:
+            order = StandingRow.scores[(sort, "value")].as_float()  # JSON path: SQLite json_extract, PostgreSQL #>>
+        where = (
+            StandingRow.benchmark == benchmark,
+            StandingRow.version == version,
+            StandingRow.scores.is_not(None),
         )
+        cols = [
+            StandingRow.job_id,
+            StandingRow.name,
+            StandingRow.finished_at,
+            StandingRow.repetitions,
+            StandingRow.scores,
+            StandingRow.marks,
+        ]
+        if every_mark:
+            cols.append(StandingRow.better_than)
+        q = (
+            select(*cols)
+            .where(*where)
+            .order_by(order.is_(None), order.desc() if descending else order.asc(), StandingRow.job_id)
+            .offset(offset)
+        )
+        if limit is not None:
+            q = q.limit(limit)
+        with self._read() as s:
+            total = int(s.execute(select(func.count()).select_from(StandingRow).where(*where)).scalar_one())
+            rows = [BoardRow(*r[:6], r[6] if every_mark else None) for r in s.execute(q)]
+        return total, rows
+
+    def board_notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
+        """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
+        with self._read() as s:
+            got = s.execute(
+                select(StandingRow.interval_note, StandingRow.warnings).where(
+                    StandingRow.benchmark == benchmark, StandingRow.version == version
+                )
+            ).all()
+        return [n for n, _ in got if n], [w for _, ws in got for w in ws or []]
+
+    def unranked_jobs(self, benchmark: str | None = None, version: str | None = None) -> list[JobInfo]:
+        """Done jobs without a stored standing row (finished before standings were stored), oldest first."""
+        q = (
+            select(JobRow)
+            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
+            .where(JobRow.status == "done", StandingRow.job_id.is_(None))
+        )
+        if benchmark is not None:
+            q = q.where(JobRow.benchmark == benchmark)
+        if version is not None:
+            q = q.where(JobRow.benchmark_version == version)
+        with self._read() as s:
+            return [_view(JobInfo, r) for r in s.scalars(q.order_by(JobRow.finished_at, JobRow.id))]
+
+    def count_unranked(self, benchmark: str, version: str) -> int:
+        """How many done jobs of a version have no stored row yet (the page says so)."""
+        q = (
+            select(func.count())
+            .select_from(JobRow)
+            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
+            .where(
+                JobRow.status == "done",
+                JobRow.benchmark == benchmark,
+                JobRow.benchmark_version == version,
+                StandingRow.job_id.is_(None),
+            )
+        )
+        with self._read() as s:
+            return int(s.execute(q).scalar_one())
 
     def fail_job(self, job_id: str, worker_id: str, error: str) -> bool:
         return self._holder_update(

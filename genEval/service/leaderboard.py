@@ -1,27 +1,45 @@
-"""Leaderboard standings of one benchmark version (the paper's Appendix N leaderboards, served live).
+"""Leaderboard standings of one benchmark version (the paper's Appendix N leaderboards), computed when a job
+finishes and stored, so that a page view reads rows instead of re-running the comparison.
 
 One row per model (a finished job): SA, PA, FMR, VR (and chance-corrected FMR) with 95% intervals, its
-repetitions, date, and which other models it is *significantly better* than: the paired bootstrap over
-source images that ``genEval.comparisons.aggregate`` computes for every pair (a difference whose 95% interval excludes
-zero). All of that comes from one call, :func:`aggregate`, the single point where the service depends on
-the comparison engine. Standings are cached per set of finished jobs, so page views cost no bootstrap.
+repetitions, date, and which other models it is *significantly better* than: the paired bootstrap over source
+images (a difference whose 95% interval excludes zero).
+
+Where the numbers come from: a model's row is the comparison library's own row for that model
+(:func:`genEval.comparisons.aggregate.build_comparison` on its runs; a row depends on that model's runs only), and
+its marks are the comparison library's pairwise differences (:func:`genEval.scores.rankings.pairwise_differences`,
+the models in the library's order, :func:`genEval.comparisons.rows.order_models`), one pair at a time. A whole
+comparison of ``n`` models costs ``n(n-1)/2`` paired bootstraps (measured in ``benchmarks/RESULTS.md``: about two
+hours for 1,000 models on a 2-core CPU), so it is never run per page view: when a job finishes, its worker
+(:class:`StandingsBuilder`) computes the new model's row and its ``n - 1`` pairs, and the database stores them with
+the job (:meth:`genEval.service.db.Database.finish_job`). The stored standings equal those of one
+:func:`aggregate` over all finished jobs (``tests/test_service_standings.py``).
 """
 
 from __future__ import annotations
 
-import threading
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
-from genEval.service.db import JobInfo
+from genEval.comparisons.aggregate import build_comparison
+from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.rows import order_models, score_entries
+from genEval.scores.rankings import pairwise_differences
+from genEval.service.db import Database, JobInfo, StandingInfo
+
+log = logging.getLogger(__name__)
 
 #: Metrics shown, in column order, and those that get "significantly better" marks.
 COLUMNS = ("sa", "pa", "fmr", "fmr_validated", "vr", "fmr_chance_corrected")
 MARKED = ("fmr", "sa", "pa")
 LABELS = {"sa": "SA", "pa": "PA", "fmr": "FMR", "fmr_validated": "FMR_v", "vr": "VR", "fmr_chance_corrected": "FMR cc"}
 SORT_KEYS = (*COLUMNS, "name", "date", "repetitions")
+#: The bootstrap seed and level of every interval and mark (those of ``aggregate``'s defaults).
+SEED, LEVEL = 0, 0.95
 
 
 @dataclass(frozen=True)
@@ -42,12 +60,10 @@ class ModelComparison:
     warnings: list[str] = field(default_factory=list)
 
 
-def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = 0) -> ModelComparison:
-    """Model name -> its run directories (one per repetition) -> scores and pairwise significance.
-
-    The one call into genEval.comparisons.aggregate (``aggregate``: paired bootstrap over source images when models
-    share them, as all runs of one benchmark do).
-    """
+def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = SEED) -> ModelComparison:
+    """Model name -> its run directories (one per repetition) -> scores and pairwise significance, all at once
+    (one :func:`genEval.comparisons.aggregate.aggregate`; ``n(n-1)/2`` paired bootstraps). The reference the
+    stored standings are checked against, and the way to rank a set of runs outside the service."""
     if not run_dirs:
         return ModelComparison({}, "")
     comp = compare_runs({k: [str(p) for p in v] for k, v in run_dirs.items()}, n_boot=n_boot, seed=seed)
@@ -63,18 +79,218 @@ def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: 
     return ModelComparison(models, comp.settings.interval_note, list(comp.warnings))
 
 
+# ------------------------------------------------------------------------------ computing (the worker)
+@dataclass(frozen=True)
+class Contender:
+    """A finished job's runs, loaded once: its name, runs (repetition order), the comparison library's score
+    entries (what orders a pair) and its number of classes."""
+
+    job_id: str
+    name: str
+    runs: list[LoadedRun]
+    entries: dict
+    num_classes: int
+    class_names: tuple
+
+
+@dataclass(frozen=True)
+class StandingUpdate:
+    """What finishing a job stores: its row, the jobs whose rows gain its name (job id -> metrics), and the jobs
+    it was compared with (a job that finished meanwhile is compared afterwards)."""
+
+    row: StandingInfo
+    beaten_by: dict[str, list[str]]
+    compared: frozenset[str]
+
+
+def significance_marks(a: Contender, b: Contender, n_boot: int) -> list[tuple[str, str]]:
+    """``(metric, winner name)`` for every marked metric on which ``a`` and ``b`` differ significantly (the
+    comparison library's paired bootstrap of the pair, in the library's model order)."""
+    order, _, _ = order_models({a.name: a.entries, b.name: b.entries})
+    outcomes = {c.name: [r.outcomes for r in c.runs] for c in (a, b)}
+    out = []
+    for d in pairwise_differences(order, outcomes, a.num_classes, n_boot, SEED, LEVEL):
+        if d.metric in MARKED and d.excludes_zero and d.value:
+            out.append((d.metric, d.a if d.value > 0 else d.b))
+    return out
+
+
+class StandingsBuilder:
+    """Computes and stores the standings row of each job a worker finishes (see the module docstring).
+
+    Loaded runs are kept (a finished run never changes), so a worker that finishes many jobs reads each run
+    directory once. ``n_boot``: bootstrap resamples of the intervals and marks (``geneval serve``/``worker``
+    ``n_boot``; every worker of one service should use the same).
+    """
+
+    def __init__(self, db: Database, home: str | Path, n_boot: int = 1000) -> None:
+        self.db, self.home, self.n_boot = db, Path(home), int(n_boot)
+        self._loaded: dict[str, Contender | None] = {}
+
+    def _load(self, job_id: str, name: str, run_dirs: Sequence[str]) -> Contender | None:
+        if job_id not in self._loaded:
+            dirs = [self.home / d for d in run_dirs]
+            if not all((d / "results.json").is_file() for d in dirs):
+                self._loaded[job_id] = None
+            else:
+                runs = load_runs({name: dirs})[name]
+                first = runs[0].results
+                n = int(first["scores"]["num_classes"])
+                entries = score_entries(runs, n, self.n_boot, SEED, LEVEL)
+                names = tuple(first.get("class_names") or ())
+                self._loaded[job_id] = Contender(job_id, name, runs, entries, n, names)
+        return self._loaded[job_id]
+
+    @staticmethod
+    def run_dirs(job: JobInfo) -> list[str]:
+        return [str(Path(job.run_dir) / f"rep{r}") for r in range(len(job.seeds))]
+
+    def unranked(self, job: JobInfo, why: str) -> StandingUpdate:
+        """A row that leaves ``job`` out of the ranking, saying why (its runs could not be compared)."""
+        row = StandingInfo(
+            job_id=job.id,
+            benchmark=job.benchmark,
+            version=job.benchmark_version,
+            name=job.name,
+            finished_at=job.finished_at,
+            run_dirs=self.run_dirs(job),
+            repetitions=len(job.seeds),
+            scores=None,
+            better_than={},
+            warnings=[f"{job.name}: {why}; left out"],
+            interval_note="",
+            computed_at=time.time(),
+        )
+        return StandingUpdate(row, {}, frozenset())
+
+    def prepare(self, job: JobInfo) -> StandingUpdate:
+        """The row of ``job`` (done or about to be) and its marks against every model already stored."""
+        t0 = time.perf_counter()
+        others = [r for r in self.db.standings(job.benchmark, job.benchmark_version) if r.job_id != job.id]
+        dirs = self.run_dirs(job)
+        me = self._load(job.id, job.name, dirs)
+        base = dict(
+            job_id=job.id,
+            benchmark=job.benchmark,
+            version=job.benchmark_version,
+            name=job.name,
+            finished_at=job.finished_at,
+            run_dirs=dirs,
+            repetitions=len(job.seeds),
+            computed_at=time.time(),
+        )
+        compared = frozenset(r.job_id for r in others)
+        if me is None:
+            return self.unranked(job, f"run directory {Path(job.run_dir)} is missing or incomplete")
+        comp = build_comparison({me.name: me.runs}, n_boot=self.n_boot, seed=SEED, level=LEVEL)
+        lb = comp.leaderboard[0]
+        scores = {k: {"value": lb[k].value, "low": lb[k].low, "high": lb[k].high} for k in COLUMNS}
+        better: dict[str, list[str]] = {k: [] for k in MARKED}
+        beaten_by: dict[str, list[str]] = {}
+        warnings = list(comp.warnings)
+        for other in others:
+            if other.scores is None:
+                continue
+            them = self._load(other.job_id, other.name, other.run_dirs)
+            if them is None:
+                continue
+            if them.class_names != me.class_names:
+                warnings.append(f"{me.name} and {other.name} were run on different classes; not compared")
+                continue
+            for metric, winner in significance_marks(me, them, self.n_boot):
+                if winner == me.name:
+                    better[metric].append(them.name)
+                else:
+                    beaten_by.setdefault(them.job_id, []).append(metric)
+        row = StandingInfo(
+            **base,
+            scores=scores,
+            better_than=better,
+            warnings=warnings,
+            interval_note=comp.settings.interval_note,
+        )
+        log.info(
+            "standings of %s (%s): compared with %d models in %.1fs",
+            job.name,
+            job.benchmark,
+            len(compared),
+            time.perf_counter() - t0,
+        )
+        return StandingUpdate(row, beaten_by, compared)
+
+    def reconcile(self, job: JobInfo, compared: frozenset[str]) -> int:
+        """Compare ``job`` with the models stored while its row was being computed (they finished meanwhile and
+        did not see it as done); returns how many. Marks are added idempotently, so a pair both sides compare is
+        marked once."""
+        rows = [
+            r
+            for r in self.db.standings(job.benchmark, job.benchmark_version)
+            if r.job_id != job.id and r.job_id not in compared
+        ]
+        me = self._load(job.id, job.name, self.run_dirs(job))
+        marks = []
+        for other in rows:
+            them = None if other.scores is None else self._load(other.job_id, other.name, other.run_dirs)
+            if me is None or them is None or them.class_names != me.class_names:
+                continue
+            for metric, winner in significance_marks(me, them, self.n_boot):
+                loser = them if winner == me.name else me
+                marks.append((me.job_id if winner == me.name else them.job_id, metric, loser.name))
+        self.db.add_marks(job.benchmark, job.benchmark_version, marks)
+        return len(rows)
+
+    def backfill(self) -> int:
+        """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
+        worker); returns how many were added."""
+        added = 0
+        for job in self.db.unranked_jobs():
+            update = self.prepare(job)
+            if self.db.add_standing(update.row, update.beaten_by):
+                self.reconcile(job, update.compared)
+                added += 1
+        if added:
+            log.info("standings: added %d finished job(s) that had no stored row", added)
+        return added
+
+
+def record_finished(
+    db: Database,
+    builder: StandingsBuilder,
+    job: JobInfo,
+    worker_id: str,
+    result: dict,
+    images: int | None = None,
+    update: StandingUpdate | None = None,
+) -> bool:
+    """Finish ``job`` with its standings row (computed now unless ``update`` is given), then compare it with the
+    models that finished meanwhile. False when the worker no longer held the job (nothing stored)."""
+    update = update if update is not None else builder.prepare(job)
+    if not db.finish_job(job.id, worker_id, result, images, standing=update.row, beaten_by=update.beaten_by):
+        return False
+    try:
+        builder.reconcile(job, update.compared)
+    except Exception:  # noqa: BLE001 - the job is done; a missing mark is logged, not a failed job
+        log.exception("standings of %s: comparing with the models that finished meanwhile failed", job.name)
+    return True
+
+
+# ---------------------------------------------------------------------------------- reading (the pages)
 @dataclass(frozen=True)
 class Row:
-    """A leaderboard row: the job and its standing."""
+    """A leaderboard row: the job and its standing; ``marks``: metric -> count and first names of the models it is
+    significantly better than (``standing.better_than`` holds every name only when they were read)."""
 
-    job: JobInfo
+    job_id: str
+    name: str
+    finished_at: float | None
     standing: ModelStanding
+    marks: dict = field(default_factory=dict)
 
     def sort_value(self, key: str):
         if key == "name":
-            return self.job.name.lower()
+            return self.name.lower()
         if key == "date":
-            return self.job.finished_at or 0.0
+            return self.finished_at or 0.0
         if key == "repetitions":
             return self.standing.repetitions
         return self.standing.scores[key]["value"]
@@ -82,11 +298,17 @@ class Row:
 
 @dataclass(frozen=True)
 class Standings:
+    """Stored standings of one benchmark version: ``rows`` (one page of them when read with a limit, already in
+    the order asked for), ``total`` ranked rows, ``pending`` finished jobs whose row is not stored yet."""
+
     benchmark: str
     version: str
     rows: list[Row]
     interval_note: str
     warnings: list[str]
+    pending: int = 0
+    total: int = 0
+    offset: int = 0
 
     def sorted(self, key: str = "fmr", descending: bool = True) -> list[Row]:
         """Rows ordered by ``key`` (one of :data:`SORT_KEYS`); undefined values always last."""
@@ -97,30 +319,45 @@ class Standings:
         return sorted(known, key=lambda r: r.sort_value(key), reverse=descending) + unknown
 
 
-class Leaderboards:
-    """Standings per benchmark version, computed from finished jobs' run directories and cached until the
-    set of finished jobs changes."""
-
-    def __init__(self, home: str | Path, n_boot: int = 1000) -> None:
-        self.home, self.n_boot = Path(home), n_boot
-        self._cache: dict[tuple, Standings] = {}
-        self._lock = threading.Lock()
-
-    def standings(self, benchmark: str, version: str, jobs: list[JobInfo]) -> Standings:
-        """Standings of the ``done`` jobs among ``jobs`` (those of one benchmark version)."""
-        done = sorted((j for j in jobs if j.status == "done"), key=lambda j: j.id)
-        key = (benchmark, version, tuple((j.id, j.finished_at) for j in done))
-        with self._lock:  # one computation per key, however many requests arrive at once
-            if key not in self._cache:
-                dirs = {j.name: [j.rep_dir(self.home, r) for r in range(len(j.seeds))] for j in done}
-                missing = [j for j in done if not all((d / "results.json").is_file() for d in dirs[j.name])]
-                warnings = [
-                    f"{j.name}: run directory {dirs[j.name][0].parent} is missing or incomplete; left out"
-                    for j in missing
-                ]
-                done = [j for j in done if j not in missing]
-                comp = aggregate({j.name: dirs[j.name] for j in done}, n_boot=self.n_boot)
-                rows = [Row(j, comp.models[j.name]) for j in done]
-                self._cache = {k: v for k, v in self._cache.items() if k[:2] != key[:2]}
-                self._cache[key] = Standings(benchmark, version, rows, comp.interval_note, warnings + comp.warnings)
-            return self._cache[key]
+def read_standings(
+    db: Database,
+    benchmark: str,
+    version: str,
+    sort: str = "fmr",
+    descending: bool = True,
+    limit: int | None = None,
+    offset: int = 0,
+    every_mark: bool = True,
+) -> Standings:
+    """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
+    only the counts and first names of the marks (what a page shows), not every name."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
+    total, board = db.board(benchmark, version, sort, descending, limit, offset, every_mark)
+    rows = [
+        Row(
+            b.job_id,
+            b.name,
+            b.finished_at,
+            ModelStanding(
+                b.name,
+                b.repetitions,
+                b.scores,
+                {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
+            ),
+            {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED},
+        )
+        for b in board
+    ]
+    notes, warnings = db.board_notes(benchmark, version)
+    note = max(set(notes), key=notes.count) if notes else ""
+    return Standings(
+        benchmark,
+        version,
+        rows,
+        note,
+        list(dict.fromkeys(warnings)),
+        db.count_unranked(benchmark, version),
+        total,
+        offset,
+    )

@@ -5,14 +5,16 @@ A submission names a model in one of three ways (never as code, never as a pickl
 * ``config`` - a registered ``conf/classifier`` config (one that needs no further values), by name;
 * ``timm`` / ``torchvision`` - an architecture by name plus a weights file in **safetensors**
   (``genEval.classifiers.loaders.timm_classifier`` / ``torchvision_classifier``, ``pretrained``/``weights`` off);
-* ``torchscript`` - a TorchScript file (``genEval.classifiers.loaders.torchscript_classifier``).
+* ``torchscript`` - a model file: a ``torch.export`` program (``torch.export.save``, ``.pt2``) or a TorchScript
+  module (``genEval.classifiers.loaders.torchscript_classifier`` tells them apart by content).
 
 The server writes the classifier's ``_target_`` itself from this fixed table; a request only supplies
 names, numbers and an upload id. Uploads are identified by their bytes, not their names
 (:func:`sniff_upload`): a pickle (raw, or the zip archive ``torch.save`` writes) is refused, as is anything
-that is neither a valid safetensors file nor a TorchScript archive. A TorchScript archive is only handed to
-``torch.jit.load`` after its zip layout was checked (``code/`` and ``constants.pkl``: what
-``torch.jit.save`` writes and a plain ``torch.save`` archive lacks).
+that is neither a valid safetensors file, a torch.export archive nor a TorchScript archive. Zip archives are told
+apart by their layout (:func:`genEval.checkpoints.model_archive_kind`) before anything loads them: a torch.export
+archive is checked to hold no pickled payload (:func:`genEval.checkpoints.check_exported_archive`) and then
+loaded, a TorchScript archive (``code/`` and ``constants.pkl``) is handed to ``torch.jit.load``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from genEval.checkpoints import TORCH_EXPORT, TORCH_SAVE, TORCHSCRIPT, load_exported_program, model_archive_kind
+
 SAFETENSORS = "safetensors"
-TORCHSCRIPT = "torchscript"
 KINDS = ("config", "timm", "torchvision", "torchscript")
 #: The classifier factory of each kind that takes a file (the only _target_s a submission can reach).
 TARGETS = {
@@ -34,8 +37,8 @@ TARGETS = {
     "torchvision": "genEval.classifiers.torchvision_classifier",
     "torchscript": "genEval.classifiers.torchscript_classifier",
 }
-#: Which upload format each kind needs, and the config key the stored file's path goes to.
-UPLOAD_KIND = {"timm": SAFETENSORS, "torchvision": SAFETENSORS, "torchscript": TORCHSCRIPT}
+#: Which upload formats each kind takes, and the config key the stored file's path goes to.
+UPLOAD_KIND = {"timm": (SAFETENSORS,), "torchvision": (SAFETENSORS,), "torchscript": (TORCH_EXPORT, TORCHSCRIPT)}
 UPLOAD_KEY = {"timm": "checkpoint", "torchvision": "checkpoint", "torchscript": "path"}
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the safetensors format's own limit
 
@@ -55,7 +58,8 @@ class ModelRefused(ValueError):
 _PICKLE_HELP = (
     "Pickles can run arbitrary code when loaded, so the service never loads one. Save the weights "
     "with safetensors (safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) or the "
-    "whole model as TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt'))."
+    "whole model with torch.export (torch.export.save(torch.export.export(model.eval(), (example,)), "
+    "'model.pt2')) or as TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt'))."
 )
 
 
@@ -93,19 +97,28 @@ def _check_safetensors(path: Path, size: int) -> None:
 
 
 def _zip_kind(path: Path) -> str:
-    """TorchScript archive, or refuse: a ``torch.save`` zip (a pickle) or some other zip."""
+    """TorchScript or torch.export archive, or refuse: a ``torch.save`` zip (a pickle) or some other zip."""
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except zipfile.BadZipFile as err:
-        raise UploadRefused(f"corrupt zip archive: {err}") from None
-    has_code = any("/code/" in f"/{n}" for n in names)
-    has_constants = any(n.endswith("constants.pkl") for n in names)
-    if has_code and has_constants:
-        return TORCHSCRIPT
-    if any(n.endswith("data.pkl") for n in names):
-        raise UploadRefused("this is a torch.save archive (a zip holding a pickle), not TorchScript. " + _PICKLE_HELP)
-    raise UploadRefused("this zip archive is not a TorchScript model (no code/ and constants.pkl). " + _PICKLE_HELP)
+        kind = model_archive_kind(path)
+    except ValueError:
+        raise UploadRefused(
+            "this zip archive is not a TorchScript model (no code/ and constants.pkl) nor a torch.export program "
+            "(no archive_format and models/). " + _PICKLE_HELP
+        ) from None
+    if kind == TORCH_SAVE:
+        raise UploadRefused("this is a torch.save archive (a zip holding a pickle), not a model. " + _PICKLE_HELP)
+    return kind
+
+
+def _check_exported(path: Path) -> None:
+    """Prove a torch.export archive holds no pickled payload and loads as a program with one image input."""
+    try:
+        program = load_exported_program(path)
+    except ValueError as err:
+        raise UploadRefused(str(err).replace(f"'{path}' ", "the archive ")) from None
+    inputs = list(program.graph_signature.user_inputs)
+    if len(inputs) != 1:
+        raise UploadRefused(f"the torch.export program takes {len(inputs)} inputs; a classifier takes one image batch.")
 
 
 def _check_torchscript(path: Path) -> None:
@@ -125,8 +138,8 @@ def _check_torchscript(path: Path) -> None:
 
 
 def sniff_upload(path: str | Path) -> str:
-    """``"safetensors"`` or ``"torchscript"`` for a file that is one (checked as described in the module
-    docstring); :class:`UploadRefused` with the reason for anything else, pickles first."""
+    """``"safetensors"``, ``"torch.export"`` or ``"torchscript"`` for a file that is one (checked as described in
+    the module docstring); :class:`UploadRefused` with the reason for anything else, pickles first."""
     p = Path(path)
     size = p.stat().st_size
     with open(p, "rb") as fh:
@@ -137,12 +150,12 @@ def sniff_upload(path: str | Path) -> str:
         raise UploadRefused("this file is a Python pickle (e.g. torch.save). " + _PICKLE_HELP)
     if zipfile.is_zipfile(p):
         kind = _zip_kind(p)
-        _check_torchscript(p)
+        (_check_exported if kind == TORCH_EXPORT else _check_torchscript)(p)
         return kind
     if size > 9 and head[8:9] == b"{":
         _check_safetensors(p, size)
         return SAFETENSORS
-    raise UploadRefused("the file is neither safetensors nor TorchScript. " + _PICKLE_HELP)
+    raise UploadRefused("the file is neither safetensors nor TorchScript nor a torch.export program. " + _PICKLE_HELP)
 
 
 def _closest(name: str, options: list[str]) -> str:
@@ -201,15 +214,17 @@ def classifier_config(
             )
         return dict(registered[spec["name"]])
     if upload_kind is None or upload_path is None:
-        raise ModelRefused("upload", f"kind {kind!r} needs an uploaded {UPLOAD_KIND[kind]} file (POST /api/uploads).")
-    if upload_kind != UPLOAD_KIND[kind]:
+        raise ModelRefused(
+            "upload", f"kind {kind!r} needs an uploaded {' or '.join(UPLOAD_KIND[kind])} file (POST /api/uploads)."
+        )
+    if upload_kind not in UPLOAD_KIND[kind]:
         raise ModelRefused(
             "upload",
-            f"kind {kind!r} needs a {UPLOAD_KIND[kind]} file but the upload is "
+            f"kind {kind!r} needs a {' or '.join(UPLOAD_KIND[kind])} file but the upload is "
             f"{upload_kind}; "
             + (
                 "use kind torchscript for it."
-                if upload_kind == TORCHSCRIPT
+                if upload_kind in UPLOAD_KIND["torchscript"]
                 else "use kind timm or torchvision with it."
             ),
         )

@@ -25,6 +25,16 @@ def _date(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
 
 
+#: Rows per leaderboard page (``?page=``); the API returns every row unless asked for a page.
+PAGE_ROWS = 100
+
+
+def _names(mark: dict) -> str:
+    """The first names of a mark (stored sorted) and how many more there are (the API lists them all)."""
+    more = mark["count"] - len(mark["first"])
+    return ", ".join(mark["first"]) + (f" and {more} more" if more > 0 else "")
+
+
 def _row(rank: int, row: Row) -> dict:
     s = row.standing
     cells = {}
@@ -35,27 +45,41 @@ def _row(rank: int, row: Row) -> dict:
             "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
             "title": format_estimate(e),
         }
-    better = [f"{LABELS[m]} > {', '.join(sorted(s.better_than[m]))}" for m in MARKED if s.better_than[m]]
+    better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
     return {
         "rank": rank,
-        "name": row.job.name,
-        "job": row.job.id,
+        "name": row.name,
+        "job": row.job_id,
         "cells": cells,
         "reps": s.repetitions,
-        "date": _date(row.job.finished_at),
+        "date": _date(row.finished_at),
         "better": better,
-        "reports": [f"/jobs/{row.job.id}/report?rep={r}" for r in range(s.repetitions)],
+        "reports": [f"/jobs/{row.job_id}/report?rep={r}" for r in range(s.repetitions)],
     }
 
 
-def _leaderboard(request: Request, service: Service, name: str, sort: str, order: str, version: str | None):
+def _leaderboard(
+    request: Request, service: Service, name: str, sort: str, order: str, version: str | None, page: int = 1
+):
     if name not in service.benchmarks:
         raise HTTPException(404, f"unknown benchmark {name!r}; available: {', '.join(service.benchmarks)}.")
     if sort not in SORT_KEYS or order not in ("asc", "desc"):
         raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
+    if page < 1:
+        raise HTTPException(422, f"page must be 1 or more, got {page}.")
     bench = service.benchmark(name)
-    st = service.standings(name, version)
-    rows = [_row(i + 1, r) for i, r in enumerate(st.sorted(sort, descending=order == "desc"))]
+    offset = (page - 1) * PAGE_ROWS
+    st = service.standings(
+        name, version, sort=sort, descending=order == "desc", limit=PAGE_ROWS, offset=offset, every_mark=False
+    )
+    rows = [_row(offset + i + 1, r) for i, r in enumerate(st.rows)]
+    here = f"?sort={sort}&order={order}" + (f"&version={version}" if version else "")
+    pages = {
+        "first": offset + 1 if rows else 0,
+        "last": offset + len(rows),
+        "prev": f"{here}&page={page - 1}" if page > 1 else None,
+        "next": f"{here}&page={page + 1}" if offset + len(rows) < st.total else None,
+    }
     heads = [
         {
             "key": k,
@@ -66,7 +90,7 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         }
         for k in (*COLUMNS, "repetitions", "date", "name")
     ]
-    active = [j for j in service.db.list_jobs(benchmark=name, version=st.version) if j.status in ("queued", "running")]
+    counts = service.db.count_jobs(benchmark=name, version=st.version)
     context = {
         "bench": bench,
         "version": st.version,
@@ -79,8 +103,11 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         "benchmarks": list(service.benchmarks.values()),
         "sort": sort,
         "order": order,
-        "queued": sum(j.status == "queued" for j in active),
-        "running": sum(j.status == "running" for j in active),
+        "pending": st.pending,
+        "total": st.total,
+        "pages": pages,
+        "queued": counts["queued"],
+        "running": counts["running"],
         "versions": [v.version for v in service.db.benchmark_versions(name)],
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
@@ -90,13 +117,15 @@ def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo])
     """Register the HTML routes on ``app``."""
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])
-    def index(request: Request, sort: str = "fmr", order: str = "desc", version: str | None = None):
+    def index(request: Request, sort: str = "fmr", order: str = "desc", version: str | None = None, page: int = 1):
         """The leaderboard of the default benchmark."""
-        return _leaderboard(request, service, service.default_benchmark, sort, order, version)
+        return _leaderboard(request, service, service.default_benchmark, sort, order, version, page)
 
     @app.get("/leaderboard/{name}", response_class=HTMLResponse, tags=["pages"])
-    def leaderboard(request: Request, name: str, sort: str = "fmr", order: str = "desc", version: str | None = None):
-        return _leaderboard(request, service, name, sort, order, version)
+    def leaderboard(
+        request: Request, name: str, sort: str = "fmr", order: str = "desc", version: str | None = None, page: int = 1
+    ):
+        return _leaderboard(request, service, name, sort, order, version, page)
 
     @app.get("/jobs/{job_id}", response_class=HTMLResponse, tags=["pages"])
     def job_page(request: Request, job_id: str):

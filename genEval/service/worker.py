@@ -11,7 +11,13 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
 4. every ``heartbeat_s``: renew the lease and store progress (images done, ETA) read from the run
    directories; when the heartbeat finds the job no longer held (cancelled, or re-queued after a
    stall), stop the child;
-5. store ``done`` with the result summary, or ``failed`` with the error the evaluation raised.
+5. compute the job's leaderboard row (its scores and its significance marks against every stored model:
+   :class:`genEval.service.leaderboard.StandingsBuilder`) while still renewing the lease, and store ``done`` with
+   the result summary and that row in one transaction, so the leaderboard pages only read; or store ``failed``
+   with the error the evaluation raised.
+
+At start (and every ``backfill_s`` while idle) a worker also stores the rows of done jobs that have none (jobs
+finished by a worker from before standings were stored).
 
 A worker shutting down cleanly puts its running job back in the queue; a worker killed outright leaves
 it to expire, and the next worker re-runs it into the same run directory with the same seeds.
@@ -35,6 +41,7 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 
 from genEval.service.db import Database, JobInfo, new_id
+from genEval.service.leaderboard import StandingsBuilder, StandingUpdate, record_finished
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +144,8 @@ class Worker:
         max_attempts: int = 3,
         exit_when_idle: bool = False,
         max_jobs: int | None = None,
+        n_boot: int = 1000,
+        backfill_s: float = 60.0,
     ) -> None:
         if not 0 < heartbeat_s < lease_s:
             raise ValueError(
@@ -149,6 +158,8 @@ class Worker:
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self.lease_s, self.heartbeat_s, self.poll_s = float(lease_s), float(heartbeat_s), float(poll_s)
         self.max_attempts, self.exit_when_idle, self.max_jobs = int(max_attempts), exit_when_idle, max_jobs
+        self.standings = StandingsBuilder(db, self.home, n_boot=n_boot)
+        self.backfill_s, self._next_backfill = float(backfill_s), 0.0
         self._stop = threading.Event()
         self.jobs_run = 0
 
@@ -160,6 +171,7 @@ class Worker:
         """The worker loop; returns the number of jobs it ran to an end (done or failed)."""
         self.db.register_worker(self.id, socket.gethostname(), os.getpid(), self.device)
         log.info("worker %s polling %s", self.id, self.db.display_url())
+        self._backfill()
         try:
             while not self._stop.is_set():
                 try:
@@ -171,6 +183,7 @@ class Worker:
                     self._stop.wait(self.poll_s)
                     continue
                 if job is None:
+                    self._backfill()
                     if self.exit_when_idle:
                         break
                     self.db.worker_seen(self.id, None)
@@ -182,6 +195,38 @@ class Worker:
         finally:
             self.db.worker_stopped(self.id)
         return self.jobs_run
+
+    def _backfill(self) -> None:
+        """Rows for done jobs that have none, at most every ``backfill_s`` (a cheap query when there are none)."""
+        if time.time() < self._next_backfill:
+            return
+        self._next_backfill = time.time() + self.backfill_s
+        try:
+            self.standings.backfill()
+        except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
+            log.exception("worker %s: storing the standings of earlier jobs failed", self.id)
+
+    def _standing(self, job: JobInfo, progress: Progress) -> StandingUpdate | None:
+        """The finished job's leaderboard row, computed in a thread while the lease is renewed (comparing with a
+        thousand models takes seconds to minutes); None when the job was lost meanwhile."""
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["update"] = self.standings.prepare(job)
+            except Exception as err:  # noqa: BLE001 - stored as the row's warning; the job itself is done
+                log.exception("worker %s: computing the standings of job %s failed", self.id, job.id)
+                box["update"] = self.standings.unranked(job, f"{type(err).__name__}: {err}")
+
+        thread = threading.Thread(target=work, name=f"geneval-standings-{job.id[:8]}", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(self.heartbeat_s)
+            if thread.is_alive() and not self.db.heartbeat(
+                job.id, self.id, self.lease_s, progress.total, progress.total, None
+            ):
+                return None
+        return box["update"]
 
     def run_claimed(self, job: JobInfo) -> None:
         """Run one claimed job to its end (see the module docstring)."""
@@ -240,8 +285,12 @@ class Worker:
     def _record(self, job: JobInfo, outcome: tuple, exitcode: int | None, progress: Progress) -> None:
         self.jobs_run += 1
         if outcome[0] == "done":
-            if not self.db.finish_job(job.id, self.id, outcome[1], progress.total):
+            update = self._standing(job, progress)
+            if update is None or not record_finished(
+                self.db, self.standings, job, self.id, outcome[1], progress.total, update=update
+            ):
                 log.warning("worker %s: job %s finished after it was cancelled or re-queued", self.id, job.id)
+                return
             log.info("worker %s: job %s done", self.id, job.id)
             return
         if outcome[0] == "error":
