@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from scipy.stats import chisquare
 from conftest import ASSETS
+from scipy.stats import chisquare
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate

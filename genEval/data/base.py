@@ -24,8 +24,9 @@ Common options (all datasets):
   ``subset_seed``, or, when that is ``None``, the run's seed (``genEval.evaluate`` calls :meth:`with_seed`),
   so every unseeded run evaluates fresh source images (METHOD.md "Why it exists": a dynamic benchmark) and
   every model of one comparison repetition the same ones. ``subset="first"`` keeps the dataset's own order
-  within each class and the label order of the classes (a deterministic prefix). Either way ``limit=N`` is a prefix of ``limit=N+k`` for the same
-  seed, so a small run is the start of a larger one.
+  within each class and the label order of the classes (a deterministic prefix). Either way ``limit=N`` is a
+  prefix of ``limit=N+k`` for the same seed, so a small run is the start of a larger one, and the draw depends on
+  the seed alone (shards and resumed runs see the same sources).
 * ``class_names``: override the class names (e.g. better prompts for a CLIP oracle); names must be distinct.
 
 Images are read in ``__getitem__`` (files are never all held in memory); only the tiny scikit-learn
