@@ -157,6 +157,7 @@ class EvalResult:
             f"  classifier: {self.components.get('classifier')}",
             f"  generator:  {self.components.get('generator')}",
             f"  oracle:     {self.components.get('oracle')}",
+            *_image_size_line(self.extra.get("image_shapes")),
             "  score (95% CI)",
             f"  SA   {s.sa.fmt()}   ({s.n_clean_correct}/{s.n})",
             f"  SA_v {s.sa_validated.fmt()}   ({s.n_clean_validated}/{s.n_validated}: SA over the validated samples)",
@@ -185,6 +186,16 @@ class EvalResult:
         if self.run_dir:
             lines.append(f"  run directory: {self.run_dir}")
         return "\n".join(lines)
+
+
+def _image_size_line(shapes: dict | None) -> list[str]:
+    """The sizes the run worked at: the data's images and the generator's (its ``image_size`` may resize them)."""
+    if not shapes or "original" not in shapes or "perturbed" not in shapes:
+        return []
+    data, gen = ("x".join(str(v) for v in shapes[k][-2:]) for k in ("original", "perturbed"))
+    if data == gen:
+        return [f"  image size: {data} px (data and generator)"]
+    return [f"  image size: data {data} px, searched and scored at {gen} px (generator.image_size)"]
 
 
 @dataclass(frozen=True)
