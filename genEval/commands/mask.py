@@ -7,6 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from genEval.commands import command, plain, require
+from genEval.runs.shards import resolve_run_dir
 from genEval.style_mask import AUTO, AUTO_C, fit_mask_from_run, plot_style_mask
 
 FIT_KEYS = ("C", "solver", "target_sparsity", "target_score", "test_fraction", "max_iter", "seed")
@@ -14,7 +15,9 @@ FIT_KEYS = ("C", "solver", "target_sparsity", "target_score", "test_fraction", "
 
 @command("fit-mask", config="fit_mask")
 def run_fit_mask(cfg: DictConfig) -> str:
-    run = require(cfg, "run", "fit-mask", "run=<directory of a finished run made with save_latents=true>")
+    run = resolve_run_dir(
+        require(cfg, "run", "fit-mask", "run=<directory of a finished run made with save_latents=true>")
+    )
     opts = plain(cfg)
     m = fit_mask_from_run(run, **{k: opts[k] for k in FIT_KEYS if k in opts})
     out = Path(cfg.out) if cfg.get("out") else Path(run) / "style_mask.safetensors"
