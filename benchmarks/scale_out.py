@@ -9,8 +9,14 @@ generator (the pixel baseline) and an oracle that accepts every step, with a sma
 
 ``loader``: images/s of the same run for several DataLoader ``num_workers``, to choose the default.
 
+``export`` (issue 20): peak resident memory of ``export`` (both formats), ``verify`` and ``score`` of the snapshot of
+a run with ``save_images=true`` at two sizes (the same run as ``rss``, every sample validated: ``--budget 1`` with the
+accept-all oracle), each step in its own fresh process. A snapshot step that held every image would grow by
+``2 x 3 x size^2`` bytes per sample (384 KiB at 256 px); streamed, it should not grow with the number of images.
+
     python benchmarks/scale_out.py rss --sizes 500 5000 --size 128 --budget 2
     python benchmarks/scale_out.py loader --workers 0 1 2 --n 1000
+    python benchmarks/scale_out.py export --sizes 100 2000 --size 256 [--keep /tmp/runs]
 """
 
 from __future__ import annotations
@@ -79,6 +85,45 @@ def one_run(n: int, size: int, budget: int, workers: int, batch: int, out: str) 
     return {"n": n, "seconds": seconds, "sa": r.scores.sa.value, "peak_rss_mib": peak}
 
 
+def snapshot_step(step: str, run: str, out: str) -> dict:
+    """One snapshot command on a finished run (executed in a child process): export-imagefolder,
+    export-webdataset, verify (the webdataset snapshot) or score (the webdataset snapshot, with ResNet-20)."""
+    import torch
+
+    from genEval.snapshots.format import export_snapshot, verify_snapshot
+    from genEval.snapshots.scoring import score_snapshot
+
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    if step.startswith("export-"):
+        export_snapshot(run, out, format=step.removeprefix("export-"), shard_size=1000)
+    elif step == "verify":
+        assert verify_snapshot(out).ok
+    else:
+        from genEval.classifiers.loaders import cifar_resnet
+
+        clf = cifar_resnet(20, checkpoint=ASSETS / "weights" / "cifar10-resnet" / "resnet20-12fca82f.th")
+        score_snapshot(out, clf, batch_size=100)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def export_table(sizes: list[int], size: int, batch: int, keep: str = "") -> None:
+    print(f"peak RSS of the snapshot commands ({size} px images, every sample validated, one fresh process per step)")
+    print("| images | step | peak RSS (MiB) | seconds |\n|---|---|---|---|")
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = f"{keep}/run-{n}-{size}px" if keep else f"{tmp}/run"
+            if not Path(run, "results.json").is_file():  # --keep reuses a run made earlier (same sources, seed 0)
+                args = ["--n", str(n), "--size", str(size), "--budget", "1", "--batch", str(batch), "--out", run]
+                made = run_child(args)
+                print(f"| {n} | (the run itself) | {made['peak_rss_mib']:.0f} | {made['seconds']:.0f} |", flush=True)
+            for step in ("export-imagefolder", "export-webdataset", "verify", "score"):
+                snap = f"{tmp}/snap-imagefolder" if step == "export-imagefolder" else f"{tmp}/snap-webdataset"
+                r = run_child(["--step", step, "--out", run, "--snapshot", snap])
+                print(f"| {n} | {step} | {r['peak_rss_mib']:.0f} | {r['seconds']:.1f} |", flush=True)
+
+
 def run_child(args: list[str]) -> dict:
     """Run this script's ``child`` mode in a fresh process and return what it measured about itself."""
     proc = subprocess.run([sys.executable, __file__, "child", *args], capture_output=True, text=True, cwd=ROOT)
@@ -89,7 +134,10 @@ def run_child(args: list[str]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["rss", "loader", "child"])
+    ap.add_argument("mode", choices=["rss", "loader", "export", "child"])
+    ap.add_argument("--step", default="")
+    ap.add_argument("--snapshot", default="")
+    ap.add_argument("--keep", default="", help="export: keep the measured runs in this folder and reuse them")
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 5000])
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--size", type=int, default=128)
@@ -99,10 +147,16 @@ def main() -> None:
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     if a.mode == "child":
-        print(json.dumps(one_run(a.n, a.size, a.budget, a.workers[0], a.batch, a.out)))
+        if a.step:
+            print(json.dumps(snapshot_step(a.step, a.out, a.snapshot)))
+        else:
+            print(json.dumps(one_run(a.n, a.size, a.budget, a.workers[0], a.batch, a.out)))
         return
     if not ASSETS.exists():
         raise SystemExit(f"needs the shared assets at {ASSETS}")
+    if a.mode == "export":
+        export_table(a.sizes, a.size, a.batch, a.keep)
+        return
     common = ["--size", str(a.size), "--budget", str(a.budget), "--batch", str(a.batch)]
     if a.mode == "rss":
         print(f"peak RSS of a run with save_images=true ({a.size} px, budget {a.budget}, batch {a.batch})")

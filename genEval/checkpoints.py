@@ -233,3 +233,37 @@ def load_exported_program(path: str | Path, what: str = "torch.export program"):
             f"'{p}' is a torch.export archive that does not load with this torch ({torch.__version__}): "
             f"{type(err).__name__}: {first}"
         ) from err
+
+
+class WeightsUnavailable(FileNotFoundError):
+    """Pretrained weights are neither on this machine nor downloadable now (no network, ``HF_HUB_OFFLINE``).
+
+    A user error (a ``FileNotFoundError``): the message names the local file option that fixes it.
+    """
+
+
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def hub_problem(url: str | None = None, timeout: float = 5.0) -> str | None:
+    """Why the Hugging Face hub (or ``url``) cannot be used right now, or None when it answers.
+
+    ``HF_HUB_OFFLINE`` set to a true value (as huggingface_hub reads it) answers at once, without a request.
+    Otherwise one ``HEAD`` request goes to ``url`` (default: the hub's endpoint, ``HF_ENDPOINT``) through
+    huggingface_hub's own HTTP session (its proxy and certificate settings), with ``timeout`` seconds and no
+    retries: huggingface_hub's downloads retry a failed connection five times per file with back-off (about half a
+    minute per file), which is what an unreachable hub must not cost.
+    """
+    import os
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in _TRUE:
+        return "HF_HUB_OFFLINE is set"
+    target = url or constants.ENDPOINT
+    try:
+        status = get_session().head(target, timeout=timeout).status_code
+    except Exception as err:  # httpx, ssl and socket raise many types; all mean "not now"
+        return f"{target} is unreachable ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]})"
+    return f"{target} answered HTTP {status}" if status >= 500 else None

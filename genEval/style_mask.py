@@ -19,7 +19,10 @@ Choices the paper leaves open (recorded in every mask file):
 * The held-out split is by *source sample*: both latents of a sample land on the same side, so the
   test score never rewards recognising a sample seen in training.
 * ``C`` is scikit-learn's inverse regularisation strength (the loss is summed over the training rows);
-  with ``C=None`` it is searched to reach a target sparsity or held-out score.
+  with ``C=None`` it is searched to reach a target sparsity or held-out score. The default ``C="auto"`` is
+  ``C=1`` unless that selects no dim at all (the L1 term outweighs a loss summed over few samples: a 60-sample
+  run), and then the least regularised C whose mask is at least :data:`AUTO_SPARSITY` zeros, the paper's
+  sparsity (Appendix I: 97.99% to 99.32% of dims are zero).
 
 scikit-learn API churn is fenced here: 1.8 deprecated ``penalty=`` (removed in 1.10); a pure L1
 penalty is spelled ``l1_ratio=1`` from 1.8 on, ``penalty="l1"`` before. scikit-learn (about two seconds to
@@ -62,6 +65,9 @@ FORMAT = "geneval-style-mask"
 FORMAT_VERSION = 1
 _C_GRID = tuple(float(c) for c in np.logspace(-4, 2, 13))  # half-decade steps from 1e-4 to 1e2
 _BISECT_STEPS = 8
+AUTO = "auto"
+AUTO_C = 1.0  # what C="auto" tries first: the fit it keeps whenever it selects a dim
+AUTO_SPARSITY = 0.98  # C="auto"'s target when C=1 selects nothing: the paper's masks are 98-99% zeros
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -410,15 +416,69 @@ def _search_C(data, *, solver, seed, max_iter, tol, target_sparsity, target_scor
     return clf, info, path
 
 
+def _auto_C(data, *, solver, seed, max_iter, tol):
+    """``C="auto"``: ``C=1`` when it selects a dim, else the least regularised C whose mask is at least
+    ``AUTO_SPARSITY`` zeros and keeps a dim. Returns (model, info, path) with every fit in the path.
+
+    Above C=1 the grid of :func:`_search_C` is walked upwards and stops at the first fit that is too dense (L1 fits
+    only get denser as C grows), then bisection in log C refines the boundary: the dense fits at large C, which
+    are the slow ones, are never made.
+    """
+    fits = {AUTO_C: _fit_once(data, AUTO_C, solver, seed, max_iter, tol)}
+    path = [fits[AUTO_C][1]]
+    if path[0]["n_selected"] > 0:
+        return *fits[AUTO_C], path
+    log.warning(
+        "style mask: C=%g selects no latent dim on %d training samples (the L1 term outweighs a loss summed over "
+        "so few); choosing C automatically: the least regularised C whose mask is at least %.0f%% zeros, the "
+        "paper's sparsity. Give C=<number> to fix it, or fit on more samples (raise data.limit).",
+        AUTO_C,
+        len(data["y_train"]) // 2,
+        100 * AUTO_SPARSITY,
+    )
+
+    def sparse_enough(c: float) -> bool:
+        if c not in fits:
+            fits[c] = _fit_once(data, c, solver, seed, max_iter, tol)
+            path.append(fits[c][1])
+        return fits[c][1]["sparsity"] >= 100.0 * AUTO_SPARSITY
+
+    good, bad = AUTO_C, None
+    for c in (c for c in _C_GRID if c > AUTO_C):
+        if not sparse_enough(c):
+            bad = c
+            break
+        good = c
+    if bad is not None:
+        for _ in range(_BISECT_STEPS):
+            mid = math.sqrt(good * bad)
+            good, bad = (mid, bad) if sparse_enough(mid) else (good, mid)
+    usable = [c for c, (_, info) in fits.items() if info["n_selected"] >= 1 and sparse_enough(c)]
+    if not usable:
+        dims = data["x_train"].shape[1]
+        raise ValueError(
+            f"C=auto: C={AUTO_C:g} selects no style dim and no C up to {_C_GRID[-1]:g} selects one while keeping "
+            f"{100 * AUTO_SPARSITY:.0f}% of the {dims} dims zero (the fits jump from 0 to more dims). Give C "
+            "directly (mask.C / C=<number>), or C=null with another target_sparsity, or fit on more samples."
+        )
+    return *fits[max(usable)], path
+
+
 def _check_fit_options(C, solver, target_sparsity, target_score, test_fraction, max_iter) -> None:
     """Teaching errors for the fit settings of :func:`fit_style_mask`."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} (paper: saga).")
-    if C is not None:
+    if C == AUTO:
+        if target_sparsity is not None or target_score is not None:
+            raise ValueError(
+                f"C=auto was given together with a target (target_sparsity={target_sparsity}, "
+                f"target_score={target_score}); set C=null to search C for the target, or drop the target."
+            )
+    elif C is not None:
         if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0 or not math.isfinite(C):
             raise ValueError(
-                f"C must be a positive finite number (inverse L1 strength), got {C!r}; or set "
-                "C=None with target_sparsity / target_score to search it."
+                f"C must be a positive finite number (inverse L1 strength), 'auto' (C=1 unless that selects "
+                f"no dim), or None with target_sparsity / target_score to search it; got {C!r}."
             )
         if target_sparsity is not None or target_score is not None:
             raise ValueError(
@@ -518,7 +578,7 @@ def fit_style_mask(
     *,
     generator: str,
     dataset: str,
-    C: float | None = 1.0,
+    C: float | str | None = AUTO,
     solver: str = "saga",
     target_sparsity: float | None = None,
     target_score: float | None = None,
@@ -547,8 +607,10 @@ def fit_style_mask(
     ``C=None`` searches C (log grid 1e-4..1e2, then bisection in log C), recording every fit in
     ``search_path``: give ``target_sparsity`` (fraction of zero weights, e.g. 0.98) for the least regularised
     fit that is at least that sparse, or ``target_score`` (held-out percent, e.g. 78) for the sparsest fit
-    that scores at least that. ``solver``: ``saga`` (paper) or ``liblinear``.
-    Returns a :class:`StyleMask` with mask = 1 on dims with a non-zero weight.
+    that scores at least that. ``C="auto"`` (default) fits ``C=1`` and keeps it when it selects a dim; when it
+    selects none, it searches as ``target_sparsity=AUTO_SPARSITY`` would (both fits are in ``search_path``).
+    ``solver``: ``saga`` (paper) or ``liblinear``. Returns a :class:`StyleMask` with mask = 1 on dims with a
+    non-zero weight.
     """
     _check_fit_options(C, solver, target_sparsity, target_score, test_fraction, max_iter)
     s2, f2, groups, latent_shape = _fit_samples(start, final, validated, source_ids, only_changed)
@@ -556,7 +618,9 @@ def fit_style_mask(
     data = _standardised_split(s2, f2, tr, te)
 
     t0 = time.perf_counter()
-    if C is None:
+    if C == AUTO:
+        clf, info, path = _auto_C(data, solver=solver, seed=seed, max_iter=int(max_iter), tol=tol)
+    elif C is None:
         clf, info, path = _search_C(
             data,
             solver=solver,
@@ -582,8 +646,8 @@ def fit_style_mask(
     if not selected.any():
         raise ValueError(
             f"C={info['C']:.4g} regularises so strongly that every weight is zero: no style "
-            "dims selected, so the masked search could move nothing. Raise C (e.g. 10x), or "
-            "set C=None with target_sparsity=0.98 to search it."
+            "dims selected, so the masked search could move nothing. Raise C (e.g. 10x), set C=auto "
+            "(C=1 unless that selects nothing, then the paper's 98% sparsity), or C=None with target_sparsity=0.98."
         )
     result = StyleMask(
         mask=torch.from_numpy(selected.reshape(latent_shape)),
@@ -819,7 +883,7 @@ class AutoMask:
 
     fit_fraction: float = 0.2
     fit_budget: int | None = None
-    C: float | None = 1.0
+    C: float | str | None = AUTO
     solver: str = "saga"
     target_sparsity: float | None = None
     target_score: float | None = None

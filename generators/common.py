@@ -57,9 +57,16 @@ def prepare_generator_input(
     c = images.shape[1]
     if c != channels:
         if c == 1 and channels == 3:
-            fix = "set data.channels=3 so grey images are repeated to RGB"
+            fix = (
+                "set data.channels=3 so grey images are repeated to RGB, or use a generator trained on grey "
+                "images (generator=digits_vq for 16-px digits; your own: geneval train-generator data=<data>)"
+            )
         elif c == 3 and channels == 1:
-            fix = "set data.channels=1 (convert to grey) or use a generator trained on RGB images"
+            fix = (
+                "colour images need a generator trained on RGB images: generator=taef2 (offline; it up-samples "
+                "32-px CIFAR-10 to 64 px), or generator=vqgan_imagenet_f16_16384 (the paper's; weights from the "
+                "hub). Convert to grey (data.channels=1) only for data that are grey"
+            )
         else:
             fix = f"give the generator {channels}-channel images"
         raise ValueError(

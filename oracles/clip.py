@@ -15,23 +15,39 @@ logged when the oracle is prepared (templates and the prompts of the first class
 level), and a warning says when class names look like WordNet ids or bare numbers, which CLIP cannot read.
 
 Models come from open_clip: ``pretrained`` is an open_clip tag (e.g. ``openai``), a local
-checkpoint file, or ``None`` for random initialisation (tests). All open_clip API details are
-fenced in this file.
+checkpoint file, or ``None`` for random initialisation (tests). A tag's weights are taken from the local
+Hugging Face cache when the hub cannot be reached (or ``HF_HUB_OFFLINE=1``); when they are not there either,
+construction stops at once (one ``HEAD`` request, no download retries) with a
+:class:`genEval.checkpoints.WeightsUnavailable` naming ``oracle.pretrained=<local file>``.
+
+Prompt cache: the zero-shot head of 1,000 ImageNet classes x 80 templates is 80,000 text-encoder passes (minutes
+on a GPU-less machine). With ``prompt_cache=True`` the ``(C, D)`` class-embedding matrix is kept on disk in
+``$GENEVAL_CACHE/clip_prompts`` (safetensors), keyed by the model, its weights (the pretrained tag, the sha256 of
+a checkpoint file, or of the text tower's parameters when there is no file), the activation (QuickGELU or GELU),
+the class names, the templates, the precision and open_clip's version; encoding logs its progress with an ETA.
+All open_clip API details are fenced in this file.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import logging
 import os
 import re
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import save as save_safetensors
 from torch import Tensor, nn
 
-from genEval.checkpoints import require_file
+from genEval.checkpoints import WeightsUnavailable, cache_dir, hub_problem, require_file
+from genEval.fileio import atomic_write_bytes, sha256_file
 from genEval.interfaces import Judgement, check_images
 from oracles.classifier import check_labels, check_reference, check_threshold, judgement_from_logits
 
@@ -43,6 +59,9 @@ _UNREADABLE = re.compile(r"^(n\d{8}|\d+)$")  # WordNet ids (ImageNet folders) an
 PRECISIONS = ("fp32", "fp16", "bf16")
 _CHECKPOINT_SUFFIXES = (".bin", ".pt", ".pth", ".safetensors", ".ckpt", ".npz")
 _TEXT_CHUNK = 512  # prompts per text-encoder call: bounds memory for 1000 classes x 80 templates
+_PROGRESS_EVERY = 10.0  # seconds between progress lines while encoding prompts
+PROMPT_CACHE = "clip_prompts"  # sub-folder of genEval's cache holding class-embedding matrices
+_CACHE_FORMAT = 1
 
 
 def named_templates(name: str) -> tuple[str, ...]:
@@ -101,6 +120,8 @@ class CLIPOracle(nn.Module):
             ``true`` when ``pretrained`` is a local copy of OpenAI weights.
         reference: ``label`` (keep seeing the true class) or ``clean_prediction`` (keep its own verdict
             on the clean image); read by the driver.
+        prompt_cache: keep the class embeddings on disk (``$GENEVAL_CACHE/clip_prompts``) and reuse them at the
+            next start with the same model, weights, class names, templates and precision.
     """
 
     def __init__(
@@ -113,6 +134,7 @@ class CLIPOracle(nn.Module):
         precision: str = "fp32",
         quick_gelu: bool | None = None,
         reference: str = "label",
+        prompt_cache: bool = True,
     ) -> None:
         super().__init__()
         import open_clip
@@ -124,6 +146,8 @@ class CLIPOracle(nn.Module):
             raise ValueError(f"CLIPOracle: unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
         self.model_name = str(model_name)
         self.precision = precision
+        self.prompt_cache = bool(prompt_cache)
+        self._weights_file: Path | None = None  # a checkpoint file whose sha256 identifies the weights
         pretrained = None if pretrained in (None, "", "none", "None") else str(pretrained)
         schema = self.model_name.startswith(("hf-hub:", "local-dir:"))
         if not schema and self.model_name.replace("/", "-") not in open_clip.list_models():
@@ -157,6 +181,7 @@ class CLIPOracle(nn.Module):
                 "open_clip_pytorch_model.bin, or a pretrained tag from open_clip.list_pretrained().",
             )
             self.source = path.name
+            self._weights_file = path
             try:
                 model = open_clip.create_model(
                     self.model_name, pretrained=str(path), force_quick_gelu=bool(quick_gelu), **kwargs
@@ -198,50 +223,141 @@ class CLIPOracle(nn.Module):
         self.class_names: tuple[str, ...] | None = None
 
     def _create_from_tag(self, open_clip, tag: str, tag_cfg: dict, quick_gelu: bool | None, kwargs: dict) -> nn.Module:
-        """Download (or find in the cache) the weights of an official tag, then build the model."""
+        """The model with an official tag's weights: downloaded (or refreshed) when the hub answers, else the copy in
+        the local Hugging Face cache, else a :class:`WeightsUnavailable` within seconds."""
         hub = tag_cfg.get("hf_hub", "").rstrip("/")
         where = f"https://huggingface.co/{hub}" if hub else tag_cfg.get("url", "its URL")
         needs_quick_gelu = bool(tag_cfg.get("quick_gelu", False))
+        force = needs_quick_gelu if quick_gelu is None else bool(quick_gelu)
+        fix = "oracle.pretrained=/path/to/open_clip_pytorch_model.bin"
+        if needs_quick_gelu:
+            fix += " oracle.quick_gelu=true"
+        problem = hub_problem(None if hub else tag_cfg.get("url"))
+        if problem is not None:
+            local = _cached_tag_file(tag_cfg, kwargs.get("cache_dir"))
+            if local is None:
+                raise WeightsUnavailable(
+                    f"CLIPOracle: the '{tag}' weights of {self.model_name} are not on this machine and cannot be "
+                    f"downloaded from {where}: {problem}. Download the checkpoint on a machine with internet access "
+                    f"and pass the local file with {fix}, or set oracle.cache_dir to a folder that already holds "
+                    "the download."
+                )
+            log.warning("CLIPOracle %s: %s; using the cached '%s' weights %s", self.model_name, problem, tag, local)
+            pre = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode") if k in tag_cfg}
+            return open_clip.create_model(
+                self.model_name, pretrained=str(local), force_quick_gelu=force, force_preprocess_cfg=pre, **kwargs
+            )
         try:
             open_clip.download_pretrained(tag_cfg, cache_dir=kwargs.get("cache_dir"))
-        except Exception as err:  # no network: huggingface_hub / urllib raise many different types
-            fix = "oracle.pretrained=/path/to/open_clip_pytorch_model.bin"
-            if needs_quick_gelu:
-                fix += " oracle.quick_gelu=true"
+        except Exception as err:  # the hub answered but the download failed: huggingface_hub raises many types
             reason = (str(err).splitlines() or [""])[0][:200]
-            raise RuntimeError(
-                f"CLIPOracle: cannot download the '{tag}' weights of {self.model_name} from {where}: the "
-                f"model hub is unreachable ({type(err).__name__}: {reason}). Download the checkpoint on a "
-                f"machine with internet access and pass the local file with {fix}, or set "
-                "oracle.cache_dir to a folder that already holds the download."
+            raise WeightsUnavailable(
+                f"CLIPOracle: cannot download the '{tag}' weights of {self.model_name} from {where} "
+                f"({type(err).__name__}: {reason}). Download the checkpoint on a machine with internet access and "
+                f"pass the local file with {fix}, or set oracle.cache_dir to a folder that already holds the download."
             ) from err
-        force = needs_quick_gelu if quick_gelu is None else bool(quick_gelu)
         return open_clip.create_model(self.model_name, pretrained=tag, force_quick_gelu=force, **kwargs)
 
     # ----------------------------------------------------------------------------------------- text
     @torch.no_grad()
     def class_embeddings(self, class_names: Sequence[str]) -> Tensor:
         """(C, D) zero-shot head for ``class_names``: mean over templates of normalised text embeddings,
-        re-normalised. Computed once per (class list, templates) and kept in ``text_cache``."""
-        import open_clip
-
+        re-normalised. Computed once per (class list, templates) and kept in ``text_cache``; with
+        ``prompt_cache`` also on disk, so the next start with the same key reads it instead of encoding."""
         key = (tuple(str(c) for c in class_names), self.templates)
         cached = self.text_cache.get(key)
         if cached is not None:
             return cached
-        fills = [lambda c, t=t: fill_template(t, c) for t in self.templates]  # "{class}" too, other braces kept
-        head = open_clip.build_zero_shot_classifier(
-            self.model,
-            self.tokenizer,
-            list(key[0]),
-            fills,
-            device=self.mean.device,
-            num_classes_per_batch=max(1, _TEXT_CHUNK // len(self.templates)),
-        )  # (D, C)
-        emb = F.normalize(head.T.float(), dim=-1)
+        path, meta = self._prompt_cache_entry(key[0]) if self.prompt_cache else (None, {})
+        emb = _read_prompt_cache(path, meta, len(key[0])) if path is not None else None
+        if emb is not None:
+            log.info("oracle %s: class embeddings of %d prompts read from the cache %s", self.name, self._n(key), path)
+        else:
+            emb = self._encode(list(key[0]))
+            if path is not None:
+                atomic_write_bytes(path, save_safetensors({"class_embeddings": emb.cpu().contiguous()}, metadata=meta))
+                log.info("oracle %s: class embeddings cached in %s", self.name, path)
+        emb = emb.to(self.mean.device)
         self.text_cache[key] = emb
-        log.debug("%s: encoded %d prompts for %d classes", self.name, len(key[0]) * len(self.templates), len(key[0]))
         return emb
+
+    def _n(self, key: tuple[tuple[str, ...], tuple[str, ...]]) -> int:
+        return len(key[0]) * len(key[1])
+
+    def _encode(self, names: list[str]) -> Tensor:
+        """Encode every prompt (open_clip's ``build_zero_shot_classifier``, a slice of classes at a time) and log
+        the progress with an ETA every ``_PROGRESS_EVERY`` seconds. Returns (C, D) float32."""
+        import open_clip
+
+        fills = [lambda c, t=t: fill_template(t, c) for t in self.templates]  # "{class}" too, other braces kept
+        per_call = max(1, _TEXT_CHUNK // len(self.templates))
+        total = len(names) * len(self.templates)
+        log.info(
+            "oracle %s: encoding %d prompts (%d classes x %d templates) on %s%s",
+            self.name,
+            total,
+            len(names),
+            len(self.templates),
+            self.mean.device,
+            "; cached for the next start" if self.prompt_cache else "",
+        )
+        heads, start = [], time.perf_counter()
+        last = start
+        for first in range(0, len(names), per_call):
+            chunk = names[first : first + per_call]
+            heads.append(
+                open_clip.build_zero_shot_classifier(
+                    self.model, self.tokenizer, chunk, fills, device=self.mean.device, num_classes_per_batch=per_call
+                ).float()
+            )  # (D, len(chunk))
+            now, done = time.perf_counter(), (first + len(chunk)) * len(self.templates)
+            if now - last >= _PROGRESS_EVERY and done < total:
+                rate = done / (now - start)
+                log.info(
+                    "oracle %s: encoded %d/%d prompts (%.0f prompts/s), ETA %s",
+                    self.name,
+                    done,
+                    total,
+                    rate,
+                    _duration((total - done) / rate),
+                )
+                last = now
+        log.info("oracle %s: encoded %d prompts in %s", self.name, total, _duration(time.perf_counter() - start))
+        return F.normalize(torch.cat(heads, dim=1).T, dim=-1).contiguous()
+
+    def _weights_id(self) -> str:
+        """What identifies the weights: the tag, the sha256 of the checkpoint file, else of the text tower."""
+        if self._weights_file is not None:
+            return f"file-sha256:{sha256_file(self._weights_file)}"
+        if self.source not in ("random", "hub", "local"):
+            return f"tag:{self.source}"
+        h = hashlib.sha256()
+        for k, v in sorted(self.model.state_dict().items()):
+            if not k.startswith("visual."):  # the image tower plays no part in the class embeddings
+                h.update(k.encode())
+                h.update(v.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+        return f"text-tower-sha256:{h.hexdigest()}"
+
+    def _prompt_cache_entry(self, names: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
+        """The cache file of ``names`` under this oracle's settings, and the metadata it must carry."""
+        import open_clip
+
+        quick = any(type(m).__name__ == "QuickGELU" for m in self.model.modules())
+        key = {
+            "format": _CACHE_FORMAT,
+            "model": self.model_name,
+            "weights": self._weights_id(),
+            "activation": "quick_gelu" if quick else "gelu",
+            "precision": self.precision,
+            "open_clip": getattr(open_clip, "__version__", ""),
+            "templates": list(self.templates),
+            "class_names": list(names),
+        }
+        text = json.dumps(key, sort_keys=True, ensure_ascii=False)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model_name)
+        name = f"{stem}-{len(names)}x{len(self.templates)}-{digest}.safetensors"
+        return cache_dir(PROMPT_CACHE) / name, {"key": text}
 
     def prompts(self, class_name: str) -> list[str]:
         """The prompts whose text embeddings make up ``class_name``'s zero-shot weight."""
@@ -357,7 +473,7 @@ class CLIPOracle(nn.Module):
         return (
             f"name={self.name!r}, templates={shown!r}, threshold={self.threshold}, "
             f"reference={self.reference!r}, precision={self.precision!r}, image_size={self.image_size}, "
-            f"interpolation={self.interpolation!r}"
+            f"interpolation={self.interpolation!r}, prompt_cache={self.prompt_cache}"
         )
 
     def __repr__(self) -> str:  # the full open_clip module tree would drown the settings
@@ -373,3 +489,50 @@ def _center_crop_or_pad(x: Tensor, th: int, tw: int) -> Tensor:
         h, w = x.shape[-2:]
     top, left = (h - th) // 2, (w - tw) // 2
     return x[..., top : top + th, left : left + tw]
+
+
+def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> Path | None:
+    """The local copy of a tag's weights in the Hugging Face cache (no network), or None.
+
+    Looks for the files open_clip's ``download_pretrained`` fetches: the safetensors alternative first, then the
+    named file (``open_clip_pytorch_model.bin`` when the tag names only the repository).
+    """
+    from huggingface_hub import try_to_load_from_cache
+    from open_clip.pretrained import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
+
+    hub = tag_cfg.get("hf_hub", "")
+    if not hub:
+        return None
+    repo, filename = os.path.split(hub)
+    filename = filename or HF_WEIGHTS_NAME
+    candidates = [HF_SAFE_WEIGHTS_NAME] if filename == HF_WEIGHTS_NAME else []
+    if filename != HF_WEIGHTS_NAME and filename.endswith((".bin", ".pth")):
+        candidates.append(filename[:-4] + ".safetensors")
+    for name in [*candidates, filename]:
+        found = try_to_load_from_cache(repo, name, cache_dir=cache_dir)
+        if isinstance(found, str) and os.path.isfile(found):
+            return Path(found)
+    return None
+
+
+def _read_prompt_cache(path: Path, meta: dict[str, str], n_classes: int) -> Tensor | None:
+    """The cached (C, D) class embeddings at ``path`` when its key matches ``meta`` exactly, else None (a damaged
+    file is reported and recomputed)."""
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            if (fh.metadata() or {}).get("key") != meta["key"]:
+                return None  # a digest collision, or a file from elsewhere: never trust it
+            emb = fh.get_tensor("class_embeddings")
+    except Exception as err:  # a truncated or foreign file: safetensors raises several types
+        log.warning("CLIP prompt cache %s is unreadable (%s); encoding the prompts again", path, err)
+        return None
+    return emb.float() if emb.ndim == 2 and emb.shape[0] == n_classes else None
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

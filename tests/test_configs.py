@@ -197,6 +197,7 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "sd_vae_ft_mse": {"pretrained": "{kl}"},
         "taesd": {"pretrained": "{tiny}"},
         "taef2": {},
+        "taef2_data_size": {},  # image_size follows data.image_size (16 for the default digits)
         "identity": {},
         "digits_vq": {},
         "vqgan": {"config": "{vq_yaml}", "checkpoint": "{vq_ckpt}"},
@@ -218,6 +219,7 @@ KINDS = {"data": ImageDataset, "generator": Generator, "oracle": Oracle}
 NEEDS_ASSETS = {
     ("data", "cifar10_jpg"),
     ("generator", "taef2"),
+    ("generator", "taef2_data_size"),
     ("oracle", "cifar_resnet_zoo"),
     ("oracle", "classifier"),
     *(("classifier", f"cifar_resnet{d}") for d in (20, 32, 56)),

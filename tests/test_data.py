@@ -70,7 +70,7 @@ def test_limit_is_balanced_deterministic_and_a_prefix(tmp_path):
 def test_digits_limit_is_class_balanced():
     ds = DigitsData(limit=30)
     assert len(ds) == 30 and Counter(ds.labels) == {c: 3 for c in range(10)}
-    assert [ds[i][1] for i in range(10)] == list(range(10))
+    assert sorted(ds[i][1] for i in range(10)) == list(range(10))  # the first round: every class once
     assert [DigitsData(limit=40)[i][2] for i in range(30)] == [ds[i][2] for i in range(30)]
 
 

@@ -262,7 +262,7 @@ def test_clip_templates_average_and_placeholders(tiny_clip_name):
 
 
 def test_clip_text_embeddings_are_cached(tiny_clip_name, monkeypatch):
-    o = make_clip(tiny_clip_name)
+    o = make_clip(tiny_clip_name, prompt_cache=False)  # the in-memory cache alone (the disk cache: below)
     calls = []
     encode = o.model.encode_text
     monkeypatch.setattr(o.model, "encode_text", lambda *a, **k: calls.append(1) or encode(*a, **k))
@@ -276,6 +276,126 @@ def test_clip_text_embeddings_are_cached(tiny_clip_name, monkeypatch):
     assert len(calls) == 2 and len(o.text_cache) == 2
     o.prepare(CLASSES)
     assert len(calls) == 2
+
+
+def _count_encodes(monkeypatch, oracle) -> list[int]:
+    calls: list[int] = []
+    encode = oracle.model.encode_text
+    monkeypatch.setattr(oracle.model, "encode_text", lambda *a, **k: calls.append(1) or encode(*a, **k))
+    return calls
+
+
+def test_clip_prompt_cache_is_read_at_the_next_start(tiny_clip_name, monkeypatch, tmp_path):
+    """Issue 20: the class-embedding matrix is encoded once and read back from $GENEVAL_CACHE/clip_prompts."""
+    from oracles.clip import PROMPT_CACHE
+
+    monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path))
+    first = make_clip(tiny_clip_name, templates="simple")
+    encoded = _count_encodes(monkeypatch, first)
+    first.prepare(CLASSES)
+    assert len(encoded) > 0
+    files = list((tmp_path / PROMPT_CACHE).glob("*.safetensors"))
+    assert len(files) == 1 and files[0].name.startswith(f"{tiny_clip_name}-3x7-")
+    second = make_clip(tiny_clip_name, templates="simple")  # a new process would build the same oracle
+    read = _count_encodes(monkeypatch, second)
+    second.prepare(CLASSES)
+    assert read == []  # nothing encoded: read from disk
+    assert torch.equal(second.class_embeddings(CLASSES), first.class_embeddings(CLASSES))
+    x = torch.rand(3, 3, 32, 32)
+    assert torch.equal(second.logits(x), first.logits(x))
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["templates", "class_names", "weights", "activation", "precision", "switched_off"],
+)
+def test_clip_prompt_cache_key_holds_every_setting(tiny_clip_name, monkeypatch, tmp_path, change):
+    from oracles.clip import CLIPOracle
+
+    monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path))
+    make_clip(tiny_clip_name, templates="simple").prepare(CLASSES)
+    names, kwargs = list(CLASSES), {"templates": "simple"}
+    if change == "templates":
+        from oracles.clip import named_templates
+
+        kwargs["templates"] = [f"{t}!" for t in named_templates("simple")]  # as many prompts, other words
+    elif change == "class_names":
+        names = ["cat", "dog", "boat"]
+    elif change == "activation":
+        kwargs["quick_gelu"] = True
+    elif change == "precision":
+        kwargs["precision"] = "bf16"
+    elif change == "switched_off":
+        kwargs["prompt_cache"] = False
+    if change == "weights":
+        torch.manual_seed(1)
+        other = CLIPOracle(model_name=tiny_clip_name, pretrained=None, **kwargs)
+    else:
+        other = make_clip(tiny_clip_name, **kwargs)
+    encoded = _count_encodes(monkeypatch, other)
+    other.prepare(names)
+    assert len(encoded) > 0  # a different key: encoded, never the other setting's embeddings
+
+
+def test_clip_prompt_cache_refuses_damaged_or_foreign_files(tiny_clip_name, monkeypatch, tmp_path, caplog):
+    from safetensors.torch import save_file
+
+    from oracles.clip import PROMPT_CACHE
+
+    monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path))
+    good = make_clip(tiny_clip_name)
+    good.prepare(CLASSES)
+    (path,) = (tmp_path / PROMPT_CACHE).glob("*.safetensors")
+    expected = good.class_embeddings(CLASSES)
+    save_file({"class_embeddings": torch.zeros(expected.shape)}, path, metadata={"key": "{}"})  # another key
+    again = make_clip(tiny_clip_name)
+    encoded = _count_encodes(monkeypatch, again)
+    again.prepare(CLASSES)
+    assert len(encoded) > 0 and torch.equal(again.class_embeddings(CLASSES), expected)
+    path.write_bytes(b"not a safetensors file")
+    with caplog.at_level("WARNING", logger="oracles.clip"):
+        third = make_clip(tiny_clip_name)
+        third.prepare(CLASSES)
+    assert "is unreadable" in caplog.text and torch.equal(third.class_embeddings(CLASSES), expected)
+    fourth = make_clip(tiny_clip_name)
+    fourth_calls = _count_encodes(monkeypatch, fourth)
+    fourth.prepare(CLASSES)
+    assert fourth_calls == []  # the recomputed matrix was written back in place of the damaged file
+
+
+def test_clip_checkpoint_file_weights_are_keyed_by_content(tiny_clip_name, monkeypatch, tmp_path):
+    import shutil
+
+    from genEval.fileio import sha256_file
+    from oracles.clip import CLIPOracle
+
+    monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path / "cache"))
+    a = tmp_path / "a" / "open_clip_pytorch_model.bin"
+    a.parent.mkdir()
+    torch.save(make_clip(tiny_clip_name).model.state_dict(), a)
+    b = tmp_path / "b.bin"
+    shutil.copy(a, b)
+    first = CLIPOracle(model_name=tiny_clip_name, pretrained=str(a))
+    assert first._weights_id() == f"file-sha256:{sha256_file(a)}"
+    first.prepare(CLASSES)
+    copy = CLIPOracle(model_name=tiny_clip_name, pretrained=str(b))
+    calls = _count_encodes(monkeypatch, copy)
+    copy.prepare(CLASSES)
+    assert calls == []  # the same bytes under another name: the same weights
+
+
+def test_clip_prompt_encoding_logs_progress_with_an_eta(tiny_clip_name, monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path))
+    monkeypatch.setattr("oracles.clip._PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr("oracles.clip._TEXT_CHUNK", 7)  # one class (7 templates) per text-encoder call
+    o = make_clip(tiny_clip_name, templates="simple")
+    with caplog.at_level("INFO", logger="oracles.clip"):
+        o.prepare(CLASSES)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("encoding 21 prompts (3 classes x 7 templates)" in m for m in lines)
+    progress = [m for m in lines if "prompts/s), ETA" in m]
+    assert [m.split("encoded ")[1].split(" prompts")[0] for m in progress] == ["7/21", "14/21"]
+    assert any("class embeddings cached in" in m for m in lines)
 
 
 def test_clip_threshold(tiny_clip_name):
@@ -369,21 +489,110 @@ def test_clip_construction_errors(tmp_path):
         CLIPOracle(model_name="ViT-B-32", precision="fp8")
 
 
-def test_clip_offline_tag_explains_how_to_pass_a_file(monkeypatch):
+def _no_network(monkeypatch):
+    """Fail the test if huggingface_hub's HTTP session or open_clip's downloader is used at all."""
     import open_clip
+    from huggingface_hub import utils as hf_utils
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a network request was made")
+
+    monkeypatch.setattr(hf_utils, "get_session", forbidden)
+    monkeypatch.setattr(open_clip, "download_pretrained", forbidden)
+
+
+def test_hub_problem_offline_flag_answers_without_a_request(monkeypatch):
+    from genEval.checkpoints import hub_problem
+
+    _no_network(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_problem() == "HF_HUB_OFFLINE is set"
+
+
+def test_hub_problem_reaches_a_server_once_and_names_an_unreachable_one(monkeypatch):
+    import http.server
+    import socket
+    import threading
+
+    from genEval.checkpoints import hub_problem
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert hub_problem(f"http://127.0.0.1:{server.server_address[1]}/") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as sock:  # a port nobody listens on: connection refused at once
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    why = hub_problem(f"http://127.0.0.1:{closed}/", timeout=2)
+    assert why.startswith(f"http://127.0.0.1:{closed}/ is unreachable (") and "ConnectError" in why
+
+
+def test_clip_offline_tag_fails_at_once_naming_the_local_file_option(monkeypatch, tmp_path):
+    """Issue 20: HF_HUB_OFFLINE=1 (or an unreachable hub) without cached weights is one user error, no retries."""
+    from genEval.checkpoints import WeightsUnavailable
+    from oracles.clip import CLIPOracle
+
+    _no_network(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        WeightsUnavailable,
+        match=r"(?s)'openai' weights of ViT-B-32 are not on this machine.*HF_HUB_OFFLINE is set.*"
+        r"oracle.pretrained=/path/to/open_clip_pytorch_model.bin oracle.quick_gelu=true",
+    ) as err:
+        CLIPOracle(model_name="ViT-B-32", pretrained="openai", cache_dir=str(tmp_path))
+    assert isinstance(err.value, FileNotFoundError)  # a user error: `geneval` prints it without a traceback
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: "https://huggingface.co is unreachable (x)")
+    with pytest.raises(WeightsUnavailable, match=r"huggingface.co is unreachable \(x\)\. Download the checkpoint"):
+        CLIPOracle(model_name="ViT-B-32", pretrained="openai", cache_dir=str(tmp_path))
+
+
+def test_clip_download_failure_with_a_reachable_hub_is_a_user_error(monkeypatch):
+    import open_clip
+
+    from genEval.checkpoints import WeightsUnavailable
+    from oracles.clip import CLIPOracle
+
+    def refused(*args, **kwargs):
+        raise ConnectionError("403 gated repository")
+
+    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: None)
+    monkeypatch.setattr(open_clip, "download_pretrained", refused)
+    with pytest.raises(
+        WeightsUnavailable, match=r"(?s)cannot download.*ConnectionError: 403 gated.*oracle.pretrained="
+    ):
+        CLIPOracle(model_name="ViT-B-32", pretrained="openai")
+
+
+def test_clip_offline_tag_uses_the_hugging_face_cache(monkeypatch, tmp_path, tiny_clip_name):
+    """Offline with the tag's weights already downloaded: they load from the cache, with the tag's settings."""
+    import open_clip
+    from safetensors.torch import save_file
 
     from oracles.clip import CLIPOracle
 
-    def unreachable(*args, **kwargs):
-        raise ConnectionError("Failed to resolve 'huggingface.co'")
-
-    monkeypatch.setattr(open_clip, "download_pretrained", unreachable)
-    with pytest.raises(
-        RuntimeError,
-        match=r"(?s)hub is unreachable.*ConnectionError.*"
-        r"oracle.pretrained=/path/to/open_clip_pytorch_model.bin oracle.quick_gelu=true",
-    ):
-        CLIPOracle(model_name="ViT-B-32", pretrained="openai")
+    saved = make_clip(tiny_clip_name)
+    snap = tmp_path / "models--org--tiny" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (tmp_path / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "models--org--tiny" / "refs" / "main").write_text("abc123")
+    save_file({k: v.contiguous() for k, v in saved.model.state_dict().items()}, snap / "open_clip_model.safetensors")
+    tag = {"hf_hub": "org/tiny/", "quick_gelu": True, "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
+    real_cfg = open_clip.get_pretrained_cfg
+    monkeypatch.setattr(open_clip, "get_pretrained_cfg", lambda m, t: tag if t == "tinytag" else real_cfg(m, t))
+    _no_network(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.manual_seed(99)  # another random init, replaced by the cached weights
+    o = CLIPOracle(model_name=tiny_clip_name, pretrained="tinytag", cache_dir=str(tmp_path))
+    assert o.name == f"clip:{tiny_clip_name}:tinytag"
+    for k, v in saved.model.state_dict().items():
+        torch.testing.assert_close(o.model.state_dict()[k], v)
+    assert o.mean.flatten().tolist() == [0.5] * 3 and o.std.flatten().tolist() == [0.25] * 3  # the tag's own
+    assert any(type(m).__name__ == "QuickGELU" for m in o.model.modules())  # the tag was trained with QuickGELU
 
 
 def test_clip_official_tag_uses_quick_gelu(monkeypatch, tiny_clip_name):
@@ -394,6 +603,7 @@ def test_clip_official_tag_uses_quick_gelu(monkeypatch, tiny_clip_name):
 
     seen = {}
     tiny = open_clip.create_model(tiny_clip_name)
+    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: None)  # the hub answers
 
     def fake_create(name, pretrained=None, **kwargs):
         seen.update(name=name, pretrained=pretrained, **kwargs)

@@ -346,3 +346,89 @@ def test_cli_export_verify_and_exit_codes(run_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         run_verify(compose_config("verify", []))
     assert e.value.code == 2 and "geneval verify: error: geneval verify needs snapshot=" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ streaming (issue 20)
+def test_export_holds_one_image_row_at_a_time(run_dir, run_data, tmp_path, monkeypatch):
+    """Export streams: never every image at once (50,000 pairs at 256 px are ~19.6 GB), one row after another."""
+    import weakref
+
+    from genEval.runs import rundir
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("export loaded every image of the run at once")
+
+    monkeypatch.setattr(rundir, "load_tensors", refuse)
+    real, alive, peak, seen = snapmod.iter_tensor_rows, weakref.WeakSet(), [0], []
+
+    def counting(*args, **kwargs):
+        for record, row in real(*args, **kwargs):
+            alive.add(row["perturbed"])
+            peak[0] = max(peak[0], len(alive))
+            seen.append(record["source_id"])
+            yield record, row
+
+    monkeypatch.setattr(snapmod, "iter_tensor_rows", counting)
+    for fmt in ("imagefolder", "webdataset"):
+        seen.clear()
+        out = export_snapshot(run_dir, tmp_path / fmt, format=fmt)
+        assert verify_snapshot(out).ok and Manifest.read(out).source_ids == run_data["ids"]
+        assert seen[1:] == run_data["ids"]  # after the first row (the image shapes), each validated row once
+    assert peak[0] <= 3  # of 27 rows: the one being encoded, and the next being read
+
+
+def _parts_run(tmp_path: Path, n: int = 150) -> Path:
+    """A toy run with save_images=true over three tensor parts (the writer flushes every batch of 50)."""
+    from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator, toy_data
+
+    from genEval import evaluate
+    from genEval.search.perturb import SearchConfig
+
+    evaluate(
+        LinearClassifier(seed=0),
+        toy_data(n),
+        SigmoidGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=1, step_size=0.1),
+        seed=0,
+        batch_size=50,
+        output_dir=tmp_path,
+        save_images=True,
+        n_boot=10,
+        progress=False,
+    )
+    return tmp_path
+
+
+def test_iter_tensor_rows_reads_rows_in_any_order_keeping_few_parts_open(tmp_path, monkeypatch):
+    from genEval.runs import rundir
+
+    run = _parts_run(tmp_path / "run")
+    everything = rundir.load_tensors(run, "images")
+    row_of = {sid: i for i, sid in enumerate(everything["source_ids"])}
+    records = rundir.read_samples(run)
+    assert len({r["part"] for r in records}) == 3
+    opened = []
+    real_open = rundir.safe_open
+    monkeypatch.setattr(rundir, "safe_open", lambda path, **kw: opened.append(Path(path).name) or real_open(path, **kw))
+    backwards = records[::-1]
+    got = list(rundir.iter_tensor_rows(run, "images", backwards))
+    assert [r["source_id"] for r, _ in got] == [r["source_id"] for r in backwards]
+    for r, row in got:
+        i = row_of[r["source_id"]]
+        assert torch.equal(row["perturbed"], everything["perturbed"][i])
+        assert torch.equal(row["original"], everything["original"][i])
+    assert sorted(opened) == sorted(set(opened)) and len(opened) == 3  # grouped parts: each opened once
+    opened.clear()
+    by_part = {p: [r for r in records if r["part"] == p] for p in range(3)}
+    alternating = [rs[k] for k in range(20) for rs in by_part.values()]  # part 0, 1, 2, 0, 1, 2, ...
+    assert len(list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=3))) == 60
+    assert len(opened) == 3  # three may stay open: no part is read twice
+    opened.clear()
+    list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=2))
+    assert len(opened) == 60  # two may stay open: the least recent is closed and reopened when needed
+    stranger = [{**records[0], "source_id": "not-in-the-run"}]
+    with pytest.raises(ValueError, match=r"disagree \('not-in-the-run' is not in that part\)"):
+        list(rundir.iter_tensor_rows(run, "images", stranger))
+    with pytest.raises(FileNotFoundError, match=r"no images part for sample"):
+        list(rundir.iter_tensor_rows(run, "images", [{**records[0], "part": 7}]))

@@ -506,3 +506,38 @@ def test_mask_configs_instantiate_the_mask_settings():
     cfgs["auto"].fit_fraction = 1.5
     with pytest.raises(ValueError, match=r"while building mask: mask.fit_fraction must lie in \(0, 1\)"):
         build(cfgs["auto"], "mask")
+
+
+def _weak_shift(n: int, shift: float, seed: int = 0):
+    """Latents whose final differs from the start by ``shift`` in three dims: a small run's faint signal."""
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randn(n, 4, 8, 8, generator=g)
+    final = start + 0.001 * torch.randn(n, 4, 8, 8, generator=g)
+    final[:, 0, 0, :3] += shift
+    return start, final
+
+
+def test_auto_C_is_C1_when_that_selects_dims(caplog):
+    start, final = _weak_shift(30, 0.6)
+    with caplog.at_level("WARNING", logger="genEval.style_mask"):
+        auto = fit_style_mask(start, final, generator="g", dataset="d", solver="liblinear")  # C="auto", the default
+    one = fit_style_mask(start, final, generator="g", dataset="d", solver="liblinear", C=1.0)
+    assert auto.C == 1.0 and torch.equal(auto.mask, one.mask) and auto.n_selected > 0
+    assert [p["C"] for p in auto.search_path] == [1.0] and "selects no latent dim" not in caplog.text
+
+
+def test_auto_C_searches_when_C1_selects_nothing(caplog):
+    """Issue 20: a 60-sample run whose C=1 fit keeps no dim gets the least regularised C with >= 98% zeros."""
+    start, final = _weak_shift(60, 0.01)
+    kw = {"generator": "g", "dataset": "d"}  # saga, the default
+    with pytest.raises(ValueError, match="every weight is zero"):
+        fit_style_mask(start, final, C=1.0, **kw)  # an explicit C=1 still means C=1
+    with caplog.at_level("WARNING", logger="genEval.style_mask"):
+        m = fit_style_mask(start, final, **kw)
+    assert "C=1 selects no latent dim on 48 training samples" in caplog.text
+    assert m.C > 1.0 and 1 <= m.n_selected <= int(0.02 * 256) and m.sparsity >= 98.0
+    tried = {p["C"]: p["n_selected"] for p in m.search_path}
+    assert tried[1.0] == 0 and tried[m.C] == m.n_selected
+    assert not any(p["n_selected"] >= 1 and p["sparsity"] >= 98.0 and p["C"] > m.C for p in m.search_path)
+    with pytest.raises(ValueError, match="C=auto was given together with a target"):
+        fit_style_mask(start, final, C="auto", target_sparsity=0.9, **kw)

@@ -6,10 +6,11 @@ from collections import Counter
 
 import pytest
 from conftest import ASSETS
+from scipy.stats import chisquare
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.data.base import SubsetData
+from genEval.data.base import ImageData, SubsetData
 from genEval.data.standard import DigitsData
 from genEval.search.perturb import SearchConfig
 
@@ -104,3 +105,50 @@ def test_cifar10_taef2_recipe_draws_other_images_for_other_seeds():
     a, b = data.with_seed(1234), data.with_seed(98765)
     assert len(a) == len(b) == 30 and Counter(a.labels) == {c: 3 for c in range(10)}
     assert len(set(ids(a)) & set(ids(b))) < 5  # 30 of 10,000: almost surely disjoint draws
+
+
+class _OneImagePerClass(ImageData):
+    """100 classes x 1 image, as a folder of 100 class sub-folders with one picture each (labels only)."""
+
+    name = "hundred"
+
+    def __init__(self, limit: int, classes: int = 100, per_class: int = 1) -> None:
+        super().__init__(image_size=None, channels=None, limit=limit)
+        self.class_names = [f"c{k}" for k in range(classes)]
+        self._select([k for k in range(classes) for _ in range(per_class)])
+
+    def _read(self, index: int):
+        raise AssertionError("the draw must not read images")
+
+    def _source_id(self, index: int) -> str:
+        return f"img{index:04d}"
+
+
+def test_random_draw_chooses_the_classes_too_not_the_lowest_numbered():
+    """Issue 20: with data.limit below the number of classes the classes themselves are drawn from the seed."""
+    data = _OneImagePerClass(limit=20)
+    a, b, c = (set(data.with_seed(s).labels) for s in (1, 2, 3))
+    assert len(a) == 20 and a != b and b != c  # three seeds, three class sets (they were all 0..19 before)
+    assert a != set(range(20))
+    hits = Counter(y for s in range(500) for y in data.with_seed(s).labels)
+    counts = [hits.get(k, 0) for k in range(100)]
+    # every class equally likely: 500 draws x 20 of 100 -> 100 each (sd about 9); the label-order walk gives
+    # 500 to classes 0..19 and 0 to the rest
+    assert min(counts) > 0 and chisquare(counts).pvalue > 1e-3
+    assert data.with_seed(1).subset_info()["mode"] == "random"
+
+
+def test_random_draw_spreads_the_extra_samples_and_stays_a_balanced_prefix():
+    data = _OneImagePerClass(limit=15, classes=10, per_class=5)
+    extra = Counter()
+    for s in range(300):
+        drawn = Counter(data.with_seed(s).labels)
+        assert sorted(drawn.values()) == [1] * 5 + [2] * 5  # 15 of 10 classes: five get a second sample
+        extra.update(k for k, n in drawn.items() if n == 2)
+        longer = _OneImagePerClass(limit=23, classes=10, per_class=5).with_seed(s)
+        assert [longer.source_id(i) for i in range(15)] == ids(data.with_seed(s))  # limit=N prefixes limit=N+k
+    assert chisquare([extra[k] for k in range(10)]).pvalue > 1e-3  # not always classes 0..4
+    first = _OneImagePerClass(limit=15, classes=10, per_class=5)
+    first.subset = "first"
+    first._draw()
+    assert first.labels == list(range(10)) + list(range(5))  # subset=first keeps the label order

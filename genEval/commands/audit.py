@@ -7,11 +7,12 @@ from omegaconf import DictConfig
 
 from genEval.commands import command, require
 from genEval.reports.audit import record_audit, write_audit
+from genEval.runs.shards import resolve_run_dir
 
 
 @command("audit", config="audit")
 def run_audit(cfg: DictConfig) -> dict:
-    run = str(require(cfg, "run", "audit", "run=<run directory made with save_images=true> n=100"))
+    run = str(resolve_run_dir(require(cfg, "run", "audit", "run=<run directory made with save_images=true> n=100")))
     if cfg.get("answers"):
         result = record_audit(run, str(cfg.answers))
         print(result.summary())

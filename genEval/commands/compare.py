@@ -26,6 +26,7 @@ from genEval.commands import (
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.reports.report import write_report
+from genEval.runs.shards import resolve_run_dir
 from genEval.search.perturb import SearchConfig
 
 
@@ -65,7 +66,8 @@ def run_compare(cfg: DictConfig) -> str:
     common = dict(out_dir=out_dir, baselines=baselines, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot))
     if cfg.get("runs"):
         runs = cfg.runs
-        comp = aggregate([str(runs)] if isinstance(runs, str) else [str(r) for r in runs], **common)
+        runs = [runs] if isinstance(runs, str) else list(runs)
+        comp = aggregate([str(resolve_run_dir(r)) for r in runs], **common)  # a sharded sweep: its merged run
     else:
         comp = _run_models(cfg, **common)
     if cfg.get("report", True):

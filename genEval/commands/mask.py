@@ -7,21 +7,28 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from genEval.commands import command, plain, require
-from genEval.style_mask import fit_mask_from_run, plot_style_mask
+from genEval.runs.shards import resolve_run_dir
+from genEval.style_mask import AUTO, AUTO_C, fit_mask_from_run, plot_style_mask
 
 FIT_KEYS = ("C", "solver", "target_sparsity", "target_score", "test_fraction", "max_iter", "seed")
 
 
 @command("fit-mask", config="fit_mask")
 def run_fit_mask(cfg: DictConfig) -> str:
-    run = require(cfg, "run", "fit-mask", "run=<directory of a finished run made with save_latents=true>")
+    run = resolve_run_dir(
+        require(cfg, "run", "fit-mask", "run=<directory of a finished run made with save_latents=true>")
+    )
     opts = plain(cfg)
     m = fit_mask_from_run(run, **{k: opts[k] for k in FIT_KEYS if k in opts})
     out = Path(cfg.out) if cfg.get("out") else Path(run) / "style_mask.safetensors"
     m.save(out)
     plot_style_mask(m, out.with_suffix(".png"))
+    chosen = ""
+    if str(opts.get("C")) == AUTO and m.C != AUTO_C:
+        chosen = f" (chosen automatically: C={AUTO_C:g} selected no dim on these {m.n_samples} samples)"
     print(
-        f"{m!r}\nsparsity {m.sparsity:.2f}% zero dims, held-out accuracy {m.heldout_accuracy:.1f}%, C={m.C}\n"
+        f"{m!r}\nsparsity {m.sparsity:.2f}% zero dims, held-out accuracy {m.heldout_accuracy:.1f}%, "
+        f"C={m.C:.4g}{chosen}\n"
         f"mask written to {out} (plot: {out.with_suffix('.png')})\nuse it with: geneval mask=sparse mask.path={out}"
     )
     return str(out)

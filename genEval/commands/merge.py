@@ -1,13 +1,21 @@
-"""``geneval merge runs=[DIR,...] out=DIR``: combine the shards of one evaluation (genEval/runs/shards.py)."""
+"""``geneval merge runs=[DIR,...] out=DIR``: combine the shards of one evaluation (genEval/runs/shards.py).
+
+:class:`MergeShards` is the Hydra callback (registered under ``hydra.callbacks`` in ``conf/config.yaml``) that does the
+same by itself at the end of a multirun over shards: ``geneval -m shard.count=N 'shard.index=range(N)' ...`` leaves
+``<sweep dir>/merged`` next to the shards.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from genEval.commands import command, hydra_output_dir, require
-from genEval.runs.shards import merge_runs
+from genEval.commands import USER_ERRORS, command, hydra_output_dir, require
+from genEval.runs.shards import MERGED, merge_runs, merge_sweep
 
 
 @command("merge", config="merge")
@@ -23,3 +31,27 @@ def run_merge(cfg: DictConfig) -> dict:
     result = merge_runs(runs, out)
     print(result.summary())
     return result.metrics
+
+
+class MergeShards(Callback):
+    """At the end of a multirun, merge the shards it wrote into ``<hydra.sweep.dir>/merged`` and print the summary.
+
+    Runs on the machine that launched the sweep (Hydra calls ``on_multirun_end`` there after every job returned,
+    for the basic, joblib, submitit and Ray launchers alike). A multirun without shards is left alone. When the
+    shards cannot be merged (one failed, or they are of different evaluations) the error is printed with the
+    ``geneval merge`` command to run after fixing it, and the multirun exits with status 2.
+    """
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = Path(str(config.hydra.sweep.dir))
+        try:
+            merged = merge_sweep(sweep)
+        except USER_ERRORS as err:
+            print(
+                f"geneval: error: the shards under {sweep} were not merged: {err} When they are complete: "
+                f"geneval merge runs={sweep} out={sweep / MERGED}",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        for out, result in merged:
+            print(f"{result.summary()}\nmerged the shards of {sweep} into {out}")

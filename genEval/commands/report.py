@@ -6,11 +6,12 @@ from omegaconf import DictConfig
 
 from genEval.commands import command, require
 from genEval.reports.report import write_report
+from genEval.runs.shards import resolve_run_dir
 
 
 @command("report", config="report")
 def run_report(cfg: DictConfig) -> str:
-    source = require(cfg, "input", "report", "input=<run directory or comparison directory>")
+    source = resolve_run_dir(require(cfg, "input", "report", "input=<run directory or comparison directory>"))
     path = write_report(
         str(source),
         cfg.get("out") or None,

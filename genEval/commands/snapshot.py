@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
 from genEval.fileio import atomic_write_json
+from genEval.runs.shards import resolve_run_dir
 from genEval.search.driver import resolve_device
 from genEval.snapshots.filtration import filter_snapshots
 from genEval.snapshots.format import Manifest, export_snapshot, verify_snapshot
@@ -31,7 +32,7 @@ def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
 @command("export", config="export")
 def run_export(cfg: DictConfig) -> Any:
     """``geneval export run=<run dir> [out=...] [format=imagefolder|webdataset]``."""
-    run = Path(require(cfg, "run", "export", "run=outputs/2024-01-01/12-00-00"))
+    run = resolve_run_dir(require(cfg, "run", "export", "run=outputs/2024-01-01/12-00-00"))  # a sweep: its merged/
     out = cfg.get("out") or run / ("snapshot" if cfg.format == "imagefolder" else f"snapshot-{cfg.format}")
     path = export_snapshot(
         run,

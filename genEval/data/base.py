@@ -18,13 +18,15 @@ Common options (all datasets):
 * ``indices``: the part of the dataset to use, before ``limit``: ``"START:STOP"`` (a Python slice of the
   dataset's own order, e.g. ``"0:5000"`` and ``"5000:"`` split a test set in two), a file with one source id per
   line, or a list of positions.
-* ``limit``: a class-balanced subset of ``limit`` samples, interleaved round-robin over the classes (class
-  order = label order). ``subset="random"`` (default) draws the samples of each class at random from a seed:
+* ``limit``: a class-balanced subset of ``limit`` samples, interleaved round-robin over the classes.
+  ``subset="random"`` (default) draws the samples of each class, and the order of the classes in every round
+  (hence which classes a ``limit`` below the number of classes reaches), at random from a seed:
   ``subset_seed``, or, when that is ``None``, the run's seed (``genEval.evaluate`` calls :meth:`with_seed`),
   so every unseeded run evaluates fresh source images (METHOD.md "Why it exists": a dynamic benchmark) and
   every model of one comparison repetition the same ones. ``subset="first"`` keeps the dataset's own order
-  within each class (a deterministic prefix). Either way ``limit=N`` is a prefix of ``limit=N+k`` for the same
-  seed, so a small run is the start of a larger one.
+  within each class and the label order of the classes (a deterministic prefix). Either way ``limit=N`` is a
+  prefix of ``limit=N+k`` for the same seed, so a small run is the start of a larger one, and the draw depends on
+  the seed alone (shards and resumed runs see the same sources).
 * ``class_names``: override the class names (e.g. better prompts for a CLIP oracle); names must be distinct.
 
 Images are read in ``__getitem__`` (files are never all held in memory); only the tiny scikit-learn
@@ -66,10 +68,15 @@ def _whole(value: Any, low: int) -> bool:
 
 
 def round_robin_order(labels: Sequence[int], rng: np.random.Generator | None = None) -> list[int]:
-    """Indices interleaved over classes: first of each class (in label order), then second of each, ...
+    """Indices interleaved over classes in rounds: one sample of each class per round, then the next round.
 
-    Any prefix of the result is as class-balanced as possible; classes that run out are skipped. Within a
-    class the dataset's order is kept, or, with ``rng``, a random permutation drawn from it.
+    Any prefix of the result is as class-balanced as possible; classes that run out are skipped. Without ``rng``
+    every round walks the classes in label order and each class keeps the dataset's order (a deterministic
+    prefix). With ``rng`` both are drawn: each class's samples in a random permutation, and each round's class
+    order in its own random permutation, so the classes a short prefix reaches (``limit`` below the number of
+    classes, or the extra samples of a ``limit`` that is not a multiple of it) are a uniform random choice, not
+    the lowest-numbered ones. The result depends only on ``labels`` and the generator's state, so one seed gives
+    one order and ``order[:n]`` is a prefix of ``order[:n + k]``.
     """
     by_class: dict[int, list[int]] = {}
     for i, y in enumerate(labels):
@@ -79,7 +86,10 @@ def round_robin_order(labels: Sequence[int], rng: np.random.Generator | None = N
         queues = [[q[k] for k in rng.permutation(len(q))] for q in queues]
     order: list[int] = []
     for depth in range(max((len(q) for q in queues), default=0)):
-        order.extend(q[depth] for q in queues if depth < len(q))
+        live = [q for q in queues if depth < len(q)]
+        if rng is not None:
+            live = [live[k] for k in rng.permutation(len(live))]
+        order.extend(q[depth] for q in live)
     return order
 
 

@@ -235,10 +235,11 @@ class ImageNetData(ImageFolderData):
     Any subset of the 1,000 wnid folders may be present. Without ``superclasses`` the labels are the 1k class
     indices (timm's order, which 1k classifiers use) and ``class_names`` lists all 1,000 names
     (:func:`genEval.data.imagenet.imagenet_class_names`: ``"openai"`` open_clip's curated names, ``"lemma"``,
-    ``"wnid"``, or a list of 1,000 names; None = ``"openai"``). With ``superclasses`` (a named set such as ``restricted_imagenet9``,
-    or a mapping name -> inclusive 1k index ranges) the labels are super-class indices, the class names the
-    super-class names (``class_names`` None or a name source) or a list of as many, and folders outside every super-class are left out. The folder
-    -> class mapping used is logged and kept in ``folder_classes`` (wnid -> (label, name)).
+    ``"wnid"``, or a list of 1,000 names; None = ``"openai"``). With ``superclasses`` (a named set such as
+    ``restricted_imagenet9``, or a mapping name -> inclusive 1k index ranges) the labels are super-class indices,
+    the class names the super-class names (``class_names`` None or a name source) or a list of as many, and
+    folders outside every super-class are left out. The folder -> class mapping used is logged and kept in
+    ``folder_classes`` (wnid -> (label, name)).
     """
 
     def __init__(

@@ -29,6 +29,7 @@ import os
 import platform
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
@@ -157,6 +158,7 @@ class EvalResult:
             f"  classifier: {self.components.get('classifier')}",
             f"  generator:  {self.components.get('generator')}",
             f"  oracle:     {self.components.get('oracle')}",
+            *_image_size_line(self.extra.get("image_shapes")),
             "  score (95% CI)",
             f"  SA   {s.sa.fmt()}   ({s.n_clean_correct}/{s.n})",
             f"  SA_v {s.sa_validated.fmt()}   ({s.n_clean_validated}/{s.n_validated}: SA over the validated samples)",
@@ -185,6 +187,16 @@ class EvalResult:
         if self.run_dir:
             lines.append(f"  run directory: {self.run_dir}")
         return "\n".join(lines)
+
+
+def _image_size_line(shapes: dict | None) -> list[str]:
+    """The sizes the run worked at: the data's images and the generator's (its ``image_size`` may resize them)."""
+    if not shapes or "original" not in shapes or "perturbed" not in shapes:
+        return []
+    data, gen = ("x".join(str(v) for v in shapes[k][-2:]) for k in ("original", "perturbed"))
+    if data == gen:
+        return [f"  image size: {data} px (data and generator)"]
+    return [f"  image size: data {data} px, searched and scored at {gen} px (generator.image_size)"]
 
 
 @dataclass(frozen=True)
@@ -632,6 +644,48 @@ def iter_tensor_parts(
             rows = torch.tensor([where[r["source_id"]] for r in by_part[part]])
             tensors = {k: fh.get_tensor(k)[rows] for k in fh.keys()}
         yield by_part[part], tensors
+
+
+def iter_tensor_rows(
+    run_dir: str | Path, kind: str, records: Sequence[dict], keep_open: int = 2
+) -> Iterator[tuple[dict, dict[str, torch.Tensor]]]:
+    """Stream one tensor row per record, in the order of ``records``: yields ``(record, {name: row})``.
+
+    Rows are read from the memory-mapped parts one at a time (safetensors slices), with at most ``keep_open`` parts
+    open, so memory stays flat in the number of samples whatever order the records and parts are in (a run's
+    records are in data-set order, its parts in completion order: nearly the same, so few parts are reopened).
+    Raises as :func:`iter_tensor_parts` when a part is missing or does not hold a record's sample.
+    """
+    d = Path(run_dir)
+    if not has_tensors(d, kind):
+        flag = "save_latents" if kind == LATENTS else "save_images"
+        raise FileNotFoundError(
+            f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation with {flag}=true."
+        )
+    open_parts: OrderedDict[int, tuple[Any, dict[str, int]]] = OrderedDict()
+    for r in records:
+        part = int(r.get("part", -1))
+        if part not in open_parts:
+            path = _part_path(d, kind, part)
+            if part < 0 or not path.is_file():
+                raise FileNotFoundError(
+                    f"run '{d}': no {kind} part for sample {r['source_id']!r}; the run directory is "
+                    "incomplete or was copied partly."
+                )
+            fh = safe_open(str(path), framework="pt")
+            ids = json.loads((fh.metadata() or {}).get("source_ids", "[]"))
+            open_parts[part] = (fh, {sid: i for i, sid in enumerate(ids)})
+            while len(open_parts) > keep_open:
+                open_parts.popitem(last=False)  # the oldest part: its file is closed when dropped
+        open_parts.move_to_end(part)
+        fh, where = open_parts[part]
+        row = where.get(r["source_id"])
+        if row is None:
+            raise ValueError(
+                f"run '{d}': samples.jsonl and {_part_path(d, kind, part).name} of {kind} disagree "
+                f"({r['source_id']!r} is not in that part); they come from different runs. Rerun the evaluation."
+            )
+        yield r, {k: fh.get_slice(k)[row : row + 1][0] for k in fh.keys()}
 
 
 def load_tensors(run_dir: str | Path, kind: str) -> dict[str, Any]:

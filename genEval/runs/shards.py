@@ -8,11 +8,16 @@ order, copies their tensor parts, and scores the result with the driver's own :f
 -- so scores, intervals and the per-class table equal those of the unsharded run. Sources a shard skipped as
 unreadable (``data.skip_unreadable``) count as present and are listed once in the merged ``skipped``.
 ``compare``, ``export``, ``fit-mask`` and ``report`` read the merged directory like any other run.
+
+A Hydra multirun over the shards (``geneval -m shard.count=N 'shard.index=range(N)' ...``) merges itself at its end
+(:func:`merge_sweep`, called by the ``MergeShards`` callback of ``conf/config.yaml``) into ``<sweep dir>/merged``, and
+:func:`resolve_run_dir` lets every command that reads a run take the sweep directory for that merged run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -24,6 +29,7 @@ import torch
 from genEval.runs.rundir import (
     IMAGES,
     LATENTS,
+    RESULTS,
     RUN,
     EvalResult,
     RunWriter,
@@ -214,3 +220,67 @@ def _grid(run_dir: Path, records: list[SampleRecord], k: int) -> None:
     originals = torch.stack([rows[r.source_id][0] for r in picked]).float() / 255
     perturbed = torch.stack([rows[r.source_id][1] for r in picked]).float() / 255
     save_grid(run_dir / "grid.png", originals, perturbed, nrow=k)
+
+
+#: Where a sweep's shards are merged: ``<sweep dir>/merged`` (``merged-<k>`` when one sweep holds several evaluations).
+MERGED = "merged"
+
+
+def shard_groups(dirs: Sequence[Path]) -> list[list[Path]]:
+    """Shard run directories grouped by evaluation (config, seed, components, data, shard count), in the order
+    their first shard appears."""
+    groups: dict[str, list[Path]] = {}
+    for d in dirs:
+        key = json.dumps(_common_identity(read_run_identity(d)), sort_keys=True, default=str)
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
+
+
+def merge_sweep(sweep_dir: str | Path) -> list[tuple[Path, EvalResult]]:
+    """Merge the shards a multirun wrote under ``sweep_dir`` into ``<sweep_dir>/merged``.
+
+    Returns ``(merged directory, result)`` per evaluation found; empty when the sweep holds no sharded run (a
+    multirun over other settings). A sweep over several evaluations (e.g. ``seed=1,2`` x shards) gets one merged
+    run each, ``merged-0``, ``merged-1``, ... in the order of their first shard. Raises as :func:`merge_runs` when
+    a shard is missing, unfinished or of another evaluation.
+    """
+    sweep = Path(sweep_dir).expanduser()
+    dirs = sorted(q.parent for q in sweep.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1)
+    if not dirs:
+        return []
+    groups = shard_groups(dirs)
+    outs = [sweep / MERGED] if len(groups) == 1 else [sweep / f"{MERGED}-{k}" for k in range(len(groups))]
+    return [(out, merge_runs(group, out)) for group, out in zip(groups, outs, strict=True)]
+
+
+def _is_merged(d: Path) -> bool:
+    return d.name == MERGED or d.name.startswith(f"{MERGED}-")
+
+
+def resolve_run_dir(path: str | Path) -> Path:
+    """``path`` when it is a run directory; the merged run when it is the directory of a sharded sweep.
+
+    A sweep directory (``hydra.sweep.dir`` of ``geneval -m shard.count=N ...``) holds the shards and, once merged,
+    ``merged/``: that run is what ``export``, ``report``, ``compare`` and ``fit-mask`` mean by the sweep. A sweep
+    with shards but no merged run, or with several merged evaluations, gets an error that says what to do; any
+    other path is returned unchanged (the caller reports what is wrong with it).
+    """
+    p = Path(path).expanduser()
+    if (p / RESULTS).is_file() or not p.is_dir():
+        return p
+    merged = sorted(q for q in p.iterdir() if _is_merged(q) and (q / RESULTS).is_file())
+    if len(merged) == 1:
+        log.info("'%s' is a sweep directory: reading its merged run '%s'", p, merged[0])
+        return merged[0]
+    if len(merged) > 1:
+        raise ValueError(
+            f"'{p}' is a sweep of {len(merged)} evaluations, merged into {', '.join(q.name for q in merged)}; "
+            f"pass one of them, e.g. {merged[0]}."
+        )
+    shards = [q.parent for q in p.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1]
+    if shards:
+        raise FileNotFoundError(
+            f"'{p}' holds {len(shards)} shard run(s) but no merged run; merge them first: "
+            f"geneval merge runs={p} out={p / MERGED}"
+        )
+    return p

@@ -42,17 +42,20 @@ import numpy as np
 import torch
 import webdataset as wds
 from PIL import Image
+from safetensors import safe_open
 from torch import Tensor
 
 from genEval.fileio import atomic_write_json, sha256_file
 from genEval.runs.rundir import (
-    load_latent_file,
-    load_tensors,
+    IMAGES,
+    has_tensors,
+    iter_tensor_rows,
     package_versions,
     read_results,
     read_samples,
     save_latent_file,
 )
+from genEval.runs.rundir import LATENTS as LATENT_PARTS
 
 log = logging.getLogger(__name__)
 
@@ -408,17 +411,29 @@ def write_snapshot(
 
 @dataclass(frozen=True)
 class _Run:
-    """What an export reads from a finished run directory (through :mod:`genEval.runs.rundir`)."""
+    """What an export reads from a finished run directory (through :mod:`genEval.runs.rundir`): its results and
+    records; the images themselves are streamed row by row (:func:`genEval.runs.rundir.iter_tensor_rows`)."""
 
     path: Path
     results: dict[str, Any]
     samples: list[dict[str, Any]]
-    images: dict[str, Any]  # load_tensors(run, "images"): uint8 original/perturbed, labels, validated, source_ids
     validated: list[int]  # indices of the validated samples, in run order
+    image_shapes: dict[str, list[int]]  # (C, H, W) of the perturbed and original images (of the first sample)
 
     @property
     def classifier(self) -> str:
         return str(self.results.get("components", {}).get("classifier", ""))
+
+    def validated_rows(self) -> Iterator[tuple[dict[str, Any], dict[str, Tensor]]]:
+        """``(record, {"original", "perturbed", "labels", "validated", ...})`` of every validated sample, in run
+        order, one row at a time."""
+        for record, row in iter_tensor_rows(self.path, IMAGES, [self.samples[i] for i in self.validated]):
+            if not bool(row["validated"]):
+                raise SnapshotError(
+                    f"samples.jsonl and the images of '{self.path}' disagree on whether {record['source_id']!r} "
+                    "was validated; they come from different runs. Rerun the evaluation."
+                )
+            yield record, row
 
 
 def _read_run(run_dir: str | Path) -> _Run:
@@ -426,44 +441,46 @@ def _read_run(run_dir: str | Path) -> _Run:
     if not run.is_dir():
         raise FileNotFoundError(f"run directory '{run}' does not exist; pass the directory of a finished run.")
     results = read_results(run)
-    images = load_tensors(run, "images")
     samples = read_samples(run)
-    ids = images["source_ids"]
-    if [s["source_id"] for s in samples] != list(ids):
-        raise SnapshotError(
-            f"samples.jsonl ({len(samples)} records) and images.safetensors ({len(ids)} images) "
-            f"of '{run}' disagree; they come from different runs. Rerun the evaluation."
+    validated = [i for i, s in enumerate(samples) if s.get("validated")]
+    if not has_tensors(run, IMAGES):
+        raise FileNotFoundError(
+            f"run '{run}' saved no {IMAGES} (no {IMAGES}/part-*.safetensors): rerun the evaluation with "
+            "save_images=true."
         )
-    validated = images["validated"].nonzero().flatten().tolist()
     if not validated:
         raise SnapshotError(
             f"run '{run}' has no validated samples (VR 0), so there is nothing to export. Raise "
             "search.budget or lower search.step_size so the oracle accepts some steps."
         )
-    return _Run(run, results, samples, images, validated)
+    _, first = next(iter_tensor_rows(run, IMAGES, [samples[validated[0]]]))
+    shapes = {k: list(first[k].shape) for k in ("perturbed", "original")}
+    return _Run(run, results, samples, validated, shapes)
 
 
 def _read_latents(run: _Run) -> SnapshotLatents:
-    lat = load_latent_file(run.path)
-    ids = run.images["source_ids"]
-    if list(lat["source_ids"]) != list(ids):
-        raise SnapshotError(
-            f"latents.safetensors and images.safetensors of '{run.path}' list different samples; "
-            "rerun the evaluation with save_images=true save_latents=true."
-        )
-    keep = run.validated
-    return SnapshotLatents(lat["start"][keep], lat["final"][keep], [ids[i] for i in keep], lat["generator"])
+    """Start and final latents of the validated samples (held in memory: an ``include_latents`` export holds
+    ``2 x validated x latent size`` floats, unlike the images, which are streamed)."""
+    records = [run.samples[i] for i in run.validated]
+    starts, finals = [], []
+    for _, row in iter_tensor_rows(run.path, LATENT_PARTS, records):
+        starts.append(row["start"])
+        finals.append(row["final"])
+    with safe_open(str(next((run.path / LATENT_PARTS).glob("part-*.safetensors"))), framework="pt") as fh:
+        generator = (fh.metadata() or {}).get("generator", "")
+    ids = [r["source_id"] for r in records]
+    return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, generator)
 
 
 def _export_items(run: _Run) -> Iterator[SnapshotItem]:
-    """The validated samples as PNGs, with the per-sample metadata that goes into the snapshot."""
+    """The validated samples as PNGs, with the per-sample metadata that goes into the snapshot, one at a time."""
     class_names = run.results["class_names"]
-    for i in run.validated:
-        s, label = run.samples[i], int(run.images["labels"][i])
+    for s, row in run.validated_rows():
+        label = int(row["labels"])
         meta = {
             "label": label,
             "class_name": class_names[label],
-            "source_id": run.images["source_ids"][i],
+            "source_id": s["source_id"],
             "tested_model": run.classifier,
             "seed": run.results.get("seed"),
             "steps": s.get("accepted_steps"),
@@ -472,9 +489,7 @@ def _export_items(run: _Run) -> Iterator[SnapshotItem]:
             "clean_pred": s.get("clean_pred"),
             "tested_pred": s.get("final_pred"),
         }
-        yield SnapshotItem(
-            encode_png(run.images["perturbed"][i].numpy()), encode_png(run.images["original"][i].numpy()), meta
-        )
+        yield SnapshotItem(encode_png(row["perturbed"].numpy()), encode_png(row["original"].numpy()), meta)
 
 
 def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
@@ -494,7 +509,7 @@ def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
             }
         ],
         class_names=list(r["class_names"]),
-        image_shapes={k: list(run.images[k].shape[1:]) for k in ("perturbed", "original")},
+        image_shapes=dict(run.image_shapes),
         versions=r.get("versions", {}),
         latents=None if latents is None else {"file": LATENTS, "generator": latents.generator},
         counts={"run_samples": len(run.samples)},
@@ -528,7 +543,9 @@ def export_snapshot(
     Both get ``manifest.json`` (config, versions, components, counts, sha256 of every file); exporting the
     same run again gives the same files. ``include_latents``: also ``latents.safetensors`` with the samples'
     start and final latents (snapshot order) so the images can be regenerated; needs ``save_latents=true``.
-    Returns the snapshot directory.
+    The images are streamed from the run's parts one sample at a time, so peak memory does not grow with the
+    number of samples (``benchmarks/scale_out.py export``); only ``include_latents`` holds the validated
+    samples' latents in memory. Returns the snapshot directory.
     """
     check_format(format, shard_size)
     run = _read_run(run_dir)
