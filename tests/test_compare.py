@@ -345,7 +345,7 @@ def _compose(overrides):
 
 def test_compare_config_composes_with_the_intervention_zoo():
     cfg = _compose([])
-    assert cfg.classifiers is None and cfg.zoo.baselines == ["erm_s0", "erm_s1", "erm_quarter", "erm_tenth"]
+    assert cfg.classifiers is None and cfg.zoo.baselines == ["erm_s0", "erm_s1", "erm_tenth", "erm_twentieth"]
     nodes = config_nodes(cfg, "zoo.classifiers", "classifier")
     assert {n.recipe for n in nodes.values()} >= {"erm", "gaussian_noise", "pgd", "augmix"}
     for node in nodes.values():

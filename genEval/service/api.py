@@ -308,6 +308,8 @@ def _read_routes(app: FastAPI, service: Service) -> None:
             "version": st.version,
             "interval_note": st.interval_note,
             "warnings": st.warnings,
+            "rank_by": st.default_sort,
+            "rank_reason": st.rank_reason,
             "rows": [
                 {
                     "job": r.job.id,

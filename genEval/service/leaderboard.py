@@ -40,6 +40,8 @@ class ModelComparison:
     models: dict[str, ModelStanding]
     interval_note: str
     warnings: list[str] = field(default_factory=list)
+    rank_by: str = "fmr"  # the score that orders the standings (the comparison's rank_by) and why
+    rank_reason: str = ""
 
 
 def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = 0) -> ModelComparison:
@@ -60,7 +62,9 @@ def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: 
     for row in comp.leaderboard:
         scores = {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
         models[row.model] = ModelStanding(row.model, int(row.repetitions), scores, better[row.model])
-    return ModelComparison(models, comp.settings.interval_note, list(comp.warnings))
+    return ModelComparison(
+        models, comp.settings.interval_note, list(comp.warnings), comp.rank_by, comp.settings.rank_reason
+    )
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,17 @@ class Standings:
     rows: list[Row]
     interval_note: str
     warnings: list[str]
+    rank_by: str = "fmr"
+    rank_reason: str = ""
 
-    def sorted(self, key: str = "fmr", descending: bool = True) -> list[Row]:
-        """Rows ordered by ``key`` (one of :data:`SORT_KEYS`); undefined values always last."""
+    @property
+    def default_sort(self) -> str:
+        """The comparison's ranking score when the page can sort by it, else FMR."""
+        return self.rank_by if self.rank_by in SORT_KEYS else "fmr"
+
+    def sorted(self, key: str | None = None, descending: bool = True) -> list[Row]:
+        """Rows ordered by ``key`` (one of :data:`SORT_KEYS`; default the ranking score); undefined values last."""
+        key = key or self.default_sort
         if key not in SORT_KEYS:
             raise ValueError(f"unknown sort key {key!r}; choose one of {', '.join(SORT_KEYS)}.")
         known = [r for r in self.rows if r.sort_value(key) is not None]
@@ -122,5 +134,13 @@ class Leaderboards:
                 comp = aggregate({j.name: dirs[j.name] for j in done}, n_boot=self.n_boot)
                 rows = [Row(j, comp.models[j.name]) for j in done]
                 self._cache = {k: v for k, v in self._cache.items() if k[:2] != key[:2]}
-                self._cache[key] = Standings(benchmark, version, rows, comp.interval_note, warnings + comp.warnings)
+                self._cache[key] = Standings(
+                    benchmark,
+                    version,
+                    rows,
+                    comp.interval_note,
+                    warnings + comp.warnings,
+                    comp.rank_by,
+                    comp.rank_reason,
+                )
             return self._cache[key]

@@ -1,6 +1,7 @@
 """Server-rendered HTML (jinja2 templates in ``templates/``): the leaderboard of each benchmark, a job's
 status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
-Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript.
+Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
+rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why.
 """
 
 from __future__ import annotations
@@ -48,13 +49,14 @@ def _row(rank: int, row: Row) -> dict:
     }
 
 
-def _leaderboard(request: Request, service: Service, name: str, sort: str, order: str, version: str | None):
+def _leaderboard(request: Request, service: Service, name: str, sort: str | None, order: str, version: str | None):
     if name not in service.benchmarks:
         raise HTTPException(404, f"unknown benchmark {name!r}; available: {', '.join(service.benchmarks)}.")
-    if sort not in SORT_KEYS or order not in ("asc", "desc"):
+    if (sort is not None and sort not in SORT_KEYS) or order not in ("asc", "desc"):
         raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
     bench = service.benchmark(name)
     st = service.standings(name, version)
+    sort = sort or st.default_sort  # the comparison's ranking score (FMR_v by default) unless a column is chosen
     rows = [_row(i + 1, r) for i, r in enumerate(st.sorted(sort, descending=order == "desc"))]
     heads = [
         {
@@ -75,6 +77,9 @@ def _leaderboard(request: Request, service: Service, name: str, sort: str, order
         "heads": {h["key"]: h for h in heads},
         "columns": COLUMNS,
         "note": st.interval_note,
+        "ranked_by": {"label": LABELS.get(st.default_sort, st.default_sort), "reason": st.rank_reason}
+        if sort == st.default_sort
+        else None,
         "warnings": st.warnings,
         "benchmarks": list(service.benchmarks.values()),
         "sort": sort,
@@ -90,12 +95,14 @@ def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo])
     """Register the HTML routes on ``app``."""
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])
-    def index(request: Request, sort: str = "fmr", order: str = "desc", version: str | None = None):
+    def index(request: Request, sort: str | None = None, order: str = "desc", version: str | None = None):
         """The leaderboard of the default benchmark."""
         return _leaderboard(request, service, service.default_benchmark, sort, order, version)
 
     @app.get("/leaderboard/{name}", response_class=HTMLResponse, tags=["pages"])
-    def leaderboard(request: Request, name: str, sort: str = "fmr", order: str = "desc", version: str | None = None):
+    def leaderboard(
+        request: Request, name: str, sort: str | None = None, order: str = "desc", version: str | None = None
+    ):
         return _leaderboard(request, service, name, sort, order, version)
 
     @app.get("/jobs/{job_id}", response_class=HTMLResponse, tags=["pages"])
