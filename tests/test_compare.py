@@ -348,10 +348,11 @@ def test_compare_config_composes_with_the_intervention_zoo():
     assert cfg.classifiers is None and cfg.zoo.baselines == ["erm_s0", "erm_s1", "erm_tenth", "erm_twentieth"]
     nodes = config_nodes(cfg, "zoo.classifiers", "classifier")
     assert {n.recipe for n in nodes.values()} >= {"erm", "gaussian_noise", "pgd", "augmix"}
-    for node in nodes.values():
-        assert callable(get_method(node._target_)) and node.arch == "cnn" if "arch" in node else True
-    # the oracle's members are other architectures than every compared model (no model judged by itself)
-    assert {m.classifier.arch for m in cfg.oracle.members}.isdisjoint({"cnn"})
+    assert all(callable(get_method(node._target_)) for node in nodes.values())
+    # no compared model is a member of the oracle: (architecture, seed) pairs differ (the CNN is the recipes' default)
+    compared = {(node.get("arch", "cnn"), node.seed) for node in nodes.values()}
+    judges = {(m.classifier.arch, m.classifier.seed) for m in cfg.oracle.members}
+    assert compared.isdisjoint(judges) and len(compared) >= 4
     assert cfg.repetitions == 2 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
     assert cfg.generator._target_ and cfg.oracle._target_ and cfg.search.budget == 50
     assert cfg.search.start_noise == 1.0  # repetitions must differ (see conf/compare.yaml)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from compare_toys import ToyPool
 from hydra import compose, initialize_config_dir
-from ranking_runs import write_ranking_runs
+from ranking_runs import SPEC, Z_ROBUST, write_ranking_runs
 from scipy import stats as sps
 from scipy.special import logit
 from torch import nn
@@ -104,17 +104,21 @@ def test_comparisons_written_before_rank_by_load_as_ranked_by_fmr(tmp_path):
 
 
 def test_rank_by_er_orders_by_effective_robustness_and_errors_teach(tmp_path):
-    runs = write_ranking_runs(tmp_path)
+    runs = write_ranking_runs(tmp_path, models={**SPEC, "z_robust": Z_ROBUST})
     comp = aggregate([runs], n_boot=100, rank_by="er", baselines=["strong", "mid", "weak"], er_min_r2=0.0)
-    # ER of each model: its PA minus the least-squares line through (logit SA, logit PA) of the three
-    sa = np.array([100.0, 60.0, 90.0])
-    pa = np.array([200 / 3, 50.0, 250 / 3])
-    x, y = logit(np.clip(sa / 100, 1e-3, 1 - 1e-3)), logit(pa / 100)
-    w, b = np.polyfit(x, y, 1)
-    er = dict(zip(("strong", "weak", "mid"), pa - 100 / (1 + np.exp(-(w * x + b)))))
-    assert comp.models == sorted(er, key=er.get, reverse=True)
+    # ER: PA minus the least-squares line through (logit SA, logit PA) of the three baselines, in points
+    sa = {"strong": 100.0, "weak": 60.0, "mid": 90.0, "z_robust": 60.0}
+    pa = {"strong": 200 / 3, "weak": 50.0, "mid": 250 / 3, "z_robust": 250 / 3}
+    x = {m: logit(np.clip(v / 100, 1e-3, 1 - 1e-3)) for m, v in sa.items()}
+    w, b = np.polyfit(
+        [x[m] for m in ("strong", "weak", "mid")], [logit(pa[m] / 100) for m in ("strong", "weak", "mid")], 1
+    )
+    er = {m: pa[m] - 100 / (1 + np.exp(-(w * x[m] + b))) for m in sa}
+    assert er["z_robust"] > er["mid"]  # z_robust first by ER, though mid is first by PA (a tie, broken by name)
+    assert comp.models == sorted(er, key=er.get, reverse=True) == ["z_robust", "mid", "strong", "weak"]
     assert [r.er for r in comp.leaderboard] == pytest.approx(sorted(er.values(), reverse=True))
     assert comp.rank_by == "er" and comp.stability.score == "er"
+    assert aggregate([runs], n_boot=20, rank_by="pa").models[:2] == ["mid", "z_robust"]
     with pytest.raises(ValueError, match=r"rank_by=er ranks by effective robustness.*baselines=\[\.\.\.\]"):
         aggregate([runs], n_boot=10, rank_by="er")
     with pytest.raises(ValueError, match=r"rank_by=er, but effective robustness is not reported here: ER not reported"):
@@ -184,7 +188,7 @@ def ablation(tmp_path_factory):
     ab = compare_generators(
         {m: LinearClassifier(12, 3, seed=i) for i, m in enumerate(ABLATION_MODELS)},
         ToyPool(limit=30),
-        {"sigmoid": SigmoidGenerator(), "tempered": lambda: TemperedSigmoid(4.0)},
+        {"sigmoid": SigmoidGenerator(), "tempered": lambda: TemperedSigmoid(3.0)},
         AcceptAllOracle(),
         SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0),
         repetitions=2,
@@ -238,6 +242,8 @@ def test_ablation_rank_agreement_and_dependent_models_match_the_per_generator_le
         if m.depends:
             assert m.share_changed > 0
     assert ab.dependent == [m.model for m in ab.models if m.depends]
+    assert set(ab.dependent) == {"lin1", "lin2"}  # these two swap ranks 2 and 3 under the tempered generator
+    assert any("rank depends on the generator" in n for n in ab.notes())
 
 
 def test_ablation_files_report_and_re_ranking(ablation, tmp_path):
