@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -119,8 +122,6 @@ def searchpath(cfg: DictConfig | None = None) -> list[str]:
     """The ``hydra.searchpath`` in effect: the running Hydra app's (``hydra.searchpath=[file://...]`` on the
     command line or in the primary config), else ``cfg.hydra.searchpath`` (``compose(..., return_hydra_config=True)``),
     else none."""
-    from hydra.core.hydra_config import HydraConfig
-
     try:
         found = HydraConfig.get().searchpath
     except ValueError:
@@ -132,9 +133,6 @@ def searchpath(cfg: DictConfig | None = None) -> list[str]:
 def _hydra_ready() -> Iterator[None]:
     """Hydra's compose API ready: the running app's (inside ``@hydra.main`` or ``initialize*``), else this package's
     configs for the duration of the block."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     if GlobalHydra.instance().is_initialized():
         yield
         return
@@ -151,8 +149,6 @@ def _searchpath_override(paths: list[str]) -> list[str]:
 
 def group_options(group: str, paths: list[str]) -> list[str]:
     """The options of config group ``group`` on Hydra's search path (the package's configs plus ``paths``)."""
-    from hydra.core.global_hydra import GlobalHydra
-
     with _hydra_ready():
         loader = GlobalHydra.instance().config_loader()
         return sorted(set(loader.get_group_options(group, overrides=_searchpath_override(paths))))
@@ -162,8 +158,6 @@ def group_option(group: str, name: str, paths: list[str]) -> DictConfig:
     """The config of option ``name`` of group ``group``, found on Hydra's search path exactly as
     ``geneval <group>=<name>`` finds it (the package's ``conf/<group>/<name>.yaml`` or one in a
     ``hydra.searchpath`` folder), not yet resolved."""
-    from hydra import compose
-
     with _hydra_ready():
         composed = compose(overrides=[f"+{group}={name}", *_searchpath_override(paths)])
     return composed[group]
