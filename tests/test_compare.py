@@ -19,7 +19,7 @@ from hydra.utils import get_method
 from scipy.special import expit, logit
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
-from genEval.commands import CONF_DIR, classifier_nodes
+from genEval.commands import CONF_DIR, classifier_nodes, config_nodes
 from genEval.commands.compare import run_compare
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
@@ -84,7 +84,9 @@ def test_hand_made_runs_give_the_hand_computed_stability(hand):
     for f in s.flips:
         assert sorted(f.a_higher + f.b_higher) == [0, 1]
     assert not s.stable and not s.identical_repetitions
-    assert any("2 pair(s) of models change FMR order" in w for w in hand[0].warnings)
+    # the default ranking score is FMR_v (every hand-made sample is validated, so FMR_v = FMR here)
+    assert s.score == "fmr_validated" and s.tau_rank_fmr == pytest.approx(1.0)
+    assert any("2 pair(s) of models change FMR_v order" in w for w in hand[0].warnings)
 
 
 def test_hand_made_runs_give_the_hand_computed_differences_and_er(hand):
@@ -221,7 +223,9 @@ def results(out: Path, model: str, rep: int) -> dict:
 
 def test_directory_layout_and_recorded_seeds(made):
     comp, out, calls = made
-    assert calls == {m: 1 for m in MODELS}  # each factory builds its model once for all repetitions
+    # each factory builds its model twice: once for the check that no model is part of the oracle (before any run),
+    # once for all its repetitions (one model in memory at a time)
+    assert calls == {m: 2 for m in MODELS}
     for m in MODELS:
         for r in (0, 1):
             d = out / "runs" / m / f"rep{r}"
@@ -339,16 +343,20 @@ def _compose(overrides):
         return compose(config_name="compare", overrides=overrides)
 
 
-def test_compare_config_composes_with_the_three_digits_classifiers():
+def test_compare_config_composes_with_the_intervention_zoo():
     cfg = _compose([])
-    nodes = classifier_nodes(cfg, "classifiers")
-    assert list(nodes) == ["digits_cnn", "digits_mlp", "digits_wide_cnn"]
-    for node in nodes.values():
-        assert callable(get_method(node._target_))
-    assert cfg.repetitions == 3 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
+    assert cfg.classifiers is None and cfg.zoo.baselines == ["erm_s0", "erm_s1", "erm_tenth", "erm_twentieth"]
+    nodes = config_nodes(cfg, "zoo.classifiers", "classifier")
+    assert {n.recipe for n in nodes.values()} >= {"erm", "gaussian_noise", "pgd", "augmix"}
+    assert all(callable(get_method(node._target_)) for node in nodes.values())
+    # no compared model is a member of the oracle: (architecture, seed) pairs differ (the CNN is the recipes' default)
+    compared = {(node.get("arch", "cnn"), node.seed) for node in nodes.values()}
+    judges = {(m.classifier.arch, m.classifier.seed) for m in cfg.oracle.members}
+    assert compared.isdisjoint(judges) and len(compared) >= 4
+    assert cfg.repetitions == 2 and cfg.er_min_r2 == 0.8 and cfg.data.limit == 100 and cfg.runs is None
     assert cfg.generator._target_ and cfg.oracle._target_ and cfg.search.budget == 50
     assert cfg.search.start_noise == 1.0  # repetitions must differ (see conf/compare.yaml)
-    assert cfg.report is True
+    assert cfg.report is True and cfg.rank_by == "fmr_validated" and cfg.allow_self_judging is False
 
 
 def test_command_aggregates_runs_writes_the_report_and_reports_user_errors(hand, tmp_path, capsys):
@@ -397,6 +405,7 @@ def test_cli_runs_the_models_as_written(tmp_path):
             "generator=identity",
             "search.budget=2",
             "classifiers=[digits_cnn,digits_mlp]",
+            "allow_self_judging=true",  # digits_mlp is a member of the default oracle
             "repetitions=2",
             "seed=3",
             "n_boot=50",

@@ -139,6 +139,17 @@ def _wnid_folder(root: Path) -> Path:
     return root
 
 
+def _robustbench_models(root: Path) -> Path:
+    """RobustBench's model_dir layout with a random ResNet-50 for the default name (Hendrycks2020AugMix)."""
+    from torchvision.models import resnet50
+
+    path = root / "imagenet" / "corruptions" / "Hendrycks2020AugMix.pt"
+    path.parent.mkdir(parents=True)
+    torch.manual_seed(0)
+    torch.save({"state_dict": {f"model.{k}": v for k, v in resnet50().state_dict().items()}}, path)
+    return root
+
+
 def _style_mask(root: Path) -> Path:
     from genEval.style_mask import fit_style_mask
 
@@ -165,6 +176,7 @@ def stand_ins(tmp_path_factory) -> dict[str, str]:
     paths["folder"] = _image_folder(root / "folder")
     paths["wnids"] = _wnid_folder(root / "wnids")
     paths["mask"] = _style_mask(root)
+    paths["robustbench"] = _robustbench_models(root / "robustbench")
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -186,9 +198,11 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "digits_cnn": {},
         "digits_mlp": {},
         "digits_wide_cnn": {},
+        "digits_intervention": {"recipe": "gaussian_noise", "epochs": "1"},
         "imagenet9": {"classifier.pretrained": "false"},
         "module": {"module": "{{_target_: genEval.classifiers.CifarResNet, depth: 20}}", "num_classes": "10"},
         "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
+        "robustbench": {"model_dir": "{robustbench}"},
         "torchscript": {"path": "{torchscript}", "num_classes": "10"},
         "torchvision": {"name": "resnet18", "weights": "null", "num_classes": "10"},
     },

@@ -229,9 +229,13 @@ def _names_in_order(html: str) -> list[str]:
 def test_leaderboard_rows_sorting_and_significance(client, svc, board):
     api = client.get("/api/leaderboard/digits_smoke").json()
     row = {r["name"]: r for r in api["rows"]}
-    fmr = {n: r["scores"]["fmr"]["value"] for n, r in row.items()}
+    fmr_v = {n: r["scores"]["fmr_validated"]["value"] for n, r in row.items()}
     page = client.get("/").text
-    assert _names_in_order(page) == sorted(fmr, key=fmr.get, reverse=True)  # by FMR, descending
+    # by the comparison's ranking score (FMR_v, a score over comparable populations), descending, and it says so
+    assert api["rank_by"] == "fmr_validated" and api["rank_reason"].startswith("FMR_v = 100 PA / SA_v")
+    assert _names_in_order(page) == sorted(fmr_v, key=fmr_v.get, reverse=True)
+    assert 'id="ranked-by"' in page and "Ranked by <strong>FMR_v</strong>: FMR_v = 100 PA / SA_v" in page
+    assert 'id="ranked-by"' not in client.get("/?sort=sa").text
     assert _names_in_order(client.get("/?sort=sa").text) == ["good", "poor"]
     assert _names_in_order(client.get("/?sort=sa&order=asc").text) == ["poor", "good"]
     assert _names_in_order(client.get("/?sort=name&order=desc").text) == ["poor", "good"]

@@ -137,8 +137,15 @@ def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke
 
     for fn in ("build_comparison", "pairwise_differences", "compare_runs", "load_runs"):
         monkeypatch.setattr(leaderboard, fn, no)
-    rows = client.get("/api/leaderboard/digits_smoke").json()["rows"]
-    assert [r["name"] for r in rows] == sorted(("truth", "m5"), key=lambda n: -_stored(db, smoke)[n][0]["fmr"]["value"])
+    board = client.get("/api/leaderboard/digits_smoke").json()  # by default ranked by FMR_v, which says why
+    assert board["rank_by"] == "fmr_validated" and "same validated samples" in board["rank_reason"]
+    values = [r["scores"]["fmr_validated"]["value"] for r in board["rows"]]
+    assert values == sorted(values, reverse=True) and len(values) == 2
+    rows = client.get("/api/leaderboard/digits_smoke?sort=fmr").json()["rows"]
+    stored = [_stored(db, smoke)[r["name"]][0]["fmr"]["value"] for r in rows]
+    assert stored == sorted(stored, reverse=True) and {r["name"] for r in rows} == {"truth", "m5"}
+    rows = client.get("/api/leaderboard/digits_smoke?sort=name&order=asc").json()["rows"]
+    assert [r["name"] for r in rows] == ["m5", "truth"]
     page = client.get("/")
     assert page.status_code == 200 and 'data-model="truth"' in page.text and "SA &gt; m5" in page.text
 

@@ -15,6 +15,10 @@ Factories (the Hydra ``_target_`` of ``conf/classifier/*.yaml``, spelled ``genEv
 * :func:`module_classifier` - any ``nn.Module`` built by Hydra, plus an optional state dict.
 * :func:`digits_classifier` - small models trained on scikit-learn's digits on first use and cached:
   the offline default that needs no downloaded weights.
+* :func:`digits_intervention` - the digits CNN trained with a robustness intervention (ERM, Gaussian noise,
+  PGD adversarial training, AugMix; :mod:`genEval.classifiers.interventions`): the offline intervention zoo.
+* :func:`robustbench_classifier`, :func:`checkpoint_classifier` - ImageNet robustness interventions from local
+  checkpoint files (RobustBench's names and layouts, the paper's Table 2 releases; :mod:`genEval.classifiers.robust`).
 * :func:`superclass_classifier` - a 1k ImageNet classifier read as a super-class classifier (the paper's
   9-class ImageNet): the 1k logits of each super-class are pooled (log-sum-exp by default).
 
@@ -32,6 +36,7 @@ Modules: ``base`` (the wrapper and its weight loading), ``loaders`` (files and l
 from genEval.classifiers.architectures import CifarResNet
 from genEval.classifiers.base import IMAGENET_MEAN, IMAGENET_STD, ImageClassifier
 from genEval.classifiers.digits import DIGITS_ARCHS, digits_classifier
+from genEval.classifiers.interventions import RECIPES, digits_intervention
 from genEval.classifiers.loaders import (
     cifar_resnet,
     module_classifier,
@@ -39,6 +44,7 @@ from genEval.classifiers.loaders import (
     torchscript_classifier,
     torchvision_classifier,
 )
+from genEval.classifiers.robust import ROBUSTBENCH_IMAGENET, checkpoint_classifier, robustbench_classifier
 from genEval.classifiers.superclass import POOLS, SuperclassClassifier, superclass_classifier
 
 __all__ = [
@@ -46,12 +52,17 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "POOLS",
+    "RECIPES",
+    "ROBUSTBENCH_IMAGENET",
     "CifarResNet",
     "ImageClassifier",
     "SuperclassClassifier",
+    "checkpoint_classifier",
     "cifar_resnet",
     "digits_classifier",
+    "digits_intervention",
     "module_classifier",
+    "robustbench_classifier",
     "superclass_classifier",
     "timm_classifier",
     "torchscript_classifier",

@@ -7,19 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from genEval.checkpoints import (
-    cache_dir,
-)
+from genEval.checkpoints import cache_dir
 from genEval.classifiers.base import ImageClassifier, freeze, load_weights
 from genEval.data.standard import DIGIT_CLASSES, DigitsData
+from genEval.fileio import atomic_write_bytes
 from genEval.interfaces import SettingError
 
 log = logging.getLogger(__name__)
@@ -68,13 +67,55 @@ def _digits_net(arch: str, image_size: int) -> nn.Module:
     raise ValueError(f"unknown digits classifier arch {arch!r}; choose one of {list(DIGITS_ARCHS)}.")
 
 
-def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image_size: int) -> float:
-    """Train ``clf.model`` in place on the digits train split (Adam, one-cycle LR); return test accuracy."""
+#: A training objective: ``(classifier, images in [0, 1] (B, 1, H, W), labels (B,), generator) -> loss``. The
+#: generator is the training run's own (seeded) one, so a recipe's random draws are reproducible.
+Objective = Callable[[ImageClassifier, Tensor, Tensor, torch.Generator], Tensor]
+
+
+def cross_entropy(clf: ImageClassifier, x: Tensor, y: Tensor, gen: torch.Generator) -> Tensor:
+    """Standard training (ERM): the cross-entropy of the clean batch."""
+    return F.cross_entropy(clf.model(clf.preprocess(x)), y)
+
+
+def train_subset(labels: Tensor, fraction: float, seed: int) -> Tensor:
+    """Indices of a class-stratified ``fraction`` of the training set (at least one image per class), drawn
+    with ``seed``; all indices for ``fraction=1``."""
+    if not 0.0 < float(fraction) <= 1.0:
+        raise ValueError(f"train_fraction must lie in (0, 1], got {fraction!r}.")
+    if fraction == 1.0:
+        return torch.arange(len(labels))
+    gen = torch.Generator().manual_seed(10_000 + int(seed))  # apart from the training run's generator
+    keep = []
+    for c in labels.unique().tolist():
+        idx = torch.nonzero(labels == c).flatten()
+        k = max(1, round(float(fraction) * len(idx)))
+        keep.append(idx[torch.randperm(len(idx), generator=gen)[:k]])
+    return torch.cat(keep).sort().values
+
+
+def _train_digits(
+    clf: ImageClassifier,
+    arch: str,
+    seed: int,
+    epochs: int,
+    image_size: int,
+    objective: Objective | None = None,
+    train_fraction: float = 1.0,
+) -> float:
+    """Train ``clf.model`` in place on the digits train split (Adam, one-cycle LR); return test accuracy.
+
+    ``objective`` replaces the cross-entropy of the (shifted) clean batch (a robustness intervention's
+    training loss, :mod:`genEval.classifiers.interventions`); ``train_fraction`` trains on a stratified part of
+    the split. With neither, the run (and every random draw in it) is the plain recipe's.
+    """
 
     train = DigitsData(split="train", image_size=image_size, channels=1)
     test = DigitsData(split="test", image_size=image_size, channels=1)
     x = torch.stack([train[i][0] for i in range(len(train))])
     y = torch.tensor(train.labels)
+    if train_fraction != 1.0:
+        part = train_subset(y, train_fraction, seed)
+        x, y = x[part], y[part]
     gen = torch.Generator().manual_seed(seed)
     net = clf.model
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
@@ -92,7 +133,10 @@ def _train_digits(clf: ImageClassifier, arch: str, seed: int, epochs: int, image
                 # +-1 px random shifts: a cheap augmentation that helps on the tiny training set
                 dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=gen))
                 xb = torch.roll(x[idx], shifts=(dy, dx), dims=(2, 3))
-                loss = F.cross_entropy(net(clf.preprocess(xb)), y[idx])
+                if objective is None:
+                    loss = F.cross_entropy(net(clf.preprocess(xb)), y[idx])
+                else:
+                    loss = objective(clf, xb, y[idx], gen)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -117,6 +161,18 @@ def digits_classifier(
     accuracy (540 images) with the default epochs: cnn 99.26% (seed 0), mlp 98.70% (seed 1), wide_cnn
     99.26% (seed 1); each trains in 1-5 s on one CPU core.
     """
+    arch, epochs, image_size = check_digits_settings(arch, epochs, image_size)
+    settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size, "recipe": _DIGITS_RECIPE}
+    return trained_digits_model(
+        settings,
+        f"digits_{arch}:seed{seed}",
+        cache_dir("digits_classifiers"),
+        f"{arch}-seed{seed}-ep{epochs}-px{image_size}",
+    )
+
+
+def check_digits_settings(arch: str, epochs: int | None, image_size: int) -> tuple[str, int, int]:
+    """``(arch, epochs, image_size)`` checked, with the architecture's default epochs for ``epochs=None``."""
     if arch not in DIGITS_ARCHS:
         raise SettingError("arch", arch, f"a digits classifier architecture: one of {list(DIGITS_ARCHS)}", "cnn")
     epochs = int(epochs) if epochs is not None else _DIGITS_EPOCHS[arch]
@@ -124,42 +180,47 @@ def digits_classifier(
         raise SettingError("epochs", epochs, "a whole number >= 1", str(_DIGITS_EPOCHS[arch]))
     if int(image_size) < 4:
         raise SettingError("image_size", image_size, "a whole number >= 4 (the side in px)", "16")
-    image_size = int(image_size)
-    settings = {"arch": arch, "seed": int(seed), "epochs": epochs, "image_size": image_size, "recipe": _DIGITS_RECIPE}
+    return arch, epochs, int(image_size)
+
+
+def trained_digits_model(
+    settings: dict,
+    name: str,
+    folder: Path,
+    stem: str,
+    objective: Objective | None = None,
+    train_fraction: float = 1.0,
+) -> ImageClassifier:
+    """The digits model ``settings`` describe (``arch``, ``seed``, ``epochs``, ``image_size`` and whatever else
+    makes the recipe), loaded from ``<folder>/<stem>-<hash of settings>.safetensors`` or trained with
+    ``objective`` on ``train_fraction`` of the train split and cached there atomically (metadata: the settings
+    and the test accuracy)."""
+    arch, seed, image_size = settings["arch"], int(settings["seed"]), int(settings["image_size"])
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
-    path = cache_dir("digits_classifiers") / f"{arch}-seed{seed}-ep{epochs}-px{image_size}-{key}.safetensors"
-    name = f"digits_{arch}:seed{seed}"
+    path = folder / f"{stem}-{key}.safetensors"
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+        torch.manual_seed(seed)
         clf = ImageClassifier(
             _digits_net(arch, image_size), 10, _DIGITS_MEAN, _DIGITS_STD, image_size, name, class_names=DIGIT_CLASSES
         )
     if path.is_file():
         load_weights(clf.model, path, what="cached digits classifier")
         log.info("loaded cached digits classifier %s from %s", name, path)
-    else:
-        from safetensors.torch import save_file
+        return freeze(clf)
+    from safetensors.torch import save
 
-        t0 = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            acc = _train_digits(clf, arch, int(seed), epochs, image_size)
-        log.info(
-            "trained digits classifier %s in %.1fs: test accuracy %.2f%%; caching at %s",
-            name,
-            time.perf_counter() - t0,
-            acc,
-            path,
-        )
-        state = {k: v.detach().contiguous() for k, v in clf.model.state_dict().items()}
-        meta = {k: str(v) for k, v in settings.items()} | {"test_accuracy": f"{acc:.2f}"}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            save_file(state, tmp, metadata=meta)
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache is an ordinary readable file
-            os.replace(tmp, path)  # atomic: concurrent runs never see a half-written file
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        acc = _train_digits(clf, arch, seed, int(settings["epochs"]), image_size, objective, train_fraction)
+    log.info(
+        "trained digits classifier %s in %.1fs: test accuracy %.2f%%; caching at %s",
+        name,
+        time.perf_counter() - t0,
+        acc,
+        path,
+    )
+    state = {k: v.detach().contiguous() for k, v in clf.model.state_dict().items()}
+    meta = {k: str(v) for k, v in settings.items()} | {"test_accuracy": f"{acc:.2f}"}
+    atomic_write_bytes(path, save(state, metadata=meta))  # concurrent runs never see a half-written file
     return freeze(clf)

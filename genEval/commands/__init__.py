@@ -12,23 +12,30 @@ prints, or chooses an exit code; the library below takes objects and returns dat
   the component raises into a :class:`BuildError` that names the role (a setting's error names its config key).
 * :func:`build_data` builds the data set with the tested classifier's class names when the data set maps folders
   onto classes by name and its config names no classes.
-* :func:`build_classifiers` turns a list or mapping of ``conf/classifier`` names into classifier factories.
+* :func:`config_nodes` (:func:`classifier_nodes`) turns a list or mapping of config names into config nodes,
+  finding the names on Hydra's search path like ``geneval classifier=<name>`` does; :func:`classifier_factories`
+  makes them factories.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.interfaces import SettingError
@@ -131,13 +138,18 @@ def build(cfg: DictConfig, role: str, **kwargs: Any) -> Any:
     try:
         return instantiate(cfg, _convert_="partial", **kwargs)
     except Exception as err:  # noqa: BLE001 - every failure to build is reported as one teaching paragraph
-        raise _build_error(err, cfg, role) from err
+        raise _build_error(err, cfg, role) from _unwrapped(err)
+
+
+def _unwrapped(err: BaseException) -> BaseException:
+    """The error the component itself raised (Hydra wraps it in InstantiationExceptions, one per nested node)."""
+    while isinstance(err, InstantiationException) and err.__cause__ is not None:
+        err = err.__cause__
+    return err
 
 
 def _build_error(err: BaseException, node: DictConfig, role: str) -> BaseException:
-    cause = err
-    while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
-        cause = cause.__cause__
+    cause = _unwrapped(err)
     if isinstance(cause, SettingError):
         return cause.under(_node_key(err, node, role))
     return BuildError(f"while building {role}: {error_message(cause)}")
@@ -196,49 +208,106 @@ def require(cfg: DictConfig, key: str, cmd: str, example: str) -> Any:
 
 
 def config_options(group: str) -> list[str]:
-    """The option names of a config group (``conf/<group>/*.yaml``)."""
+    """The option names of a config group shipped with the package (``conf/<group>/*.yaml``)."""
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-def classifier_nodes(cfg: DictConfig, key: str) -> dict[str, DictConfig]:
-    """``cfg[key]``: a list of ``conf/classifier`` names, or a mapping name -> such a name or a config node
-    with ``_target_``. Returns name -> config node; names are composed from the group's files, with the
-    run's ``assets`` path for interpolation (so ``classifiers=[cifar_resnet20,cifar_resnet32]`` works).
+def searchpath(cfg: DictConfig | None = None) -> list[str]:
+    """The ``hydra.searchpath`` in effect: the running Hydra app's (``hydra.searchpath=[file://...]`` on the
+    command line or in the primary config), else ``cfg.hydra.searchpath`` (``compose(..., return_hydra_config=True)``),
+    else none."""
+    try:
+        found = HydraConfig.get().searchpath
+    except ValueError:
+        found = OmegaConf.select(cfg, "hydra.searchpath", default=None) if cfg is not None else None
+    return [str(p) for p in (found or [])]
+
+
+@contextlib.contextmanager
+def _hydra_ready() -> Iterator[None]:
+    """Hydra's compose API ready: the running app's (inside ``@hydra.main`` or ``initialize*``), else this package's
+    configs for the duration of the block."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
+
+
+def _searchpath_override(paths: list[str]) -> list[str]:
+    if not paths:
+        return []
+    quoted = ",".join("'" + p.replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
+    return [f"hydra.searchpath=[{quoted}]"]
+
+
+def group_options(group: str, paths: list[str]) -> list[str]:
+    """The options of config group ``group`` on Hydra's search path (the package's configs plus ``paths``)."""
+    with _hydra_ready():
+        loader = GlobalHydra.instance().config_loader()
+        return sorted(set(loader.get_group_options(group, overrides=_searchpath_override(paths))))
+
+
+def group_option(group: str, name: str, paths: list[str]) -> DictConfig:
+    """The config of option ``name`` of group ``group``, found on Hydra's search path exactly as
+    ``geneval <group>=<name>`` finds it (the package's ``conf/<group>/<name>.yaml`` or one in a
+    ``hydra.searchpath`` folder), not yet resolved."""
+    with _hydra_ready():
+        composed = compose(overrides=[f"+{group}={name}", *_searchpath_override(paths)])
+    return composed[group]
+
+
+def config_nodes(cfg: DictConfig, key: str, group: str) -> dict[str, DictConfig]:
+    """``cfg[key]`` (a dotted key such as ``zoo.classifiers`` works too): a list of ``conf/<group>`` option names,
+    or a mapping name -> such a name or a config node with ``_target_``. Returns name -> config node. Names are
+    found on Hydra's config search path exactly like a single run finds ``<group>=<name>`` (the package's configs
+    and every ``hydra.searchpath`` folder), and their interpolations (``${assets}``) resolve against ``cfg``'s top
+    level.
     """
-    spec = cfg.get(key)
-    available = config_options("classifier")
+    spec = OmegaConf.select(cfg, key)
+    paths = searchpath(cfg)
     if spec is None or len(spec) == 0:
         raise ValueError(
-            f"{key} is empty; list classifier configs, e.g. {key}=[cifar_resnet20,cifar_resnet32] "
-            f"(available: {', '.join(available)})."
+            f"{key} is empty; list {group} configs, e.g. {key}=[{','.join(group_options(group, paths)[:2])}] "
+            f"(available: {', '.join(group_options(group, paths))})."
         )
     if isinstance(spec, str):
         spec = ListConfig([spec])
     pairs = list(spec.items()) if isinstance(spec, DictConfig) else [(str(s), s) for s in spec]
     nodes: dict[str, DictConfig] = {}
+    available: list[str] | None = None
     for name, value in pairs:
         if str(name) in nodes:
-            raise ValueError(f"{key} names {name!r} twice; give each classifier once.")
+            raise ValueError(f"{key} names {name!r} twice; give each {group} once.")
         if isinstance(value, str):
+            available = group_options(group, paths) if available is None else available
             if value not in available:
+                where = f" (search path: {', '.join(paths)})" if paths else ""
                 raise ValueError(
-                    f"unknown classifier config {value!r} in {key}; available: {', '.join(available)} "
-                    "(or give a mapping name -> config with _target_)."
+                    f"unknown {group} config {value!r} in {key}; available: {', '.join(available)}{where} "
+                    "(or give a mapping name -> config with _target_; configs of your own are found through "
+                    "'hydra.searchpath=[file:///path/to/conf]' with a <conf>/" + group + "/<name>.yaml)."
                 )
-            root = OmegaConf.create(
-                {"assets": cfg.get("assets"), "classifier": OmegaConf.load(CONF_DIR / "classifier" / f"{value}.yaml")}
-            )
-            nodes[str(name)] = root.classifier
+            root = copy.deepcopy(cfg)
+            with open_dict(root):
+                root[f"_{group}_{name}"] = group_option(group, value, paths)
+            nodes[str(name)] = root[f"_{group}_{name}"]
         elif isinstance(value, DictConfig) and "_target_" in value:
             nodes[str(name)] = value
         else:
             raise ValueError(
-                f"{key}.{name} must name a conf/classifier config ({', '.join(available)}) or be a "
+                f"{key}.{name} must name a conf/{group} config ({', '.join(group_options(group, paths))}) or be a "
                 f"config with _target_; got {value!r}."
             )
     return nodes
 
 
+def classifier_nodes(cfg: DictConfig, key: str) -> dict[str, DictConfig]:
+    """``cfg[key]`` as name -> classifier config node (:func:`config_nodes` for the ``classifier`` group), so
+    ``classifiers=[cifar_resnet20,my_cnn]`` finds the package's configs and the user's own on the search path."""
+    return config_nodes(cfg, key, "classifier")
+
+
 def classifier_factories(nodes: dict[str, DictConfig], key: str) -> dict[str, Callable[[], Any]]:
-    """name -> zero-argument factory building that classifier when called (one model in memory at a time)."""
+    """name -> zero-argument factory building that component when called (one model in memory at a time)."""
     return {name: functools.partial(build, node, f"{key}.{name}") for name, node in nodes.items()}

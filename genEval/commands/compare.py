@@ -1,52 +1,90 @@
 """``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``.
 
-The path runs top-down: this module turns the config into objects (classifier factories from ``conf/classifier`` names,
-data, generator, oracle, search, mask), calls :func:`genEval.comparisons.aggregate.compare` (or
-:func:`genEval.comparisons.aggregate.aggregate` for existing runs), which writes the runs and the comparison files, then
+The path runs top-down: this module turns the config into objects (classifier factories from the zoo or from
+``conf/classifier`` names found on Hydra's search path, data, generator(s), oracle, search, mask), calls
+:func:`genEval.comparisons.aggregate.compare` (or :func:`genEval.comparisons.ablation.compare_generators` for
+``generators=[...]``, or the aggregations for existing runs), which writes the runs and the comparison files, then
 writes ``report.html`` (:func:`genEval.reports.report.write_report`) and prints the leaderboard.
+
+Which models: ``classifiers=null`` (default) compares the zoo (``conf/zoo/<name>.yaml``: ``zoo.classifiers``) with
+its baselines (``zoo.baselines``) unless ``baselines=`` says otherwise; ``classifiers=[...]`` replaces both (ER is
+then fitted only on ``baselines=`` named explicitly).
 
 Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its ``data.limit``
 subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.comparisons.repetitions` calls it with the
-repetition's seed, shared by every model of that repetition. ``data.subset=first`` or a fixed
-``data.subset_seed`` keeps the same sources in every repetition (the comparison then says so).
+repetition's seed, shared by every model of that repetition (and, in a generator ablation, by every generator).
+``data.subset=first`` or a fixed ``data.subset_seed`` keeps the same sources in every repetition (the comparison then
+says so).
 """
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import functools
+import logging
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig
 
 from genEval.commands import (
     build,
     classifier_factories,
     classifier_nodes,
     command,
+    config_nodes,
     hydra_output_dir,
     plain,
 )
+from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.reports.report import write_report
 from genEval.runs.shards import resolve_run_dir
 from genEval.search.perturb import SearchConfig
 
+log = logging.getLogger(__name__)
 
-def _run_models(cfg: DictConfig, **common) -> Comparison:
-    """Evaluate every classifier of ``cfg.classifiers`` ``cfg.repetitions`` times, then compare them."""
-    nodes = classifier_nodes(cfg, "classifiers")
-    shared = {k: v for k, v in plain(cfg).items() if k not in ("classifiers", "hydra")}
-    mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
-    return compare(
-        classifier_factories(nodes, "classifiers"),
-        build(cfg.data, "data"),
-        build(cfg.generator, "generator"),
-        build(cfg.oracle, "oracle"),
-        SearchConfig.coerce(plain(cfg.search)),
-        mask=mask,
-        mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
-        repetitions=int(cfg.repetitions),
-        seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
-        progress=cfg.get("progress"),
-        run_configs={name: {**shared, "classifier": plain(node)} for name, node in nodes.items()},
+#: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra")
+
+
+def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
+    """The compared classifiers (name -> config node) and the ER baselines: the zoo's, or the user's list."""
+    explicit = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
+    if cfg.get("classifiers") is not None:
+        return classifier_nodes(cfg, "classifiers"), explicit
+    zoo = cfg.get("zoo")
+    if zoo is None or not zoo.get("classifiers"):
+        raise ValueError(
+            "nothing to compare: classifiers=null and no zoo; pick a zoo (zoo=digits_interventions, "
+            "conf/zoo/) or list classifiers, e.g. 'classifiers=[digits_cnn,digits_mlp]'."
+        )
+    nodes = config_nodes(cfg, "zoo.classifiers", "classifier")
+    zoo_baselines = None if zoo.get("baselines") is None else [str(b) for b in zoo.baselines]
+    return nodes, explicit if explicit is not None else zoo_baselines
+
+
+def _generators(cfg: DictConfig) -> dict[str, DictConfig] | None:
+    spec = cfg.get("generators")
+    if spec is None:
+        return None
+    if isinstance(spec, (ListConfig, DictConfig)) and len(spec) < 2:
+        raise ValueError(
+            f"generators={list(spec)}: a generator ablation needs at least 2 generators; for one, use "
+            "generator=<name> (or generators=null)."
+        )
+    return config_nodes(cfg, "generators", "generator")
+
+
+def _run_configs(cfg: DictConfig, nodes: dict[str, DictConfig], generator: DictConfig | None = None) -> dict:
+    """Per model, the config recorded in its runs' results.json: the comparison's settings and its classifier."""
+    shared = {k: v for k, v in plain(cfg).items() if k not in _NOT_RUN_KEYS}
+    if generator is not None:
+        shared["generator"] = plain(generator)
+    return {name: {**shared, "classifier": plain(node)} for name, node in nodes.items()}
+
+
+def _evaluate_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    return dict(
         batch_size=cfg.batch_size,
         device=str(cfg.device),
         interval=str(cfg.interval),
@@ -55,22 +93,63 @@ def _run_models(cfg: DictConfig, **common) -> Comparison:
         num_workers=int(cfg.num_workers),
         save_images=bool(cfg.save_images),
         save_latents=bool(cfg.save_latents),
+    )
+
+
+def _run_models(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
+    """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), then compare."""
+    nodes, baselines = _models(cfg)
+    generators = _generators(cfg)
+    mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
+    shared: dict[str, Any] = dict(
+        search=SearchConfig.coerce(plain(cfg.search)),
+        mask=mask,
+        mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
+        repetitions=int(cfg.repetitions),
+        seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
+        progress=cfg.get("progress"),
+        baselines=baselines,
+        allow_self_judging=bool(cfg.get("allow_self_judging", False)),
+        **_evaluate_kwargs(cfg),
         **common,
     )
+    factories = classifier_factories(nodes, "classifiers")
+    data, oracle = build(cfg.data, "data"), build(cfg.oracle, "oracle")
+    if generators is None:
+        generator = functools.partial(build, cfg.generator, "generator")  # built after the checks
+        return compare(factories, data, generator, oracle, run_configs=_run_configs(cfg, nodes), **shared)
+    return compare_generators(
+        factories,
+        data,
+        classifier_factories(generators, "generators"),
+        oracle,
+        run_configs={g: _run_configs(cfg, nodes, node) for g, node in generators.items()},
+        on_comparison=write_report if cfg.get("report", True) else None,
+        **shared,
+    )
+
+
+def _aggregate_runs(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
+    """Aggregate (re-rank) existing runs; runs made by a generator ablation give an ablation again."""
+    runs = cfg.runs
+    paths = [str(resolve_run_dir(r)) for r in ([runs] if isinstance(runs, str) else runs)]  # a sweep: its merged run
+    baselines = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
+    groups = runs_by_generator(paths)
+    if len(groups) > 1:
+        ab = aggregate_ablation(groups, baselines=baselines, **common)
+        if cfg.get("report", True):
+            for comp in ab.comparisons.values():
+                write_report(comp)
+        return ab
+    return aggregate(paths, baselines=baselines, **common)
 
 
 @command("compare", config="compare")
 def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
-    baselines = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
-    common = dict(out_dir=out_dir, baselines=baselines, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot))
-    if cfg.get("runs"):
-        runs = cfg.runs
-        runs = [runs] if isinstance(runs, str) else list(runs)
-        comp = aggregate([str(resolve_run_dir(r)) for r in runs], **common)  # a sharded sweep: its merged run
-    else:
-        comp = _run_models(cfg, **common)
+    common = dict(out_dir=out_dir, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot), rank_by=str(cfg.rank_by))
+    result = _aggregate_runs(cfg, **common) if cfg.get("runs") else _run_models(cfg, **common)
     if cfg.get("report", True):
-        write_report(comp)
-    print(comp.summary())
-    return comp.out_dir
+        write_report(result)
+    print(result.summary())
+    return result.out_dir

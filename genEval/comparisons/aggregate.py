@@ -8,17 +8,18 @@ fresh runs (``../seeds/digest.md`` 5.3.5, S0 App. A.2). :func:`aggregate` turns 
 * the leaderboard rows (:mod:`genEval.comparisons.rows`): per model, every score as the **mean over
   repetitions** with a 95% interval (the run's own with one repetition, so the leaderboard repeats
   ``results.json`` exactly; else the bootstrap over source images, all repetitions resampled together), ranks by
-  FMR and by SA, effective robustness fitted on the **named baseline models only** (S0; never on the
+  the ranking score ``rank_by`` (:mod:`genEval.comparisons.ranking`; default FMR_v), by FMR and by SA, effective
+  robustness fitted on the **named baseline models only** (S0; never on the
   interventions it judges) with a bootstrap interval, run cost and the label-free SoftmaxCorr (S1);
 * pairwise differences a - b, **paired** when repetition r of both models saw the same source images
   (:func:`genEval.scores.rankings.pairwise_differences`);
-* stability (:mod:`genEval.comparisons.stability`): Kendall tau-b between the FMR rankings of every pair of
-  repetitions, its bootstrap distribution over source images, FMR-vs-SA tau and FMR order flips;
+* stability (:mod:`genEval.comparisons.stability`): Kendall tau-b between the rankings (by ``rank_by``) of every
+  pair of repetitions, its bootstrap distribution over source images, FMR-vs-SA tau and order flips;
 * the per-class table of every model, the settings that made the comparison, and its warnings.
 
-:func:`compare` first runs the models (:func:`genEval.comparisons.repetitions.evaluate_repetitions`), then
-aggregates. With ``out_dir`` the comparison's files are written there
-(:func:`genEval.comparisons.leaderboard.write_comparison`).
+:func:`compare` first refuses models that are part of the oracle (:mod:`genEval.comparisons.judging`), runs the
+models (:func:`genEval.comparisons.repetitions.evaluate_repetitions`), then aggregates. With ``out_dir`` the
+comparison's files are written there (:func:`genEval.comparisons.leaderboard.write_comparison`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import (
     Comparison,
     LabelFree,
@@ -37,7 +41,15 @@ from genEval.comparisons.leaderboard import (
     write_comparison,
 )
 from genEval.comparisons.loading import LoadedRun, load_runs
-from genEval.comparisons.repetitions import check_model_names, evaluate_repetitions, repetition_seeds
+from genEval.comparisons.ranking import (
+    DEFAULT_RANK_BY,
+    check_rank_by,
+    rank_draws,
+    rank_per_rep,
+    rank_reason,
+    rank_values,
+)
+from genEval.comparisons.repetitions import build_entry, check_model_names, evaluate_repetitions, repetition_seeds
 from genEval.comparisons.rows import (
     baseline_set,
     effective_robustness,
@@ -99,6 +111,7 @@ def _settings(
     er_min_r2: float,
     repetition_seeds: list[int] | None,
     baselines: set[str],
+    rank_by: str,
 ) -> Settings:
     first_reps = next(iter(runs.values()))
     first = first_reps[0].results
@@ -124,6 +137,8 @@ def _settings(
         baselines=sorted(baselines) or None,
         mask=recorded[0].get("mask"),
         data_seeds=[c.get("data_seed") for c in recorded],
+        rank_by=rank_by,
+        rank_reason=rank_reason(rank_by),
     )
 
 
@@ -148,26 +163,50 @@ def build_comparison(
     seed: int = 0,
     level: float = 0.95,
     repetition_seeds: list[int] | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
 ) -> Comparison:
-    """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison; no I/O."""
+    """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by ``rank_by``
+    (:mod:`genEval.comparisons.ranking`); no I/O."""
     if not runs:
         raise ValueError("no runs to compare.")
+    rank_by = check_rank_by(rank_by)
     class_names = _check_same_classes(runs)
     num_classes = int(next(iter(runs.values()))[0].results["scores"]["num_classes"])
-    base = baseline_set(list(runs), baselines)
+    models = list(runs)
+    base = baseline_set(models, baselines)
+    if rank_by == "er" and not base:
+        raise ValueError(
+            "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
+            "baselines=[...] (standard ERM models among the compared ones), or rank by another score "
+            f"(e.g. rank_by={DEFAULT_RANK_BY})."
+        )
     entries = {m: score_entries(reps, num_classes, n_boot, seed, level) for m, reps in runs.items()}
-    order, fmr_ranks, sa_ranks = order_models(entries)
-    outcomes = {m: [r.outcomes for r in runs[m]] for m in order}
-    point, draws, g = model_draws([outcomes[m] for m in order], num_classes, ("sa", "pa", "fmr"), n_boot, seed)
-    er = effective_robustness(order, entries, base, er_min_r2, draws, g)
-    rows = leaderboard_rows(runs, entries, order, (fmr_ranks, sa_ranks), base, er, num_classes)
+    outcomes = {m: [r.outcomes for r in runs[m]] for m in models}
+    keys = ("sa", "pa", "fmr", *((rank_by,) if rank_by not in ("sa", "pa", "fmr", "er") else ()))
+    point, draws, g = model_draws([outcomes[m] for m in models], num_classes, keys, n_boot, seed)
+    er = effective_robustness(models, entries, base, er_min_r2, draws, g)
+    if rank_by == "er" and not er.trusted:
+        raise ValueError(
+            f"rank_by=er, but effective robustness is not reported here: {er.reason} Rank by another score "
+            f"(e.g. rank_by={DEFAULT_RANK_BY}), name other baselines, or lower er_min_r2; existing runs re-rank "
+            "with geneval compare 'runs=[<dir>/runs]' rank_by=..."
+        )
+    values = rank_values(rank_by, models, entries, er)
+    score_draws = rank_draws(rank_by, keys, draws, er)  # (B, M), models in the order of `models`
+    order, ranks = order_models(dict(zip(models, values)), entries)
+    idx = [models.index(m) for m in order]
+    er = er.select(idx)
+    rows = leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
     diffs = pairwise_differences(order, outcomes, num_classes, n_boot, seed, level)
+    score_point = np.array([np.nan if v is None else v for v in values], dtype=float)[idx]
     stab = stability(
         rows,
         diffs,
         identical_repetitions(runs),
-        rank_stability(point[:, 2], draws[:, :, 2], score="fmr", n_sources=g, level=level),
+        rank_stability(score_point, score_draws[:, idx], score=rank_by, n_sources=g, level=level),
         sources_resampled(runs),
+        score=rank_by,
+        per_rep=rank_per_rep(rank_by, order, entries, er),
     )
     warnings = [
         *_component_warnings(runs),
@@ -186,7 +225,7 @@ def build_comparison(
         seeds={m: [r.results.get("seed") for r in runs[m]] for m in order},
         class_names=class_names,
         per_class=per_class,
-        settings=_settings(runs, num_classes, n_boot, seed, level, er_min_r2, repetition_seeds, base),
+        settings=_settings(runs, num_classes, n_boot, seed, level, er_min_r2, repetition_seeds, base, rank_by),
         warnings=warnings,
         label_free=_label_free(rows),
     )
@@ -202,14 +241,17 @@ def aggregate(
     seed: int = 0,
     level: float = 0.95,
     repetition_seeds: list[int] | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
 ) -> Comparison:
     """Build a :class:`~genEval.comparisons.leaderboard.Comparison` from finished run directories.
 
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
     model name -> its run directories (one per repetition). Names and repetitions otherwise come from what
     compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``seed`` seeds the bootstraps.
-    ``baselines``: the models effective robustness is fitted on (None: ER is left out, with a note).
-    With ``out_dir`` the comparison files are written there (not the report: genEval.reports.report.write_report).
+    ``baselines``: the models effective robustness is fitted on (None: ER is left out, with a note). ``rank_by``:
+    the score that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v, a score
+    over comparable populations). With ``out_dir`` the comparison files are written there (not the report:
+    genEval.reports.report.write_report).
     """
     comp = build_comparison(
         load_runs(run_dirs),
@@ -219,13 +261,15 @@ def aggregate(
         seed=seed,
         level=level,
         repetition_seeds=repetition_seeds,
+        rank_by=rank_by,
     )
     if out_dir is not None:
         comp = write_comparison(comp, out_dir)
     log.info(
-        "compared %d models (%s); leaderboard by FMR: %s",
+        "compared %d models (%s); leaderboard by %s: %s",
         len(comp.models),
         comp.settings.interval_note,
+        comp.rank_by,
         ", ".join(comp.models),
     )
     return comp
@@ -249,32 +293,47 @@ def compare(
     run_configs: Mapping[str, dict] | None = None,
     mask: Any = None,
     mask_reference: str | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
+    allow_self_judging: bool = False,
+    record: Mapping | None = None,
     **evaluate_kwargs: Any,
 ) -> Comparison:
     """Evaluate every classifier ``repetitions`` times and compare them (see the module docstring).
 
-    ``classifiers``: name -> classifier, or name -> zero-argument factory. ``data``: a data set; one with a
-    ``with_seed(seed)`` method (or a factory ``seed -> data``) is re-drawn per repetition with the repetition's
-    seed, shared by every model of that repetition (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``:
-    one per repetition (the same for every model within a repetition), an int to derive them, or None for fresh seeds;
-    they are recorded. ``baselines``: the models effective robustness is fitted on (None: ER is left out). ``mask``: a
-    mask for every run; ``AutoMask`` (``mask=auto``) is fitted once with the model named by
-    ``mask_reference`` and reused for every model. ``run_configs``: per model, the config recorded in its
-    results.json. Other keyword arguments go to ``genEval.evaluate`` (batch_size, device, save_images, ...).
-    Writes the runs and the comparison files into ``out_dir``.
+    ``classifiers``: name -> classifier, or name -> zero-argument factory; ``generator``: a generator or a
+    zero-argument factory (built after the checks, which therefore come before any training). ``data``: a data
+    set; one with a ``with_seed(seed)`` method (or a factory ``seed -> data``) is re-drawn per repetition with the
+    repetition's seed, shared by every model of that repetition
+    (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
+    within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``baselines``: the
+    models effective robustness is fitted on (None: ER is left out). ``mask``: a mask for every run; ``AutoMask``
+    (``mask=auto``) is fitted once with the model named by ``mask_reference`` and reused for every model.
+    ``run_configs``: per model, the config recorded in its
+    results.json. ``rank_by``: the score that orders the leaderboard (:mod:`genEval.comparisons.ranking`). A model
+    that is part of the oracle is refused before any run (:func:`genEval.comparisons.judging.check_not_judging`)
+    unless ``allow_self_judging``. ``record``: extra entries of every run's ``config.comparison`` record. Other
+    keyword arguments go to ``genEval.evaluate`` (batch_size, device, save_images, ...). Writes the runs and the
+    comparison files into ``out_dir``.
     """
     check_model_names(list(classifiers))
     seeds_used = repetition_seeds(seeds, repetitions)
+    check_rank_by(rank_by)
     if baselines is not None:
         unknown = set(map(str, baselines)) - set(map(str, classifiers))
         if unknown:
             raise ValueError(
                 f"baselines {sorted(unknown)} are not among the classifiers ({', '.join(map(str, classifiers))})."
             )
+    if rank_by == "er" and not baselines:
+        raise ValueError(
+            "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
+            f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
+        )
+    check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
     dirs = evaluate_repetitions(
         classifiers,
         data,
-        generator,
+        build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
         oracle,
         search,
         seeds_used,
@@ -284,6 +343,7 @@ def compare(
         n_boot=n_boot,
         mask=mask,
         mask_reference=mask_reference,
+        record=record,
         **evaluate_kwargs,
     )
     return aggregate(
@@ -294,4 +354,5 @@ def compare(
         n_boot=n_boot,
         level=level,
         repetition_seeds=seeds_used,
+        rank_by=rank_by,
     )

@@ -87,6 +87,8 @@ class MetricEntry:
 class LeaderboardRow:
     """One model of a comparison. ``scores``: score key -> :class:`MetricEntry` (also ``row["fmr"]``).
 
+    ``rank`` is the model's rank by the comparison's ranking score (``Settings.rank_by``; the rows are in this
+    order), ``rank_fmr`` / ``rank_sa`` its ranks by the paper's FMR and by SA;
     ``rank_diff = rank_sa - rank_fmr`` (timm's convention: positive = ranks higher on FMR than on SA);
     ``er`` is the effective robustness in points (None unless baselines were named and their fit is trusted)
     with its bootstrap interval ``er_low``/``er_high``. ``softmax_corr``: label-free SoftmaxCorr of the model on
@@ -118,6 +120,7 @@ class LeaderboardRow:
     seeds: list[int | None] = field(default_factory=list)
     run_dirs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    rank: int | None = None
 
     def __getitem__(self, key: str) -> MetricEntry:
         return self.scores[key]
@@ -129,12 +132,14 @@ class LeaderboardRow:
     @classmethod
     def from_dict(cls, d: Mapping) -> LeaderboardRow:
         scores = {k: MetricEntry(**_fields(MetricEntry, d[k])) for k in SCORE if isinstance(d.get(k), Mapping)}
-        return cls(scores=scores, **_fields(cls, {k: v for k, v in d.items() if k != "scores"}))
+        fields = _fields(cls, {k: v for k, v in d.items() if k != "scores"})
+        fields.setdefault("rank", d.get("rank_fmr"))  # comparisons written before rank_by were ordered by FMR
+        return cls(scores=scores, **fields)
 
 
 @dataclass(frozen=True)
 class TauPair:
-    """Kendall tau between the FMR rankings of two repetitions (over the models defined in both)."""
+    """Kendall tau between the rankings of two repetitions by the ranking score (over the models defined in both)."""
 
     reps: list[int]
     tau: float | None
@@ -143,7 +148,9 @@ class TauPair:
 
 @dataclass(frozen=True)
 class Flip:
-    """Two models whose FMR order differs between repetitions (``a`` higher in ``a_higher``, ...)."""
+    """Two models whose order by the ranking score differs between repetitions (``a`` higher in ``a_higher``, ...);
+    ``fmr_difference_separated``: whether the paired difference of that score excludes zero (None: no difference
+    computed for it, e.g. ER). The name is kept from when only FMR ranked."""
 
     a: str
     b: str
@@ -154,10 +161,12 @@ class Flip:
 
 @dataclass(frozen=True)
 class Stability:
-    """How stable the ranking is (digest 5.3.5; S0 App. A.2): Kendall tau between the FMR rankings of fresh
-    repetitions, and ``tau_bootstrap``, the distribution of tau between the FMR ranking and the rankings of
-    bootstrap resamples of the source images (:func:`genEval.scores.rankings.rank_stability`). ``sources_resampled``:
-    the repetitions drew different source images (else tau between them reflects the start noise only)."""
+    """How stable the ranking is (digest 5.3.5; S0 App. A.2): Kendall tau between the rankings of fresh
+    repetitions by the ranking score ``score`` (``Settings.rank_by``), and ``tau_bootstrap``, the distribution of
+    tau between that ranking and the rankings of bootstrap resamples of the source images
+    (:func:`genEval.scores.rankings.rank_stability`). ``sources_resampled``: the repetitions drew different source
+    images (else tau between them reflects the start noise only). ``tau_fmr_sa``: Kendall tau between the FMR and
+    SA rankings; ``tau_rank_fmr``: between the ranking score's ranking and the FMR ranking (1 when it is FMR)."""
 
     repetitions: int
     tau_reps: list[TauPair]
@@ -169,6 +178,8 @@ class Stability:
     identical_repetitions: bool
     tau_bootstrap: TauDistribution | None = None
     sources_resampled: bool | None = None
+    score: str = "fmr"
+    tau_rank_fmr: float | None = None
 
     @property
     def stable(self) -> bool:
@@ -203,7 +214,8 @@ class LabelFree:
 
 @dataclass(frozen=True)
 class Settings:
-    """How a comparison was made: repetitions, seeds, bootstrap, ER gate, shared components and search."""
+    """How a comparison was made: repetitions, seeds, bootstrap, ER gate, shared components and search, and which
+    score orders the leaderboard (``rank_by``) and why (``rank_reason``)."""
 
     repetitions: int | list[int]
     n_boot: int
@@ -219,11 +231,14 @@ class Settings:
     baselines: list[str] | None = None
     mask: dict[str, Any] | None = None
     data_seeds: list[int | None] = field(default_factory=list)
+    rank_by: str = "fmr"  # comparisons written before rank_by existed were ordered by FMR
+    rank_reason: str = ""
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A model comparison: leaderboard rows sorted by FMR rank, differences, stability, ER, provenance.
+    """A model comparison: leaderboard rows sorted by the ranking score (``settings.rank_by``), differences,
+    stability, ER, provenance.
 
     ``effective_robustness`` lists its per-model values in leaderboard order. ``per_class``: model ->
     per-class rows (:func:`genEval.scores.run_scores.per_class_table`, all repetitions pooled).
@@ -245,6 +260,14 @@ class Comparison:
     @property
     def models(self) -> list[str]:
         return [row.model for row in self.leaderboard]
+
+    @property
+    def rank_by(self) -> str:
+        return self.settings.rank_by
+
+    def ranking_note(self) -> str:
+        """Which score orders the leaderboard and why (first line of the notes, the report and the service)."""
+        return f"ranked by {score_label(self.rank_by)}: {self.settings.rank_reason or 'higher first'}"
 
     def row(self, model: str) -> LeaderboardRow:
         for r in self.leaderboard:
@@ -301,17 +324,25 @@ class Comparison:
         p = p / "comparison.json" if p.is_dir() else p
         if not p.is_file():
             raise FileNotFoundError(f"no comparison.json at '{p}'; make one with `geneval compare`.")
-        return cls.from_dict(json.loads(p.read_text(encoding="utf-8")))
+        d = json.loads(p.read_text(encoding="utf-8"))
+        if d.get("kind") == "generator_ablation":
+            raise ValueError(
+                f"'{p}' holds a generator ablation (one comparison per generator); read it with "
+                "genEval.comparisons.ablation.load_comparison, or load one generator's comparison from "
+                "generators/<name>/comparison.json."
+            )
+        return cls.from_dict(d)
 
     # ---------------------------------------------------------------------------------- text renderings
     def notes(self) -> list[str]:
         """Stability, ER, the label-free diagnostic and warnings as short sentences (summary, leaderboard.md,
         report)."""
         s = self.stability
-        out = []
+        label = score_label(s.score)
+        out = [self.ranking_note()]
         if s.tau_reps_mean is not None:
             out.append(
-                f"rank stability: Kendall tau between repetitions' FMR rankings mean {s.tau_reps_mean:.3f}, "
+                f"rank stability: Kendall tau between repetitions' {label} rankings mean {s.tau_reps_mean:.3f}, "
                 f"min {s.tau_reps_min:.3f} ({len(s.tau_reps)} pairs"
                 + (", repetitions drew different source images)" if s.sources_resampled else ")")
             )
@@ -319,10 +350,12 @@ class Comparison:
             out.append(f"rank stability: {s.tau_reps_note or 'not computed'}")
         if s.tau_bootstrap is not None:
             out.append(s.tau_bootstrap.describe())
+        if s.score != "fmr":
+            out.append(f"Kendall tau({label} ranking, FMR ranking): " + _num(s.tau_rank_fmr, 3, "undefined"))
         out.append("Kendall tau(FMR ranking, SA ranking): " + _num(s.tau_fmr_sa, 3, "undefined"))
         for f in s.flips:
             out.append(
-                f"FMR order of {f.a} and {f.b} flips across repetitions "
+                f"{label} order of {f.a} and {f.b} flips across repetitions "
                 f"({f.a} higher in reps {f.a_higher}, {f.b} higher in reps {f.b_higher})"
             )
         out.append(self._er_note())
@@ -363,20 +396,23 @@ class Comparison:
         """The fixed-width tables printed at the end of ``geneval compare``: scores, then run cost."""
         lines = [
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
-            f"(95% intervals: {self.settings.interval_note})"
+            f"(95% intervals: {self.settings.interval_note})",
+            f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA",
         ]
+        with_er = any(r.er is not None for r in self.leaderboard)
         head = (
             f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
-            f"{'VR_cond':>7} {'rankSA':>6} {'diff':>5}"
+            f"{'VR_cond':>7}" + (f" {'ER':>24}" if with_er else "") + f" {'rankFMR':>7} {'rankSA':>6} {'diff':>5}"
         )
         lines += [head, "-" * len(head)]
         for r in self.leaderboard:
             lines.append(
-                f"{_rank(r.rank_fmr):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
+                f"{_rank(r.rank):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
                 f"{r['fmr_validated'].fmt():>22} {r['sa'].fmt():>22} {r['pa'].fmt():>22} "
                 f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
-                f"{_num(r['vr_conditional'].value):>7} {_rank(r.rank_sa):>6} "
-                f"{signed(r.rank_diff):>5}"
+                f"{_num(r['vr_conditional'].value):>7}"
+                + (f" {er_cell(r) or ('baseline' if r.baseline else ''):>24}" if with_er else "")
+                + f" {_rank(r.rank_fmr):>7} {_rank(r.rank_sa):>6} {signed(r.rank_diff):>5}"
             )
         cost = f"{'':>2} {'model':<20} {'rejected/sample':>15} {'steps/sample':>12} {'s/run':>9} {'s/sample':>9}"
         lines += ["", cost, "-" * len(cost)]
@@ -397,6 +433,7 @@ class Comparison:
             "model",
             *(SCORE[k].short or SCORE[k].label for k in TABLE_SCORES),
             "ER",
+            "rank FMR",
             "rank SA",
             "rank_diff",
         ]
@@ -405,8 +442,10 @@ class Comparison:
             "",
             f"{len(self.models)} models, {self.settings.repetitions} repetition(s); seeds per repetition: "
             f"{self.settings.repetition_seeds}. Scores in percent, mean over repetitions with 95% interval: "
-            f"{self.settings.interval_note}. Ranked by FMR (the paper's 100 PA / SA); FMR_v = 100 PA / SA_v with "
-            "SA_v over the validated samples (the population of PA); VR_cond = validated / passed the start check. "
+            f"{self.settings.interval_note}. Ranked by {score_label(self.rank_by)} (rank_by={self.rank_by}): "
+            f"{self.settings.rank_reason or 'higher first'}. FMR is the paper's 100 PA / SA; "
+            "FMR_v = 100 PA / SA_v with SA_v over the validated samples (the population of PA); "
+            "VR_cond = validated / passed the start check. "
             "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
             "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted).",
             "",
@@ -415,10 +454,11 @@ class Comparison:
         ]
         for r in self.leaderboard:
             cells = [
-                _rank(r.rank_fmr),
+                _rank(r.rank),
                 r.model + (" (baseline)" if r.baseline else ""),
                 *(r[k].fmt() for k in TABLE_SCORES),
                 er_cell(r),
+                _rank(r.rank_fmr),
                 _rank(r.rank_sa),
                 signed(r.rank_diff),
             ]
@@ -461,20 +501,27 @@ class Comparison:
         return "\n".join(lines)
 
     def csv(self) -> str:
-        """``leaderboard.csv``: one row per model, numbers as numbers (empty = undefined)."""
+        """``leaderboard.csv``: one row per model in leaderboard order (by ``rank_by``), numbers as numbers (empty =
+        undefined); ``rank`` (the rank by the ranking score) and ``rank_by`` come last, after the columns of
+        comparisons made before ``rank_by`` existed."""
         head = ["model", "rank_fmr", "rank_sa", "rank_diff", "baseline", "repetitions", "n", "n_validated"]
-        tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST]
+        tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST, "rank"]
         scores = [c for k in LEADERBOARD_SCORES for c in (k, f"{k}_low", f"{k}_high", f"{k}_std")]
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=head + scores + tail, lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by"], lineterminator="\n")
         w.writeheader()
         for r in self.leaderboard:
-            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail}
+            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail} | {"rank_by": self.rank_by}
             for k in LEADERBOARD_SCORES:
                 e = r[k]
                 row.update({k: e.value, f"{k}_low": e.low, f"{k}_high": e.high, f"{k}_std": e.std})
             w.writerow({k: "" if v is None else v for k, v in row.items()})
         return buf.getvalue()
+
+
+def score_label(key: str) -> str:
+    """How a ranking score is written in tables: its label (``FMR_v``), or ``ER`` for effective robustness."""
+    return "ER" if key == "er" else SCORE[key].label
 
 
 def er_cell(r: LeaderboardRow) -> str:

@@ -170,9 +170,11 @@ def _record(
     search: SearchConfig,
     data_seeded: bool,
     mask: ComparisonMask | None,
+    extra: Mapping | None = None,
 ) -> dict:
     """The config recorded in a run's results.json: the caller's (or the search) plus who/which repetition,
-    the data seed of the repetition (None: the data were not re-drawn) and the comparison's mask."""
+    the data seed of the repetition (None: the data were not re-drawn), the comparison's mask and ``extra``
+    (e.g. the generator's name in a generator ablation)."""
     cfg = dict(base or {"search": asdict(search)})
     cfg["comparison"] = {
         "model": name,
@@ -182,11 +184,13 @@ def _record(
         "models": models,
         "data_seed": seed if data_seeded else None,
         **({"mask": mask.record()} if mask is not None else {}),
+        **(extra or {}),
     }
     return cfg
 
 
-def _build(entry: Any) -> Any:
+def build_entry(entry: Any) -> Any:
+    """A classifier from an entry of ``classifiers``: the entry itself, or what its factory builds."""
     return entry() if _is_factory(entry) else entry
 
 
@@ -203,6 +207,7 @@ def evaluate_repetitions(
     run_configs: Mapping[str, dict] | None = None,
     mask: Any = None,
     mask_reference: str | None = None,
+    record: Mapping | None = None,
     **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
@@ -211,8 +216,8 @@ def evaluate_repetitions(
     released after its repetitions, so one model is in memory at a time). ``data``: a data set, or one that
     is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
-    ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. Other keyword arguments go to
-    :func:`genEval.evaluate`.
+    ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
+    ``config.comparison`` record. Other keyword arguments go to :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
@@ -239,7 +244,16 @@ def evaluate_repetitions(
     if isinstance(mask, AutoMask):
         ref = classifiers[mask_reference]
         fitted = fit_comparison_mask(
-            mask, mask_reference, _build(ref), datas[0], generator, oracle, search, seeds[0], out_dir, **evaluate_kwargs
+            mask,
+            mask_reference,
+            build_entry(ref),
+            datas[0],
+            generator,
+            oracle,
+            search,
+            seeds[0],
+            out_dir,
+            **evaluate_kwargs,
         )
         parts: dict[int, SubsetData] = {}  # data that were not re-drawn are one object: split it once
         for d in datas:
@@ -252,12 +266,12 @@ def evaluate_repetitions(
     dirs: dict[str, list[str]] = {}
     with tqdm(total=len(names) * len(seeds), desc="compare", unit="run", disable=not show, dynamic_ncols=True) as bar:
         for name, entry in zip(names, classifiers.values()):
-            clf = _build(entry)
+            clf = build_entry(entry)
             for r, seed in enumerate(seeds):
                 bar.set_postfix(model=name, rep=r)
                 run_dir = Path(out_dir) / "runs" / name / f"rep{r}"
                 config = _record(
-                    name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted
+                    name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted, record
                 )
                 evaluate(
                     clf,

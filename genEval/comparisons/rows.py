@@ -8,6 +8,7 @@ fitted on the named baselines only (:mod:`genEval.scores.effective_robustness`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -101,30 +102,46 @@ def _cost_and_label_free(reps: list[LoadedRun], num_classes: int) -> dict[str, f
     }
 
 
-def order_models(entries: Mapping[str, Mapping[str, MetricEntry]]) -> tuple[list[str], dict, dict]:
-    """Models sorted by FMR rank (ties and undefined by name), with the FMR and SA ranks."""
+@dataclass(frozen=True)
+class Ranks:
+    """Competition ranks per model: by the comparison's ranking score (``rank_by``), by FMR and by SA."""
+
+    by: dict[str, int | None]
+    fmr: dict[str, int | None]
+    sa: dict[str, int | None]
+
+
+def order_models(
+    values: Mapping[str, float | None], entries: Mapping[str, Mapping[str, MetricEntry]]
+) -> tuple[list[str], Ranks]:
+    """Models sorted by the rank of ``values`` (the ranking score; ties and undefined by name), with that rank
+    and the FMR and SA ranks."""
     models = list(entries)
-    fmr_ranks = dict(zip(models, rank([entries[m]["fmr"].value for m in models])))
-    sa_ranks = dict(zip(models, rank([entries[m]["sa"].value for m in models])))
-    order = sorted(models, key=lambda m: (fmr_ranks[m] is None, fmr_ranks[m] or 0, m))
-    return order, fmr_ranks, sa_ranks
+    ranks = Ranks(
+        dict(zip(models, rank([values[m] for m in models]))),
+        dict(zip(models, rank([entries[m]["fmr"].value for m in models]))),
+        dict(zip(models, rank([entries[m]["sa"].value for m in models]))),
+    )
+    order = sorted(models, key=lambda m: (ranks.by[m] is None, ranks.by[m] or 0, m))
+    return order, ranks
 
 
 def effective_robustness(
-    order: list[str],
+    models: list[str],
     entries: Mapping[str, Mapping[str, MetricEntry]],
     base: set[str],
     er_min_r2: float,
     draws: np.ndarray,
     n_sources: int,
 ) -> ERFit:
-    """ER over the named baselines (none named: left out), with its bootstrap interval over the sources."""
+    """ER over the named baselines (none named: left out), with its bootstrap interval over the sources; per model
+    in the order of ``models`` (``draws`` (B, M, S) holds SA and PA as its first two scores, same order)."""
     if not base:
-        return ERFit.unfitted(len(order), NO_BASELINES, min_r2=er_min_r2)
+        return ERFit.unfitted(len(models), NO_BASELINES, min_r2=er_min_r2)
     er = fit_effective_robustness(
-        [entries[m]["sa"].value for m in order],
-        [entries[m]["pa"].value for m in order],
-        [m in base for m in order],
+        [entries[m]["sa"].value for m in models],
+        [entries[m]["pa"].value for m in models],
+        [m in base for m in models],
         min_r2=er_min_r2,
     )
     if n_sources < MIN_BOOTSTRAP_SOURCES:
@@ -136,17 +153,17 @@ def leaderboard_rows(
     runs: Mapping[str, list[LoadedRun]],
     entries: Mapping[str, dict[str, MetricEntry]],
     order: list[str],
-    ranks: tuple[dict, dict],
+    ranks: Ranks,
     base: set[str],
     er: ERFit,
     num_classes: int,
 ) -> list[LeaderboardRow]:
-    """Leaderboard rows in ``order`` with ranks, ER (and its interval), run cost and the label-free score."""
-    fmr_ranks, sa_ranks = ranks
+    """Leaderboard rows in ``order`` with ranks, ER (and its interval; ``er`` in ``order``), run cost and the
+    label-free score."""
     rows = []
     for i, m in enumerate(order):
         reps = runs[m]
-        rf, rs = fmr_ranks[m], sa_ranks[m]
+        rf, rs = ranks.fmr[m], ranks.sa[m]
         pa = entries[m]["pa"]
         n_validated = float(np.mean([r.outcomes.validated.sum() for r in reps]))
         warnings = (
@@ -177,6 +194,7 @@ def leaderboard_rows(
                 seeds=[r.results.get("seed") for r in reps],
                 run_dirs=[r.run_dir for r in reps],
                 warnings=warnings,
+                rank=ranks.by[m],
             )
         )
     return rows

@@ -1,8 +1,10 @@
 """How stable a comparison's ranking is (``../seeds/digest.md`` 5.3.5, S0 App. A.2).
 
-Kendall tau-b between the FMR rankings of every pair of repetitions, its bootstrap distribution over source
-images (:func:`genEval.scores.rankings.rank_stability`), Kendall tau between the FMR and SA rankings, and
-every pair of models whose FMR order flips between repetitions, with the warnings they call for.
+Kendall tau-b between the rankings of every pair of repetitions by the ranking score (``rank_by``,
+:mod:`genEval.comparisons.ranking`), its bootstrap distribution over source images
+(:func:`genEval.scores.rankings.rank_stability`), Kendall tau between the FMR and SA rankings and between the
+ranking score's and FMR's, and every pair of models whose order flips between repetitions, with the warnings
+they call for.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from genEval.comparisons.leaderboard import (
     LeaderboardRow,
     Stability,
     TauPair,
+    score_label,
 )
 from genEval.comparisons.loading import LoadedRun
 from genEval.scores.rankings import (
@@ -39,9 +42,10 @@ def identical_repetitions(runs: Mapping[str, list[LoadedRun]]) -> bool:
     return all(sig(r) == sig(reps[0]) for reps in multi for r in reps[1:])
 
 
-def _flips(models: list[str], per_rep: np.ndarray, diffs: Sequence[Difference]) -> list[Flip]:
-    """Pairs of models whose FMR order differs between repetitions; per_rep: (models, repetitions), NaN = undefined."""
-    separated = {(d.a, d.b): d.excludes_zero for d in diffs if d.metric == "fmr"}
+def _flips(models: list[str], per_rep: np.ndarray, diffs: Sequence[Difference], score: str) -> list[Flip]:
+    """Pairs of models whose order by ``score`` differs between repetitions; per_rep: (models, repetitions), NaN =
+    undefined."""
+    separated = {(d.a, d.b): d.excludes_zero for d in diffs if d.metric == score}
     out = []
     for i, j in combinations(range(len(models)), 2):
         d = per_rep[i] - per_rep[j]
@@ -66,12 +70,17 @@ def stability(
     identical: bool = False,
     tau_bootstrap: TauDistribution | None = None,
     resampled: bool | None = None,
+    *,
+    score: str = "fmr",
+    per_rep: np.ndarray | None = None,
 ) -> Stability:
-    """Kendall tau between repetitions' FMR rankings, its bootstrap distribution (``tau_bootstrap``), FMR-vs-SA
-    tau, and FMR order flips."""
+    """Kendall tau between repetitions' rankings by ``score``, its bootstrap distribution (``tau_bootstrap``),
+    FMR-vs-SA tau, ranking-score-vs-FMR tau, and order flips. ``per_rep``: (models, repetitions) values of
+    ``score`` in the order of ``rows`` (NaN = undefined); default: the rows' own per-repetition values of it."""
     models = [r.model for r in rows]
     n_reps = min(len(r["fmr"].per_rep) for r in rows)
-    per_rep = np.array([[np.nan if v is None else v for v in r["fmr"].per_rep[:n_reps]] for r in rows], dtype=float)
+    if per_rep is None:
+        per_rep = np.array([[np.nan if v is None else v for v in r[score].per_rep[:n_reps]] for r in rows], dtype=float)
     taus = []
     for r1, r2 in combinations(range(n_reps), 2):
         ok = ~np.isnan(per_rep[:, r1]) & ~np.isnan(per_rep[:, r2])
@@ -79,10 +88,11 @@ def stability(
         taus.append(TauPair([r1, r2], tau, int(ok.sum())))
     defined = [t.tau for t in taus if t.tau is not None]
     both = [r for r in rows if r["fmr"].value is not None and r["sa"].value is not None]
+    ranked = [r for r in rows if r.rank is not None and r.rank_fmr is not None]
     note = (
         "needs at least 2 repetitions"
         if n_reps < 2
-        else "needs at least 2 models with FMR defined in two repetitions"
+        else f"needs at least 2 models with {score} defined in two repetitions"
         if not defined
         else ""
     )
@@ -95,10 +105,15 @@ def stability(
         tau_fmr_sa=kendall_tau([r["fmr"].value for r in both], [r["sa"].value for r in both])
         if len(both) >= 2
         else None,
-        flips=_flips(models, per_rep, diffs),
+        flips=_flips(models, per_rep, diffs, score),
         identical_repetitions=identical,
         tau_bootstrap=tau_bootstrap,
         sources_resampled=resampled,
+        score=score,
+        # ranks, not values: -rank orders like the score (competition ranks share ties)
+        tau_rank_fmr=kendall_tau([-r.rank for r in ranked], [-r.rank_fmr for r in ranked])
+        if len(ranked) >= 2
+        else None,
     )
 
 
@@ -119,7 +134,7 @@ def stability_warnings(stab: Stability) -> list[str]:
         )
     if stab.flips:
         out.append(
-            f"{len(stab.flips)} pair(s) of models change FMR order between repetitions; their ranking is "
-            "not stable (see stability.flips and the paired differences)."
+            f"{len(stab.flips)} pair(s) of models change {score_label(stab.score)} order between repetitions; their "
+            "ranking is not stable (see stability.flips and the paired differences)."
         )
     return out

@@ -227,6 +227,33 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
     return _png(fig, "effective robustness scatter with baseline fit")
 
 
+def rankings_side_by_side(
+    generators: list[str], models: list[str], ranks: list[dict[str, int | None]], label: str
+) -> PNG:
+    """The paper's Table 3 as a picture: one column per generator, each model's rank (by ``label``) under it,
+    joined across generators (rank 1 at the top; a crossing line is a model whose rank depends on the generator)."""
+    n = max(len(models), 1)
+    fig = _new(2.2 + 1.6 * len(generators), 1.2 + 0.42 * n)
+    ax = fig.add_subplot()
+    xs = np.arange(len(generators))
+    for i, (name, r) in enumerate(zip(models, ranks)):
+        ys = np.array([np.nan if r.get(g) is None else r[g] for g in generators], dtype=float)
+        moves = np.nanmax(ys) != np.nanmin(ys) if np.isfinite(ys).any() else False
+        ax.plot(xs, ys, marker="o", color=_color(i), lw=2.2 if moves else 1.2, ls="-" if moves else "--")
+        last = np.flatnonzero(np.isfinite(ys))
+        if len(last):
+            j = int(last[-1])
+            ax.annotate(name, (xs[j], ys[j]), textcoords="offset points", xytext=(8, -3), fontsize=8, color=_color(i))
+    ax.set_xticks(xs, generators)
+    ax.set_xlim(-0.3, len(generators) - 0.4)
+    ax.set_ylim(n + 0.5, 0.5)
+    ax.set_yticks(np.arange(1, n + 1))
+    ax.set_ylabel(f"rank by {label}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"rank by {label} under each generator (solid: the rank depends on the generator)", fontsize=9)
+    return _png(fig, f"ranks by {label} under each generator, one line per model")
+
+
 def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, marks: dict[tuple[int, int], str]) -> PNG:
     """Accuracy of each target model on the images generated against each source model (paper App. D)."""
     fig = _new(min(12, 3.0 + 0.8 * len(targets)), 1.8 + 0.45 * len(sources))

@@ -31,14 +31,15 @@ import csv
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from genEval.comparisons.ablation import GeneratorAblation, load_comparison
 from genEval.comparisons.aggregate import build_comparison
-from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, signed
+from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, score_label, signed
 from genEval.comparisons.loading import load_runs
 from genEval.fileio import atomic_write_bytes
 from genEval.reports.figures import (
@@ -50,6 +51,7 @@ from genEval.reports.figures import (
     first_fooled,
     image_grid,
     per_class_heatmap,
+    rankings_side_by_side,
     score_bars,
     transfer_heatmap,
 )
@@ -92,7 +94,10 @@ def _load(source: Comparison | str | Path) -> Loaded:
     else:
         p = Path(source).expanduser()
         if (p / "comparison.json").is_file() or p.name == "comparison.json":
-            comp, base = Comparison.load(p), (p if p.is_dir() else p.parent)
+            loaded = load_comparison(p)
+            if not isinstance(loaded, Comparison):
+                raise ValueError(f"'{p}' is a generator ablation; render it with render_report (it dispatches).")
+            comp, base = loaded, (p if p.is_dir() else p.parent)
         elif (p / "results.json").is_file():
             runs = load_runs([p])
             comp = build_comparison(runs)
@@ -259,6 +264,12 @@ def _tau_rows(t: TauDistribution | None) -> list[list]:
     ]
 
 
+def _per_rep_key(comp: Comparison) -> str:
+    """The score whose per-repetition values the stability section lists: the ranking score, FMR for ER (no
+    per-repetition value of its own in the rows)."""
+    return comp.rank_by if comp.rank_by in SCORE else "fmr"
+
+
 def _tables(comp: Comparison) -> dict[str, list]:
     """Rows of the effective-robustness, stability and differences tables (cells: text or a MetricEntry)."""
     n_reps = max((len(r["fmr"].per_rep) for r in comp.leaderboard), default=0)
@@ -279,7 +290,7 @@ def _tables(comp: Comparison) -> dict[str, list]:
         ],
         "tau_boot": _tau_rows(comp.stability.tau_bootstrap),
         "per_rep_head": ["model", *(f"rep {i}" for i in range(n_reps))],
-        "per_rep": [[r.model, *(_fmt(v, ".2f") for v in r["fmr"].per_rep)] for r in comp.leaderboard],
+        "per_rep": [[r.model, *(_fmt(v, ".2f") for v in r[_per_rep_key(comp)].per_rep)] for r in comp.leaderboard],
         "differences": [
             [
                 d.a,
@@ -314,10 +325,87 @@ def _count(figures: dict[str, Any]) -> int:
     return len(found) + bool(figures["transfer"] and "figure" in figures["transfer"])
 
 
+def _ablation(source: Comparison | GeneratorAblation | str | Path) -> GeneratorAblation | None:
+    if isinstance(source, GeneratorAblation):
+        return source
+    if isinstance(source, Comparison):
+        return None
+    p = Path(source).expanduser()
+    if (p / "comparison.json").is_file() or p.name == "comparison.json":
+        loaded = load_comparison(p)
+        if isinstance(loaded, GeneratorAblation):
+            return replace(loaded, out_dir=str(p if p.is_dir() else p.parent))
+    return None
+
+
+def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
+    """The generator ablation's page (paper Table 3): the rankings side by side in one figure, the ranks and the
+    rank agreement between generators as tables, each generator's leaderboard, and links to each generator's own
+    report (``generators/<name>/report.html``)."""
+    label = score_label(ab.rank_by)
+    figure = rankings_side_by_side(ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label)
+    rank_rows = [
+        [
+            m.model,
+            *(f"{_rank_text(m.ranks.get(g))} ({_fmt(m.values.get(g), '.2f') or '-'})" for g in ab.generators),
+            ("yes" if m.depends else "no")
+            + ("" if m.share_changed is None else f" ({100 * m.share_changed:.0f}% of resamples)"),
+        ]
+        for m in ab.models
+    ]
+    agreement = [[a.a, a.b, a.fmt(), a.n_models, a.method or a.reason] for a in ab.agreement]
+    boards = {
+        g: [
+            [
+                _rank_text(r.rank),
+                r.model + (" (baseline)" if r.baseline else ""),
+                r[ab.rank_by] if ab.rank_by in SCORE else er_cell(r),
+                r["fmr"],
+                r["sa"],
+                r["pa"],
+                er_cell(r),
+                _rank_text(r.rank_fmr),
+            ]
+            for r in c.leaderboard
+        ]
+        for g, c in ab.comparisons.items()
+    }
+    links = {
+        g: f"generators/{g}/report.html"
+        for g in ab.generators
+        if ab.out_dir and (Path(ab.out_dir) / "generators" / g / "report.html").is_file()
+    }
+    html = TEMPLATES.get_template("ablation.html.j2").render(
+        title="genEval generator ablation: " + ", ".join(ab.generators),
+        csp=CSP,
+        ab=ab,
+        label=label,
+        figure=figure,
+        rank_head=["model", *ab.generators, "rank depends on the generator"],
+        rank_rows=rank_rows,
+        agreement=agreement,
+        board_head=["rank", "model", label, "FMR", "SA", "PA", "ER", "rank FMR"],
+        boards=boards,
+        links=links,
+        notes=ab.notes(),
+        n_figures=1,
+        written=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+    return html, 1
+
+
+def _rank_text(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
 def render_report(
-    source: Comparison | str | Path, *, grid_samples: int = 6, transfer: str | Path | None = None
+    source: Comparison | GeneratorAblation | str | Path, *, grid_samples: int = 6, transfer: str | Path | None = None
 ) -> tuple[str, int]:
-    """The report HTML and the number of figures (``<img>`` elements) in it."""
+    """The report HTML and the number of figures (``<img>`` elements) in it. A generator ablation (the object, or a
+    directory whose comparison.json holds one) gets the ablation page (:func:`render_ablation`)."""
+    ablation = _ablation(source)
+    if ablation is not None:
+        return render_ablation(ablation)
     loaded = _load(source)
     comp = loaded.comp
     tpath = Path(transfer) if transfer else (loaded.base / "transfer.csv" if loaded.base else None)
@@ -349,6 +437,8 @@ def render_report(
         fig=figures,
         er_cell=er_cell,
         n_figures=n_figures,
+        rank_label=score_label(comp.rank_by),
+        per_rep_label=score_label(_per_rep_key(comp)),
         max_classes=MAX_CLASSES,
         n_classes=len(comp.class_names),
         notes=[n for n in comp.notes() if not n.startswith("effective robustness")],
@@ -358,19 +448,20 @@ def render_report(
 
 
 def write_report(
-    source: Comparison | str | Path,
+    source: Comparison | GeneratorAblation | str | Path,
     path: str | Path | None = None,
     *,
     grid_samples: int = 6,
     transfer: str | Path | None = None,
 ) -> Path:
-    """Write ``report.html`` for a :class:`~genEval.comparisons.leaderboard.Comparison`, a comparison dir or a run dir.
+    """Write ``report.html`` for a :class:`~genEval.comparisons.leaderboard.Comparison`, a generator ablation, a
+    comparison dir or a run dir.
 
     ``path`` defaults to ``<input dir>/report.html``. ``transfer``: a transfer.csv (default: the one next
     to the input, when present).
     """
     if path is None:
-        if isinstance(source, Comparison):
+        if isinstance(source, (Comparison, GeneratorAblation)):
             if not source.out_dir:
                 raise ValueError("this comparison has no out_dir; pass path=... for the report.")
             path = Path(source.out_dir) / "report.html"
@@ -393,4 +484,4 @@ def expected_figures(html_text: str) -> int:
     return int(m.group(1))
 
 
-__all__ = ["write_report", "render_report", "read_transfer", "expected_figures", "SECTIONS"]
+__all__ = ["write_report", "render_report", "render_ablation", "read_transfer", "expected_figures", "SECTIONS"]

@@ -88,6 +88,20 @@ class ERFit:
     def from_dict(cls, d: Mapping) -> ERFit:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
+    def select(self, order: Sequence[int]) -> ERFit:
+        """The same fit with its per-model lists in the model order ``order`` (indices into the current order)."""
+        pick = [int(i) for i in order]
+
+        def take(values: list) -> list:
+            return [values[i] for i in pick] if values else values
+
+        return replace(
+            self,
+            **{
+                k: take(getattr(self, k)) for k in ("baselines", "predicted", "er", "er_untrusted", "er_low", "er_high")
+            },
+        )
+
     def curve(self, sa: np.ndarray) -> np.ndarray:
         """Predicted PA (percent) for clean accuracies ``sa`` (percent) on the fitted line."""
         if self.w is None or self.b is None:
@@ -175,16 +189,13 @@ def fit_effective_robustness(
     )
 
 
-def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: float = 0.95, how: str = "") -> ERFit:
-    """``fit`` with a bootstrap interval for every model's ER: the line is refitted on the baselines of each
-    draw and ER recomputed. ``sa_draws`` / ``pa_draws``: (B, M) accuracies in percent (NaN = undefined in that
-    draw) from one shared resample of the source images per draw (:func:`model_draws`), models in the order
-    of ``fit``. Only a trusted fit gets intervals (an untrusted ER is not reported, nor is its interval)."""
-    n = len(fit.baselines)
-    if not fit.trusted:
-        return replace(fit, er_low=[None] * n, er_high=[None] * n, interval="")
-    base = np.asarray(fit.baselines, dtype=bool)
-    x, y = (special.logit(np.clip(d / 100.0, fit.clip, 1 - fit.clip)) for d in (sa_draws, pa_draws))
+def er_draws(baselines: Sequence[bool], sa_draws: np.ndarray, pa_draws: np.ndarray, clip: float = 1e-3) -> np.ndarray:
+    """ER (points) of every model in every bootstrap draw, the line refitted on the ``baselines`` of each draw.
+
+    ``sa_draws`` / ``pa_draws``: (B, M) accuracies in percent (NaN = undefined in that draw). Returns (B, M), NaN
+    where a draw has fewer than 2 baselines with distinct SA (no line) or the model is undefined."""
+    base = np.asarray(baselines, dtype=bool)
+    x, y = (special.logit(np.clip(d / 100.0, clip, 1 - clip)) for d in (sa_draws, pa_draws))
     er = np.full(sa_draws.shape, np.nan)
     for i in range(len(sa_draws)):
         ok = base & np.isfinite(x[i]) & np.isfinite(y[i])
@@ -192,6 +203,19 @@ def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: 
             continue
         w, b = np.polyfit(x[i, ok], y[i, ok], 1)
         er[i] = pa_draws[i] - 100.0 * special.expit(w * x[i] + b)
+    return er
+
+
+def er_intervals(fit: ERFit, sa_draws: np.ndarray, pa_draws: np.ndarray, level: float = 0.95, how: str = "") -> ERFit:
+    """``fit`` with a bootstrap interval for every model's ER: the line is refitted on the baselines of each
+    draw and ER recomputed (:func:`er_draws`). ``sa_draws`` / ``pa_draws``: (B, M) accuracies in percent (NaN =
+    undefined in that draw) from one shared resample of the source images per draw (:func:`model_draws`), models
+    in the order of ``fit``. Only a trusted fit gets intervals (an untrusted ER is not reported, nor is its
+    interval)."""
+    n = len(fit.baselines)
+    if not fit.trusted:
+        return replace(fit, er_low=[None] * n, er_high=[None] * n, interval="")
+    er = er_draws(fit.baselines, sa_draws, pa_draws, fit.clip)
     bounds = [percentile(er[:, j], level) if fit.er[j] is not None else (None, None) for j in range(n)]
     return replace(
         fit,

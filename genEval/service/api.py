@@ -35,7 +35,7 @@ from genEval.service.auth import ROLES, role_allows
 from genEval.service.benchmarks import NAME_RE, OverrideRefused
 from genEval.service.core import Service
 from genEval.service.db import FINAL, JobInfo, NameTaken, TokenInfo
-from genEval.service.leaderboard import SORT_KEYS
+from genEval.service.leaderboard import RANK_BY, SORT_KEYS
 from genEval.service.models import KINDS, ModelRefused, UploadRefused, classifier_config, safe_filename, sniff_upload
 from genEval.service.pages import add_pages
 from genEval.snapshots.format import SnapshotError
@@ -303,12 +303,13 @@ def _read_routes(app: FastAPI, service: Service) -> None:
     def leaderboard(
         benchmark: str,
         version: str | None = None,
-        sort: str = "fmr",
+        sort: str = RANK_BY,
         order: Literal["asc", "desc"] = "desc",
         limit: int | None = Query(None, ge=1, description="rows to return (default: all)"),
         offset: int = Query(0, ge=0),
     ) -> dict:
-        """The stored standings, ordered by ``sort`` (a score, ``name``, ``date`` or ``repetitions``), every row or
+        """The stored standings, ordered by ``sort`` (a score, ``name``, ``date`` or ``repetitions``; default the
+        ranking score ``rank_by``, FMR_v, whose reason ``rank_reason`` states), every row or
         ``limit`` rows from ``offset``; ``better_than`` lists every model a row is significantly better than."""
         if benchmark not in service.benchmarks:
             raise HTTPException(404, f"unknown benchmark {benchmark!r}; available: {', '.join(service.benchmarks)}.")
@@ -323,6 +324,8 @@ def _read_routes(app: FastAPI, service: Service) -> None:
             "pending": st.pending,
             "total": st.total,
             "offset": st.offset,
+            "rank_by": st.rank_by,
+            "rank_reason": st.rank_reason,
             "rows": [
                 {
                     "job": r.job_id,

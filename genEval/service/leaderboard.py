@@ -27,6 +27,7 @@ from pathlib import Path
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.ranking import DEFAULT_RANK_BY, rank_reason
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.scores.rankings import pairwise_differences
 from genEval.service.db import Database, JobInfo, StandingInfo
@@ -38,6 +39,9 @@ COLUMNS = ("sa", "pa", "fmr", "fmr_validated", "vr", "fmr_chance_corrected")
 MARKED = ("fmr", "sa", "pa")
 LABELS = {"sa": "SA", "pa": "PA", "fmr": "FMR", "fmr_validated": "FMR_v", "vr": "VR", "fmr_chance_corrected": "FMR cc"}
 SORT_KEYS = (*COLUMNS, "name", "date", "repetitions")
+#: The default order of the pages and the API: the comparison library's ranking score (``geneval compare``'s
+#: ``rank_by`` default, FMR_v; see :mod:`genEval.comparisons.ranking` for why not the paper's FMR).
+RANK_BY = DEFAULT_RANK_BY
 #: The bootstrap seed and level of every interval and mark (those of ``aggregate``'s defaults).
 SEED, LEVEL = 0, 0.95
 
@@ -58,6 +62,8 @@ class ModelComparison:
     models: dict[str, ModelStanding]
     interval_note: str
     warnings: list[str] = field(default_factory=list)
+    rank_by: str = "fmr"  # the score that orders the standings (the comparison's rank_by) and why
+    rank_reason: str = ""
 
 
 def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = SEED) -> ModelComparison:
@@ -76,7 +82,9 @@ def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: 
     for row in comp.leaderboard:
         scores = {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
         models[row.model] = ModelStanding(row.model, int(row.repetitions), scores, better[row.model])
-    return ModelComparison(models, comp.settings.interval_note, list(comp.warnings))
+    return ModelComparison(
+        models, comp.settings.interval_note, list(comp.warnings), comp.rank_by, comp.settings.rank_reason
+    )
 
 
 # ------------------------------------------------------------------------------ computing (the worker)
@@ -106,7 +114,8 @@ class StandingUpdate:
 def significance_marks(a: Contender, b: Contender, n_boot: int) -> list[tuple[str, str]]:
     """``(metric, winner name)`` for every marked metric on which ``a`` and ``b`` differ significantly (the
     comparison library's paired bootstrap of the pair, in the library's model order)."""
-    order, _, _ = order_models({a.name: a.entries, b.name: b.entries})
+    entries = {a.name: a.entries, b.name: b.entries}
+    order, _ = order_models({m: e[RANK_BY].value for m, e in entries.items()}, entries)
     outcomes = {c.name: [r.outcomes for r in c.runs] for c in (a, b)}
     out = []
     for d in pairwise_differences(order, outcomes, a.num_classes, n_boot, SEED, LEVEL):
@@ -309,28 +318,24 @@ class Standings:
     pending: int = 0
     total: int = 0
     offset: int = 0
-
-    def sorted(self, key: str = "fmr", descending: bool = True) -> list[Row]:
-        """Rows ordered by ``key`` (one of :data:`SORT_KEYS`); undefined values always last."""
-        if key not in SORT_KEYS:
-            raise ValueError(f"unknown sort key {key!r}; choose one of {', '.join(SORT_KEYS)}.")
-        known = [r for r in self.rows if r.sort_value(key) is not None]
-        unknown = [r for r in self.rows if r.sort_value(key) is None]
-        return sorted(known, key=lambda r: r.sort_value(key), reverse=descending) + unknown
+    rank_by: str = "fmr_validated"  # the score rows are ranked by unless a column is chosen, and why
+    rank_reason: str = ""
 
 
 def read_standings(
     db: Database,
     benchmark: str,
     version: str,
-    sort: str = "fmr",
+    sort: str | None = None,
     descending: bool = True,
     limit: int | None = None,
     offset: int = 0,
     every_mark: bool = True,
 ) -> Standings:
     """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
-    only the counts and first names of the marks (what a page shows), not every name."""
+    only the counts and first names of the marks (what a page shows), not every name. ``sort`` None: the
+    comparison library's ranking score (:data:`RANK_BY`, FMR_v), as ``geneval compare`` orders its leaderboard."""
+    sort = sort or RANK_BY
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
     total, board = db.board(benchmark, version, sort, descending, limit, offset, every_mark)
@@ -360,4 +365,6 @@ def read_standings(
         db.count_unranked(benchmark, version),
         total,
         offset,
+        RANK_BY,
+        rank_reason(RANK_BY),
     )

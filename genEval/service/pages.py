@@ -1,6 +1,7 @@
 """Server-rendered HTML (jinja2 templates in ``templates/``): the leaderboard of each benchmark, a job's
 status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
-Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript.
+Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
+rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 from genEval.scores.intervals import format_estimate
 from genEval.service.core import Service
 from genEval.service.db import JobInfo
-from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, SORT_KEYS, Row
+from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS, Row
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -59,15 +60,16 @@ def _row(rank: int, row: Row) -> dict:
 
 
 def _leaderboard(
-    request: Request, service: Service, name: str, sort: str, order: str, version: str | None, page: int = 1
+    request: Request, service: Service, name: str, sort: str | None, order: str, version: str | None, page: int = 1
 ):
     if name not in service.benchmarks:
         raise HTTPException(404, f"unknown benchmark {name!r}; available: {', '.join(service.benchmarks)}.")
-    if sort not in SORT_KEYS or order not in ("asc", "desc"):
+    if (sort is not None and sort not in SORT_KEYS) or order not in ("asc", "desc"):
         raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
     if page < 1:
         raise HTTPException(422, f"page must be 1 or more, got {page}.")
     bench = service.benchmark(name)
+    sort = sort or RANK_BY  # the comparison library's ranking score (FMR_v) unless a column is chosen
     offset = (page - 1) * PAGE_ROWS
     st = service.standings(
         name, version, sort=sort, descending=order == "desc", limit=PAGE_ROWS, offset=offset, every_mark=False
@@ -99,6 +101,7 @@ def _leaderboard(
         "heads": {h["key"]: h for h in heads},
         "columns": COLUMNS,
         "note": st.interval_note,
+        "ranked_by": {"label": LABELS[st.rank_by], "reason": st.rank_reason} if sort == st.rank_by else None,
         "warnings": st.warnings,
         "benchmarks": list(service.benchmarks.values()),
         "sort": sort,
@@ -117,13 +120,20 @@ def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo])
     """Register the HTML routes on ``app``."""
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])
-    def index(request: Request, sort: str = "fmr", order: str = "desc", version: str | None = None, page: int = 1):
+    def index(
+        request: Request, sort: str | None = None, order: str = "desc", version: str | None = None, page: int = 1
+    ):
         """The leaderboard of the default benchmark."""
         return _leaderboard(request, service, service.default_benchmark, sort, order, version, page)
 
     @app.get("/leaderboard/{name}", response_class=HTMLResponse, tags=["pages"])
     def leaderboard(
-        request: Request, name: str, sort: str = "fmr", order: str = "desc", version: str | None = None, page: int = 1
+        request: Request,
+        name: str,
+        sort: str | None = None,
+        order: str = "desc",
+        version: str | None = None,
+        page: int = 1,
     ):
         return _leaderboard(request, service, name, sort, order, version, page)
 

@@ -1,0 +1,529 @@
+"""Generator ablation: the same models, sources and seeds ranked under several generators (paper Table 3).
+
+The paper re-ranks its Table 2 interventions under five generators (ADM, Improved DDPM, Efficient-VDVAE,
+StyleGAN-XL, VQGAN) and finds the rankings unchanged; its reviewers' main objection is the converse risk, an
+intervention trained with a generator like the test's looking robust because of the generator. An ablation answers
+both with one command: :func:`compare_generators` runs :func:`genEval.comparisons.aggregate.compare` once per
+generator with the **same repetition seeds** (so the same source images per repetition, re-drawn by
+:func:`genEval.comparisons.repetitions.data_for_seed`, and the same start noise), into
+``<out_dir>/generators/<generator>/``, and :func:`build_ablation` puts the per-generator leaderboards together:
+
+* the rank agreement of every pair of generators: Kendall tau-b between their rankings by ``rank_by``
+  (:func:`genEval.scores.rankings.kendall_tau`) with a percentile interval from the bootstrap over source images
+  (:func:`genEval.scores.intervals.model_draws`: one resample of the shared sources drives every model under every
+  generator, so the two rankings of a draw are paired);
+* per model its rank and score under each generator, whether its rank depends on the generator (the point ranks
+  differ), and the share of bootstrap resamples in which its rank is not the same under every generator.
+
+:func:`write_ablation` writes ``comparison.json`` (every generator's comparison and the agreement),
+``leaderboard.csv`` (the leaderboard columns of every generator's rows, with ``generator`` last) and
+``leaderboard.md``; each generator's own folder holds its usual comparison files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from genEval.comparisons.aggregate import build_comparison, compare
+from genEval.comparisons.judging import check_not_judging
+from genEval.comparisons.leaderboard import Comparison, score_label, write_comparison
+from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by, rank_draws, rank_reason
+from genEval.comparisons.repetitions import build_entry, check_model_names, repetition_seeds
+from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
+from genEval.runs.rundir import find_run_dirs, read_results
+from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
+from genEval.scores.rankings import kendall_tau, rank
+
+log = logging.getLogger(__name__)
+
+ABLATION_KIND = "generator_ablation"
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    """Kendall tau-b between the rankings of the models under generators ``a`` and ``b`` (by the ablation's
+    ``rank_by``), with the ``level`` percentile interval of tau over ``n_defined`` bootstrap resamples of the
+    source images; None (with ``reason``) where it is undefined."""
+
+    a: str
+    b: str
+    tau: float | None
+    low: float | None
+    high: float | None
+    n_models: int
+    n_boot: int
+    n_defined: int
+    level: float
+    method: str
+    reason: str = ""
+
+    def fmt(self) -> str:
+        if self.tau is None:
+            return f"undefined ({self.reason})"
+        if self.low is None:
+            return f"{self.tau:.3f} (no interval: {self.reason})"
+        return f"{self.tau:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+@dataclass(frozen=True)
+class ModelRanks:
+    """One model across generators: its rank and ranking score under each, whether its rank depends on the
+    generator (the ranks differ), and ``share_changed``, the share of bootstrap resamples of the sources in which
+    its rank is not the same under every generator (None without an interval)."""
+
+    model: str
+    ranks: dict[str, int | None]
+    values: dict[str, float | None]
+    depends: bool
+    share_changed: float | None = None
+
+
+@dataclass(frozen=True)
+class GeneratorAblation:
+    """The models ranked under each generator (``comparisons``, one :class:`Comparison` per generator, same
+    seeds), the rank agreement of every pair of generators and each model's ranks across them."""
+
+    generators: list[str]
+    comparisons: dict[str, Comparison]
+    agreement: list[RankAgreement]
+    models: list[ModelRanks]
+    rank_by: str
+    rank_reason: str
+    n_boot: int
+    level: float
+    repetition_seeds: list[int | None]
+    warnings: list[str] = field(default_factory=list)
+    out_dir: str | None = None
+
+    @property
+    def dependent(self) -> list[str]:
+        """The models whose rank depends on the generator."""
+        return [m.model for m in self.models if m.depends]
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": 1,
+            "kind": ABLATION_KIND,
+            "generators": self.generators,
+            "rank_by": self.rank_by,
+            "rank_reason": self.rank_reason,
+            "agreement": [asdict(a) for a in self.agreement],
+            "models": [asdict(m) for m in self.models],
+            "dependent": self.dependent,
+            "n_boot": self.n_boot,
+            "level": self.level,
+            "repetition_seeds": self.repetition_seeds,
+            "warnings": self.warnings,
+            "out_dir": self.out_dir,
+            "comparisons": {g: c.to_dict() for g, c in self.comparisons.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> GeneratorAblation:
+        return cls(
+            generators=list(d["generators"]),
+            comparisons={g: Comparison.from_dict(c) for g, c in d["comparisons"].items()},
+            agreement=[RankAgreement(**a) for a in d["agreement"]],
+            models=[ModelRanks(**m) for m in d["models"]],
+            rank_by=d["rank_by"],
+            rank_reason=d.get("rank_reason", ""),
+            n_boot=int(d["n_boot"]),
+            level=float(d["level"]),
+            repetition_seeds=list(d.get("repetition_seeds") or []),
+            warnings=list(d.get("warnings") or []),
+            out_dir=d.get("out_dir"),
+        )
+
+    # ---------------------------------------------------------------------------------- text renderings
+    def notes(self) -> list[str]:
+        label = score_label(self.rank_by)
+        out = [f"ranked by {label} under each generator: {self.rank_reason}"]
+        out += [f"rank agreement {a.a} vs {a.b}: Kendall tau {a.fmt()}" for a in self.agreement]
+        dep = [m for m in self.models if m.depends]
+        if dep:
+            out += [
+                f"{m.model}: rank depends on the generator ("
+                + ", ".join(f"{g} {_rank(m.ranks.get(g))}" for g in self.generators)
+                + ")"
+                for m in dep
+            ]
+        else:
+            out.append("every model keeps its rank under every generator")
+        return out + [f"WARNING: {w}" for w in self.warnings]
+
+    def summary(self) -> str:
+        """What ``geneval compare generators=[...]`` prints: the ranks side by side, the agreement, then each
+        generator's leaderboard."""
+        label = score_label(self.rank_by)
+        width = max(8, *(len(g) for g in self.generators))
+        head = f"{'model':<20} " + " ".join(f"{g[:width]:>{width}}" for g in self.generators) + "  depends"
+        lines = [
+            f"genEval generator ablation  {len(self.models)} models x {len(self.generators)} generators "
+            f"(same sources and seeds; repetition seeds {self.repetition_seeds})",
+            f"rank by {label} (value) under each generator:",
+            head,
+            "-" * len(head),
+        ]
+        for m in self.models:
+            cells = [f"{_rank(m.ranks.get(g))} ({_num(m.values.get(g), 1, '-')})" for g in self.generators]
+            lines.append(
+                f"{m.model[:20]:<20} "
+                + " ".join(f"{c:>{width}}" for c in cells)
+                + f"  {'yes' if m.depends else 'no'}"
+                + (f" ({100 * m.share_changed:.0f}% of resamples)" if m.share_changed is not None else "")
+            )
+        lines += ["", *self.notes()]
+        for g in self.generators:
+            lines += ["", f"=== generator {g} ===", self.comparisons[g].summary()]
+        if self.out_dir:
+            lines += ["", f"ablation directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)"]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        label = score_label(self.rank_by)
+        gens = self.generators
+        lines = [
+            "# genEval generator ablation",
+            "",
+            f"{len(self.models)} models under {len(gens)} generators with the same source images and seeds "
+            f"(repetition seeds {self.repetition_seeds}). Ranked by {label} (rank_by={self.rank_by}): "
+            f"{self.rank_reason}.",
+            "",
+            "## Ranks by generator",
+            "",
+            "| model | " + " | ".join(gens) + " | rank depends on the generator |",
+            "|---|" + "---|" * len(gens) + "---|",
+        ]
+        for m in self.models:
+            cells = [f"{_rank(m.ranks.get(g))} ({_num(m.values.get(g), 2, '-')})" for g in gens]
+            share = f" ({100 * m.share_changed:.0f}% of resamples)" if m.share_changed is not None else ""
+            lines.append(f"| {m.model} | " + " | ".join(cells) + f" | {'yes' if m.depends else 'no'}{share} |")
+        lines += [
+            "",
+            f"## Rank agreement (Kendall tau-b between {label} rankings, {100 * self.level:g}% bootstrap interval)",
+            "",
+            "| generator a | generator b | tau | models | method |",
+            "|---|---|---|---|---|",
+        ]
+        for a in self.agreement:
+            lines.append(f"| {a.a} | {a.b} | {a.fmt()} | {a.n_models} | {a.method} |")
+        lines += ["", "## Notes", "", *[f"- {n}" for n in self.notes()], ""]
+        for g in gens:
+            md = self.comparisons[g].markdown().replace("# genEval leaderboard", f"## Leaderboard under {g}", 1)
+            lines += [md.replace("\n## ", "\n### "), ""]
+        return "\n".join(lines)
+
+    def csv(self) -> str:
+        """Every generator's ``leaderboard.csv`` rows (the same columns, in leaderboard order), ``generator`` last."""
+        out = io.StringIO()
+        writer = None
+        for g in self.generators:
+            rows = list(csv.DictReader(io.StringIO(self.comparisons[g].csv())))
+            for row in rows:
+                row["generator"] = g
+                if writer is None:
+                    writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+                    writer.writeheader()
+                writer.writerow(row)
+        return out.getvalue()
+
+
+def _rank(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def _num(v: float | None, digits: int, missing: str) -> str:
+    return missing if v is None else f"{v:.{digits}f}"
+
+
+def load_comparison(path: str | Path) -> Comparison | GeneratorAblation:
+    """A ``comparison.json`` (or the directory holding it): a :class:`Comparison`, or a :class:`GeneratorAblation`
+    when it was written by a generator ablation."""
+    p = Path(path)
+    p = p / "comparison.json" if p.is_dir() else p
+    if not p.is_file():
+        raise FileNotFoundError(f"no comparison.json at '{p}'; make one with `geneval compare`.")
+    d = json.loads(p.read_text(encoding="utf-8"))
+    return GeneratorAblation.from_dict(d) if d.get("kind") == ABLATION_KIND else Comparison.from_dict(d)
+
+
+# ------------------------------------------------------------------------------------------ agreement
+def _check_same_models(runs: Mapping[str, Mapping[str, list[LoadedRun]]]) -> list[str]:
+    gens = list(runs)
+    models = list(runs[gens[0]])
+    for g in gens[1:]:
+        if set(runs[g]) != set(models):
+            raise ValueError(
+                f"generator {g} has models {sorted(runs[g])} but {gens[0]} has {sorted(models)}; a generator "
+                "ablation ranks the same models under every generator."
+            )
+    return models
+
+
+def _agreement(
+    a: str, b: str, pa: np.ndarray, pb: np.ndarray, da: np.ndarray, db: np.ndarray, n_sources: int, level: float
+) -> RankAgreement:
+    """Kendall tau between point values ``pa``/``pb`` (M,) and its distribution over draws ``da``/``db`` (B, M)."""
+    ok = np.isfinite(pa) & np.isfinite(pb)
+    n_boot = len(da)
+    common = dict(n_models=int(ok.sum()), n_boot=n_boot, level=level)
+    tau = kendall_tau(pa[ok], pb[ok]) if ok.sum() >= 2 else None
+    if tau is None:
+        return RankAgreement(
+            a, b, None, None, None, n_defined=0, method="", reason="fewer than 2 models ranked, or all tied", **common
+        )
+    if n_sources < MIN_BOOTSTRAP_SOURCES:
+        return RankAgreement(a, b, tau, None, None, n_defined=0, method="", reason=few_sources(n_sources), **common)
+    taus = []
+    for x, y in zip(da, db):
+        keep = np.isfinite(x) & np.isfinite(y)
+        t = kendall_tau(x[keep], y[keep]) if keep.sum() >= 2 else None
+        if t is not None:
+            taus.append(t)
+    lo, hi = percentile(np.asarray(taus, dtype=float), level) if taus else (None, None)
+    return RankAgreement(
+        a,
+        b,
+        tau,
+        lo,
+        hi,
+        n_defined=len(taus),
+        method=f"bootstrap({n_boot}) over {n_sources} source images shared by every generator",
+        reason="" if taus else "tau is undefined in every resample",
+        **common,
+    )
+
+
+def build_ablation(
+    runs: Mapping[str, Mapping[str, list[LoadedRun]]],
+    *,
+    baselines: Sequence[str] | None = None,
+    er_min_r2: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    repetition_seeds: list[int] | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
+    comparisons: Mapping[str, Comparison] | None = None,
+) -> GeneratorAblation:
+    """Aggregate loaded runs (generator -> model -> repetitions) into a :class:`GeneratorAblation`; no I/O.
+    ``comparisons``: the per-generator comparisons when already built (else built here)."""
+    rank_by = check_rank_by(rank_by)
+    if len(runs) < 2:
+        raise ValueError(f"a generator ablation needs at least 2 generators, got {list(runs)}.")
+    gens = list(runs)
+    models = _check_same_models(runs)
+    comps = dict(comparisons or {})
+    for g in gens:
+        if g not in comps:
+            comps[g] = build_comparison(
+                runs[g],
+                baselines=baselines,
+                er_min_r2=er_min_r2,
+                n_boot=n_boot,
+                seed=seed,
+                level=level,
+                repetition_seeds=repetition_seeds,
+                rank_by=rank_by,
+            )
+    num_classes = int(next(iter(runs[gens[0]].values()))[0].results["scores"]["num_classes"])
+    keys = ("sa", "pa", "fmr", *((rank_by,) if rank_by not in ("sa", "pa", "fmr", "er") else ()))
+    _, draws, n_sources = model_draws(
+        [[r.outcomes for r in runs[g][m]] for g in gens for m in models], num_classes, keys, n_boot, seed
+    )
+    m_count = len(models)
+    point, boot = {}, {}
+    for i, g in enumerate(gens):
+        comp = comps[g]
+        er = comp.effective_robustness.select([comp.models.index(m) for m in models])
+        point[g] = np.array([np.nan if (v := _value(comp, m, rank_by)) is None else v for m in models], dtype=float)
+        boot[g] = rank_draws(rank_by, keys, draws[:, i * m_count : (i + 1) * m_count], er)
+    agreement = [
+        _agreement(a, b, point[a], point[b], boot[a], boot[b], n_sources, level) for a, b in combinations(gens, 2)
+    ]
+    changed = _rank_changes(boot, gens) if n_sources >= MIN_BOOTSTRAP_SOURCES and len(draws) else None
+    per_model = []
+    for j, m in enumerate(models):
+        ranks = {g: comps[g].row(m).rank for g in gens}
+        per_model.append(
+            ModelRanks(
+                m,
+                ranks,
+                {g: _value(comps[g], m, rank_by) for g in gens},
+                len(set(ranks.values())) > 1,
+                None if changed is None else float(changed[j]),
+            )
+        )
+    first = comps[gens[0]]
+    per_model.sort(key=lambda r: (np.mean([v for v in r.ranks.values() if v is not None] or [np.inf]), r.model))
+    warnings = [f"{g}: {w}" for g in gens for w in comps[g].warnings]
+    return GeneratorAblation(
+        generators=gens,
+        comparisons=comps,
+        agreement=agreement,
+        models=per_model,
+        rank_by=rank_by,
+        rank_reason=rank_reason(rank_by),
+        n_boot=n_boot,
+        level=level,
+        repetition_seeds=list(repetition_seeds or first.settings.repetition_seeds),
+        warnings=warnings,
+    )
+
+
+def _value(comp: Comparison, model: str, rank_by: str) -> float | None:
+    row = comp.row(model)
+    return row.er if rank_by == "er" else row[rank_by].value
+
+
+def _rank_changes(boot: Mapping[str, np.ndarray], gens: Sequence[str]) -> np.ndarray:
+    """Per model, the share of draws in which its competition rank is not the same under every generator."""
+    n_draws, n_models = boot[gens[0]].shape
+    differs = np.zeros(n_models)
+    for i in range(n_draws):
+        ranks = np.array([[np.nan if r is None else r for r in rank(list(boot[g][i]))] for g in gens], dtype=float)
+        both_undefined = np.isnan(ranks) & np.isnan(ranks[0])
+        differs += np.any((ranks != ranks[0]) & ~both_undefined, axis=0)
+    return differs / max(n_draws, 1)
+
+
+# ------------------------------------------------------------------------------------------ running and files
+def write_ablation(ab: GeneratorAblation, out_dir: str | Path) -> GeneratorAblation:
+    """Write ``comparison.json``, ``leaderboard.csv`` and ``leaderboard.md`` of the ablation into ``out_dir``
+    (atomically); each generator's comparison files go to ``<out_dir>/generators/<generator>/`` unless they are
+    already written elsewhere. Returns the ablation with ``out_dir`` set."""
+    out = ensure_writable_dir(out_dir)
+    comps = {g: c if c.out_dir else write_comparison(c, out / "generators" / g) for g, c in ab.comparisons.items()}
+    ab = replace(ab, comparisons=comps, out_dir=str(out))
+    atomic_write_json(out / "comparison.json", ab.to_dict())
+    atomic_write_bytes(out / "leaderboard.csv", ab.csv().encode())
+    atomic_write_bytes(out / "leaderboard.md", ab.markdown().encode())
+    return ab
+
+
+def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[Path]]:
+    """Run directories grouped by the generator a generator ablation recorded for them (``config.comparison.
+    generator``); runs without one are grouped under None. Folders are searched for runs."""
+    grouped: dict[str | None, list[Path]] = {}
+    for p in find_run_dirs(list(run_dirs)):
+        rec = (read_results(p).get("config") or {}).get("comparison") or {}
+        grouped.setdefault(rec.get("generator"), []).append(p)
+    if len(grouped) > 1 and None in grouped:
+        log.info("generator ablation: %d run(s) without a recorded generator left out", len(grouped[None]))
+        del grouped[None]
+    return grouped
+
+
+def aggregate_ablation(
+    run_dirs: Mapping[str, Sequence[str | Path]],
+    *,
+    out_dir: str | Path | None = None,
+    baselines: Sequence[str] | None = None,
+    er_min_r2: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    repetition_seeds: list[int] | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
+) -> GeneratorAblation:
+    """A :class:`GeneratorAblation` from finished runs: generator -> its run directories (or folders holding
+    them). With ``out_dir`` its files are written there (per-generator comparisons in ``generators/<name>/``)."""
+    runs = {str(g): load_runs([str(d) for d in dirs]) for g, dirs in run_dirs.items()}
+    ab = build_ablation(
+        runs,
+        baselines=baselines,
+        er_min_r2=er_min_r2,
+        n_boot=n_boot,
+        seed=seed,
+        level=level,
+        repetition_seeds=repetition_seeds,
+        rank_by=rank_by,
+    )
+    return ab if out_dir is None else write_ablation(ab, out_dir)
+
+
+def compare_generators(
+    classifiers: Mapping[str, Any],
+    data: Any,
+    generators: Mapping[str, Any],
+    oracle: Any,
+    search: Any = None,
+    *,
+    repetitions: int = 1,
+    seeds: Sequence[int] | int | None = None,
+    out_dir: str | Path,
+    baselines: Sequence[str] | None = None,
+    rank_by: str = DEFAULT_RANK_BY,
+    allow_self_judging: bool = False,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    er_min_r2: float = 0.8,
+    run_configs: Mapping[str, Mapping[str, dict]] | None = None,
+    on_comparison: Callable[[Comparison], Any] | None = None,
+    **compare_kwargs: Any,
+) -> GeneratorAblation:
+    """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
+    sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
+    ``out_dir``.
+
+    ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
+    after). ``run_configs``: generator -> model -> the config recorded in each run. ``on_comparison``: called with
+    each generator's finished comparison (e.g. to write its report). Other keyword arguments go to ``compare``.
+    """
+    names = [str(g) for g in generators]
+    if len(names) < 2:
+        raise ValueError(
+            f"generators={names}: a generator ablation needs at least 2 generators (for one, use generator=...)."
+        )
+    check_model_names(names)
+    check_model_names(list(classifiers))
+    check_rank_by(rank_by)
+    seeds_used = repetition_seeds(seeds, repetitions)
+    check_not_judging(classifiers, oracle, allow_self_judging, build_entry)  # once, not per generator
+    comps: dict[str, Comparison] = {}
+    for name, entry in zip(names, generators.values()):
+        log.info("generator ablation: %s (%d of %d)", name, len(comps) + 1, len(names))
+        comps[name] = compare(
+            classifiers,
+            data,
+            entry,  # a generator or a factory: compare builds it, one generator in memory at a time
+            oracle,
+            search,
+            repetitions=repetitions,
+            seeds=seeds_used,
+            out_dir=Path(out_dir) / "generators" / name,
+            baselines=baselines,
+            rank_by=rank_by,
+            allow_self_judging=True,  # checked above
+            n_boot=n_boot,
+            level=level,
+            er_min_r2=er_min_r2,
+            run_configs=(run_configs or {}).get(name),
+            record={"generator": name, "generators": names},
+            **compare_kwargs,
+        )
+        if on_comparison is not None:
+            on_comparison(comps[name])
+    runs = {g: load_runs([d for m in c.models for d in c.runs[m]]) for g, c in comps.items()}
+    ab = build_ablation(
+        runs,
+        baselines=baselines,
+        er_min_r2=er_min_r2,
+        n_boot=n_boot,
+        level=level,
+        repetition_seeds=seeds_used,
+        rank_by=rank_by,
+        comparisons=comps,
+    )
+    return write_ablation(ab, out_dir)
