@@ -411,7 +411,11 @@ def test_generator_configs_point_at_real_callables():
     from omegaconf import OmegaConf
 
     for path in sorted((ROOT / "conf" / "generator").glob("*.yaml")):
-        target = OmegaConf.load(path)["_target_"]
+        cfg = OmegaConf.load(path)
+        while "_target_" not in cfg:  # a preset that extends another (defaults: [taef2, _self_])
+            base = next(d for d in cfg.defaults if isinstance(d, str) and d != "_self_")
+            cfg = OmegaConf.load(path.parent / f"{base}.yaml")
+        target = cfg["_target_"]
         module, _, attr = target.rpartition(".")
         assert callable(getattr(importlib.import_module(module), attr)), path.name
 
