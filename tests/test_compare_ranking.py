@@ -272,6 +272,11 @@ def test_ablation_files_report_and_re_ranking(ablation, tmp_path):
             {r.model: r["fmr"].value for r in ab.comparisons[g].leaderboard}
         )
     assert (tmp_path / "again" / "generators" / "tempered" / "comparison.json").is_file()
+    # ER is fitted again on the baselines the runs record (none were named when re-ranking)
+    for g in ab.generators:
+        first, later = ab.comparisons[g], again.comparisons[g]
+        assert later.settings.baselines == first.settings.baselines == ["lin0", "lin1", "lin2"]
+        assert {r.model: r.er for r in later.leaderboard} == pytest.approx({r.model: r.er for r in first.leaderboard})
 
 
 def test_ablation_needs_two_generators_and_the_same_models(tmp_path):

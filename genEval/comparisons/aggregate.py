@@ -102,6 +102,19 @@ def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[dict]:
     return [(r.results.get("config") or {}).get("comparison") or {} for r in first]
 
 
+def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
+    """The baselines the comparison that made ``runs`` fitted ER on (``config.comparison.baselines``), when every
+    run records the same ones and all of them are among ``runs``; else None."""
+    found = {
+        tuple(((r.results.get("config") or {}).get("comparison") or {}).get("baselines") or ())
+        for reps in runs.values()
+        for r in reps
+    }
+    if len(found) != 1 or not (names := list(next(iter(found)))) or not set(names) <= set(runs):
+        return None
+    return names
+
+
 def _settings(
     runs: Mapping[str, list[LoadedRun]],
     num_classes: int,
@@ -173,6 +186,8 @@ def build_comparison(
     class_names = _check_same_classes(runs)
     num_classes = int(next(iter(runs.values()))[0].results["scores"]["num_classes"])
     models = list(runs)
+    if baselines is None and (baselines := recorded_baselines(runs)) is not None:
+        log.info("effective robustness on the baselines the runs record: %s", ", ".join(baselines))
     base = baseline_set(models, baselines)
     if rank_by == "er" and not base:
         raise ValueError(
@@ -248,7 +263,8 @@ def aggregate(
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
     model name -> its run directories (one per repetition). Names and repetitions otherwise come from what
     compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``seed`` seeds the bootstraps.
-    ``baselines``: the models effective robustness is fitted on (None: ER is left out, with a note). ``rank_by``:
+    ``baselines``: the models effective robustness is fitted on (None: those the runs record, see
+    :func:`recorded_baselines`, else ER is left out, with a note). ``rank_by``:
     the score that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v, a score
     over comparable populations). With ``out_dir`` the comparison files are written there (not the report:
     genEval.reports.report.write_report).
@@ -306,7 +322,8 @@ def compare(
     repetition's seed, shared by every model of that repetition
     (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
     within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``baselines``: the
-    models effective robustness is fitted on (None: ER is left out). ``mask``: a mask for every run; ``AutoMask``
+    models effective robustness is fitted on (None: ER is left out); they are recorded with the runs, so that
+    re-ranking the runs later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask``
     (``mask=auto``) is fitted once with the model named by ``mask_reference`` and reused for every model.
     ``run_configs``: per model, the config recorded in its
     results.json. ``rank_by``: the score that orders the leaderboard (:mod:`genEval.comparisons.ranking`). A model
@@ -343,7 +360,7 @@ def compare(
         n_boot=n_boot,
         mask=mask,
         mask_reference=mask_reference,
-        record=record,
+        record={**(record or {}), **({"baselines": [str(b) for b in baselines]} if baselines else {})},
         **evaluate_kwargs,
     )
     return aggregate(
