@@ -73,6 +73,15 @@ class ImageDataset(Protocol):
     def __getitem__(self, index: int) -> tuple[Tensor, int, str]: ...
 
 
+def is_whole(value: object, low: float = float("-inf")) -> bool:
+    """``value`` is a whole number >= ``low``: an int, a NumPy integer or an integral float such as 100.0 (what a
+    YAML or command-line value may be); a bool or text is not. The one check behind every :class:`SettingError`
+    about a count, a size or a seed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__index__"):
+        return False
+    return float(value).is_integer() and bool(value >= low)
+
+
 class SettingError(ValueError):
     """A setting (a constructor argument, i.e. a config key) whose value fails its type or range check.
 

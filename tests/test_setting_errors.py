@@ -210,3 +210,14 @@ def test_a_traceback_is_there_when_asked_for(tmp_path):
         env={**os.environ, "HYDRA_FULL_ERROR": "1"},
     )
     assert r.returncode != 0 and "Traceback" in r.stderr and "SettingError" in r.stderr
+
+
+def test_is_whole_accepts_integral_numbers_only():
+    """The one whole-number check behind counts, sizes and seeds: YAML may give 100.0, NumPy an int64."""
+    import numpy as np
+
+    from genEval.interfaces import is_whole
+
+    assert [is_whole(v, 1) for v in (1, 100.0, np.int64(3))] == [True, True, True]
+    assert not any(is_whole(v, 1) for v in (True, "5", 0, 1.5, None, np.float64(0.5)))
+    assert is_whole(-2) and not is_whole(-2, 0)

@@ -21,17 +21,13 @@ from genEval.checkpoints import (
     load_checkpoint,
     load_state_dict_into,
 )
-from genEval.interfaces import SettingError, resize_images
+from genEval.interfaces import SettingError, is_whole, resize_images
 
 log = logging.getLogger(__name__)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 _LUMA = (0.299, 0.587, 0.114)
-
-
-def _whole(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and float(value).is_integer()
 
 
 def as_size(size: int | Sequence[int] | None) -> int | tuple[int, int] | None:
@@ -41,7 +37,7 @@ def as_size(size: int | Sequence[int] | None) -> int | tuple[int, int] | None:
         if size < 1:
             raise SettingError("input_size", size, "a whole number >= 1, [H, W] or null", "224")
         return size
-    if not isinstance(size, Sequence) or isinstance(size, str) or not all(_whole(s) for s in size):
+    if not isinstance(size, Sequence) or isinstance(size, str) or not all(is_whole(s) for s in size):
         raise SettingError("input_size", size, "a whole number >= 1, [H, W] or null", "224")
     seq = [int(s) for s in size]
     if len(seq) == 3:  # (C, H, W) as timm writes it
@@ -87,7 +83,7 @@ class ImageClassifier(nn.Module):
             )
         if bool((std_t <= 0).any()):
             raise ValueError(f"std must be positive, got {list(std)}.")
-        if not _whole(num_classes) or num_classes < 1:
+        if not is_whole(num_classes, 1):
             raise SettingError("num_classes", num_classes, "a whole number >= 1 (the number of logits)", "10")
         if class_names is not None and len(class_names) != int(num_classes):
             raise ValueError(f"{name}: class_names has {len(class_names)} entries but num_classes is {num_classes}.")

@@ -52,19 +52,12 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from genEval.interfaces import SettingError, resize_images
+from genEval.interfaces import SettingError, is_whole, resize_images
 
 log = logging.getLogger(__name__)
 
 SUBSET_MODES = ("random", "first")
 _SLICE = re.compile(r"^\s*(-?\d*)\s*:\s*(-?\d*)\s*$")
-
-
-def _whole(value: Any, low: int) -> bool:
-    """``value`` is a whole number >= ``low`` (an integral float such as 100.0 counts; a bool or text does not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)):
-        return False
-    return float(value).is_integer() and value >= low
 
 
 def round_robin_order(labels: Sequence[int], rng: np.random.Generator | None = None) -> list[int]:
@@ -141,17 +134,17 @@ class ImageData(abc.ABC):
         subset_seed: int | None = None,
         indices: str | Sequence[int] | None = None,
     ) -> None:
-        if image_size is not None and not _whole(image_size, 1):
+        if image_size is not None and not is_whole(image_size, 1):
             raise SettingError("image_size", image_size, "a whole number >= 1 or null (keep the native size)", "224")
         if channels not in (None, 1, 3):
             raise SettingError("channels", channels, "1 (grayscale), 3 (RGB) or null (keep the source's)", "3")
-        if limit is not None and not _whole(limit, 1):
+        if limit is not None and not is_whole(limit, 1):
             raise SettingError("limit", limit, "a whole number >= 1 (number of samples) or null (all)", "100")
         if subset not in SUBSET_MODES:
             raise SettingError(
                 "subset", subset, "random (a seeded class-balanced draw) or first (the dataset's own order)", "random"
             )
-        if subset_seed is not None and not _whole(subset_seed, 0):
+        if subset_seed is not None and not is_whole(subset_seed, 0):
             raise SettingError("subset_seed", subset_seed, "a whole number >= 0 or null (the run's seed)", "0")
         self.image_size = None if image_size is None else int(image_size)
         self.channels = channels

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from genEval.interfaces import Classifier, Generator, Oracle, SettingError
+from genEval.interfaces import Classifier, Generator, Oracle, SettingError, is_whole
 
 UPDATE_RULES = ("adam", "sgd", "sign")
 REFERENCES = ("label", "clean_prediction")
@@ -65,7 +65,7 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         b = self.budget
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not float(b).is_integer() or b < 0:
+        if not is_whole(b, 0):
             _bad("budget", self.budget, "a whole number >= 0", "50", "the paper preset; 0 perturbs nothing")
         self.budget = int(self.budget)
         for key, example in (("step_size", "0.001"), ("start_noise", "1"), ("fgsm_start", "0")):

@@ -152,7 +152,8 @@ class StandingsBuilder:
 
     @staticmethod
     def run_dirs(job: JobInfo) -> list[str]:
-        return [str(Path(job.run_dir) / f"rep{r}") for r in range(len(job.seeds))]
+        """The job's run directories relative to the service home (the layout :meth:`JobInfo.rep_dir` owns)."""
+        return [str(job.rep_dir(Path(), r)) for r in range(len(job.seeds))]
 
     def unranked(self, job: JobInfo, why: str) -> StandingUpdate:
         """A row that leaves ``job`` out of the ranking, saying why (its runs could not be compared)."""
