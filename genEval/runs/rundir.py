@@ -609,6 +609,22 @@ def has_tensors(run_dir: str | Path, kind: str) -> bool:
     return any((Path(run_dir) / kind).glob("part-*.safetensors"))
 
 
+def require_tensors(run_dir: str | Path, kind: str) -> None:
+    """Raise FileNotFoundError, naming the switch that saves them, when a run saved no ``kind`` parts."""
+    if not has_tensors(run_dir, kind):
+        flag = "save_latents" if kind == LATENTS else "save_images"
+        raise FileNotFoundError(
+            f"run '{run_dir}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation with {flag}=true."
+        )
+
+
+def latents_generator(run_dir: str | Path) -> str:
+    """The generator id a run's latent parts were saved with (their ``generator`` metadata)."""
+    require_tensors(run_dir, LATENTS)
+    with safe_open(str(next((Path(run_dir) / LATENTS).glob("part-*.safetensors"))), framework="pt") as fh:
+        return (fh.metadata() or {}).get("generator", "")
+
+
 def iter_tensor_parts(
     run_dir: str | Path, kind: str, records: Sequence[dict] | None = None
 ) -> Iterator[tuple[list[dict], dict[str, torch.Tensor]]]:
@@ -616,11 +632,7 @@ def iter_tensor_parts(
     record, part by part, so memory stays flat. Only samples whose record names the part are taken."""
     d = Path(run_dir)
     records = read_samples(d) if records is None else records
-    if not has_tensors(d, kind):
-        flag = "save_latents" if kind == LATENTS else "save_images"
-        raise FileNotFoundError(
-            f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation with {flag}=true."
-        )
+    require_tensors(d, kind)
     by_part: dict[int, list[dict]] = {}
     for r in records:
         by_part.setdefault(int(r.get("part", -1)), []).append(r)
@@ -657,11 +669,7 @@ def iter_tensor_rows(
     Raises as :func:`iter_tensor_parts` when a part is missing or does not hold a record's sample.
     """
     d = Path(run_dir)
-    if not has_tensors(d, kind):
-        flag = "save_latents" if kind == LATENTS else "save_images"
-        raise FileNotFoundError(
-            f"run '{d}' saved no {kind} (no {kind}/part-*.safetensors): rerun the evaluation with {flag}=true."
-        )
+    require_tensors(d, kind)
     open_parts: OrderedDict[int, tuple[Any, dict[str, int]]] = OrderedDict()
     for r in records:
         part = int(r.get("part", -1))
@@ -706,8 +714,7 @@ def load_tensors(run_dir: str | Path, kind: str) -> dict[str, Any]:
     out["validated"] = out["validated"].bool()
     out["source_ids"] = [ids[i] for i in perm.tolist()]
     if kind == LATENTS:
-        with safe_open(str(next((Path(run_dir) / kind).glob("part-*.safetensors"))), framework="pt") as fh:
-            out["generator"] = (fh.metadata() or {}).get("generator", "")
+        out["generator"] = latents_generator(run_dir)
     return out
 
 

@@ -42,17 +42,17 @@ import numpy as np
 import torch
 import webdataset as wds
 from PIL import Image
-from safetensors import safe_open
 from torch import Tensor
 
 from genEval.fileio import atomic_write_json, sha256_file
 from genEval.runs.rundir import (
     IMAGES,
-    has_tensors,
     iter_tensor_rows,
+    latents_generator,
     package_versions,
     read_results,
     read_samples,
+    require_tensors,
     save_latent_file,
 )
 from genEval.runs.rundir import LATENTS as LATENT_PARTS
@@ -443,11 +443,7 @@ def _read_run(run_dir: str | Path) -> _Run:
     results = read_results(run)
     samples = read_samples(run)
     validated = [i for i, s in enumerate(samples) if s.get("validated")]
-    if not has_tensors(run, IMAGES):
-        raise FileNotFoundError(
-            f"run '{run}' saved no {IMAGES} (no {IMAGES}/part-*.safetensors): rerun the evaluation with "
-            "save_images=true."
-        )
+    require_tensors(run, IMAGES)
     if not validated:
         raise SnapshotError(
             f"run '{run}' has no validated samples (VR 0), so there is nothing to export. Raise "
@@ -466,10 +462,8 @@ def _read_latents(run: _Run) -> SnapshotLatents:
     for _, row in iter_tensor_rows(run.path, LATENT_PARTS, records):
         starts.append(row["start"])
         finals.append(row["final"])
-    with safe_open(str(next((run.path / LATENT_PARTS).glob("part-*.safetensors"))), framework="pt") as fh:
-        generator = (fh.metadata() or {}).get("generator", "")
     ids = [r["source_id"] for r in records]
-    return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, generator)
+    return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, latents_generator(run.path))
 
 
 def _export_items(run: _Run) -> Iterator[SnapshotItem]:
