@@ -29,6 +29,7 @@ from genEval.classifiers.loaders import cifar_resnet
 from genEval.data.base import SubsetData
 from genEval.data.folders import ImageFolderData
 from genEval.data.standard import CIFAR10_CLASSES
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle
@@ -113,7 +114,7 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
 
 
 def study_snapshots(out: Path, n: int, seed: int) -> None:
-    from genEval.search.driver import resolve_device
+    from genEval.search.execution import resolve_device
     from genEval.snapshots.format import export_snapshot
     from genEval.snapshots.scoring import format_transfer, transfer_matrix
 
@@ -127,7 +128,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
             zoo(others),
             search(),
             seed=seed,
-            batch_size=50,
+            execution=Execution(batch_size=50),
             output_dir=out / f"run_resnet{d}",
             save_images=True,
             progress=False,
@@ -161,7 +162,7 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> 
                 zoo([32, 56]),
                 replace(search(), start_noise=level),
                 seed=s,
-                batch_size=50,
+                execution=Execution(batch_size=50),
                 output_dir=d,
                 progress=False,
             )
@@ -195,7 +196,7 @@ def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
         seeds=seed,
         out_dir=out,
         progress=False,
-        batch_size=50,
+        execution=Execution(batch_size=50),
         allow_self_judging=True,  # the recorded study shows the oracle members' PA of 100 on purpose
     )
     print(comp.summary(), flush=True)

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from genEval.search.execution import Execution
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT.parent / "shared" / "assets"
 
@@ -72,9 +74,7 @@ def one_run(n: int, size: int, budget: int, workers: int, batch: int, out: str) 
         AcceptAll(),
         SearchConfig(budget=budget, step_size=1e-3),
         seed=0,
-        batch_size=batch,
-        num_workers=workers,
-        device="cpu",
+        execution=Execution(batch_size=batch, num_workers=workers, device="cpu"),
         output_dir=out,
         save_images=True,
         save_latents=False,

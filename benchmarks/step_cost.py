@@ -67,7 +67,8 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     from genEval.commands import CONF_DIR, build
-    from genEval.search.driver import _collate, resolve_device
+    from genEval.search.driver import _collate
+    from genEval.search.execution import resolve_device
     from genEval.search.perturb import SearchConfig, perturb
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):

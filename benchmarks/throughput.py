@@ -3,11 +3,13 @@
 Usage::
 
     python benchmarks/throughput.py --device cuda --json results.json     # the full table (GPU)
+    python benchmarks/throughput.py --device cuda --quick --json q.json   # issue 26's table, < 5 min on one H100
     python benchmarks/throughput.py --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
 
 Roles (random weights: they cost the same time as trained ones): the tested classifier is torchvision's
 ResNet-50 (input 224 px, or the image size when smaller), the oracle open_clip ViT-B-32 (``pretrained=None``,
-prepared with ImageNet's 1000 class names) through :class:`oracles.clip.CLIPOracle`, and the generators are
+prepared with the 1000 ImageNet class names ``data=imagenet`` uses, :func:`genEval.data.imagenet.imagenet_class_names`)
+through :class:`oracles.clip.CLIPOracle`, and the generators are
 the paper's taming VQGAN f16-16384 (``vqgan-f16``), TAESD (diffusers ``AutoencoderTiny`` default config),
 the Stable Diffusion VAE (``sd-vae``, ``AutoencoderKL``) and TAEF2 (the shared weights when present).
 
@@ -15,20 +17,21 @@ What a number means (issue 12, "What must land" 4-6):
 
 * A *sample* is one source image searched for the full budget ``B``. Each (generator, setting, batch) runs
   :func:`genEval.search.perturb.perturb` itself, with an oracle that runs the real CLIP judge but accepts every
-  step (so the batch stays full): ``T(0)`` (budget 0: preparation and start check) and ``T(k)`` (``k`` steps,
-  default ``min(B, 10)``). ``ms/step = (T(k) - T(0)) / k`` is one loop step of the whole batch;
-  ``samples/s = batch / (T(0) + B * step)``, which is ``batch * steps/s / B`` plus the fixed part, and exactly
-  ``batch / T(B)`` when ``k = B``.
+  step (so the batch stays full): ``T(1)`` (budget 1: preparation, start check and one step) and ``T(1 + k)``
+  (``k`` more steps, default ``min(B, 10)``). ``ms/step = (T(1 + k) - T(1)) / k`` is one loop step of the whole
+  batch; ``samples/s = batch / (T(1) + (B - 1) * step)``, exactly ``batch / T(B)`` when ``1 + k = B``. Budget 1,
+  not 0, as the base: a budget-0 run needs no gradient, which a compiled step would compile anew.
 * FLOPs per sample-step are counted with ``torch.utils.flop_counter.FlopCounterMode`` on one real fp32 step
   (decode forward + classifier forward + backward to the latent + oracle forward). The issue's arithmetic for
   the paper's setting: VQGAN decode + gradient 506, ResNet-50 forward + input gradient 16.4, CLIP image tower
   8.8, about 531 GFLOP per sample-step, 26.6 TFLOP per sample at B = 50, so an H100's ~790 TFLOP/s of bf16
-  caps it near 30 samples/s. ``% of FLOP limit`` = achieved FLOP/s / the device's dense bf16 peak
-  (:data:`PEAK_BF16_TFLOPS`); empty on a CPU.
-* Settings are cumulative: ``fp32`` (eager; TF32 on CUDA), ``bf16`` (autocast), ``bf16-cl`` (+ channels_last),
-  ``compile`` (+ ``torch.compile``) through :func:`genEval.search.kernels.accelerate`, and ``refill``: the compile
-  kernels with an oracle that rejects steps (each sample's rejection step drawn once from a seeded geometric
-  law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed chunks of ``batch``
+  caps it near 30 samples/s. ``% of FLOP limit`` = achieved FLOP/s (GFLOP per sample-step x 1e9 x batch /
+  step seconds) / the device's dense bf16 peak (:data:`PEAK_BF16_TFLOPS` x 1e12); empty on a CPU.
+* Settings (:data:`SETTINGS`, each a :class:`genEval.search.execution.Execution`, the object ``geneval`` passes
+  on): ``fp32`` (eager; TF32 on CUDA), ``bf16`` (bf16 weights), ``bf16-cl`` (+ channels_last), ``compile`` (bf16
+  weights + the step compiled as one graph), ``compile-cg`` (+ CUDA graphs: ``compile_mode=reduce-overhead``), and
+  ``refill``: the setting before it with an oracle that rejects steps (each sample's rejection step drawn once
+  from a seeded geometric law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed chunks of ``batch``
   sources (one :func:`perturb` per chunk, each running until all its samples stop).
 * The naive reference is the textbook loop: one image at a time, fp32, Adam on ``z`` and two decodes per step
   (one for the gradient, one for the oracle). The speed-up printed is best samples/s over its samples/s, both
@@ -69,18 +72,19 @@ from generator_step import build_generator  # noqa: E402  (the one builder of th
 from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
 from genEval.fileio import atomic_write_json  # noqa: E402
 from genEval.interfaces import Judgement  # noqa: E402
-from genEval.search.kernels import ROLES, Kernels, accelerate  # noqa: E402
+from genEval.search.execution import Execution, accelerate  # noqa: E402
 from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
 from oracles.clip import CLIPOracle  # noqa: E402
 
 log = logging.getLogger("throughput")
 
 GENERATORS = ("vqgan-f16", "taesd", "sd-vae", "taef2")
-SETTINGS: dict[str, Kernels] = {
-    "fp32": Kernels(),
-    "bf16": Kernels(precision="bf16"),
-    "bf16-cl": Kernels(precision="bf16", channels_last=True),
-    "compile": Kernels(precision="bf16", channels_last=True, compile=True),
+SETTINGS: dict[str, Execution] = {
+    "fp32": Execution(),
+    "bf16": Execution(precision="bf16"),
+    "bf16-cl": Execution(precision="bf16", channels_last=True),
+    "compile": Execution(precision="bf16", compile=True),
+    "compile-cg": Execution(precision="bf16", compile=True, compile_mode="reduce-overhead"),
 }
 REFILL = "refill"  # + the refilled stream, on the kernels of the setting listed before it
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets; the first name that
@@ -105,13 +109,12 @@ class ScriptedOracle:
     step ``r ~ Geometric(1 - accept_prob)``, drawn once per label from a generator seeded with ``seed``: its
     clean-image verdict and start check pass, steps ``t < r`` are accepted and step ``r`` is rejected. Labels
     are sample ids here (unique within a run), so a sample does the same work however the sources are batched;
-    the step count is kept per label on the device (no host sync). ``stamps`` records when each judgement was
-    asked for (:func:`stamp`), which times the loop's steps from inside without adding a sync.
+    the step count is kept per label on the device (no host sync, and no graph break when the step is
+    compiled with the oracle inside it).
     """
 
     def __init__(self, oracle: Any, oracle_classes: int, accept_prob: float = 1.0, seed: int = 0) -> None:
         self.oracle, self.oracle_classes, self.accept_prob = oracle, oracle_classes, accept_prob
-        self.stamps: list[Any] = []
         g = torch.Generator().manual_seed(seed)
         u = torch.rand(NUM_CLASSES, generator=g, dtype=torch.float64).clamp_min(1e-12)
         steps = torch.ceil(torch.log(u) / math.log(accept_prob)) if accept_prob < 1 else torch.full_like(u, 1e9)
@@ -122,7 +125,6 @@ class ScriptedOracle:
         self.oracle.prepare(class_names)
 
     def judge(self, images: torch.Tensor, labels: torch.Tensor) -> Judgement:
-        self.stamps.append(stamp(images.device))
         j = self.oracle.judge(images, labels % self.oracle_classes)
         if self.accept_prob >= 1:
             return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
@@ -147,32 +149,38 @@ class Roles:
 
 def build_judges(args: argparse.Namespace, dev: torch.device) -> tuple[Any, Any, int]:
     """ResNet-50 (weights=None) and the CLIP zero-shot oracle (pretrained=None) prepared with class names."""
-    from open_clip import IMAGENET_CLASSNAMES  # optional heavy dependency (the oracle's own), imported on use
+    from genEval.data.imagenet import imagenet_class_names  # the names data=imagenet uses (distinct)
 
     clf = torchvision_classifier("resnet50", weights=None, input_size=min(224, args.size)).to(dev)
     oracle = CLIPOracle(args.oracle_model, pretrained=None).to(dev)
-    names = list(IMAGENET_CLASSNAMES[: args.classes])
+    names = imagenet_class_names()[: args.classes]
     oracle.prepare(names)
     return clf, oracle, len(names)
 
 
-def apply_setting(roles: Roles, kernels: Kernels, dev: torch.device) -> tuple[Any, Any, Any, dict]:
-    """Wrap the roles for one setting. ``accelerate`` converts weights to channels_last in place, so the
-    memory format is set explicitly first; compiled settings start from a clean dynamo cache, since a new
-    batch size is a new graph and the recompile limit would otherwise turn later batches eager."""
-    fmt = torch.channels_last if kernels.channels_last else torch.contiguous_format
+def apply_setting(roles: Roles, execution: Execution, dev: torch.device) -> tuple[Any, Any, Any, dict]:
+    """Prepare the roles for one setting. ``accelerate`` converts weights (precision, memory format) in place, so
+    every setting starts from fp32 contiguous weights; compiled settings start from a clean dynamo cache, since a
+    new batch size is a new graph and the recompile limit would otherwise turn later batches eager."""
     for m in (roles.classifier, roles.generator, roles.oracle):
-        m.to(memory_format=fmt)
-    if any(kernels.compile_of(r) for r in ROLES):
+        m.float().to(memory_format=torch.contiguous_format)
+    if execution.compile:
         torch._dynamo.reset()
-    return accelerate(roles.classifier, roles.generator, roles.oracle, kernels, dev)
+    return accelerate(roles.classifier, roles.generator, roles.oracle, execution, dev)
 
 
 def make_sources(n: int, size: int, seed: int = 0) -> list[Sample]:
-    """``n`` random images (3, size, size) with distinct labels (the sample ids of :class:`ScriptedOracle`)."""
+    """``n`` random images (3, size, size) with distinct labels 1.. (the sample ids of :class:`ScriptedOracle`;
+    label 0 is what a free row of a fixed-size batch holds)."""
     g = torch.Generator().manual_seed(seed)
     return [
-        Sample(torch.rand(3, size, size, generator=g), i % NUM_CLASSES, f"src{i:05d}", seed=seed * 100003 + i, index=i)
+        Sample(
+            torch.rand(3, size, size, generator=g),
+            1 + i % (NUM_CLASSES - 1),
+            f"src{i:05d}",
+            seed=seed * 100003 + i,
+            index=i,
+        )
         for i in range(n)
     ]
 
@@ -196,26 +204,22 @@ def timed(fn: Callable[[], Any], dev: torch.device) -> float:
     return timed_call(fn, dev)[1]
 
 
-def stamp(dev: torch.device) -> Any:
-    """Now, as a CUDA event recorded on the stream (no host sync) or as ``perf_counter`` on a CPU."""
-    if dev.type != "cuda":
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
-
-
-def seconds_between(a: Any, b: Any) -> float:
-    """Seconds from stamp ``a`` to stamp ``b`` (CUDA events must have completed: synchronise first)."""
-    return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
-
-
 def run_search(
-    sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int, dev: torch.device
+    sources: list[Sample],
+    wrapped: tuple,
+    oracle: Any,
+    budget: int,
+    batch: int,
+    dev: torch.device,
+    effective: dict | None = None,
 ) -> list[Outcome]:
-    """All outcomes of one :func:`perturb` run (paper Algorithm 1) over ``sources``."""
+    """All outcomes of one :func:`perturb` run (paper Algorithm 1) over ``sources``, the step compiled when the
+    setting's ``effective`` settings say so (as :func:`genEval.search.driver.evaluate` does)."""
     clf, gen = wrapped[0], wrapped[1]
-    return list(perturb(sources, clf, gen, oracle, SearchConfig(budget=budget), batch_size=batch, device=dev))
+    compiled = {"mode": effective["compile_mode"]} if effective and effective.get("compile") else False
+    return list(
+        perturb(sources, clf, gen, oracle, SearchConfig(budget=budget), batch_size=batch, device=dev, compile=compiled)
+    )
 
 
 def measure_setting(
@@ -229,29 +233,31 @@ def measure_setting(
 ) -> dict:
     """One row of the main table: samples/s, ms/step, peak memory and FLOP-limit share (accept-all oracle).
 
-    One search of ``batch`` sources for ``k = args.steps`` steps is timed whole (``T(k)``); the oracle's stamps
-    split it into loop steps, so ``ms/step`` is the median step and ``samples/s = batch / (T(k) + (B - k) *
-    step)``: the full budget's time, exactly ``batch / T(B)`` when ``k = B``.
+    ``T(1)`` and ``T(1 + k)`` (``k = args.steps``) are timed whole, the minimum of ``args.repeats`` each, after an
+    untimed warm-up run (which compiles, under ``compile``): ``ms/step = (T(1 + k) - T(1)) / k`` and ``samples/s =
+    batch / (T(1) + (B - 1) * step)``, the full budget's time. ``first_run_s``: the warm-up run's seconds
+    (compilation included).
     """
     *wrapped, effective = apply_setting(roles, SETTINGS[name], dev)
     sources = make_sources(batch, args.size)
-    run_search(sources, wrapped, ScriptedOracle(wrapped[2], roles.oracle_classes), args.warmup, batch, dev)
+
+    def search(budget: int) -> float:
+        return timed(partial(run_search, sources, wrapped, ScriptedOracle(wrapped[2], roles.oracle_classes), budget,
+                             batch, dev, effective), dev)  # fmt: skip
+
+    first = search(1 + args.warmup)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    runs = []
-    for _ in range(args.repeats):
-        oracle = ScriptedOracle(wrapped[2], roles.oracle_classes)
-        secs = timed(partial(run_search, sources, wrapped, oracle, args.steps, batch, dev), dev)
-        loop = oracle.stamps[-(args.steps + 1) :]  # judgements at t = 0..k; one before them judged the clean x
-        runs.append((secs, [seconds_between(a, b) for a, b in zip(loop, loop[1:])]))
-    secs = min(s for s, _ in runs)
-    step = statistics.median(d for _, ds in runs for d in ds)
+    base = min(search(1) for _ in range(args.repeats))
+    more = min(search(1 + args.steps) for _ in range(args.repeats))
+    step = max(more - base, 0.0) / args.steps
     row = {
         "setting": name,
         "batch": batch,
-        "samples_per_s": batch / (secs + (args.budget - args.steps) * step),
+        "samples_per_s": batch / (base + (args.budget - 1) * step),
         "ms_per_step": 1e3 * step,
-        "timed_s": secs,
+        "timed_s": more,
+        "first_run_s": first,
         "peak_mib": None,
         "flop_limit_pct": None,
         "effective": effective,
@@ -259,15 +265,15 @@ def measure_setting(
     if dev.type == "cuda":
         row["peak_mib"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if flops and peak and step > 0:
-        row["flop_limit_pct"] = 100 * flops * batch / step / (peak * 1e12)
+        row["flop_limit_pct"] = 100 * (flops * 1e9) * batch / step / (peak * 1e12)  # GFLOP and TFLOP/s to FLOP
     return row
 
 
 def describe(effective: dict) -> str:
     """What actually ran (compile falls back to eager on a CPU; TF32 follows fp32 on CUDA)."""
-    compiled = [r for r in ROLES if effective[r]["compile"]]
-    parts = ["compiled: " + ",".join(compiled) if compiled else "eager"]
-    return "; ".join(parts + (["tf32"] if effective.get("tf32") else []))
+    parts = [f"compiled ({effective.get('compile_mode', 'default')})" if effective.get("compile") else "eager"]
+    modes = {effective[r]["mode"] for r in ("classifier", "generator", "oracle")} - {None}
+    return "; ".join(parts + [f"bf16 {m}" for m in sorted(modes)] + (["tf32"] if effective.get("tf32") else []))
 
 
 # ------------------------------------------------------------------------------------------------ refill
@@ -283,14 +289,20 @@ def refill_base(settings: list[str]) -> str:
 
 
 def run_chunked(
-    sources: list[Sample], wrapped: tuple, oracle: Any, budget: int, batch: int, dev: torch.device
+    sources: list[Sample],
+    wrapped: tuple,
+    oracle: Any,
+    budget: int,
+    batch: int,
+    dev: torch.device,
+    effective: dict | None = None,
 ) -> list[Outcome]:
     """The non-refilling way: one :func:`perturb` per chunk of ``batch`` sources, each until all its samples
     stop (the chunk's batch thins out as they do)."""
     return [
         o
         for i in range(0, len(sources), batch)
-        for o in run_search(sources[i : i + batch], wrapped, oracle, budget, batch, dev)
+        for o in run_search(sources[i : i + batch], wrapped, oracle, budget, batch, dev, effective)
     ]
 
 
@@ -310,9 +322,9 @@ def measure_refill(roles: Roles, batch: int, args: argparse.Namespace, dev: torc
 
         def once(run=run) -> list[Outcome]:
             oracle = ScriptedOracle(wrapped[2], roles.oracle_classes, args.accept_prob, seed=2)
-            return run(sources, wrapped, oracle, args.budget, batch, dev)
+            return run(sources, wrapped, oracle, args.budget, batch, dev, effective)
 
-        if any(effective[r]["compile"] for r in ROLES):
+        if effective["compile"]:
             once()
         outs, secs = timed_call(once, dev)
         stops[mode] = {o.source_id: steps_taken(o, args.budget) for o in outs}
@@ -459,6 +471,29 @@ def phase_breakdown(roles: Roles, row: dict, args: argparse.Namespace, dev: torc
     return ms
 
 
+def profile_steps(roles: Roles, row: dict, args: argparse.Namespace, dev: torch.device, top: int = 15) -> list[dict]:
+    """The kernels that take the device's time in ``args.steps`` loop steps of ``row``'s setting and batch
+    (``torch.profiler``, after a warm-up run that compiles): name, milliseconds, calls, share of the device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    *wrapped, effective = apply_setting(roles, SETTINGS[row["setting"]], dev)
+    sources = make_sources(row["batch"], args.size)
+    oracle = lambda: ScriptedOracle(wrapped[2], roles.oracle_classes)  # noqa: E731
+    run_search(sources, wrapped, oracle(), 1 + args.warmup, row["batch"], dev, effective)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        run_search(sources, wrapped, oracle(), 1 + args.steps, row["batch"], dev, effective)
+        sync(dev)
+    attr = "self_device_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+    total = sum(getattr(e, attr) for e in events) or 1.0
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [
+        {"kernel": e.key[:100], "ms": getattr(e, attr) / 1e3, "calls": e.count, "pct": 100 * getattr(e, attr) / total}
+        for e in events[:top]
+    ]
+
+
 # ---------------------------------------------------------------------------------------------- driving
 def is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
@@ -500,6 +535,8 @@ def measure_generator(
     if timed_rows:
         res["best"] = max(timed_rows, key=lambda r: r["samples_per_s"])
         res["breakdown"] = phase_breakdown(roles, res["best"], args, dev)
+        if args.profile:
+            res["profile"] = profile_steps(roles, res["best"], args, dev)
     del roles, gen
     free_memory(dev)
     return res
@@ -540,7 +577,7 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
         )
         for r in res["rows"]:
             if r.get("oom"):
-                main_rows.append([g, r["setting"], r["batch"], "OOM", "", "", "", ""])
+                main_rows.append([g, r["setting"], r["batch"], "OOM", "", "", "", "", ""])
             else:
                 main_rows.append(
                     [
@@ -551,6 +588,7 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
                         r["ms_per_step"],
                         r["peak_mib"],
                         r["flop_limit_pct"],
+                        r["first_run_s"],
                         describe(r["effective"]),
                     ]
                 )
@@ -597,7 +635,18 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
         "### Throughput (accept-all oracle: the batch stays full)",
         "",
         table(
-            ["generator", "setting", "batch", "samples/s", "ms/step", "peak MiB", "% of FLOP limit", "ran"], main_rows
+            [
+                "generator",
+                "setting",
+                "batch",
+                "samples/s",
+                "ms/step",
+                "peak MiB",
+                "% of FLOP limit",
+                "first run s",
+                "ran",
+            ],
+            main_rows,
         ),
         "",
         "### + refill (oracle rejects: refilled stream vs fixed chunks of `batch`)",
@@ -641,6 +690,17 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
         "",
         table(["generator", "setting @ batch", "phase", "ms", "% of loop step"], phase_rows),
     ]
+    for res in results:
+        if res.get("profile"):
+            best = res["best"]
+            parts += [
+                "",
+                f"### Top kernels, {res['generator']} {best['setting']} @ {best['batch']} "
+                f"({args.steps} steps, torch.profiler)",
+                "",
+                table(["kernel", "ms", "calls", "% of device time"], [[k["kernel"], k["ms"], k["calls"], k["pct"]]
+                                                                        for k in res["profile"]]),
+            ]  # fmt: skip
     return "\n".join(parts)
 
 
@@ -662,12 +722,28 @@ SMOKE = {
 }
 
 
+# Issue 26's table: the paper's generator and TAEF2 at the batches and settings that matter, in under 5 minutes on
+# one H100 with the compilations (so that 15 minutes of GPU time cover it and a rerun).
+QUICK = {
+    "generators": ["vqgan-f16", "taef2"],
+    "batches": [64, 128],
+    "settings": ["bf16", "compile"],
+    "budget": 50,
+    "steps": 5,
+    "warmup": 1,
+    "naive_samples": 1,
+    "phase_repeats": 3,
+}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--smoke", action="store_true", help=f"tiny sizes for a CPU check: {SMOKE}")
+    ap.add_argument("--quick", action="store_true", help=f"issue 26's GPU table, < 5 min on one H100: {QUICK}")
+    ap.add_argument("--profile", action="store_true", help="also list the top kernels of each generator's best row")
     ap.add_argument("--size", type=int, default=256, help="image side in px")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     ap.add_argument("--budget", type=int, default=50, help="search budget B (steps per sample)")
@@ -692,11 +768,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--json", type=Path, default=None, help="also write every number to this JSON file")
     args = ap.parse_args(argv)
-    if args.smoke:
-        given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
-        for k, v in SMOKE.items():
-            if k not in given:
-                setattr(args, k, v)
+    given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
+    for flag, preset in (("smoke", SMOKE), ("quick", QUICK)):
+        if getattr(args, flag):
+            for k, v in preset.items():
+                if k not in given:
+                    setattr(args, k, v)
     args.steps = args.steps or min(args.budget, 10)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("--device cuda but CUDA is not available here; use --device cpu (with --smoke)")

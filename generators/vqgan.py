@@ -299,6 +299,18 @@ class VQGANGenerator(nn.Module):
         z_q, vq_loss, _ = self.quantize(latents)
         return z_q, vq_loss
 
+    def snap(self, latents: Tensor) -> Tensor:
+        """Each latent vector snapped to its nearest codebook vector, with the identity gradient (straight
+        through), as :meth:`quantize_latents` does without the training loss. The distances are computed in fp32
+        whatever the weights' precision: with bf16 weights (``precision=bf16``) a bf16 argmin over 16,384 codes
+        would pick near neighbours instead of the nearest. ``(B, embed_dim, h, w)`` -> same shape and dtype."""
+        codebook = self.quantize.embedding.weight  # (n_embed, embed_dim)
+        z = latents.permute(0, 2, 3, 1)
+        flat, book = z.reshape(-1, self.embed_dim).float(), codebook.float()
+        dist = flat.pow(2).sum(1, keepdim=True) + book.pow(2).sum(1) - 2 * flat @ book.T
+        z_q = codebook[dist.argmin(1)].view(z.shape).permute(0, 3, 1, 2).to(latents.dtype)
+        return latents + (z_q - latents).detach()
+
     @torch.no_grad()
     def decoded_latents(self, latents: Tensor) -> Tensor:
         """The latents the decoder sees: snapped to the codebook under ``straight_through``, else unchanged.
@@ -309,7 +321,7 @@ class VQGANGenerator(nn.Module):
         if self.quantize_mode != "straight_through":
             return latents
         z = latents.to(device=self.device, dtype=self.dtype)
-        return self.quantize_latents(z)[0].to(device=latents.device, dtype=latents.dtype)
+        return self.snap(z).to(device=latents.device, dtype=latents.dtype)
 
     def decode(self, latents: Tensor) -> Tensor:
         """Latents ``(B, embed_dim, h, w)`` -> images in ``[0, 1]``; differentiable in the latents."""
@@ -321,7 +333,7 @@ class VQGANGenerator(nn.Module):
         out_dtype = latents.dtype if torch.is_floating_point(latents) else torch.float32
         z = latents.to(device=self.device, dtype=self.dtype)
         if self.quantize_mode == "straight_through":
-            z, _ = self.quantize_latents(z)
+            z = self.snap(z)
         x = self.decoder(self.post_quant_conv(z))
         return ((x + 1) / 2).clamp(0, 1).to(out_dtype)
 

@@ -349,6 +349,7 @@ class CLIPOracle(nn.Module):
             "weights": self._weights_id(),
             "activation": "quick_gelu" if quick else "gelu",
             "precision": self.precision,
+            "weights_dtype": str(self.model.logit_scale.dtype).removeprefix("torch."),  # converted by precision=bf16
             "open_clip": getattr(open_clip, "__version__", ""),
             "templates": list(self.templates),
             "class_names": list(names),
@@ -435,7 +436,10 @@ class CLIPOracle(nn.Module):
                 0, 1
             )
             x = _center_crop_or_pad(x, th, tw)
-        return ((x - self.mean) / self.std).to(self.input_dtype)
+        # open_clip's own precision sets the input dtype; with fp32 there, follow the weights (genEval's
+        # precision=bf16 converts the whole oracle, buffers included: genEval.search.execution)
+        dtype = self.input_dtype if self.input_dtype != torch.float32 else self.mean.dtype
+        return ((x - self.mean) / self.std).to(dtype)
 
     @torch.no_grad()
     def logits(self, images: Tensor) -> Tensor:

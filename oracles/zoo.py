@@ -30,10 +30,10 @@ RULES = ("all", "majority")
 
 def majority_vote(predictions: Tensor) -> Tensor:
     """Most frequent class per column of ``predictions`` (M, B) long; ties go to the lowest class index."""
-    num_classes = int(predictions.max()) + 1 if predictions.numel() else 1
-    counts = nn.functional.one_hot(predictions, num_classes).sum(dim=0)  # (B, C)
-    # torch.argmax returns the first maximal index, which is the lowest tied class.
-    return counts.argmax(dim=-1)
+    votes = (predictions[:, None, :] == predictions[None, :, :]).sum(dim=1)  # (M, B): votes for member i's class
+    most = votes == votes.max(dim=0, keepdim=True).values  # members whose class has the most votes
+    # the lowest such class; no class count is read back to the host (the search step stays free of syncs)
+    return torch.where(most, predictions, torch.iinfo(predictions.dtype).max).min(dim=0).values
 
 
 class ZooOracle(nn.Module):

@@ -17,6 +17,7 @@ from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.interfaces import Judgement
 from genEval.runs.rundir import load_tensors, read_samples
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.snapshots.format import export_snapshot
 
@@ -97,7 +98,7 @@ def make_run(out: Path) -> Path:
         BrightOracle(),
         SearchConfig(budget=2, step_size=0.2, update="sign"),
         seed=0,
-        batch_size=16,
+        execution=Execution(batch_size=16),
         output_dir=out,
         save_images=True,
         save_latents=True,

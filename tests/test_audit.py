@@ -27,6 +27,7 @@ from genEval import evaluate
 from genEval.commands.audit import run_audit
 from genEval.reports.audit import agreement, draw_validated, record_audit, write_audit
 from genEval.runs.rundir import load_tensors, read_samples
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def toy_run(
         save_images=save_images,
         progress=False,
         n_boot=20,
-        batch_size=16,
+        execution=Execution(batch_size=16),
     )
     return out
 

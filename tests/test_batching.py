@@ -14,6 +14,7 @@ from generators.identity import IdentityGenerator
 from genEval import evaluate
 from genEval.search import batching
 from genEval.search.batching import BatchTooLarge, auto_batch_size, step_bytes_per_sample
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
@@ -102,7 +103,7 @@ def test_out_of_memory_names_batch_size_and_a_size_that_fits(tmp_path, monkeypat
             AcceptAllOracle(),
             SearchConfig(budget=2),
             seed=0,
-            batch_size=16,
+            execution=Execution(batch_size=16),
             output_dir=tmp_path,
         )
     assert not (tmp_path / "results.json").exists()
@@ -114,7 +115,7 @@ def test_out_of_memory_names_batch_size_and_a_size_that_fits(tmp_path, monkeypat
         AcceptAllOracle(),
         SearchConfig(budget=2),
         seed=0,
-        batch_size=4,
+        execution=Execution(batch_size=4),
         output_dir=tmp_path,
     )
     assert (tmp_path / "results.json").is_file()

@@ -25,6 +25,7 @@ from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.repetitions import derive_seeds
 from genEval.scores.definitions import LEADERBOARD_SCORES
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +213,7 @@ def made(tmp_path_factory):
         out_dir=out,
         progress=False,
         n_boot=N_BOOT,
-        batch_size=12,
+        execution=Execution(batch_size=12),
     )
     return comp, out, calls
 

@@ -16,6 +16,7 @@ from genEval.classifiers.loaders import cifar_resnet
 from genEval.data.folders import ImageFolderData
 from genEval.data.standard import CIFAR10_CLASSES
 from genEval.runs.rundir import load_latent_file
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
@@ -138,9 +139,7 @@ def test_resnet20_known_answer_through_evaluate():
         AcceptAllOracle(),
         SearchConfig(budget=0, start_noise=0),
         seed=0,
-        batch_size=500,
-        num_workers=2,
-        device="cpu",
+        execution=Execution(batch_size=500, num_workers=2, device="cpu"),
     )
     assert (r.scores.n, r.scores.sa.k) == (10000, 8103)
     assert r.scores.sa.value == pytest.approx(81.03)

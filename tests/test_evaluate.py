@@ -9,6 +9,7 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
@@ -23,8 +24,12 @@ def roles(oracle_seed=1):
 
 
 def test_same_seed_same_results_and_run_directory(tmp_path):
-    a = evaluate(data=toy_data(50), search=CFG, seed=7, batch_size=16, output_dir=tmp_path / "a", **roles())
-    b = evaluate(data=toy_data(50), search=CFG, seed=7, batch_size=16, output_dir=tmp_path / "b", **roles())
+    a = evaluate(
+        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output_dir=tmp_path / "a", **roles()
+    )
+    b = evaluate(
+        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output_dir=tmp_path / "b", **roles()
+    )
     ja, jb = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
     assert ja["scores"] == jb["scores"] and ja["seed"] == 7 and ja["seed_drawn"] is False
     assert ja["schema_version"] == 2 and torch.__version__.startswith(ja["versions"]["torch"])
@@ -49,8 +54,8 @@ def test_no_seed_draws_a_fresh_one_and_records_it():
 
 def test_batch_size_does_not_change_the_scores_without_noise():
     cfg = SearchConfig(budget=8, step_size=0.3, start_noise=0)
-    a = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=30, **roles())
-    b = evaluate(data=toy_data(30), search=cfg, seed=1, batch_size=7, **roles())
+    a = evaluate(data=toy_data(30), search=cfg, seed=1, execution=Execution(batch_size=30), **roles())
+    b = evaluate(data=toy_data(30), search=cfg, seed=1, execution=Execution(batch_size=7), **roles())
     assert a.metrics == b.metrics
 
 
@@ -107,7 +112,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
             data=Broken(d.x, d.y, d.class_names),
             search=CFG,
             seed=0,
-            batch_size=10,
+            execution=Execution(batch_size=10),
             output_dir=tmp_path / "run",
             **roles(),
         )
@@ -116,9 +121,11 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
     assert not (tmp_path / "run" / "run.lock").exists()  # the lock is released on the error
     partial = (tmp_path / "run" / "samples.partial.jsonl").read_text().splitlines()
     assert 0 < len(partial) < 40 and len(partial) % 10 == 0  # whole flushes only, clearly named as partial
-    resumed = evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "run", **roles())
+    resumed = evaluate(
+        data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "run", **roles()
+    )
     assert resumed.timings["samples_computed"] == 40 - len(partial)
-    evaluate(data=d, search=CFG, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles())
+    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "fresh", **roles())
     assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
     assert (
         json.loads((tmp_path / "run" / "results.json").read_text())["scores"]
@@ -129,7 +136,15 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
 def test_saved_latents_round_trip(tmp_path):
     from genEval.runs.rundir import load_latent_file
 
-    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_latents=True, **roles())
+    r = evaluate(
+        data=toy_data(12),
+        search=CFG,
+        seed=3,
+        execution=Execution(batch_size=5),
+        output_dir=tmp_path,
+        save_latents=True,
+        **roles(),
+    )
     lat = load_latent_file(tmp_path)
     assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
     assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
@@ -142,7 +157,15 @@ def test_saved_latents_round_trip(tmp_path):
 def test_saved_images_round_trip(tmp_path):
     from genEval.runs.rundir import load_tensors
 
-    r = evaluate(data=toy_data(12), search=CFG, seed=3, batch_size=5, output_dir=tmp_path, save_images=True, **roles())
+    r = evaluate(
+        data=toy_data(12),
+        search=CFG,
+        seed=3,
+        execution=Execution(batch_size=5),
+        output_dir=tmp_path,
+        save_images=True,
+        **roles(),
+    )
     im = load_tensors(tmp_path, "images")
     assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
     assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))

@@ -21,6 +21,7 @@ from genEval.interfaces import UnreadableSource
 from genEval.runs.rundir import Shard
 from genEval.runs.shards import merge_runs
 from genEval.search.driver import evaluate
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +135,7 @@ def scraped(tmp_path) -> tuple[Path, Path]:
 
 
 def run(data: ImageFolderData, out: Path, **kw):
-    return evaluate(data=data, search=CFG, seed=3, batch_size=4, output_dir=out, **kw, **roles())
+    return evaluate(data=data, search=CFG, seed=3, execution=Execution(batch_size=4), output_dir=out, **kw, **roles())
 
 
 def results(out: Path) -> dict:

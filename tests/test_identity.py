@@ -12,6 +12,7 @@ from generators.identity import IdentityGenerator, straight_through_clamp
 from genEval import evaluate
 from genEval.interfaces import Generator
 from genEval.runs.rundir import load_latent_file
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
@@ -68,8 +69,7 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
         oracle=oracle,
         search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0),
         seed=0,
-        batch_size=16,
-        device="cpu",
+        execution=Execution(batch_size=16, device="cpu"),
         output_dir=tmp_path,
         save_latents=True,
         progress=False,

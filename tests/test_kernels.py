@@ -11,7 +11,7 @@ import torch
 from toys import AcceptAllOracle, LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
-from genEval.search.kernels import Kernels, accelerate
+from genEval.search.execution import Execution, accelerate
 from genEval.search.perturb import SearchConfig
 
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
@@ -31,8 +31,7 @@ def test_bf16_and_fp32_agree_on_the_decisions_of_a_small_run(tmp_path):
             ModelOracle(LinearClassifier(seed=1)),
             CFG,
             seed=0,
-            batch_size=64,
-            kernels=Kernels(precision=p),
+            execution=Execution(batch_size=64, precision=p),
             output_dir=tmp_path / p,
         )
         for p in ("fp32", "bf16")
@@ -43,7 +42,8 @@ def test_bf16_and_fp32_agree_on_the_decisions_of_a_small_run(tmp_path):
     assert 0 < runs["fp32"].scores.n_validated < len(a)  # mixed outcomes, so agreement means something
     assert abs(runs["fp32"].scores.pa.value - runs["bf16"].scores.pa.value) <= 2.0
     recorded = json.loads((tmp_path / "bf16" / "results.json").read_text())
-    assert recorded["kernels"]["generator"]["precision"] == "bf16"
+    assert recorded["kernels"]["classifier"] == {"precision": "bf16", "mode": "weights"}
+    assert recorded["kernels"]["generator"]["precision"] == "fp32 (no weights)"  # a sigmoid: nothing to convert
     assert recorded["identity"]["config"]["precision"] == "bf16"  # part of what a run is: no resume across it
 
 
@@ -56,13 +56,15 @@ def test_bf16_actually_runs_the_roles_in_bf16():
             seen.append(out.dtype)
             return out
 
+    spy = Spy(seed=0)
     clf, gen, orc, eff = accelerate(
-        Spy(seed=0), SigmoidGenerator(), AcceptAllOracle(), Kernels(precision="bf16"), torch.device("cpu")
+        spy, SigmoidGenerator(), AcceptAllOracle(), Execution(precision="bf16"), torch.device("cpu")
     )
     logits = clf(torch.rand(4, 3, 2, 2))
-    assert seen == [torch.bfloat16] and logits.dtype == torch.float32  # autocast inside, fp32 handed back
+    assert seen == [torch.bfloat16] and logits.dtype == torch.float32  # bf16 inside, fp32 handed back
+    assert {p.dtype for p in spy.parameters()} == {torch.bfloat16}  # the weights themselves, not autocast
     assert gen.decode(torch.zeros(1, 3, 2, 2)).dtype == torch.float32
-    assert eff["classifier"] == {"precision": "bf16", "compile": False}
+    assert eff["classifier"] == {"precision": "bf16", "mode": "weights"}
 
 
 def test_compile_on_cpu_falls_back_to_eager_with_one_warning(caplog):
@@ -74,11 +76,11 @@ def test_compile_on_cpu_falls_back_to_eager_with_one_warning(caplog):
             AcceptAllOracle(),
             SearchConfig(budget=2),
             seed=0,
-            kernels=Kernels(compile=True),
+            execution=Execution(compile=True),
         )
     lines = [rec for rec in caplog.records if "compile=true ignored" in rec.getMessage()]
     assert len(lines) == 1 and "CUDA" in lines[0].getMessage()
-    assert r.extra["kernels"]["generator"]["compile"] is False
+    assert r.extra["kernels"]["compile"] is False and r.extra["execution"]["compile"] is True  # asked, not taken
 
 
 def test_fp16_on_a_generator_not_known_to_be_safe_warns_naming_bf16(caplog):
@@ -87,7 +89,7 @@ def test_fp16_on_a_generator_not_known_to_be_safe_warns_naming_bf16(caplog):
             LinearClassifier(seed=0),
             SigmoidGenerator(),
             AcceptAllOracle(),
-            Kernels(role_precision={"generator": "fp16"}),
+            Execution(role_precision={"generator": "fp16"}),
             torch.device("cpu"),
         )
     assert any("overflow in fp16" in r.getMessage() and "precision=bf16" in r.getMessage() for r in caplog.records)
@@ -96,14 +98,18 @@ def test_fp16_on_a_generator_not_known_to_be_safe_warns_naming_bf16(caplog):
 @pytest.mark.parametrize(
     "kw,msg",
     [
-        ({"precision": "fp8"}, r"unknown precision 'fp8' for all roles; choose one of fp32, bf16, fp16"),
-        ({"role_precision": {"decoder": "bf16"}}, r"role_precision names unknown role 'decoder'"),
-        ({"compile": {"vae": True}}, r"compile names unknown roles \['vae'\]"),
+        ({"precision": "fp8"}, r"precision must be one of fp32, bf16, fp16, got 'fp8'; e.g. precision=bf16"),
+        ({"role_precision": {"decoder": "bf16"}}, r"role_precision must be a mapping of classifier, generator, oracle"),
+        ({"role_precision": {"oracle": "int8"}}, r"role_precision.oracle must be one of fp32, bf16, fp16 or null"),
+        ({"compile": "yes"}, r"compile must be true or false, got 'yes'"),
+        ({"batch_size": 0}, r"batch_size must be a whole number >= 1 or null, got 0"),
+        ({"num_workers": -1}, r"num_workers must be a whole number >= 0"),
+        ({"compile_mode": "fast"}, r"compile_mode must be one of default, reduce-overhead"),
     ],
 )
-def test_bad_kernel_settings_are_refused(kw, msg):
+def test_bad_execution_settings_are_refused_naming_the_key(kw, msg):
     with pytest.raises(ValueError, match=msg):
-        Kernels(**kw)
+        Execution(**kw)
 
 
 def test_precision_is_a_top_level_key_of_the_main_job_and_lands_in_results(tmp_path, digits_cache):

@@ -18,6 +18,7 @@ from genEval.commands.report import run_report
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.reports.figures import pa_by_budget
 from genEval.reports.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 MODELS = ("lin0", "lin1")
@@ -43,7 +44,7 @@ def comparison_dir(tmp_path_factory):
         out_dir=out,
         progress=False,
         n_boot=100,
-        batch_size=8,
+        execution=Execution(batch_size=8),
         save_images=True,
     )
     write_report(comp)

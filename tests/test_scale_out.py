@@ -23,6 +23,7 @@ from genEval import evaluate
 from genEval.commands.evaluate import shard_from
 from genEval.runs.rundir import RunDirectoryBusy, RunMismatch, Shard, load_latent_file
 from genEval.runs.shards import merge_runs
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,13 @@ def test_same_seed_same_records_whatever_the_batch_size(tmp_path):
     data = toy_data(60)
     for b in (1, 17, 128):
         evaluate(
-            data=data, search=CFG, seed=11, batch_size=b, output_dir=tmp_path / f"b{b}", save_latents=True, **roles()
+            data=data,
+            search=CFG,
+            seed=11,
+            execution=Execution(batch_size=b),
+            output_dir=tmp_path / f"b{b}",
+            save_latents=True,
+            **roles(),
         )
     assert decisions(tmp_path / "b1") == decisions(tmp_path / "b17") == decisions(tmp_path / "b128")
     assert scores(tmp_path / "b1") == scores(tmp_path / "b17") == scores(tmp_path / "b128")
@@ -122,9 +129,15 @@ def test_refilled_rows_do_not_depend_on_their_neighbours():
 def test_three_shards_merged_equal_the_unsharded_run(tmp_path):
     data = toy_data(50)
     kw = dict(data=data, search=CFG, seed=5, save_latents=True, save_images=True)
-    evaluate(output_dir=tmp_path / "whole", batch_size=16, **kw, **roles())
+    evaluate(output_dir=tmp_path / "whole", execution=Execution(batch_size=16), **kw, **roles())
     for i in range(3):
-        evaluate(output_dir=tmp_path / "shards" / f"s{i}", batch_size=5, shard=Shard(i, 3), **kw, **roles())
+        evaluate(
+            output_dir=tmp_path / "shards" / f"s{i}",
+            execution=Execution(batch_size=5),
+            shard=Shard(i, 3),
+            **kw,
+            **roles(),
+        )
     assert len(records(tmp_path / "shards" / "s1")) == 17  # positions 1, 4, ..., 49
     merged = merge_runs([tmp_path / "shards"], tmp_path / "merged")
     assert scores(tmp_path / "merged") == scores(tmp_path / "whole")
@@ -185,7 +198,13 @@ def _interrupted(run_dir: Path, n: int = 40, **kw) -> ListDataset:
     d = toy_data(n)
     with pytest.raises(OSError, match="disk unplugged"):
         evaluate(
-            data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=8, output_dir=run_dir, **kw, **roles()
+            data=Broken(d.x, d.y, d.class_names),
+            search=CFG,
+            seed=0,
+            execution=Execution(batch_size=8),
+            output_dir=run_dir,
+            **kw,
+            **roles(),
         )
     return d
 
@@ -197,11 +216,25 @@ def test_a_cut_record_line_is_dropped_and_the_resumed_run_equals_an_uninterrupte
     with open(partial, "a") as fh:
         fh.write('{"source_id": "toy/0039", "index": 39, "lab')  # what a kill -9 mid-write leaves
     resumed = evaluate(
-        data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "run", save_latents=True, **roles()
+        data=d,
+        search=CFG,
+        seed=0,
+        execution=Execution(batch_size=8),
+        output_dir=tmp_path / "run",
+        save_latents=True,
+        **roles(),
     )
     assert "dropping an incomplete last record" in caplog.text
     assert resumed.timings["samples_computed"] == 40 - kept
-    evaluate(data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "fresh", save_latents=True, **roles())
+    evaluate(
+        data=d,
+        search=CFG,
+        seed=0,
+        execution=Execution(batch_size=8),
+        output_dir=tmp_path / "fresh",
+        save_latents=True,
+        **roles(),
+    )
     assert decisions(tmp_path / "run") == decisions(tmp_path / "fresh")
     assert scores(tmp_path / "run") == scores(tmp_path / "fresh")
     assert load_latent_file(tmp_path / "run")["source_ids"] == load_latent_file(tmp_path / "fresh")["source_ids"]
@@ -214,7 +247,7 @@ def test_a_corrupt_record_in_the_middle_is_refused(tmp_path):
     lines[1] = lines[1][:-5] + "#####"
     partial.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"samples.partial.jsonl line 2 is corrupt"):
-        evaluate(data=d, search=CFG, seed=0, batch_size=8, output_dir=tmp_path / "run", **roles())
+        evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=8), output_dir=tmp_path / "run", **roles())
 
 
 def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(tmp_path):
@@ -224,7 +257,7 @@ def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(t
             data=d,
             search=SearchConfig(budget=9, step_size=0.3, start_noise=0.1),
             seed=0,
-            batch_size=8,
+            execution=Execution(batch_size=8),
             output_dir=tmp_path / "run",
             **roles(),
         )
@@ -234,16 +267,22 @@ def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(t
     with pytest.raises(RunMismatch, match=r"sources.sha256: '[0-9a-f]+' -> '[0-9a-f]+'"):
         evaluate(data=renamed, search=CFG, seed=0, output_dir=tmp_path / "run", **roles())
     # execution settings may change: another batch size resumes
-    evaluate(data=d, search=CFG, seed=0, batch_size=3, output_dir=tmp_path / "run", **roles())
+    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=3), output_dir=tmp_path / "run", **roles())
     assert (tmp_path / "run" / "results.json").is_file()
 
 
 def test_an_unseeded_run_keeps_its_drawn_seed_when_resumed(tmp_path):
     d = toy_data(40)
     with pytest.raises(OSError):
-        evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, batch_size=8, output_dir=tmp_path, **roles())
+        evaluate(
+            data=Broken(d.x, d.y, d.class_names),
+            search=CFG,
+            execution=Execution(batch_size=8),
+            output_dir=tmp_path,
+            **roles(),
+        )
     first = json.loads((tmp_path / "run.json").read_text())["identity"]["seed"]
-    resumed = evaluate(data=d, search=CFG, batch_size=8, output_dir=tmp_path, **roles())
+    resumed = evaluate(data=d, search=CFG, execution=Execution(batch_size=8), output_dir=tmp_path, **roles())
     assert resumed.seed == first and resumed.seed_drawn
 
 
@@ -383,8 +422,8 @@ def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_
     def lines(name: str, interval: float) -> tuple[list[str], object]:
         caplog.clear()
         res = evaluate(
-            data=toy_data(6), search=CFG, seed=0, batch_size=2, output_dir=tmp_path / name, progress=False,
-            log_interval=interval, **roles(),
+            data=toy_data(6), search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=tmp_path / name,
+            progress=False, log_interval=interval, **roles(),
         )  # fmt: skip
         return [r.getMessage() for r in caplog.records if " images (" in r.getMessage()], res
 

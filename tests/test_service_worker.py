@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
+from genEval.search.execution import Execution
 from genEval.service.db import Database, JobInfo, sqlite_url
 from genEval.service.execute import run_job
 from genEval.service.models import classifier_config
@@ -97,7 +98,7 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
     # The uninterrupted reference: the same config and seed, in another directory (this also trains and
     # caches the digits models, so the workers below start evaluating at once).
     reference = dataclasses.replace(job, run_dir="reference")
-    run_job(reference, home, lambda *a: None, build=build_components, device="cpu")
+    run_job(reference, home, lambda *a: None, build=build_components, execution=Execution(device="cpu"))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker_a = subprocess.Popen(
@@ -145,7 +146,14 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
 
     time.sleep(max(0.0, killed.lease_expires_at - time.time()) + 0.2)
     worker_b = Worker(
-        db, home, job_runner("cpu"), device="cpu", lease_s=3, heartbeat_s=0.2, poll_s=0.1, exit_when_idle=True
+        db,
+        home,
+        job_runner(Execution(device="cpu")),
+        device="cpu",
+        lease_s=3,
+        heartbeat_s=0.2,
+        poll_s=0.1,
+        exit_when_idle=True,
     )
     assert worker_b.run() == 1
     done = db.get_job(job.id)
@@ -176,7 +184,15 @@ def test_wrong_output_size_fails_the_job_not_the_worker(tmp_path, smoke_config):
     config = {**smoke_config, "classifier": classifier_config(spec, {}, "torchscript", "uploads/seven.pt")}
     bad = _submit(db, "seven", config, 1, upload_path="uploads/seven.pt", model=spec)
     good = _submit(db, "cnn", {**smoke_config, "batch_size": 20}, 2)
-    worker = Worker(db, tmp_path, job_runner("cpu"), device="cpu", heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True)
+    worker = Worker(
+        db,
+        tmp_path,
+        job_runner(Execution(device="cpu")),
+        device="cpu",
+        heartbeat_s=0.5,
+        poll_s=0.1,
+        exit_when_idle=True,
+    )
     assert worker.run() == 2
     failed = db.get_job(bad.id)
     assert failed.status == "failed"

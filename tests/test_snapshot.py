@@ -25,6 +25,7 @@ from snapshot_toys import CLASSES, compose_config
 from genEval.commands import CONF_DIR
 from genEval.commands.snapshot import run_export, run_verify
 from genEval.runs.rundir import load_latent_file
+from genEval.search.execution import Execution
 from genEval.snapshots import format as snapmod
 from genEval.snapshots.format import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
 
@@ -391,7 +392,7 @@ def _parts_run(tmp_path: Path, n: int = 150) -> Path:
         AcceptAllOracle(),
         SearchConfig(budget=1, step_size=0.1),
         seed=0,
-        batch_size=50,
+        execution=Execution(batch_size=50),
         output_dir=tmp_path,
         save_images=True,
         n_boot=10,

@@ -20,6 +20,7 @@ from genEval.commands import CONF_DIR, build
 from genEval.commands.snapshot import build_classifiers, run_filter, run_score, run_transfer
 from genEval.runs.rundir import read_samples
 from genEval.scores.intervals import proportion
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.snapshots.filtration import Candidate, filter_snapshots
 from genEval.snapshots.format import SnapshotError, export_snapshot, load_snapshot, verify_snapshot
@@ -262,7 +263,7 @@ def test_real_cifar_resnets_end_to_end(tmp_path):
         build(cfg.oracle, "oracle"),
         SearchConfig(budget=3, step_size=2 / 255, update="sign"),
         seed=0,
-        device="cpu",
+        execution=Execution(device="cpu"),
         output_dir=run,
         save_images=True,
     )

@@ -12,6 +12,7 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 from genEval import evaluate
 from genEval.data.base import ImageData, SubsetData
 from genEval.data.standard import DigitsData
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
@@ -71,7 +72,9 @@ def _roles():
 def test_unseeded_runs_evaluate_other_sources_and_one_seed_shares_them():
     data = DigitsData(limit=10, image_size=2, channels=3)
     search = SearchConfig(budget=1, step_size=0.1, start_noise=0)
-    run = lambda seed=None: evaluate(data=data, search=search, seed=seed, batch_size=10, **_roles())  # noqa: E731
+    run = lambda seed=None: evaluate(
+        data=data, search=search, seed=seed, execution=Execution(batch_size=10), **_roles()
+    )  # noqa: E731
     r1, r2 = run(), run()
     src = lambda r: [s.source_id for s in r.samples]  # noqa: E731
     assert r1.seed != r2.seed and set(src(r1)) != set(src(r2))
@@ -82,12 +85,14 @@ def test_unseeded_runs_evaluate_other_sources_and_one_seed_shares_them():
         data=data,
         search=search,
         seed=r1.seed,
-        batch_size=10,
+        execution=Execution(batch_size=10),
         **{**_roles(), "classifier": LinearClassifier(in_features=12, num_classes=10, seed=5)},
     )
     assert src(other_model) == src(r1)  # compare: all models of one repetition share the draw
     first = DigitsData(limit=10, image_size=2, channels=3, subset="first")
-    assert [s.source_id for s in evaluate(data=first, search=search, batch_size=10, **_roles()).samples] == ids(first)
+    assert [
+        s.source_id for s in evaluate(data=first, search=search, execution=Execution(batch_size=10), **_roles()).samples
+    ] == ids(first)
 
 
 def test_cifar10_taef2_recipe_draws_other_images_for_other_seeds():

@@ -39,6 +39,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.interfaces import SettingError
+from genEval.search.execution import EXECUTION_FIELDS, Execution
 from genEval.search.perturb import NonFiniteError
 
 #: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a
@@ -187,6 +188,13 @@ def build_data(cfg: DictConfig, classifier: Any, role: str = "data") -> Any:
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config node (dicts and lists), for the library and for records."""
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def execution_from(cfg: DictConfig) -> Execution:
+    """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
+    ``precision``, ``role_precision``, ``channels_last``, ``compile``, ``compile_mode`` at the top level) as the one
+    validated object every entry point passes on; a bad value is a SettingError naming its key."""
+    return Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
 
 
 def hydra_output_dir() -> Path | None:

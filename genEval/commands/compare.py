@@ -31,6 +31,7 @@ from genEval.commands import (
     classifier_nodes,
     command,
     config_nodes,
+    execution_from,
     hydra_output_dir,
     plain,
 )
@@ -85,12 +86,10 @@ def _run_configs(cfg: DictConfig, nodes: dict[str, DictConfig], generator: DictC
 
 def _evaluate_kwargs(cfg: DictConfig) -> dict[str, Any]:
     return dict(
-        batch_size=cfg.batch_size,
-        device=str(cfg.device),
+        execution=execution_from(cfg),  # device, batch size, precision, compile: the same for every model and run
         interval=str(cfg.interval),
         grid_size=int(cfg.grid_size),
         gap_warn_points=float(cfg.gap_warn_points),
-        num_workers=int(cfg.num_workers),
         save_images=bool(cfg.save_images),
         save_latents=bool(cfg.save_latents),
     )

@@ -10,26 +10,23 @@ directory ``<run dir>/shard-I-of-N``, so shards that share a Hydra run directory
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from genEval.commands import build, build_data, command, hydra_output_dir, plain
+from genEval.commands import build, build_data, command, execution_from, hydra_output_dir, plain
 from genEval.commands.settings import Setting, check_node, check_settings
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
-from genEval.search.kernels import PRECISIONS, ROLES, Kernels
 from genEval.search.perturb import SearchConfig
 
 #: The main job's own settings (conf/config.yaml), checked before anything is built.
 SETTINGS = {
     "seed": Setting(int, "0", low=0, nullable=True, note="null draws a fresh seed and records it"),
-    "device": Setting(str, "cpu"),
-    "batch_size": Setting(int, "64", low=1, nullable=True, note="null chooses it from the memory a step needs"),
-    "num_workers": Setting(int, "0", low=0),
     "interval": Setting(str, "wilson", choices=tuple(INTERVALS)),
     "n_boot": Setting(int, "1000", low=1),
     "grid_size": Setting(int, "8", low=0),
@@ -37,9 +34,6 @@ SETTINGS = {
     "oracle_warn_accuracy": Setting(float, "70", low=0, high=100, nullable=True),
     "progress": Setting(bool, "false", nullable=True),
     "log_interval": Setting(float, "30", above=0),
-    "precision": Setting(str, "bf16", choices=tuple(PRECISIONS)),
-    **{f"role_precision.{r}": Setting(str, "bf16", choices=tuple(PRECISIONS), nullable=True) for r in ROLES},
-    "channels_last": Setting(bool, "true"),
     "shard.index": Setting(int, "0", low=0, nullable=True),
     "shard.count": Setting(int, "4", low=1, nullable=True),
     "save_latents": Setting(bool, "true"),
@@ -84,24 +78,16 @@ def device_for(device: str, local_rank: int | None) -> str:
     return device
 
 
-def kernels_from(cfg: DictConfig) -> Kernels:
-    return Kernels(
-        precision=str(cfg.precision),
-        role_precision=plain(cfg.get("role_precision") or {}),
-        channels_last=bool(cfg.channels_last),
-        compile=plain(cfg.compile),
-    )
-
-
 @command("evaluate", config="config")
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Check the settings, build classifier, data (folders mapped onto the classifier's classes), generator,
     oracle and mask from their groups, and run ``genEval.evaluate``."""
     check_settings(cfg, SETTINGS)
-    kernels = kernels_from(cfg)
+    execution = execution_from(cfg)  # device, batch size, precision, compile...: checked once, here
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
     shard, local_rank = shard_from(cfg)
+    execution = replace(execution, device=device_for(execution.device, local_rank))
     search = SearchConfig.coerce(plain(cfg.search))
     mask = build(cfg.mask, "mask")
     classifier = build(cfg.classifier, "classifier")
@@ -119,8 +105,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         search=search,
         mask=mask,
         seed=cfg.seed,
-        batch_size=cfg.batch_size,
-        device=device_for(str(cfg.device), local_rank),
+        execution=execution,
         output_dir=run_dir,
         progress=cfg.progress,
         log_interval=cfg.log_interval,
@@ -128,11 +113,9 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         n_boot=cfg.n_boot,
         grid_size=cfg.grid_size,
         gap_warn_points=cfg.gap_warn_points,
-        num_workers=cfg.num_workers,
         save_latents=cfg.save_latents,
         save_images=cfg.save_images,
         shard=shard,
-        kernels=kernels,
         config=plain(cfg),
     )
     print(result.summary())

@@ -27,10 +27,12 @@ from genEval.commands import (
     classifier_nodes,
     command,
     config_options,
+    execution_from,
     plain,
     require,
 )
 from genEval.fileio import ensure_writable_dir
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.service.api import create_app
 from genEval.service.benchmarks import Benchmark
@@ -56,9 +58,9 @@ def build_components(config: dict) -> Components:
     )
 
 
-def job_runner(device: str):
-    """What a worker's child runs for a job (picklable: module-level functions only)."""
-    return functools.partial(run_job, build=build_components, device=str(device))
+def job_runner(execution: Execution):
+    """What a worker's child runs for a job (picklable: module-level functions and a dataclass)."""
+    return functools.partial(run_job, build=build_components, execution=execution)
 
 
 def _compose(config_name: str) -> DictConfig:
@@ -92,11 +94,12 @@ def open_db(cfg: DictConfig) -> tuple[Path, Database]:
 
 
 def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
+    execution = execution_from(cfg)  # the worker's device, precision, compile: every job it runs gets them
     return Worker(
         db,
         home,
-        job_runner(cfg.device),
-        device=str(cfg.device),
+        job_runner(execution),
+        device=execution.device,
         lease_s=float(cfg.lease_s),
         heartbeat_s=float(cfg.heartbeat_s),
         poll_s=float(cfg.poll_s),
@@ -158,7 +161,7 @@ def run_worker(cfg: DictConfig) -> int:
         exit_when_idle=bool(cfg.exit_when_idle),
         max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
     )
-    print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {cfg.device}", flush=True)
+    print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {worker.device}", flush=True)
     try:
         n = worker.run()
     except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
 from genEval.fileio import atomic_write_json
 from genEval.runs.shards import resolve_run_dir
-from genEval.search.driver import resolve_device
+from genEval.search.execution import resolve_device
 from genEval.snapshots.filtration import filter_snapshots
 from genEval.snapshots.format import Manifest, export_snapshot, verify_snapshot
 from genEval.snapshots.scoring import format_transfer, score_snapshot, transfer_matrix

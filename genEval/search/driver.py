@@ -55,7 +55,7 @@ from genEval.runs.rundir import (
 from genEval.runs.summary import summarize
 from genEval.scores.intervals import INTERVALS
 from genEval.search.batching import auto_batch_size, is_out_of_memory, too_large
-from genEval.search.kernels import Kernels, accelerate
+from genEval.search.execution import EXECUTION_FIELDS, Execution, accelerate
 from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb
 from genEval.style_mask import (
     AutoMask,
@@ -71,32 +71,16 @@ log = logging.getLogger(__name__)
 
 #: Settings that change how fast a run goes, never what it finds: they may differ when a run is resumed.
 EXECUTION_KEYS = (
-    "batch_size",
-    "num_workers",
-    "device",
+    *(k for k in EXECUTION_FIELDS if k not in ("precision", "role_precision")),  # precision may flip a near-tie
     "progress",
     "log_interval",
     "hydra",
     "grid_size",
-    "compile",
-    "channels_last",
     "shard",
+    "execution",
     "assets",  # where asset files were found: their bytes are checked by sha256, so the place changes nothing
     "data.skip_unreadable",
 )
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; anything else must be a valid torch device."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as err:
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N.") from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} asked for CUDA but none is available; use device=cpu or auto.")
-    return dev
 
 
 def sample_seed(seed: int, source_id: str) -> int:
@@ -130,8 +114,7 @@ def evaluate(
     search: SearchConfig | dict | None = None,
     *,
     seed: int | None = None,
-    batch_size: int | None = None,
-    device: str = "auto",
+    execution: Execution | None = None,
     output_dir: str | Path | None = None,
     mask: torch.Tensor | StyleMask | NoMask | SparseMask | AutoMask | None = None,
     mask_id: str | None = None,
@@ -141,19 +124,19 @@ def evaluate(
     n_boot: int = 1000,
     grid_size: int = 8,
     gap_warn_points: float = 10.0,
-    num_workers: int = 0,
     save_latents: bool = False,
     save_images: bool = False,
     shard: Shard | None = None,
     reference: str | None = None,
-    kernels: Kernels | None = None,
     config: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
 
     ``seed=None`` draws a fresh seed (a dynamic benchmark: new samples every run) and records it (a resumed
     run keeps the seed it started with); the same seed gives identical scores however the work is batched
-    or sharded. ``batch_size=None`` chooses it from the memory one search step needs (recorded in results).
+    or sharded. ``execution``: device, batch size (None: chosen from the memory one search step needs), DataLoader
+    workers, precision (fp32 | bf16 | fp16, all or per role), channels_last, compile
+    (:class:`~genEval.search.execution.Execution`); recorded in results under ``execution``.
     ``progress=None`` shows a bar on a terminal, else a log line every ``log_interval`` seconds.
     ``gap_warn_points``: warn when accuracy on reconstructions (RA) is this many points below SA.
     ``mask``: a 0/1 tensor broadcastable to one latent, a fitted :class:`StyleMask`, or a ``mask`` config
@@ -162,8 +145,7 @@ def evaluate(
     image of every sample to the run directory (for ``fit-mask`` / ``export``).
     ``shard``: evaluate only part of the sources (see :class:`Shard`); ``reference``: the class the oracle
     must keep seeing, the true ``label`` or its own verdict on the clean image (``clean_prediction``); None takes the
-    oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``. ``kernels``: precision (fp32 |
-    bf16 | fp16, all or per role), channels_last, compile (:mod:`genEval.search.kernels`).
+    oracle's ``reference`` attribute (``oracle.reference=`` in the CLI), else ``label``.
     """
     if isinstance(mask, AutoMask):
         return _evaluate_with_auto_mask(
@@ -175,32 +157,28 @@ def evaluate(
             search,
             seed=seed,
             output_dir=output_dir,
-            batch_size=batch_size,
-            device=device,
+            execution=execution,
             progress=progress,
             log_interval=log_interval,
             interval=interval,
             n_boot=n_boot,
             grid_size=grid_size,
             gap_warn_points=gap_warn_points,
-            num_workers=num_workers,
             save_latents=save_latents,
             save_images=save_images,
             shard=shard,
             reference=reference,
-            kernels=kernels,
             config=config,
         )
     mask, mask_id = _resolve_mask(mask, mask_id, generator, data)
     reference = reference or getattr(oracle, "reference", None) or "label"
     t_start = time.perf_counter()
     search = SearchConfig.coerce(search)
-    shard, kernels = shard or Shard(), kernels or Kernels()
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a whole number >= 1 or null (automatic), got {batch_size!r}.")
+    shard, execution = shard or Shard(), Execution.coerce(execution)
+    batch_size = execution.batch_size
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval {interval!r}; choose one of {', '.join(INTERVALS)}.")
-    dev = resolve_device(device)
+    dev = execution.torch_device()
     seed_drawn = seed is None
     if seed is None:
         seed = _recorded_seed(output_dir) or secrets.randbits(31)
@@ -231,16 +209,16 @@ def evaluate(
             "save_latents": save_latents,
             "save_images": save_images,
             "reference": reference,
-            "precision": kernels.precision,
-            "role_precision": dict(kernels.role_precision),
+            "precision": execution.precision,
+            "role_precision": dict(execution.role_precision),
         }
     )
     identity = _identity(run_config, components, seed, data, positions, shard)
     for m in (classifier, generator, oracle):
         if isinstance(m, torch.nn.Module):
             m.to(dev).eval().requires_grad_(False)
-    classifier, generator, oracle, kernel_settings = accelerate(classifier, generator, oracle, kernels, dev)
-    oracle.prepare(class_names)
+    oracle.prepare(class_names)  # in the oracle's own precision (a CLIP head is encoded once, and cached)
+    classifier, generator, oracle, kernel_settings = accelerate(classifier, generator, oracle, execution, dev)
     skip = skips_unreadable(data)
     first = _first_readable(data, positions, skip)
     _check_classifier(classifier, data, first, len(class_names), dev)  # before anything is written
@@ -285,7 +263,7 @@ def evaluate(
             bar.skip()
 
         t_loop = time.perf_counter()
-        samples = _samples(data, todo, seed, batch_size, num_workers, dev, class_names, on_unreadable)
+        samples = _samples(data, todo, seed, batch_size, execution.num_workers, dev, class_names, on_unreadable)
         try:
             for out in perturb(
                 samples,
@@ -297,6 +275,7 @@ def evaluate(
                 mask=mask,
                 device=dev,
                 reference=reference,
+                compile={"mode": execution.compile_mode} if kernel_settings["compile"] else False,
             ):
                 record = _record(out)
                 shapes = shapes or {"original": list(out.original.shape), "perturbed": list(out.image.shape)}
@@ -340,6 +319,7 @@ def evaluate(
             shard=shard,
             identity=identity,
             kernels=kernel_settings,
+            execution=execution.to_dict(),
             batch={"batch_size": batch_size, "auto": None if auto is None else auto.to_dict()},
             image_shapes=shapes or _previous_shapes(writer),
             skipped=sorted(skipped, key=lambda d: d["position"]) if skip else None,

@@ -22,7 +22,7 @@ No I/O and no progress bar here: :func:`genEval.search.driver.evaluate` owns bat
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,10 +30,42 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from genEval.interfaces import Classifier, Generator, Oracle, SettingError, is_whole
+from genEval.interfaces import Classifier, Generator, Oracle, SettingError, contract_checked_by_caller, is_whole
+from genEval.search.execution import check_batch_size
 
 UPDATE_RULES = ("adam", "sgd", "sign")
 REFERENCES = ("label", "clean_prediction")
+
+#: Per-row whole numbers of the search state (-1: not yet / never).
+_LONGS = (
+    "label",
+    "reference",
+    "oracle_clean_pred",
+    "t",
+    "clean_pred",
+    "recon_pred",
+    "accepted",
+    "rejected_at",
+    "first_fooled",
+    "final_pred",
+    "oracle_start_pred",
+)
+#: What went wrong in a row, read back by :meth:`SearchRows.sync` (in this order).
+_FLAGS = ("bad_grad", "bad_loss", "nan_x", "range_x")
+#: The per-row numbers an Outcome records (with the oracle score and the distances).
+_RECORDED = (
+    "label",
+    "reference",
+    "oracle_clean_pred",
+    "clean_pred",
+    "recon_pred",
+    "start_ok",
+    "accepted",
+    "rejected_at",
+    "first_fooled",
+    "final_pred",
+    "oracle_start_pred",
+)
 
 
 def _bad(key: str, value: Any, expected: str, example: str, note: str = "") -> Any:
@@ -170,6 +202,35 @@ class NonFiniteError(FloatingPointError):
     """The loss or gradient became NaN/inf for some samples."""
 
 
+#: Tolerance of the [0, 1] range check of the decoded images (as :func:`genEval.interfaces.check_images`).
+RANGE_TOL = 1e-4
+
+
+def search_forward(
+    generator: Generator, classifier: Classifier, oracle: Oracle, z: Tensor, label: Tensor, reference: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The forward half of one search step for every row, with no host sync (compiled as one graph under
+    ``compile=true``): ``x_t = D(z_t)``, the logits ``f(x_t)``, the per-row loss ``CE(f(x_t), y)`` whose
+    gradient moves ``z``, and the oracle's verdict on ``x_t`` (accept, score, prediction) for the class it
+    must keep seeing. Shapes: ``z`` (B, *latent), ``label``/``reference`` (B,) long; returns ``x`` (B, C, H, W)
+    in [0, 1], logits (B, K), loss (B,) fp32, accept (B,) bool, scores (B,) float, predictions (B,) long."""
+    x = generator.decode(z)  # x_t = D(z_t); its graph feeds the gradient of the next step
+    logits = classifier(x)  # f(x_t)
+    loss = F.cross_entropy(logits.float(), label, reduction="none")
+    with torch.no_grad():
+        verdict = oracle.judge(x.detach(), reference)  # does the oracle still see the class?
+    return x, logits, loss, verdict.accept.bool(), verdict.scores, verdict.predictions
+
+
+def compiled_forward(options: bool | Mapping[str, Any]) -> Callable[..., Any]:
+    """:func:`search_forward` compiled as one graph (``fullgraph=True``: a graph break is an error, not a slow
+    path) for fixed shapes; ``options`` may name ``torch.compile`` keywords (``mode``, ``backend``)."""
+    kwargs = dict(options) if isinstance(options, Mapping) else {}
+    if kwargs.get("mode") == "default":
+        kwargs.pop("mode")
+    return torch.compile(search_forward, fullgraph=True, dynamic=False, **kwargs)
+
+
 def perturb(
     samples: Iterable[Sample],
     classifier: Classifier,
@@ -181,23 +242,28 @@ def perturb(
     mask: Tensor | None = None,
     device: torch.device | str = "cpu",
     reference: str = "label",
+    compile: bool | Mapping[str, Any] = False,
 ) -> Iterator[Outcome]:
     """Run Algorithm 1 over a stream of samples, ``batch_size`` rows at a time; yields one Outcome per sample
     as soon as it stops (not in input order). ``mask``: optional 0/1 tensor broadcastable to one latent
     (paper 3.2.1 sparse style dims); it limits both the update and the start noise. ``reference``: the class
-    the oracle must keep seeing, the true ``label`` or its own verdict on the clean image."""
-    rows = SearchRows(samples, classifier, generator, oracle, cfg, batch_size, mask, torch.device(device), reference)
+    the oracle must keep seeing, the true ``label`` or its own verdict on the clean image. ``compile``: compile
+    the step (True, or ``torch.compile`` options); the batch then keeps its size to the end, so it compiles once.
+
+    A step makes one host sync (:meth:`SearchRows.sync`: which rows go on, which stopped, what went wrong),
+    plus one when samples stop (their records come back to the host in one transfer)."""
+    rows = SearchRows(
+        samples, classifier, generator, oracle, cfg, batch_size, mask, torch.device(device), reference, bool(compile)
+    )
+    forward = compiled_forward(compile) if compile else search_forward
     while rows.refill():  # rows that stopped take the next sources: z_0 = E(x) + noise, t = 0
-        x = generator.decode(rows.z)  # x_t = D(z_t); its graph feeds the next gradient
-        with torch.no_grad():
-            verdict = oracle.judge(x.detach(), rows.reference)  # does the oracle still see the class?
-        logits = classifier(x)  # f(x_t): the prediction for x_t and the input of the next gradient
-        rows.judge(x.detach(), logits.detach(), verdict)  # t = 0: start check; t >= 1: accept, or reject + stop
-        if rows.any_searching():
-            loss = F.cross_entropy(logits, rows.label, reduction="none")
-            rows.check_finite(loss, "loss")
+        with contract_checked_by_caller():  # the loop checks x itself, without a host sync (SearchRows.judge)
+            x, logits, loss, accept, scores, preds = forward(
+                generator, classifier, oracle, rows.z, rows.label, rows.reference
+            )
+        rows.judge(x.detach(), logits.detach(), loss.detach(), accept, scores, preds)  # t = 0: start check; t >= 1:
+        if rows.sync():  # accept, or reject + stop. True while some row takes another step
             (g,) = torch.autograd.grad((loss * rows.searching).sum(), rows.z)  # grad_z CE(f(D(z_t)), y)
-            rows.check_finite(g, "gradient")
             rows.step(g)  # z_{t+1} = z_t + a * step(g) * M on the rows still searching
         yield from rows.finished()
 
@@ -210,6 +276,10 @@ class SearchRows:
     steps). ``searching`` marks rows that take another step; ``done`` rows are emitted by :meth:`finished`
     and refilled with new sources by :meth:`refill`. New sources are prepared (clean prediction, optional
     FGSM start, encoding, seeded noise, the noiseless reconstruction's prediction) ``n`` at a time.
+
+    All per-row state lives on the device; the host keeps a mirror of which rows hold a sample (``alive``),
+    refreshed by the step's one transfer (:meth:`sync`). ``static``: the batch keeps ``n`` rows to the end
+    (free rows are masked, never dropped), so a compiled step sees one shape.
     """
 
     def __init__(
@@ -223,17 +293,20 @@ class SearchRows:
         mask: Tensor | None,
         device: torch.device,
         reference: str = "label",
+        static: bool = False,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         if reference not in REFERENCES:
             raise ValueError(f"unknown oracle reference {reference!r}; choose one of {', '.join(REFERENCES)}.")
         self.pending, self.ready = iter(samples), deque()
         self.classifier, self.generator, self.oracle, self.cfg = classifier, generator, oracle, cfg
-        self.n, self.dev, self.reference_mode = batch_size, device, reference
-        self.mask, self.mask_checked = mask, mask is None
+        self.n, self.dev, self.reference_mode = check_batch_size(batch_size, nullable=False), device, reference
+        self.mask, self.mask_checked, self.static = mask, mask is None, static
         self.exhausted = False
         self.slots: dict[str, Any] | None = None  # per-row tensors, allocated at the first refill
+        self.alive: list[bool] = []  # host mirror: which rows hold a sample
+        self.done: list[int] = []  # rows whose sample stopped at this step (from the last sync)
+        self.go_on = False
+        self.grad_checked = True  # the last gradient's finiteness was read back (at the sync after it)
 
     # ------------------------------------------------------------------------------------- preparing sources
     def _prepare(self, batch: list[Sample]) -> list[dict[str, Any]]:
@@ -269,6 +342,7 @@ class SearchRows:
         return [
             {
                 "sample": s,
+                "label": y[i],
                 "z0": z0[i],
                 "z_start": z_start[i],
                 "clean_pred": clean_pred[i],
@@ -306,21 +380,10 @@ class SearchRows:
     # ------------------------------------------------------------------------------------------------ rows
     def _allocate(self, first: dict[str, Any], n: int) -> None:
         z, dev = first["z0"], self.dev
-        longs = (
-            "label",
-            "reference",
-            "oracle_clean_pred",
-            "t",
-            "clean_pred",
-            "recon_pred",
-            "accepted",
-            "rejected_at",
-            "first_fooled",
-            "final_pred",
-            "oracle_start_pred",
-        )
-        s: dict[str, Any] = {k: torch.full((n,), -1, dtype=torch.long, device=dev) for k in longs}
-        for k in ("alive", "start_ok", "recon_known", "searching"):
+        s: dict[str, Any] = {k: torch.full((n,), -1, dtype=torch.long, device=dev) for k in _LONGS}
+        for k in ("label", "reference"):  # a free row still goes through the step: give it a valid class
+            s[k].zero_()
+        for k in ("alive", "start_ok", "recon_known", "searching", *_FLAGS):
             s[k] = torch.zeros(n, dtype=torch.bool, device=dev)
         s["oracle_score"], s["samples"] = torch.zeros(n, device=dev), [None] * n
         for k in ("z", "m", "v", "z0", "z_start", "final_z"):
@@ -329,57 +392,52 @@ class SearchRows:
             x_shape = tuple(self.generator.decode(z[None]).shape[1:])  # D(z) may differ in size from x
         for k in ("start_x", "final_x"):
             s[k] = torch.zeros((n, *x_shape), device=dev)
-        self.slots = s
+        self.slots, self.alive = s, [False] * n
 
     def refill(self) -> bool:
-        """Put new sources into the rows that are free; False when no row is left to work on."""
+        """Put new sources into the rows that are free; False when no row is left to work on. Reads only the
+        host mirror of the rows (no sync); preparing a chunk of new sources is the only device work that waits."""
         if self.slots is None:
             fresh = self._take(self.n)
             if not fresh:
                 return False
-            self._allocate(fresh[0], len(fresh))
+            self._allocate(fresh[0], self.n if self.static else len(fresh))
         else:
-            free = (~self.slots["alive"]).nonzero().flatten().tolist()
-            fresh = self._take(len(free))
-            if self.exhausted and not self.ready and not fresh:
+            fresh = self._take(self.alive.count(False))
+            if not self.static and self.exhausted and not self.ready and not fresh:
                 self._compact()
         s = self.slots
         s["z"] = s["z"].detach()
-        free = (~s["alive"]).nonzero().flatten().tolist()
-        for row, item in zip(free, fresh):
-            sample = item["sample"]
-            s["samples"][row] = sample
-            for k, v in (
-                ("label", sample.label),
-                ("reference", item["reference"]),
-                ("t", 0),
-                ("accepted", 0),
-                ("rejected_at", -1),
-                ("first_fooled", -1),
-                ("clean_pred", item["clean_pred"]),
-                ("oracle_clean_pred", item["oracle_clean_pred"]),
-            ):
-                s[k][row] = v
-            s["recon_known"][row] = item["recon_pred"] is not None
-            if item["recon_pred"] is not None:
-                s["recon_pred"][row] = item["recon_pred"]
-            s["z0"][row], s["z_start"][row] = item["z0"], item["z_start"]
-            s["z"][row] = item["z_start"]
-            s["m"][row], s["v"][row] = 0, 0
-            s["alive"][row] = True
-        if not bool(s["alive"].any()):
+        if fresh:
+            rows = [i for i, alive in enumerate(self.alive) if not alive][: len(fresh)]
+            idx = torch.tensor(rows, device=self.dev)
+            known = [item["recon_pred"] is not None for item in fresh]
+            for k in ("label", "reference", "clean_pred", "oracle_clean_pred", "z0", "z_start"):
+                s[k][idx] = torch.stack([item[k] for item in fresh])
+            s["recon_known"][idx] = torch.tensor(known, device=self.dev)
+            s["recon_pred"][idx] = torch.stack(
+                [item["recon_pred"] if k else item["clean_pred"] for item, k in zip(fresh, known)]
+            )  # a placeholder where recon_known is False
+            s["z"][idx] = s["z_start"][idx]
+            for k, v in (("t", 0), ("accepted", 0), ("rejected_at", -1), ("first_fooled", -1), ("m", 0), ("v", 0)):
+                s[k][idx] = v
+            s["alive"][idx] = True
+            for row, item in zip(rows, fresh):
+                s["samples"][row], self.alive[row] = item["sample"], True
+        if not any(self.alive):
             return False
         s["z"] = s["z"].requires_grad_(self.cfg.budget > 0)
-        s["searching"] = torch.zeros_like(s["alive"])
         return True
 
     def _compact(self) -> None:
-        """No sources are left: drop the rows that finished so the tail does not run half-empty batches."""
-        s = self.slots
-        keep = s["alive"].nonzero().flatten()
-        if len(keep) in (0, len(s["alive"])) or len(keep) > len(s["alive"]) // 2:
+        """No sources are left: drop the rows that finished so the tail does not run half-empty batches
+        (not under ``static``, where a new shape would mean a new compilation)."""
+        keep = [i for i, alive in enumerate(self.alive) if alive]
+        if len(keep) in (0, len(self.alive)) or len(keep) > len(self.alive) // 2:
             return
-        self.slots = {k: ([v[i] for i in keep.tolist()] if k == "samples" else v[keep]) for k, v in s.items()}
+        idx = torch.tensor(keep, device=self.dev)
+        self.slots = {k: ([v[i] for i in keep] if k == "samples" else v[idx]) for k, v in self.slots.items()}
+        self.alive = [True] * len(keep)
 
     @property
     def z(self) -> Tensor:
@@ -397,16 +455,15 @@ class SearchRows:
     def searching(self) -> Tensor:
         return self.slots["searching"].to(self.z.dtype)
 
-    def any_searching(self) -> bool:
-        return bool(self.slots["searching"].any())
-
-    def judge(self, x: Tensor, logits: Tensor, verdict: Any) -> None:
-        """Record what the oracle and the classifier said about ``x = D(z_t)`` and decide who goes on."""
+    def judge(self, x: Tensor, logits: Tensor, loss: Tensor, accept: Tensor, scores: Tensor, preds: Tensor) -> None:
+        """Record what the oracle and the classifier said about ``x = D(z_t)`` and decide who goes on; also
+        mark, for :meth:`sync`, losses that are not finite and images outside the [0, 1] contract (on the
+        device: no sync here)."""
         s, cfg = self.slots, self.cfg
-        pred, ok, alive, t = logits.argmax(1), verdict.accept.bool().to(self.dev), s["alive"], s["t"]
+        pred, ok, alive, t = logits.argmax(1), accept.to(self.dev), s["alive"], s["t"]
         start, step = alive & (t == 0), alive & (t > 0)
         s["start_ok"] = torch.where(start, ok, s["start_ok"])
-        s["oracle_start_pred"] = torch.where(start, verdict.predictions.to(self.dev), s["oracle_start_pred"])
+        s["oracle_start_pred"] = torch.where(start, preds.to(self.dev), s["oracle_start_pred"])
         s["recon_pred"] = torch.where(start & ~s["recon_known"], pred, s["recon_pred"])
         s["start_x"] = torch.where(self._rows(start, x), x, s["start_x"])
         keep = start | (step & ok)  # the start image, or an accepted step, becomes the sample's current result
@@ -414,7 +471,7 @@ class SearchRows:
         s["final_pred"] = torch.where(keep, pred, s["final_pred"])
         s["final_x"] = torch.where(self._rows(keep, x), x, s["final_x"])
         s["final_z"] = torch.where(self._rows(keep, s["z"]), s["z"].detach(), s["final_z"])
-        s["oracle_score"] = torch.where(keep, verdict.scores.to(self.dev).float(), s["oracle_score"])
+        s["oracle_score"] = torch.where(keep, scores.to(self.dev).float(), s["oracle_score"])
         fooled = step & ok & (pred != s["label"])
         s["first_fooled"] = torch.where(fooled & (s["first_fooled"] < 0), t, s["first_fooled"])
         s["rejected_at"] = torch.where(step & ~ok, t, s["rejected_at"])
@@ -422,22 +479,46 @@ class SearchRows:
         if cfg.early_stop:
             go_on &= ~fooled
         s["searching"] = go_on & (t < cfg.budget)
+        s["bad_loss"] = s["searching"] & ~torch.isfinite(loss)
+        flat = x.flatten(1)
+        finite = torch.isfinite(flat).all(1)
+        s["nan_x"] = alive & ~finite
+        s["range_x"] = alive & finite & ~((flat >= -RANGE_TOL) & (flat <= 1 + RANGE_TOL)).all(1)
 
-    def check_finite(self, values: Tensor, what: str) -> None:
-        bad = ~torch.isfinite(values.detach().reshape(values.shape[0], -1)).all(dim=1) & self.slots["searching"]
-        if bool(bad.any()):
-            names = [self.slots["samples"][i].source_id for i in bad.nonzero().flatten().tolist()]
-            raise NonFiniteError(
-                f"non-finite {what} for sample(s) {names[:10]}{' ...' if len(names) > 10 else ''}. "
-                "Lower search.step_size, use search.update=sign, or check the classifier/generator "
-                "for overflow (e.g. turn off reduced precision)."
+    def sync(self) -> bool:
+        """The step's one host sync: which rows go on, which stopped, and whether the last gradient, this
+        step's losses or its images broke (raising :class:`NonFiniteError` or the [0, 1] contract's error,
+        naming the samples). Returns True while some row takes another step."""
+        s = self.slots
+        flags = torch.stack([s["searching"], s["alive"] & ~s["searching"], *(s[k] for k in _FLAGS)]).tolist()
+        searching, done, bad_grad, bad_loss, nan_x, range_x = flags
+        for flags, what in ((bad_grad, "gradient"), (bad_loss, "loss"), (nan_x, "image")):
+            if any(flags):
+                raise NonFiniteError(
+                    f"non-finite {what} for sample(s) {self._names(flags)}. Lower search.step_size, use "
+                    "search.update=sign, or check the classifier/generator for overflow (e.g. turn off reduced "
+                    "precision)."
+                )
+        if any(range_x):
+            raise ValueError(
+                f"generator {getattr(self.generator, 'name', type(self.generator).__name__)}: decoded images must "
+                f"lie in [0, 1] (samples {self._names(range_x)}); genEval's contract is float images in [0, 1]: "
+                "clamp the decoder's output into [0, 1] inside the generator."
             )
+        self.done = [i for i, d in enumerate(done) if d]
+        return any(searching)
+
+    def _names(self, flags: list[bool]) -> str:
+        names = [self.slots["samples"][i].source_id for i, f in enumerate(flags) if f]
+        return f"{names[:10]}{' ...' if len(names) > 10 else ''}"
 
     def step(self, g: Tensor) -> None:
         """``z <- z + a * step(g) * M`` on the searching rows; ``step`` is Adam (per-row moments and bias
-        correction at each row's own step count), plain SGD or the sign of the gradient."""
+        correction at each row's own step count), plain SGD or the sign of the gradient. Whether ``g`` is finite
+        is read back at the next :meth:`sync`, before anything the step led to is recorded."""
         s, cfg = self.slots, self.cfg
         on = s["searching"]
+        s["bad_grad"] = on & ~torch.isfinite(g.detach().flatten(1)).all(1)
         t = (s["t"] + 1).clamp(min=1).to(g.dtype)
         if cfg.update == "adam":
             b1, b2 = cfg.adam_betas
@@ -455,48 +536,64 @@ class SearchRows:
         s["t"] = s["t"] + on.long()
 
     def finished(self) -> Iterator[Outcome]:
-        """Emit the rows whose sample stopped at this step (and free them for refilling)."""
-        s = self.slots
-        done = s["alive"] & ~s["searching"]
-        rows = done.nonzero().flatten().tolist()
+        """Emit the rows whose sample stopped at this step (and free them for refilling). Their records come
+        back to the host in one transfer: images and latents are copied asynchronously, and reading the
+        per-row numbers waits for all of it."""
+        rows, self.done = self.done, []
         if not rows:
             return
-        s["alive"] = s["alive"] & ~done
+        s = self.slots
         pick = torch.tensor(rows, device=self.dev)
-        skip = ("samples", "searching", "m", "v", "z", "alive", "recon_known", "t")
-        kept = {k: s[k][pick] for k in s if k not in skip}
+        s["alive"][pick] = False
+        for row in rows:
+            self.alive[row] = False
         as_decoded = getattr(self.generator, "decoded_latents", None)
         quantised = callable(as_decoded)  # keep the latents a quantising decoder sees (on the device, once)
-        kept["final_q"] = as_decoded(kept["final_z"]) if quantised else kept["final_z"]
-        kept["z0_q"] = as_decoded(kept["z0"]) if quantised else kept["z0"]
-        cpu = {k: v.detach().cpu() for k, v in kept.items()}
-        dz = (cpu["final_z"] - cpu["z_start"]).flatten(1)
-        dx = (cpu["final_x"] - cpu["start_x"]).flatten(1)
+        final_z, z0 = s["final_z"][pick], s["z0"][pick]
+        final_x, start_x = s["final_x"][pick], s["start_x"][pick]
+        dz, dx = (final_z - s["z_start"][pick]).flatten(1), (final_x - start_x).flatten(1)
+        numbers = [s[k][pick].double() for k in _RECORDED] + [
+            s["oracle_score"][pick].double(),
+            dz.norm(dim=1).double(),
+            dx.norm(dim=1).double(),
+            dx.abs().amax(1).double() if dx.shape[1] else torch.zeros(len(rows), device=self.dev, dtype=torch.float64),
+        ]
+        tensors = [
+            t.detach().to("cpu", non_blocking=True)
+            for t in (
+                final_x,
+                start_x,
+                as_decoded(final_z) if quantised else final_z,
+                as_decoded(z0) if quantised else z0,
+            )
+        ]
+        table = torch.stack(numbers, 1).tolist()  # the one wait: the copies above were queued before it
         for j, row in enumerate(rows):
-            sample = s["samples"][row]
+            sample, values = s["samples"][row], table[j]
+            ints = dict(zip(_RECORDED, values))
             yield Outcome(
                 source_id=sample.source_id,
                 index=sample.index,
-                label=int(cpu["label"][j]),
-                reference=int(cpu["reference"][j]),
-                oracle_clean_pred=int(cpu["oracle_clean_pred"][j]),
-                clean_pred=int(cpu["clean_pred"][j]),
-                recon_pred=int(cpu["recon_pred"][j]),
-                start_ok=bool(cpu["start_ok"][j]),
-                accepted_steps=int(cpu["accepted"][j]),
-                rejected_at=int(cpu["rejected_at"][j]),
-                first_fooled=int(cpu["first_fooled"][j]),
-                final_pred=int(cpu["final_pred"][j]),
-                oracle_start_pred=int(cpu["oracle_start_pred"][j]),
-                oracle_score=float(cpu["oracle_score"][j]),
-                latent_dist=float(dz[j].norm()),
-                image_dist=float(dx[j].norm()),
-                image_linf=float(dx[j].abs().max()) if dx.shape[1] else 0.0,
+                label=int(ints["label"]),
+                reference=int(ints["reference"]),
+                oracle_clean_pred=int(ints["oracle_clean_pred"]),
+                clean_pred=int(ints["clean_pred"]),
+                recon_pred=int(ints["recon_pred"]),
+                start_ok=bool(ints["start_ok"]),
+                accepted_steps=int(ints["accepted"]),
+                rejected_at=int(ints["rejected_at"]),
+                first_fooled=int(ints["first_fooled"]),
+                final_pred=int(ints["final_pred"]),
+                oracle_start_pred=int(ints["oracle_start_pred"]),
+                oracle_score=values[len(_RECORDED)],
+                latent_dist=values[len(_RECORDED) + 1],
+                image_dist=values[len(_RECORDED) + 2],
+                image_linf=values[len(_RECORDED) + 3],
                 original=sample.x,
-                image=cpu["final_x"][j],
-                start_image=cpu["start_x"][j],
-                latent=cpu["final_q"][j],
-                start_latent=cpu["z0_q"][j],
+                image=tensors[0][j],
+                start_image=tensors[1][j],
+                latent=tensors[2][j],
+                start_latent=tensors[3][j],
             )
 
     @staticmethod

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from genEval.reports.report import write_report
 from genEval.search.driver import evaluate
+from genEval.search.execution import Execution
 from genEval.service.benchmarks import EVALUATE_KEYS
 from genEval.service.db import JobInfo
 from genEval.service.models import UPLOAD_KEY
@@ -49,9 +50,12 @@ def run_job(
     report: Callable[[str, Any], None],
     *,
     build: Callable[[dict], Components],
-    device: str = "auto",
+    execution: Execution | None = None,
 ) -> dict:
     """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job.
+
+    ``execution``: the worker's device, precision, compile...; a batch size or number of loader workers the
+    benchmark (or the submission) fixes takes the place of the worker's own (neither changes a score).
 
     ``report("total", n_images)`` once the data is built, ``report("rep", r)`` as each repetition starts
     (the worker's progress).
@@ -60,13 +64,15 @@ def run_job(
     parts = build(config)
     report("total", len(parts.data) * len(job.seeds))
     settings = {k: config[k] for k in EVALUATE_KEYS if k in config}
+    fixed = {k: settings.pop(k) for k in ("batch_size", "num_workers") if k in settings}
+    execution = replace(Execution.coerce(execution), **{k: v for k, v in fixed.items() if v is not None})
     reps = []
     classifier_id = None
     for r, seed in enumerate(job.seeds):
         report("rep", r)
         record = {
             **config,
-            "device": device,
+            **execution.to_dict(),
             "service": {
                 "job": job.id,
                 "benchmark": job.benchmark,
@@ -86,7 +92,7 @@ def run_job(
             mask=parts.mask,
             seed=int(seed),
             output_dir=out,
-            device=device,
+            execution=execution,
             progress=False,
             save_images=True,
             config=record,

@@ -1,0 +1,288 @@
+"""How a run executes: one settings object for every entry point, and the roles prepared for the device.
+
+:class:`Execution` is the config group ``conf/execution`` (its keys sit at the top level: ``device=cuda
+precision=bf16 compile=true``) and the one object ``geneval``, ``geneval compare`` (every model and repetition),
+``geneval worker`` and service jobs pass to :func:`genEval.search.driver.evaluate`. It is validated once, here,
+and recorded in ``results.json`` under ``execution`` (what was asked, and what took effect).
+
+Precision (``fp32`` default, ``bf16``, ``fp16``; for all roles or per role). Reduced precision converts a frozen
+role's *weights* (``role.to(bf16)``) and casts the role's floating inputs at its boundary, handing fp32 back: the
+search state (latents, Adam moments, gradients, the loss) stays fp32. Weights rather than ``torch.autocast``,
+because autocast re-casts every weight and every normalisation input at every call; on the paper's VQGAN
+decoder that made the bf16 step barely faster than fp32 (issue 26: 309 ms vs 323 ms, against 210 ms with bf16
+weights). Autocast is kept only where a role cannot take converted weights: a role that is not an
+``nn.Module`` (nothing to convert), or one that declares ``precision_mode = "autocast"`` (a compiled program
+such as a ``torch.export`` graph whose constants stay fp32). fp16 is never a default: VAE and VQGAN decoders
+overflow in it, so it warns unless the generator declares ``fp16_safe = True``.
+
+``channels_last`` converts conv weights to NHWC. ``compile`` compiles the search step (decode, classify, loss,
+judge: :func:`genEval.search.perturb.search_forward`) as one graph with ``torch.compile(fullgraph=True,
+dynamic=False)``; the backward to the latent is compiled with it by AOTAutograd. The batch keeps its size for
+the whole run (:class:`~genEval.search.perturb.SearchRows` pads instead of shrinking), so a run compiles once.
+Compiled artefacts are cached under ``$GENEVAL_CACHE/torch_compile``. On CUDA with fp32, TF32 matmuls and
+convolutions are switched on. A setting that cannot work here (compile on a CPU, a torch without triton)
+falls back with one warning line and is recorded as not taken.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from genEval.fileio import cache_dir
+from genEval.interfaces import SettingError, is_whole
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+ROLES = ("classifier", "generator", "oracle")
+#: torch.compile modes (``compile_mode``): ``default``; ``reduce-overhead`` adds CUDA graphs over the fixed-shape
+#: step; ``max-autotune`` also searches kernel configurations (long first compile).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def check_batch_size(value: Any, key: str = "batch_size", nullable: bool = True) -> int | None:
+    """The one check of a batch size: a whole number >= 1 (or null: chosen from memory, when ``nullable``)."""
+    if value is None and nullable:
+        return None
+    if not is_whole(value, 1):
+        raise SettingError(
+            key,
+            value,
+            "a whole number >= 1" + (" or null" if nullable else ""),
+            "64",
+            "null chooses it from the memory one search step needs" if nullable else "",
+        )
+    return int(value)
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; anything else must be a valid torch device."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise SettingError("device", device, "auto, cpu, cuda or cuda:N", "auto") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SettingError("device", str(device), "a device this machine has", "cpu", "no CUDA device is available")
+    return dev
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how fast a run goes; never what it finds, except ``precision`` (bf16 may flip a near-tie, so
+    precision is part of a run's identity, and a run is not resumed under another precision).
+
+    device: ``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``. batch_size: rows searched at once, or None (chosen from
+    the memory one search step needs). num_workers: DataLoader workers decoding images. precision: ``fp32`` |
+    ``bf16`` | ``fp16`` for every role; role_precision: per-role overrides (``{"generator": "bf16"}``; None =
+    ``precision``). channels_last: NHWC convolutions. compile: compile the search step (CUDA; elsewhere eager
+    with a warning). compile_mode: one of :data:`COMPILE_MODES`.
+    """
+
+    device: str = "auto"
+    batch_size: int | None = None
+    num_workers: int = 0
+    precision: str = "fp32"
+    role_precision: Mapping[str, str | None] = field(default_factory=dict)
+    channels_last: bool = False
+    compile: bool = False
+    compile_mode: str = "default"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.device, (str, torch.device)):
+            raise SettingError("device", self.device, "auto, cpu, cuda or cuda:N", "auto")
+        object.__setattr__(self, "device", str(self.device))
+        if self.device != "auto":
+            try:
+                torch.device(self.device)  # the spelling; whether this machine has it is asked at torch_device()
+            except (RuntimeError, TypeError) as err:
+                raise SettingError("device", self.device, "auto, cpu, cuda or cuda:N", "auto") from err
+        object.__setattr__(self, "batch_size", check_batch_size(self.batch_size))
+        if not is_whole(self.num_workers, 0):
+            raise SettingError("num_workers", self.num_workers, "a whole number >= 0", "0")
+        object.__setattr__(self, "num_workers", int(self.num_workers))
+        if self.precision not in PRECISIONS:
+            raise SettingError("precision", self.precision, "one of " + ", ".join(PRECISIONS), "bf16")
+        roles = dict(self.role_precision or {})
+        for role, p in roles.items():
+            if role not in ROLES:
+                raise SettingError("role_precision", {role: p}, "a mapping of " + ", ".join(ROLES), "{generator: bf16}")
+            if p is not None and p not in PRECISIONS:
+                raise SettingError(f"role_precision.{role}", p, "one of " + ", ".join(PRECISIONS) + " or null", "bf16")
+        object.__setattr__(self, "role_precision", roles)
+        for key in ("channels_last", "compile"):
+            if not _is_bool(getattr(self, key)):
+                raise SettingError(key, getattr(self, key), "true or false", "true")
+        if self.compile_mode not in COMPILE_MODES:
+            raise SettingError("compile_mode", self.compile_mode, "one of " + ", ".join(COMPILE_MODES), "default")
+
+    @classmethod
+    def coerce(cls, value: Execution | Mapping[str, Any] | None) -> Execution:
+        """From itself, a mapping of its fields (a config made plain; other keys are ignored), or None (defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValueError(f"execution must be an Execution or a mapping of its fields, got {type(value).__name__}.")
+        return cls(**{f.name: value[f.name] for f in fields(cls) if f.name in value})
+
+    def precision_of(self, role: str) -> str:
+        return self.role_precision.get(role) or self.precision
+
+    def torch_device(self) -> torch.device:
+        return resolve_device(self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["role_precision"] = dict(self.role_precision)
+        return out
+
+
+#: The keys of :class:`Execution`, as they stand at the top level of a command's config.
+EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
+
+
+# ------------------------------------------------------------------------------------------------ the roles
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """Floating tensors (also inside tuples, lists and dataclasses such as a Judgement) cast to ``dtype``."""
+    if torch.is_tensor(value):
+        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast(v, dtype) for v in value)
+    if hasattr(value, "__dataclass_fields__"):
+        return type(value)(**{f: _cast(getattr(value, f), dtype) for f in value.__dataclass_fields__})
+    return value
+
+
+class RoleRunner(nn.Module):
+    """A role at reduced precision, with the role's contract unchanged: fp32 in, fp32 out.
+
+    ``mode="weights"``: the role's weights were converted to ``dtype``; floating inputs are cast to it at the
+    boundary. ``mode="autocast"``: the role runs as built under ``torch.autocast``. Every other attribute (a
+    generator's ``name``, ``downsample``, ``decoded_latents``; an oracle's ``reference``...) is the role's own.
+    """
+
+    def __init__(self, role: Any, dtype: torch.dtype, mode: str, device_type: str) -> None:
+        super().__init__()
+        if isinstance(role, nn.Module):
+            self.role = role
+        else:
+            self.__dict__["role"] = role
+        self.dtype, self.mode, self.device_type = dtype, mode, device_type
+
+    def run(self, fn: Callable, *args: Any) -> Any:
+        if self.mode == "autocast":
+            with torch.autocast(self.device_type, dtype=self.dtype):
+                return _cast(fn(*args), torch.float32)
+        return _cast(fn(*_cast(args, self.dtype)), torch.float32)
+
+    # the three roles' calls (Classifier.__call__, Generator.encode/decode, Oracle.judge)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(self.role, x)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(self.role.encode, x)
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        return self.run(self.role.decode, z)
+
+    def judge(self, x: torch.Tensor, y: torch.Tensor):
+        return self.run(self.role.judge, x, y)
+
+    def prepare(self, class_names: list[str]) -> None:
+        self.role.prepare(class_names)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            role = self._modules.get("role") or self.__dict__.get("role")
+            if role is None:
+                raise
+            return getattr(role, name)
+
+    def extra_repr(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}, {self.mode}"
+
+
+def _mode(role: Any) -> str | None:
+    """How reduced precision reaches ``role``: its weights; autocast when it is not a module or asks for it; and
+    not at all (None) when it is a module without floating weights (a fixed function such as a sigmoid latent
+    space: there is nothing to convert, and casting its inputs would only lose precision)."""
+    if not isinstance(role, nn.Module):
+        return "autocast"
+    if getattr(role, "precision_mode", "weights") == "autocast":
+        return "autocast"
+    has_weights = any(t.is_floating_point() for t in (*role.parameters(), *role.buffers()))
+    return "weights" if has_weights else None
+
+
+def compile_problem(device: torch.device) -> str | None:
+    """None when torch.compile can work here, else the reason it cannot."""
+    if device.type != "cuda":
+        return f"compile needs a CUDA device (this run is on {device.type})"
+    try:
+        import triton  # noqa: F401  (optional: the compiler torch.compile uses on GPUs)
+    except ImportError:
+        return "torch.compile needs triton, which is not installed"
+    return None
+
+
+def use_compile_cache() -> str:
+    """Point inductor's and triton's on-disk caches at ``$GENEVAL_CACHE/torch_compile`` (unless the user set
+    them), so a second start of the same configuration reuses the compiled kernels and graphs."""
+    root = cache_dir() / "torch_compile"
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+
+
+def accelerate(
+    classifier: Any, generator: Any, oracle: Any, execution: Execution, device: torch.device
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The three roles prepared as ``execution`` asks (weights converted in place); returns them and the
+    settings that took effect (``compile`` is True only when the step will really be compiled)."""
+    effective: dict[str, Any] = {"channels_last": bool(execution.channels_last), "tf32": False, "compile": False}
+    if execution.compile:
+        why_not = compile_problem(device)
+        if why_not:
+            log.warning("compile=true ignored: %s; running eagerly.", why_not)
+        else:
+            effective.update(compile=True, compile_mode=execution.compile_mode, compile_cache=use_compile_cache())
+    if device.type == "cuda":
+        fp32_somewhere = any(execution.precision_of(r) == "fp32" for r in ROLES)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = fp32_somewhere
+        effective["tf32"] = fp32_somewhere
+    if execution.precision_of("generator") == "fp16" and not getattr(generator, "fp16_safe", False):
+        log.warning(
+            "precision fp16 for generator %s: VAE/VQGAN decoders overflow in fp16 (NaN/inf images); "
+            "use precision=bf16 instead.",
+            getattr(generator, "name", type(generator).__name__),
+        )
+    out = {}
+    for role, obj in {"classifier": classifier, "generator": generator, "oracle": oracle}.items():
+        prec = execution.precision_of(role)
+        if execution.channels_last and isinstance(obj, nn.Module):
+            obj.to(memory_format=torch.channels_last)
+        mode = None if prec == "fp32" else _mode(obj)
+        if mode is None:
+            out[role] = obj  # fp32, or nothing to convert: the role runs as built
+        else:
+            if mode == "weights":
+                obj.to(PRECISIONS[prec])
+            out[role] = RoleRunner(obj, PRECISIONS[prec], mode, device.type)
+        effective[role] = {"precision": prec if mode or prec == "fp32" else "fp32 (no weights)", "mode": mode}
+    return out["classifier"], out["generator"], out["oracle"], effective
