@@ -31,8 +31,8 @@ What a number means (issue 12, "What must land" 4-6):
   on): ``fp32`` (eager; TF32 on CUDA), ``bf16`` (bf16 weights), ``bf16-cl`` (+ channels_last), ``compile`` (bf16
   weights + the step compiled as one graph), ``compile-cg`` (+ CUDA graphs: ``compile_mode=reduce-overhead``), and
   ``refill``: the setting before it with an oracle that rejects steps (each sample's rejection step drawn once
-  from a seeded geometric law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed chunks of ``batch``
-  sources (one :func:`perturb` per chunk, each running until all its samples stop).
+  from a seeded geometric law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed
+  chunks of ``batch`` sources (one :func:`perturb` per chunk, each running until all its samples stop).
 * The naive reference is the textbook loop: one image at a time, fp32, Adam on ``z`` and two decodes per step
   (one for the gradient, one for the oracle). The speed-up printed is best samples/s over its samples/s, both
   measured in this run with the same roles.
