@@ -67,9 +67,9 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     from genEval.commands import CONF_DIR, build
-    from genEval.search.driver import _collate
     from genEval.search.execution import resolve_device
     from genEval.search.perturb import SearchConfig, perturb
+    from genEval.search.sources import collate as _collate
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)

@@ -17,6 +17,31 @@ Contract (every backend obeys it; the engine checks it at run time):
 These are ``typing.Protocol`` classes: the roles share no machinery, so there is no base class
 to inherit from. Any object with the right attributes works.
 
+Optional hooks (the plug-in contract beyond the protocols): :data:`HOOKS` names every optional attribute the
+engine reads from a role or a data set, with its default and what it changes, and :func:`hook` is the one place
+the engine reads one (``tests/test_plugin_contract.py`` fails when the engine reads an attribute of a role that
+is not declared here). A backend that has none of them works; each one it has refines a run:
+
+======================  ==========================  ==========  ===========================================
+hook                    on                          default     what it does
+======================  ==========================  ==========  ===========================================
+``name``                every role, data            None        the id recorded in results (None: class name)
+``class_names``         classifier                  None        its classes: folders map onto them by name
+``num_classes``         classifier                  None        checked against the data's classes
+``precision_mode``      classifier, generator,      "weights"   ``"autocast"``: reduced precision by autocast
+                        oracle                                  (a compiled program), not converted weights
+``fp16_safe``           generator                   False       True: ``precision=fp16`` does not warn
+``decoded_latents``     generator                   None        ``z -> z`` as the decoder sees it (VQ snapping);
+                                                                saved latents and masks use it
+``reference``           oracle                      None        ``label`` | ``clean_prediction``: what the
+                                                                oracle keeps (None: ``label``)
+``with_seed``           data                        None        ``seed -> data`` re-drawn (a random subset)
+``source_id``           data                        None        ``i -> id`` without decoding the image
+``subset_info``         data                        None        ``() -> dict``: how the sources were chosen
+``skip_unreadable``     data                        False       skip undecodable sources instead of stopping
+``labels``              data                        None        every label without decoding (mask=auto)
+======================  ==========================  ==========  ===========================================
+
 Two errors every layer shares: :class:`SettingError` (a setting with a value of the wrong type or range; the
 command layer prefixes the config group, so the user reads ``data.limit``) and :class:`UnreadableSource` (a
 source image that cannot be decoded; the driver skips it when the data set's ``skip_unreadable`` is set).
@@ -27,7 +52,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -73,6 +98,56 @@ class ImageDataset(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, index: int) -> tuple[Tensor, int, str]: ...
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One optional attribute of a plug-in (see the module docstring): its ``name``, the ``roles`` that may have it
+    (``classifier``, ``generator``, ``oracle``, ``data``), the ``default`` the engine assumes without it, and
+    ``meaning``."""
+
+    name: str
+    roles: tuple[str, ...]
+    default: Any
+    meaning: str
+
+
+#: Every optional hook the engine reads, by name (the table of the module docstring).
+HOOKS: dict[str, Hook] = {
+    h.name: h
+    for h in (
+        Hook("name", ("classifier", "generator", "oracle", "data"), None, "id recorded in results; None: class name"),
+        Hook("class_names", ("classifier",), None, "the classes of the logits, in order: folders map onto them"),
+        Hook("num_classes", ("classifier",), None, "the number of logits, checked against the data's classes"),
+        Hook(
+            "precision_mode",
+            ("classifier", "generator", "oracle"),
+            "weights",
+            "how precision=bf16|fp16 reaches the role: converted weights, or autocast (a compiled program)",
+        ),
+        Hook("fp16_safe", ("generator",), False, "the decoder does not overflow in fp16 (else precision=fp16 warns)"),
+        Hook("decoded_latents", ("generator",), None, "z -> the latents the decoder decodes (a codebook snaps them)"),
+        Hook("reference", ("oracle",), None, "what the oracle keeps seeing: label | clean_prediction (None: label)"),
+        Hook("with_seed", ("data",), None, "seed -> the data re-drawn with that seed (a random data.limit subset)"),
+        Hook("source_id", ("data",), None, "position -> source id without decoding the image"),
+        Hook("subset_info", ("data",), None, "() -> how the sources were chosen (recorded in the run's identity)"),
+        Hook("skip_unreadable", ("data",), False, "skip sources that cannot be decoded instead of stopping"),
+        Hook("labels", ("data",), None, "every source's label without decoding it (mask=auto stratifies by it)"),
+    )
+}
+
+
+def hook(obj: Any, name: str) -> Any:
+    """The optional hook ``name`` of ``obj`` (a role or a data set), or its declared default: the one place the
+    engine reads a hook. A name :data:`HOOKS` does not declare is a KeyError (declare it there first)."""
+    if name not in HOOKS:
+        raise KeyError(f"{name!r} is not a hook of genEval.interfaces.HOOKS; declare it there (name, roles, default).")
+    return getattr(obj, name, HOOKS[name].default)
+
+
+def component_id(obj: Any) -> str:
+    """The id a component is recorded under: its ``name`` hook, else its class name."""
+    return str(hook(obj, "name") or type(obj).__name__)
 
 
 def is_whole(value: object, low: float = float("-inf")) -> bool:

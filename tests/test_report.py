@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -174,8 +175,8 @@ def test_transfer_matrix_is_shown_when_transfer_csv_is_next_to_the_input(compari
 
 
 def test_pa_by_budget_known_answer():
-    recs = [dict(validated=True, first_fooled=f, recon_pred=0, label=0) for f in (1, 3, -1, -1)]
-    recs.append(dict(validated=False, first_fooled=-1, recon_pred=1, label=0))  # not validated: not counted
+    recs = [SimpleNamespace(validated=True, first_fooled=f, recon_pred=0, label=0) for f in (1, 3, -1, -1)]
+    recs.append(SimpleNamespace(validated=False, first_fooled=-1, recon_pred=1, label=0))  # not validated: not counted
     ts, pa = pa_by_budget(recs, 4)
     assert ts.tolist() == [0, 1, 2, 3, 4]
     assert pa.tolist() == [100.0, 75.0, 75.0, 50.0, 50.0]

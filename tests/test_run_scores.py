@@ -14,8 +14,9 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.runs.rundir import SampleRecord, Shard
+from genEval.runs.rundir import SampleRecord
 from genEval.runs.summary import summarize
+from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
 
 CLASSES = ["a", "b", "c", "d"]
@@ -63,18 +64,17 @@ def run(records, config=None):
     return summarize(
         records,
         CLASSES,
-        seed=0,
+        Scoring.coerce({"interval": "wilson", "n_boot": 200, "gap_warn_points": 10.0, **config}),
+        identity={
+            "seed": 0,
+            "components": {"classifier": "c", "generator": "g", "oracle": "o", "data": "d"},
+            "shard": {"index": 0, "count": 1},
+        },
         seed_drawn=False,
-        interval="wilson",
-        n_boot=200,
-        gap_warn_points=10.0,
-        components={"classifier": "c", "generator": "g", "oracle": "o", "data": "d"},
         config=config,
         device="cpu",
         run_dir=None,
         timings={},
-        shard=Shard(),
-        identity={},
     )
 
 
@@ -114,7 +114,9 @@ def test_results_json_carries_the_new_scores_with_intervals_and_counts():
     assert res.metrics["fmr_validated"] == fmr_v["value"] and "oracle_start_accuracy" not in res.metrics
     text = res.summary()
     assert "SA_v 87.50 [" in text and "(7/8: SA over the validated samples)" in text
-    assert "VR_cond 88.89 [" in text and "FMR_v 57.14 [" in text and "(9/10), start reconstructions 80.00" in text
+    assert "VR_cond 88.89 [" in text and "FMR_v 57.14 [" in text
+    assert "oracle clean acc. 90.00 [" in text and "(9/10: the oracle's own verdict" in text
+    assert "oracle recon. acc. 80.00 [" in text
     assert "unchanged 12.50 [" in text
     assert res.per_class[0]["sa_low"] is not None and res.per_class[0]["oracle_clean_accuracy"] == 90.0
 

@@ -417,7 +417,7 @@ def test_cluster_launcher_presets_compose_with_their_plugins(launcher, plugin, c
 
 # ------------------------------------------------------------------------------------------- progress
 def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_path, caplog):
-    caplog.set_level("INFO", logger="genEval.search.driver")
+    caplog.set_level("INFO", logger="genEval.search")
 
     def lines(name: str, interval: float) -> tuple[list[str], object]:
         caplog.clear()

@@ -11,7 +11,7 @@ from genEval.scores.definitions import SCORES, fmr_value, score_values
 from genEval.scores.effective_robustness import er_intervals, fit_effective_robustness
 from genEval.scores.intervals import bootstrap_scores, model_draws, proportion
 from genEval.scores.label_free import hard_softmax_corr, softmax_corr
-from genEval.scores.outcomes import COLUMNS, Outcomes
+from genEval.scores.outcomes import COLUMNS, Outcomes, SampleRecord
 from genEval.scores.rankings import kendall_tau, metric_differences, rank, rank_stability, spearman
 from genEval.scores.run_scores import compute_scores, per_class_table
 
@@ -387,8 +387,9 @@ def test_per_class_table_known_answer():
 
 
 def test_outcomes_from_records_and_length_check():
+    common = dict(index=0, accepted_steps=0, first_fooled=-1, oracle_score=0.5, latent_dist=0.0, image_dist=0.0)
     recs = [
-        dict(
+        SampleRecord(
             source_id=7,
             label=1,
             clean_pred=1,
@@ -401,8 +402,9 @@ def test_outcomes_from_records_and_length_check():
             oracle_start_pred=0,
             image_linf=0.9 / 255,
             reference=1,
+            **common,
         ),
-        dict(
+        SampleRecord(
             source_id="x",
             label=0,
             clean_pred=1,
@@ -415,6 +417,7 @@ def test_outcomes_from_records_and_length_check():
             oracle_start_pred=0,
             image_linf=1 / 255,
             reference=0,
+            **common,
         ),
     ]
     o = Outcomes.from_records(recs)
@@ -425,9 +428,10 @@ def test_outcomes_from_records_and_length_check():
     assert o.oracle_clean.tolist() == [True, False] and o.oracle_recon.tolist() == [False, True]
     assert o.unchanged.tolist() == [True, False]  # strictly less than 1/255
     assert o.predictions.tolist() == [2, 0] and o.references.tolist() == [1, 0]
+    assert Outcomes.from_records([r.to_dict() for r in recs]).clean.tolist() == [True, False]  # samples.jsonl lines
     with pytest.raises(ValueError, match=r"Outcomes.clean has 1 entries for 2 source ids"):
         outcomes(["a", "b"], [1], [1, 1], [1, 1])
-    old = [{k: v for k, v in recs[0].items() if k not in ("oracle_clean_pred", "image_linf")}]
+    old = [{k: v for k, v in recs[0].to_dict().items() if k not in ("oracle_clean_pred", "image_linf")}]
     with pytest.raises(ValueError, match=r"lack oracle_clean_pred, image_linf: .* older genEval; rerun"):
         Outcomes.from_records(old)
 

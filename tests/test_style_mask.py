@@ -15,6 +15,8 @@ from omegaconf import OmegaConf
 from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
 from genEval import evaluate
+from genEval.masks.fit import _split_groups
+from genEval.masks.regularisation import _l1_penalty_kwargs
 from genEval.runs.rundir import load_latent_file, read_results, read_samples
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import (
@@ -22,8 +24,6 @@ from genEval.style_mask import (
     AutoMask,
     SparseMask,
     StyleMask,
-    _l1_penalty_kwargs,
-    _split_groups,
     fit_mask_from_run,
     fit_style_mask,
     plot_style_mask,
@@ -231,7 +231,7 @@ def test_check_compatible(fitted, caplog):
         r"with latent shape \(32, 8, 8\)",
     ):
         fitted.check_compatible("taef2", (32, 8, 8))
-    with caplog.at_level(logging.WARNING, logger="genEval.style_mask"):
+    with caplog.at_level(logging.WARNING, logger="genEval.masks"):
         fitted.check_compatible("taef2", (4, 4, 4), dataset="cifar10")
     assert "fitted on data set 'toyset' but this run uses 'cifar10'" in caplog.text
 
@@ -519,7 +519,7 @@ def _weak_shift(n: int, shift: float, seed: int = 0):
 
 def test_auto_C_is_C1_when_that_selects_dims(caplog):
     start, final = _weak_shift(30, 0.6)
-    with caplog.at_level("WARNING", logger="genEval.style_mask"):
+    with caplog.at_level("WARNING", logger="genEval.masks"):
         auto = fit_style_mask(start, final, generator="g", dataset="d", solver="liblinear")  # C="auto", the default
     one = fit_style_mask(start, final, generator="g", dataset="d", solver="liblinear", C=1.0)
     assert auto.C == 1.0 and torch.equal(auto.mask, one.mask) and auto.n_selected > 0
@@ -532,7 +532,7 @@ def test_auto_C_searches_when_C1_selects_nothing(caplog):
     kw = {"generator": "g", "dataset": "d"}  # saga, the default
     with pytest.raises(ValueError, match="every weight is zero"):
         fit_style_mask(start, final, C=1.0, **kw)  # an explicit C=1 still means C=1
-    with caplog.at_level("WARNING", logger="genEval.style_mask"):
+    with caplog.at_level("WARNING", logger="genEval.masks"):
         m = fit_style_mask(start, final, **kw)
     assert "C=1 selects no latent dim on 48 training samples" in caplog.text
     assert m.C > 1.0 and 1 <= m.n_selected <= int(0.02 * 256) and m.sparsity >= 98.0

@@ -38,9 +38,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.interfaces import SettingError
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import EXECUTION_FIELDS, Execution
 from genEval.search.perturb import NonFiniteError
+
+#: The config keys of the scoring and output bundles (at the top level of conf/config.yaml and conf/compare.yaml).
+SCORING_FIELDS = tuple(Scoring.__dataclass_fields__)
+OUTPUT_FIELDS = tuple(f for f in RunOutput.__dataclass_fields__ if f != "dir")
 
 #: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a
 #: link to this folder, where users and docs look for them.
@@ -188,6 +195,25 @@ def build_data(cfg: DictConfig, classifier: Any, role: str = "data") -> Any:
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config node (dicts and lists), for the library and for records."""
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def scoring_from(cfg: DictConfig) -> Scoring:
+    """The scoring settings of a command's config (``interval``, ``n_boot``, ``gap_warn_points``,
+    ``oracle_warn_accuracy`` at the top level) as the bundle ``genEval.evaluate`` takes."""
+    return Scoring.coerce({k: plain(cfg[k]) for k in SCORING_FIELDS if k in cfg})
+
+
+def output_from(cfg: DictConfig, run_dir: str | Path | None) -> RunOutput:
+    """What a run of a command's config writes and shows (``save_latents``, ``save_images``, ``grid_size``,
+    ``progress``, ``log_interval`` at the top level), into ``run_dir``."""
+    return RunOutput(run_dir, **{k: plain(cfg[k]) for k in OUTPUT_FIELDS if k in cfg})
+
+
+def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
+    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``n_boot``, ``rank_by``; the bootstrap seed
+    and level at their defaults) as the one object compare, ablation and re-ranking take."""
+    given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
+    return ComparisonSettings(**given)
 
 
 def execution_from(cfg: DictConfig) -> Execution:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import replace
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig
@@ -30,14 +31,18 @@ from genEval.commands import (
     classifier_factories,
     classifier_nodes,
     command,
+    comparison_settings_from,
     config_nodes,
     execution_from,
     hydra_output_dir,
+    output_from,
     plain,
+    scoring_from,
 )
 from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.report import write_report
 from genEval.runs.shards import resolve_run_dir
 from genEval.search.perturb import SearchConfig
@@ -85,17 +90,15 @@ def _run_configs(cfg: DictConfig, nodes: dict[str, DictConfig], generator: DictC
 
 
 def _evaluate_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The bundles every run of the comparison gets (its directory and bootstrap come from the comparison)."""
     return dict(
         execution=execution_from(cfg),  # device, batch size, precision, compile: the same for every model and run
-        interval=str(cfg.interval),
-        grid_size=int(cfg.grid_size),
-        gap_warn_points=float(cfg.gap_warn_points),
-        save_images=bool(cfg.save_images),
-        save_latents=bool(cfg.save_latents),
+        output=output_from(cfg, None),
+        scoring=scoring_from(cfg),
     )
 
 
-def _run_models(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
+def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> Comparison | GeneratorAblation:
     """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), then compare."""
     nodes, baselines = _models(cfg)
     generators = _generators(cfg)
@@ -107,10 +110,10 @@ def _run_models(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
         repetitions=int(cfg.repetitions),
         seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
         progress=cfg.get("progress"),
-        baselines=baselines,
+        settings=replace(settings, baselines=baselines),
         allow_self_judging=bool(cfg.get("allow_self_judging", False)),
+        out_dir=out_dir,
         **_evaluate_kwargs(cfg),
-        **common,
     )
     factories = classifier_factories(nodes, "classifiers")
     data, oracle = build(cfg.data, "data"), build(cfg.oracle, "oracle")
@@ -128,26 +131,25 @@ def _run_models(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
     )
 
 
-def _aggregate_runs(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
+def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> Comparison | GeneratorAblation:
     """Aggregate (re-rank) existing runs; runs made by a generator ablation give an ablation again."""
     runs = cfg.runs
     paths = [str(resolve_run_dir(r)) for r in ([runs] if isinstance(runs, str) else runs)]  # a sweep: its merged run
-    baselines = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
     groups = runs_by_generator(paths)
     if len(groups) > 1:
-        ab = aggregate_ablation(groups, baselines=baselines, **common)
+        ab = aggregate_ablation(groups, settings, out_dir=out_dir)
         if cfg.get("report", True):
             for comp in ab.comparisons.values():
                 write_report(comp)
         return ab
-    return aggregate(paths, baselines=baselines, **common)
+    return aggregate(paths, settings, out_dir=out_dir)
 
 
 @command("compare", config="compare")
 def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
-    common = dict(out_dir=out_dir, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot), rank_by=str(cfg.rank_by))
-    result = _aggregate_runs(cfg, **common) if cfg.get("runs") else _run_models(cfg, **common)
+    settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here
+    result = _aggregate_runs(cfg, settings, out_dir) if cfg.get("runs") else _run_models(cfg, settings, out_dir)
     if cfg.get("report", True):
         write_report(result)
     print(result.summary())

@@ -17,7 +17,16 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from genEval.commands import build, build_data, command, execution_from, hydra_output_dir, plain
+from genEval.commands import (
+    build,
+    build_data,
+    command,
+    execution_from,
+    hydra_output_dir,
+    output_from,
+    plain,
+    scoring_from,
+)
 from genEval.commands.settings import Setting, check_node, check_settings
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
@@ -106,15 +115,8 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         mask=mask,
         seed=cfg.seed,
         execution=execution,
-        output_dir=run_dir,
-        progress=cfg.progress,
-        log_interval=cfg.log_interval,
-        interval=cfg.interval,
-        n_boot=cfg.n_boot,
-        grid_size=cfg.grid_size,
-        gap_warn_points=cfg.gap_warn_points,
-        save_latents=cfg.save_latents,
-        save_images=cfg.save_images,
+        output=output_from(cfg, run_dir),
+        scoring=scoring_from(cfg),
         shard=shard,
         config=plain(cfg),
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from genEval.commands import command, plain, require
+from genEval.masks import AUTO, AUTO_C, fit_mask_from_run, plot_style_mask
 from genEval.runs.shards import resolve_run_dir
-from genEval.style_mask import AUTO, AUTO_C, fit_mask_from_run, plot_style_mask
 
 FIT_KEYS = ("C", "solver", "target_sparsity", "target_score", "test_fraction", "max_iter", "seed")
 

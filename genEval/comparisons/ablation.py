@@ -27,7 +27,7 @@ import io
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,9 @@ from genEval.comparisons.aggregate import build_comparison, compare
 from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import Comparison, score_label, write_comparison
 from genEval.comparisons.loading import LoadedRun, load_runs
-from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by, rank_draws, rank_reason
+from genEval.comparisons.ranking import rank_draws, rank_reason
 from genEval.comparisons.repetitions import build_entry, check_model_names, repetition_seeds
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 from genEval.runs.rundir import find_run_dirs, read_results
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
@@ -307,19 +308,16 @@ def _agreement(
 
 def build_ablation(
     runs: Mapping[str, Mapping[str, list[LoadedRun]]],
+    settings: ComparisonSettings | None = None,
     *,
-    baselines: Sequence[str] | None = None,
-    er_min_r2: float = 0.8,
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    repetition_seeds: list[int] | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
     comparisons: Mapping[str, Comparison] | None = None,
+    **given: Any,
 ) -> GeneratorAblation:
     """Aggregate loaded runs (generator -> model -> repetitions) into a :class:`GeneratorAblation`; no I/O.
-    ``comparisons``: the per-generator comparisons when already built (else built here)."""
-    rank_by = check_rank_by(rank_by)
+    ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`; its fields may also be
+    given as keywords). ``comparisons``: the per-generator comparisons when already built (else built here)."""
+    settings = ComparisonSettings.coerce(settings, **given)
+    rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     if len(runs) < 2:
         raise ValueError(f"a generator ablation needs at least 2 generators, got {list(runs)}.")
     gens = list(runs)
@@ -327,17 +325,8 @@ def build_ablation(
     comps = dict(comparisons or {})
     for g in gens:
         if g not in comps:
-            comps[g] = build_comparison(
-                runs[g],
-                baselines=baselines,
-                er_min_r2=er_min_r2,
-                n_boot=n_boot,
-                seed=seed,
-                level=level,
-                repetition_seeds=repetition_seeds,
-                rank_by=rank_by,
-            )
-    num_classes = int(next(iter(runs[gens[0]].values()))[0].results["scores"]["num_classes"])
+            comps[g] = build_comparison(runs[g], settings)
+    num_classes = int(next(iter(runs[gens[0]].values()))[0].results.scores.num_classes)
     keys = ("sa", "pa", "fmr", *((rank_by,) if rank_by not in ("sa", "pa", "fmr", "er") else ()))
     _, draws, n_sources = model_draws(
         [[r.outcomes for r in runs[g][m]] for g in gens for m in models], num_classes, keys, n_boot, seed
@@ -377,7 +366,7 @@ def build_ablation(
         rank_reason=rank_reason(rank_by),
         n_boot=n_boot,
         level=level,
-        repetition_seeds=list(repetition_seeds or first.settings.repetition_seeds),
+        repetition_seeds=list(settings.repetition_seeds or first.settings.repetition_seeds),
         warnings=warnings,
     )
 
@@ -417,8 +406,8 @@ def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[P
     generator``); runs without one are grouped under None. Folders are searched for runs."""
     grouped: dict[str | None, list[Path]] = {}
     for p in find_run_dirs(list(run_dirs)):
-        rec = (read_results(p).get("config") or {}).get("comparison") or {}
-        grouped.setdefault(rec.get("generator"), []).append(p)
+        rec = read_results(p).config.comparison
+        grouped.setdefault(None if rec is None else rec.generator, []).append(p)
     if len(grouped) > 1 and None in grouped:
         log.info("generator ablation: %d run(s) without a recorded generator left out", len(grouped[None]))
         del grouped[None]
@@ -427,29 +416,15 @@ def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[P
 
 def aggregate_ablation(
     run_dirs: Mapping[str, Sequence[str | Path]],
+    settings: ComparisonSettings | None = None,
     *,
     out_dir: str | Path | None = None,
-    baselines: Sequence[str] | None = None,
-    er_min_r2: float = 0.8,
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    repetition_seeds: list[int] | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
+    **given: Any,
 ) -> GeneratorAblation:
     """A :class:`GeneratorAblation` from finished runs: generator -> its run directories (or folders holding
     them). With ``out_dir`` its files are written there (per-generator comparisons in ``generators/<name>/``)."""
     runs = {str(g): load_runs([str(d) for d in dirs]) for g, dirs in run_dirs.items()}
-    ab = build_ablation(
-        runs,
-        baselines=baselines,
-        er_min_r2=er_min_r2,
-        n_boot=n_boot,
-        seed=seed,
-        level=level,
-        repetition_seeds=repetition_seeds,
-        rank_by=rank_by,
-    )
+    ab = build_ablation(runs, ComparisonSettings.coerce(settings, **given))
     return ab if out_dir is None else write_ablation(ab, out_dir)
 
 
@@ -460,15 +435,11 @@ def compare_generators(
     oracle: Any,
     search: Any = None,
     *,
+    out_dir: str | Path,
     repetitions: int = 1,
     seeds: Sequence[int] | int | None = None,
-    out_dir: str | Path,
-    baselines: Sequence[str] | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
+    settings: ComparisonSettings | None = None,
     allow_self_judging: bool = False,
-    n_boot: int = 1000,
-    level: float = 0.95,
-    er_min_r2: float = 0.8,
     run_configs: Mapping[str, Mapping[str, dict]] | None = None,
     on_comparison: Callable[[Comparison], Any] | None = None,
     **compare_kwargs: Any,
@@ -478,9 +449,13 @@ def compare_generators(
     ``out_dir``.
 
     ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
-    after). ``run_configs``: generator -> model -> the config recorded in each run. ``on_comparison``: called with
-    each generator's finished comparison (e.g. to write its report). Other keyword arguments go to ``compare``.
+    after). ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`; its fields may also
+    be given as keywords). ``run_configs``: generator -> model -> the config recorded in each run.
+    ``on_comparison``: called with each generator's finished comparison (e.g. to write its report). Other keyword
+    arguments go to ``compare``.
     """
+    given = {k: compare_kwargs.pop(k) for k in [f.name for f in fields(ComparisonSettings)] if k in compare_kwargs}
+    settings = ComparisonSettings.coerce(settings, **given)
     names = [str(g) for g in generators]
     if len(names) < 2:
         raise ValueError(
@@ -488,7 +463,6 @@ def compare_generators(
         )
     check_model_names(names)
     check_model_names(list(classifiers))
-    check_rank_by(rank_by)
     seeds_used = repetition_seeds(seeds, repetitions)
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)  # once, not per generator
     comps: dict[str, Comparison] = {}
@@ -500,15 +474,11 @@ def compare_generators(
             entry,  # a generator or a factory: compare builds it, one generator in memory at a time
             oracle,
             search,
+            out_dir=Path(out_dir) / "generators" / name,
             repetitions=repetitions,
             seeds=seeds_used,
-            out_dir=Path(out_dir) / "generators" / name,
-            baselines=baselines,
-            rank_by=rank_by,
+            settings=settings,
             allow_self_judging=True,  # checked above
-            n_boot=n_boot,
-            level=level,
-            er_min_r2=er_min_r2,
             run_configs=(run_configs or {}).get(name),
             record={"generator": name, "generators": names},
             **compare_kwargs,
@@ -516,14 +486,5 @@ def compare_generators(
         if on_comparison is not None:
             on_comparison(comps[name])
     runs = {g: load_runs([d for m in c.models for d in c.runs[m]]) for g, c in comps.items()}
-    ab = build_ablation(
-        runs,
-        baselines=baselines,
-        er_min_r2=er_min_r2,
-        n_boot=n_boot,
-        level=level,
-        repetition_seeds=seeds_used,
-        rank_by=rank_by,
-        comparisons=comps,
-    )
+    ab = build_ablation(runs, settings.with_seeds(seeds_used), comparisons=comps)
     return write_ablation(ab, out_dir)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,6 @@ from genEval.comparisons.leaderboard import (
 from genEval.comparisons.loading import LoadedRun, load_runs
 from genEval.comparisons.ranking import (
     DEFAULT_RANK_BY,
-    check_rank_by,
     rank_draws,
     rank_per_rep,
     rank_reason,
@@ -57,7 +57,9 @@ from genEval.comparisons.rows import (
     order_models,
     score_entries,
 )
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
+from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
 from genEval.scores.rankings import (
@@ -65,7 +67,7 @@ from genEval.scores.rankings import (
     rank_stability,
     spearman,
 )
-from genEval.scores.run_scores import per_class_table
+from genEval.scores.run_scores import Scoring, per_class_table
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +75,12 @@ log = logging.getLogger(__name__)
 def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     """The class names all runs share; a run on other classes is an error."""
     first = next(iter(runs.values()))[0]
-    class_names = list(first.results.get("class_names") or [])
+    class_names = list(first.results.class_names)
     for name, reps in runs.items():
         for run in reps:
-            if list(run.results.get("class_names") or []) != class_names:
+            if list(run.results.class_names) != class_names:
                 raise ValueError(
-                    f"run {run.run_dir} ({name}) has classes {run.results.get('class_names')} but "
+                    f"run {run.run_dir} ({name}) has classes {run.results.class_names} but "
                     f"{first.run_dir} has {class_names}; compare runs on the same data."
                 )
     return class_names
@@ -87,7 +89,7 @@ def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
 def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     out = []
     for role in ("data", "generator", "oracle"):
-        ids = {str((r.results.get("components") or {}).get(role)) for reps in runs.values() for r in reps}
+        ids = {str(r.results.components.get(role)) for reps in runs.values() for r in reps}
         if len(ids) > 1:
             out.append(
                 f"the runs use different {role}s ({', '.join(sorted(ids))}); differences then mix the "
@@ -96,35 +98,23 @@ def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     return out
 
 
-def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[dict]:
+def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[ComparisonRecord]:
     """``config.comparison`` of the first model's runs (what compare() recorded), one per repetition."""
     first = next(iter(runs.values()))
-    return [(r.results.get("config") or {}).get("comparison") or {} for r in first]
+    return [r.results.config.comparison or ComparisonRecord() for r in first]
 
 
 def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
     """The baselines the comparison that made ``runs`` fitted ER on (``config.comparison.baselines``), when every
     run records the same ones and all of them are among ``runs``; else None."""
-    found = {
-        tuple(((r.results.get("config") or {}).get("comparison") or {}).get("baselines") or ())
-        for reps in runs.values()
-        for r in reps
-    }
+    found = {(r.results.config.comparison or ComparisonRecord()).baselines for reps in runs.values() for r in reps}
     if len(found) != 1 or not (names := list(next(iter(found)))) or not set(names) <= set(runs):
         return None
     return names
 
 
 def _settings(
-    runs: Mapping[str, list[LoadedRun]],
-    num_classes: int,
-    n_boot: int,
-    seed: int,
-    level: float,
-    er_min_r2: float,
-    repetition_seeds: list[int] | None,
-    baselines: set[str],
-    rank_by: str,
+    runs: Mapping[str, list[LoadedRun]], num_classes: int, settings: ComparisonSettings, baselines: set[str]
 ) -> Settings:
     first_reps = next(iter(runs.values()))
     first = first_reps[0].results
@@ -135,23 +125,24 @@ def _settings(
         else "bootstrap over source images, all repetitions resampled together (one repetition: the run's own)"
     )
     recorded = _comparison_record(runs)
+    seeds = settings.repetition_seeds
     return Settings(
         repetitions=n_reps[0] if len(n_reps) == 1 else n_reps,
-        n_boot=n_boot,
-        level=level,
-        bootstrap_seed=seed,
-        er_min_r2=er_min_r2,
+        n_boot=settings.n_boot,
+        level=settings.level,
+        bootstrap_seed=settings.seed,
+        er_min_r2=settings.er_min_r2,
         interval_note=note,
-        repetition_seeds=repetition_seeds or [r.results.get("seed") for r in first_reps],
+        repetition_seeds=list(seeds) if seeds else [r.results.seed for r in first_reps],
         num_classes=num_classes,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
-        components={k: (first.get("components") or {}).get(k) for k in ("data", "generator", "oracle", "mask")},
-        search=(first.get("config") or {}).get("search"),
+        components={k: first.components.get(k) for k in ("data", "generator", "oracle", "mask")},
+        search=dict(first.config.search) or None,
         baselines=sorted(baselines) or None,
-        mask=recorded[0].get("mask"),
-        data_seeds=[c.get("data_seed") for c in recorded],
-        rank_by=rank_by,
-        rank_reason=rank_reason(rank_by),
+        mask=recorded[0].mask,
+        data_seeds=[c.data_seed for c in recorded],
+        rank_by=settings.rank_by,
+        rank_reason=rank_reason(settings.rank_by),
     )
 
 
@@ -168,24 +159,19 @@ def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
 
 
 def build_comparison(
-    runs: Mapping[str, list[LoadedRun]],
-    *,
-    baselines: Sequence[str] | None = None,
-    er_min_r2: float = 0.8,
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    repetition_seeds: list[int] | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
+    runs: Mapping[str, list[LoadedRun]], settings: ComparisonSettings | None = None, **given: Any
 ) -> Comparison:
-    """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by ``rank_by``
-    (:mod:`genEval.comparisons.ranking`); no I/O."""
+    """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by
+    ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O. ``given``: fields of
+    :class:`~genEval.comparisons.settings.ComparisonSettings` on top of ``settings``."""
     if not runs:
         raise ValueError("no runs to compare.")
-    rank_by = check_rank_by(rank_by)
+    settings = ComparisonSettings.coerce(settings, **given)
+    rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     class_names = _check_same_classes(runs)
-    num_classes = int(next(iter(runs.values()))[0].results["scores"]["num_classes"])
+    num_classes = int(next(iter(runs.values()))[0].results.scores.num_classes)
     models = list(runs)
+    baselines = settings.baseline_list
     if baselines is None and (baselines := recorded_baselines(runs)) is not None:
         log.info("effective robustness on the baselines the runs record: %s", ", ".join(baselines))
     base = baseline_set(models, baselines)
@@ -195,11 +181,11 @@ def build_comparison(
             "baselines=[...] (standard ERM models among the compared ones), or rank by another score "
             f"(e.g. rank_by={DEFAULT_RANK_BY})."
         )
-    entries = {m: score_entries(reps, num_classes, n_boot, seed, level) for m, reps in runs.items()}
+    entries = {m: score_entries(reps, num_classes, settings) for m, reps in runs.items()}
     outcomes = {m: [r.outcomes for r in runs[m]] for m in models}
     keys = ("sa", "pa", "fmr", *((rank_by,) if rank_by not in ("sa", "pa", "fmr", "er") else ()))
     point, draws, g = model_draws([outcomes[m] for m in models], num_classes, keys, n_boot, seed)
-    er = effective_robustness(models, entries, base, er_min_r2, draws, g)
+    er = effective_robustness(models, entries, base, settings.er_min_r2, draws, g)
     if rank_by == "er" and not er.trusted:
         raise ValueError(
             f"rank_by=er, but effective robustness is not reported here: {er.reason} Rank by another score "
@@ -237,10 +223,10 @@ def build_comparison(
         stability=stab,
         effective_robustness=er,
         runs={m: [r.run_dir for r in runs[m]] for m in order},
-        seeds={m: [r.results.get("seed") for r in runs[m]] for m in order},
+        seeds={m: [r.results.seed for r in runs[m]] for m in order},
         class_names=class_names,
         per_class=per_class,
-        settings=_settings(runs, num_classes, n_boot, seed, level, er_min_r2, repetition_seeds, base, rank_by),
+        settings=_settings(runs, num_classes, settings, base),
         warnings=warnings,
         label_free=_label_free(rows),
     )
@@ -248,37 +234,22 @@ def build_comparison(
 
 def aggregate(
     run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]],
+    settings: ComparisonSettings | None = None,
     *,
     out_dir: str | Path | None = None,
-    baselines: Sequence[str] | None = None,
-    er_min_r2: float = 0.8,
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    repetition_seeds: list[int] | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
+    **given: Any,
 ) -> Comparison:
     """Build a :class:`~genEval.comparisons.leaderboard.Comparison` from finished run directories.
 
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
     model name -> its run directories (one per repetition). Names and repetitions otherwise come from what
-    compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``seed`` seeds the bootstraps.
-    ``baselines``: the models effective robustness is fitted on (None: those the runs record, see
-    :func:`recorded_baselines`, else ER is left out, with a note). ``rank_by``:
-    the score that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v, a score
-    over comparable populations). With ``out_dir`` the comparison files are written there (not the report:
-    genEval.reports.report.write_report).
+    compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``settings``: how to aggregate
+    (:class:`~genEval.comparisons.settings.ComparisonSettings`: baselines, ER gate, bootstrap, ``rank_by``; its
+    fields may also be given as keywords): without ``baselines`` ER is fitted on those the runs record (see
+    :func:`recorded_baselines`), else left out, with a note. With ``out_dir`` the comparison files are written there
+    (not the report: genEval.reports.report.write_report).
     """
-    comp = build_comparison(
-        load_runs(run_dirs),
-        baselines=baselines,
-        er_min_r2=er_min_r2,
-        n_boot=n_boot,
-        seed=seed,
-        level=level,
-        repetition_seeds=repetition_seeds,
-        rank_by=rank_by,
-    )
+    comp = build_comparison(load_runs(run_dirs), ComparisonSettings.coerce(settings, **given))
     if out_dir is not None:
         comp = write_comparison(comp, out_dir)
     log.info(
@@ -298,18 +269,14 @@ def compare(
     oracle: Any,
     search: Any = None,
     *,
+    out_dir: str | Path,
     repetitions: int = 1,
     seeds: Sequence[int] | int | None = None,
-    out_dir: str | Path,
-    baselines: Sequence[str] | None = None,
+    settings: ComparisonSettings | None = None,
     progress: bool | None = True,
-    er_min_r2: float = 0.8,
-    n_boot: int = 1000,
-    level: float = 0.95,
     run_configs: Mapping[str, dict] | None = None,
     mask: Any = None,
     mask_reference: str | None = None,
-    rank_by: str = DEFAULT_RANK_BY,
     allow_self_judging: bool = False,
     record: Mapping | None = None,
     **evaluate_kwargs: Any,
@@ -321,32 +288,36 @@ def compare(
     set; one with a ``with_seed(seed)`` method (or a factory ``seed -> data``) is re-drawn per repetition with the
     repetition's seed, shared by every model of that repetition
     (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
-    within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``baselines``: the
-    models effective robustness is fitted on (None: ER is left out); they are recorded with the runs, so that
-    re-ranking the runs later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask``
-    (``mask=auto``) is fitted once with the model named by ``mask_reference`` and reused for every model.
-    ``run_configs``: per model, the config recorded in its
-    results.json. ``rank_by``: the score that orders the leaderboard (:mod:`genEval.comparisons.ranking`). A model
-    that is part of the oracle is refused before any run (:func:`genEval.comparisons.judging.check_not_judging`)
-    unless ``allow_self_judging``. ``record``: extra entries of every run's ``config.comparison`` record. Other
-    keyword arguments go to ``genEval.evaluate`` (batch_size, device, save_images, ...). Writes the runs and the
-    comparison files into ``out_dir``.
+    within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``settings``: how the
+    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`; its fields ``baselines``,
+    ``er_min_r2``, ``n_boot``, ``level``, ``rank_by`` may also be given as keywords). The ``baselines`` (the models
+    effective robustness is fitted on; None: ER is left out) are recorded with the runs, so that re-ranking the runs
+    later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask`` (``mask=auto``) is fitted once
+    with the model named by ``mask_reference`` and reused for every model. ``run_configs``: per model, the config
+    recorded in its results.json. A model that is part of the oracle is refused before any run
+    (:func:`genEval.comparisons.judging.check_not_judging`) unless ``allow_self_judging``. ``record``: extra entries
+    of every run's ``config.comparison`` record. Other keyword arguments go to ``genEval.evaluate`` (``execution``,
+    ``output``, ``scoring``, ...; each run's bootstrap uses ``settings.n_boot``). Writes the runs and the comparison
+    files into ``out_dir``.
     """
+    given = {k: evaluate_kwargs.pop(k) for k in _SETTING_KEYS if k in evaluate_kwargs}
+    settings = ComparisonSettings.coerce(settings, **given)
     check_model_names(list(classifiers))
     seeds_used = repetition_seeds(seeds, repetitions)
-    check_rank_by(rank_by)
+    baselines = settings.baseline_list
     if baselines is not None:
-        unknown = set(map(str, baselines)) - set(map(str, classifiers))
+        unknown = set(baselines) - set(map(str, classifiers))
         if unknown:
             raise ValueError(
                 f"baselines {sorted(unknown)} are not among the classifiers ({', '.join(map(str, classifiers))})."
             )
-    if rank_by == "er" and not baselines:
+    if settings.rank_by == "er" and not baselines:
         raise ValueError(
             "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
             f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
         )
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
+    scoring = replace(Scoring.coerce(evaluate_kwargs.pop("scoring", None)), n_boot=settings.n_boot)
     dirs = evaluate_repetitions(
         classifiers,
         data,
@@ -357,19 +328,14 @@ def compare(
         out_dir,
         progress=progress,
         run_configs=run_configs,
-        n_boot=n_boot,
+        scoring=scoring,
         mask=mask,
         mask_reference=mask_reference,
-        record={**(record or {}), **({"baselines": [str(b) for b in baselines]} if baselines else {})},
+        record={**(record or {}), **({"baselines": baselines} if baselines else {})},
         **evaluate_kwargs,
     )
-    return aggregate(
-        dirs,
-        out_dir=out_dir,
-        baselines=baselines,
-        er_min_r2=er_min_r2,
-        n_boot=n_boot,
-        level=level,
-        repetition_seeds=seeds_used,
-        rank_by=rank_by,
-    )
+    return aggregate(dirs, settings.with_seeds(seeds_used), out_dir=out_dir)
+
+
+#: ComparisonSettings fields compare() also takes as keywords.
+_SETTING_KEYS = ("baselines", "er_min_r2", "n_boot", "level", "rank_by")

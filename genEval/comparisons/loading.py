@@ -11,25 +11,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from genEval.runs.results import EvalResult
 from genEval.runs.rundir import find_run_dirs, read_results, read_samples
-from genEval.scores.outcomes import Outcomes
+from genEval.scores.outcomes import Outcomes, SampleRecord
 
 REP_RE = re.compile(r"^rep(\d+)$")
 
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """One finished run directory: its results.json, its per-sample records and outcomes, and its place."""
+    """One finished run directory: its results (:class:`~genEval.runs.results.EvalResult`), its per-sample records
+    and outcomes, and its place."""
 
     model: str
     repetition: int
     run_dir: str
-    results: dict
-    records: list[dict]
+    results: EvalResult
+    records: list[SampleRecord]
     outcomes: Outcomes
 
     @classmethod
-    def read(cls, model: str, repetition: int, run_dir: Path, results: dict | None = None) -> LoadedRun:
+    def read(cls, model: str, repetition: int, run_dir: Path, results: EvalResult | None = None) -> LoadedRun:
         records = read_samples(run_dir)
         return cls(
             model,
@@ -41,23 +43,23 @@ class LoadedRun:
         )
 
 
-def _identity(run_dir: Path, results: dict) -> tuple[str, int | None]:
+def _identity(run_dir: Path, results: EvalResult) -> tuple[str, int | None]:
     """Model name and repetition of a run: recorded by compare(), else the runs/<model>/rep<r> layout,
     else the classifier's component id."""
-    info = (results.get("config") or {}).get("comparison") or {}
-    if info.get("model"):
-        return str(info["model"]), info.get("repetition")
+    info = results.config.comparison
+    if info is not None and info.model:
+        return info.model, info.repetition
     m = REP_RE.match(run_dir.name)
     if m:
         return run_dir.parent.name, int(m.group(1))
-    return str((results.get("components") or {}).get("classifier") or run_dir.name), None
+    return str(results.components.get("classifier") or run_dir.name), None
 
 
 def _group(
     run_dirs: Sequence[str | Path] | Mapping[str, Sequence[str | Path]],
-) -> dict[str, list[tuple[int | None, Path, dict]]]:
+) -> dict[str, list[tuple[int | None, Path, EvalResult]]]:
     """model -> [(repetition or None, run dir, results)]: names from a mapping, else from each run."""
-    grouped: dict[str, list[tuple[int | None, Path, dict]]] = {}
+    grouped: dict[str, list[tuple[int | None, Path, EvalResult]]] = {}
     if isinstance(run_dirs, Mapping):
         for name, dirs in run_dirs.items():
             found = find_run_dirs([dirs] if isinstance(dirs, (str, Path)) else dirs)

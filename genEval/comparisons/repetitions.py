@@ -14,7 +14,7 @@ get the same draw (seed ``r``), so they stay paired. Data without either keep th
 comparison says so (its repetitions then share their sources; see :mod:`genEval.comparisons.aggregate`).
 
 ``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
-(:func:`fit_comparison_mask`: :func:`genEval.search.driver.evaluate` with the :class:`~genEval.style_mask.AutoMask`
+(:func:`fit_comparison_mask`: :func:`genEval.search.driver.evaluate` with the :class:`~genEval.masks.AutoMask`
 into ``<out_dir>/mask``) and reused for every model and repetition; its fit samples are scored by no model.
 """
 
@@ -35,10 +35,10 @@ import torch
 from tqdm.auto import tqdm
 
 from genEval.data.base import SubsetData
+from genEval.masks import AutoMask, FixedMask, StyleMask
 from genEval.runs.rundir import read_samples
 from genEval.search.driver import evaluate
 from genEval.search.perturb import SearchConfig
-from genEval.style_mask import AutoMask, StyleMask
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def fit_comparison_mask(
     log.info("compare: mask=auto fitted once with reference model %s into %s", reference, where)
     evaluate(classifier, data, generator, oracle, search, seed=seed, output_dir=where, mask=auto, **evaluate_kwargs)
     fitted = StyleMask.load(where / "style_mask.safetensors")
-    fit_ids = frozenset(str(r["source_id"]) for r in read_samples(where / "mask_fit"))
+    fit_ids = frozenset(str(r.source_id) for r in read_samples(where / "mask_fit"))
     return ComparisonMask(fitted, reference, fit_ids, str(where / "style_mask.safetensors"))
 
 
@@ -260,7 +260,7 @@ def evaluate_repetitions(
             if id(d) not in parts:
                 parts[id(d)] = fitted.scored_part(d)
         datas = [parts[id(d)] for d in datas]
-        evaluate_kwargs.update(mask=fitted.mask, mask_id=fitted.mask_id)
+        evaluate_kwargs["mask"] = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
     elif mask is not None:
         evaluate_kwargs["mask"] = mask
     dirs: dict[str, list[str]] = {}

@@ -18,6 +18,7 @@ from genEval.comparisons.leaderboard import (
     MetricEntry,
 )
 from genEval.comparisons.loading import LoadedRun
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.definitions import LEADERBOARD_SCORES, score_values
 from genEval.scores.effective_robustness import ERFit, er_intervals, fit_effective_robustness
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, bootstrap_scores, few_sources
@@ -44,29 +45,27 @@ def baseline_set(models: list[str], baselines: Sequence[str] | None) -> set[str]
     return base
 
 
-def score_entries(
-    reps: list[LoadedRun], num_classes: int, n_boot: int, seed: int, level: float
-) -> dict[str, MetricEntry]:
-    """Every leaderboard score of one model: the run's own estimate (one repetition) or the bootstrap mean."""
+def score_entries(reps: list[LoadedRun], num_classes: int, settings: ComparisonSettings) -> dict[str, MetricEntry]:
+    """Every leaderboard score of one model: the run's own estimate (one repetition) or the bootstrap mean (the
+    bootstrap of ``settings``)."""
     per_rep = {
         k: [None if np.isnan(v) else float(v) for v in vals]
         for k, vals in score_values(
             np.stack([r.outcomes.totals() for r in reps]), num_classes, LEADERBOARD_SCORES
         ).items()
     }
-    own = reps[0].results.get("scores", {})
+    own = reps[0].results.scores.estimates
     if len(reps) == 1 and all(k in own for k in LEADERBOARD_SCORES):
         estimates: Mapping[str, Any] = own
     else:
-        budget = ((reps[0].results.get("config") or {}).get("search") or {}).get("budget")
         estimates = bootstrap_scores(
             [r.outcomes for r in reps],
             num_classes,
             LEADERBOARD_SCORES,
-            n_boot=n_boot,
-            seed=seed,
-            level=level,
-            context={"budget": budget},
+            n_boot=settings.n_boot,
+            seed=settings.seed,
+            level=settings.level,
+            context={"budget": reps[0].results.config.budget},
         )
     out = {}
     for k in LEADERBOARD_SCORES:
@@ -85,14 +84,14 @@ def _cost_and_label_free(reps: list[LoadedRun], num_classes: int) -> dict[str, f
     """Run cost (rejections and steps per sample, run time) and hard-label SoftmaxCorr, means over repetitions."""
 
     def steps(run: LoadedRun) -> float | None:
-        judged = [int(r.get("accepted_steps", 0)) + (int(r.get("rejected_at", -1)) > 0) for r in run.records]
+        judged = [r.accepted_steps + (r.rejected_at > 0) for r in run.records]
         return float(np.mean(judged)) if judged else None
 
     def corr(o: Outcomes) -> float | None:
         v = o.validated
         return hard_softmax_corr(o.predictions[v], o.references[v], num_classes)
 
-    timings = [r.results.get("timings") or {} for r in reps]
+    timings = [r.results.timings for r in reps]
     return {
         "rejected_per_sample": _mean([float(r.outcomes.rejected.mean()) if len(r.outcomes) else None for r in reps]),
         "steps_per_sample": _mean([steps(r) for r in reps]),
@@ -190,8 +189,8 @@ def leaderboard_rows(
                 er_low=er.er_low[i] if er.er_low else None,
                 er_high=er.er_high[i] if er.er_high else None,
                 **_cost_and_label_free(reps, num_classes),
-                components=reps[0].results.get("components", {}),
-                seeds=[r.results.get("seed") for r in reps],
+                components=reps[0].results.components,
+                seeds=[r.results.seed for r in reps],
                 run_dirs=[r.run_dir for r in reps],
                 warnings=warnings,
                 rank=ranks.by[m],

@@ -37,7 +37,7 @@ def identical_repetitions(runs: Mapping[str, list[LoadedRun]]) -> bool:
         return False
 
     def sig(run: LoadedRun) -> list[tuple]:
-        return [tuple(rec.get(k) for k in keys) for rec in run.records]
+        return [tuple(getattr(rec, k) for k in keys) for rec in run.records]
 
     return all(sig(r) == sig(reps[0]) for reps in multi for r in reps[1:])
 

@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from genEval.fileio import atomic_write_bytes, atomic_write_json, sha256_file
 from genEval.reports.html import TEMPLATES
 from genEval.runs.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
 from genEval.scores.intervals import Estimate, proportion
+from genEval.scores.outcomes import SampleRecord
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +71,18 @@ def content_security_policy(script: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the draw
-def run_id(run_dir: str | Path, records: Sequence[dict] | None = None) -> str:
+def run_id(run_dir: str | Path, records: Sequence[SampleRecord] | None = None) -> str:
     """sha256 (hex) of the run's identity (run.json) and of its per-sample records: what an audit belongs to.
 
     ``records``: the run's samples.jsonl rows when already read (:func:`genEval.runs.rundir.read_samples`).
     """
     records = read_samples(run_dir) if records is None else records
-    blob = json.dumps({"identity": read_run_identity(run_dir), "samples": list(records)}, sort_keys=True)
+    samples = [r.to_dict() for r in records]
+    blob = json.dumps({"identity": read_run_identity(run_dir), "samples": samples}, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def draw_validated(records: Sequence[dict], n: int, seed: int) -> list[dict]:
+def draw_validated(records: Sequence[SampleRecord], n: int, seed: int) -> list[SampleRecord]:
     """``min(n, V)`` of the ``V`` validated records, in random order: the first ``n`` of a seeded permutation.
 
     The draw depends only on the validated records (in samples.jsonl order), ``n`` and ``seed``, so an answers
@@ -88,7 +90,7 @@ def draw_validated(records: Sequence[dict], n: int, seed: int) -> list[dict]:
     """
     if n < 1:
         raise ValueError(f"n={n}: an audit needs at least one pair; e.g. n=100.")
-    valid = [r for r in records if r["validated"]]
+    valid = [r for r in records if r.validated]
     if not valid:
         raise ValueError(
             "this run has no validated samples (VR = 0), so there is nothing the oracle accepted to "
@@ -206,42 +208,42 @@ def build_audit(
     chosen = draw_validated(records, int(n), seed)
     if len(chosen) < n:
         log.warning("the run has only %d validated samples; the audit shows all of them (n=%d asked)", len(chosen), n)
-    names = list(results.get("class_names") or [])
+    names = list(results.class_names)
     loaded: dict[str, AuditPair] = {}
     for recs, tensors in iter_tensor_parts(d, "images", chosen):
         for i, r in enumerate(recs):
             if not bool(tensors["validated"][i]):
                 raise ValueError(
-                    f"run '{d}': sample {r['source_id']} is validated in samples.jsonl but not in "
+                    f"run '{d}': sample {r.source_id} is validated in samples.jsonl but not in "
                     "its image part; the directory mixes two runs. Rerun the evaluation."
                 )
             orig, pert = tensors["original"][i], tensors["perturbed"][i]
-            loaded[r["source_id"]] = AuditPair(
-                r["source_id"],
-                int(r["label"]),
-                _name(names, int(r["label"])),
-                _name(names, int(r["clean_pred"])),
-                _name(names, int(r["final_pred"])),
-                float(r["oracle_score"]),
+            loaded[r.source_id] = AuditPair(
+                r.source_id,
+                int(r.label),
+                _name(names, int(r.label)),
+                _name(names, int(r.clean_pred)),
+                _name(names, int(r.final_pred)),
+                float(r.oracle_score),
                 _png(orig),
                 _png(pert),
                 tuple(orig.shape[-2:]),
                 tuple(pert.shape[-2:]),
             )
-    components = results.get("components", {})
+    components = results.components
     return AuditSheet(
         str(d.resolve()),
         run_id(d, records),
         seed,
         seed_drawn,
         int(n),
-        sum(bool(r["validated"]) for r in records),
+        sum(bool(r.validated) for r in records),
         len(records),
         int(width),
         str(components.get("oracle", "")),
         str(components.get("classifier", "")),
         bool(show_predictions),
-        [loaded[r["source_id"]] for r in chosen],
+        [loaded[r.source_id] for r in chosen],
     )
 
 
@@ -364,14 +366,14 @@ def check_answers(run_dir: str | Path, answers: dict[str, Any], path: str | Path
             f"({answers.get('run_dir', 'unknown directory')}), but '{run_dir}' is run {rid[:12]}. "
             "Pass the run directory the audit page was written for."
         )
-    known = {r["source_id"] for r in records}
+    known = {r.source_id for r in records}
     unknown = [s for s in [*answers["answers"], *answers["sample_ids"]] if s not in known]
     if unknown:
         raise ValueError(
             f"answers file '{path}' names sample ids that are not samples of run '{run_dir}': "
             f"{sorted(set(unknown))[:5]}. It was edited; download it again from the audit page."
         )
-    drawn = [r["source_id"] for r in draw_validated(records, len(answers["sample_ids"]), answers["seed"])]
+    drawn = [r.source_id for r in draw_validated(records, len(answers["sample_ids"]), answers["seed"])]
     if drawn != answers["sample_ids"]:
         raise ValueError(
             f"answers file '{path}': its sample list is not the draw of seed {answers['seed']} from "
@@ -452,14 +454,14 @@ def record_audit(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
     atomically, every other key kept as it was (an earlier audit entry is replaced)."""
     result = score_answers(run_dir, answers_path)
     results = read_results(run_dir)
-    if AUDIT_KEY in results:
+    if AUDIT_KEY in results.extra:
         log.info(
             "replacing the earlier oracle audit of %s (answers %s)",
             run_dir,
-            results[AUDIT_KEY].get("answers_sha256", "?")[:12],
+            results.extra[AUDIT_KEY].get("answers_sha256", "?")[:12],
         )
-    results[AUDIT_KEY] = result.to_dict()
-    atomic_write_json(Path(run_dir) / RESULTS, results)
+    audited = replace(results, extra={**results.extra, AUDIT_KEY: result.to_dict()})
+    atomic_write_json(Path(run_dir) / RESULTS, audited.to_dict())
     return result
 
 

@@ -23,6 +23,7 @@ from genEval.interfaces import resize_images
 from genEval.runs.rundir import has_tensors, load_tensors
 from genEval.scores.definitions import SCORE
 from genEval.scores.effective_robustness import ERFit
+from genEval.scores.outcomes import SampleRecord
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 MAX_CLASSES = 60  # columns of the per-class heatmap; more classes: the ones with the lowest mean FMR
@@ -47,17 +48,16 @@ class ModelView:
     runs: list[LoadedRun] = field(default_factory=list)
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[SampleRecord]:
         return [rec for r in self.runs for rec in r.records]
 
     @property
     def budget(self) -> int:
         """The search budget recorded with the runs, else the most accepted steps of any sample."""
         for r in self.runs:
-            b = ((r.results.get("config") or {}).get("search") or {}).get("budget")
-            if b is not None:
-                return int(b)
-        return max((int(rec.get("accepted_steps", 0)) for rec in self.records), default=0)
+            if r.results.config.budget is not None:
+                return int(r.results.config.budget)
+        return max((rec.accepted_steps for rec in self.records), default=0)
 
 
 def _new(w: float, h: float) -> Figure:
@@ -75,20 +75,20 @@ def _color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def pa_by_budget(records: list[dict], budget: int) -> tuple[np.ndarray, np.ndarray | None]:
+def pa_by_budget(records: list[SampleRecord], budget: int) -> tuple[np.ndarray, np.ndarray | None]:
     """PA (percent) at every budget ``t = 0..budget`` from per-sample records.
 
     At budget ``t >= 1`` a validated sample counts as wrong when ``1 <= first_fooled <= t``; ``t = 0`` is the
     accuracy on the reconstructions of the validated samples. Returns ``(t, pa)``; ``pa`` is None when no
     sample was validated.
     """
-    val = [r for r in records if r.get("validated")]
+    val = [r for r in records if r.validated]
     ts = np.arange(0, max(0, int(budget)) + 1)
     if not val:
         return ts, None
-    ff = np.asarray([int(r["first_fooled"]) for r in val])
+    ff = np.asarray([int(r.first_fooled) for r in val])
     pa = np.empty(len(ts))
-    pa[0] = 100.0 * np.mean([r["recon_pred"] == r["label"] for r in val])
+    pa[0] = 100.0 * np.mean([r.recon_pred == r.label for r in val])
     for i, t in enumerate(ts[1:], start=1):
         pa[i] = 100.0 * (1.0 - ((ff >= 1) & (ff <= t)).mean())
     return ts, pa
@@ -152,8 +152,8 @@ def first_fooled(models: list[ModelView]) -> tuple[PNG, list[list]]:
     rows = []
     bins = np.arange(0.5, max(1, max((m.budget for m in models), default=1)) + 1.5, 1.0)
     for i, m in enumerate(models):
-        val = [r for r in m.records if r.get("validated")]
-        ff = np.asarray([int(r["first_fooled"]) for r in val if int(r["first_fooled"]) >= 1])
+        val = [r for r in m.records if r.validated]
+        ff = np.asarray([int(r.first_fooled) for r in val if int(r.first_fooled) >= 1])
         rows.append([m.name, len(val), len(ff), f"{np.median(ff):.0f}" if len(ff) else ""])
         if len(ff):
             ax.hist(ff, bins=bins, histtype="step", lw=1.6, color=_color(i), label=m.name)
@@ -278,14 +278,14 @@ def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, ma
     return _png(fig, "transfer matrix")
 
 
-def _grid_titles(rec: dict, name, amp: float) -> tuple[str, str, str]:
-    fooled = rec["final_pred"] != rec["label"]
-    tag = (" (fooled)" if rec["clean_pred"] == rec["label"] else " (wrong)") if fooled else ""
+def _grid_titles(rec: SampleRecord, name, amp: float) -> tuple[str, str, str]:
+    fooled = rec.final_pred != rec.label
+    tag = (" (fooled)" if rec.clean_pred == rec.label else " (wrong)") if fooled else ""
     return (
-        f"{rec['source_id']}\ntrue {name(rec['label'])} | model {name(rec['clean_pred'])}\n"
-        f"oracle (recon) {name(rec['oracle_start_pred'])}",
-        f"perturbed, step {rec['accepted_steps']}\nmodel {name(rec['final_pred'])}{tag}\n"
-        f"oracle accepts {name(rec['label'])} (p={rec['oracle_score']:.2f})",
+        f"{rec.source_id}\ntrue {name(rec.label)} | model {name(rec.clean_pred)}\n"
+        f"oracle (recon) {name(rec.oracle_start_pred)}",
+        f"perturbed, step {rec.accepted_steps}\nmodel {name(rec.final_pred)}{tag}\n"
+        f"oracle accepts {name(rec.label)} (p={rec.oracle_score:.2f})",
         f"difference x{amp:.1f}",
     )
 
@@ -300,9 +300,9 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
         return None
     data = load_tensors(run.run_dir, "images")
     index = {sid: i for i, sid in enumerate(data["source_ids"])}
-    recs = [r for r in run.records if r.get("validated") and r["source_id"] in index]
+    recs = [r for r in run.records if r.validated and r.source_id in index]
     # really fooled first (right on the original, wrong after), then wrong anyway, then still right
-    recs = sorted(recs, key=lambda r: (r["final_pred"] == r["label"], r["clean_pred"] != r["label"], r["source_id"]))
+    recs = sorted(recs, key=lambda r: (r.final_pred == r.label, r.clean_pred != r.label, r.source_id))
     recs = recs[:k]
     if not recs:
         return ""
@@ -313,12 +313,12 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
     fig = _new(max(4.0, 2.0 * len(recs)), 7.2)
     axes = fig.subplots(3, len(recs), squeeze=False)
     for col, rec in enumerate(recs):
-        i = index[rec["source_id"]]
+        i = index[rec.source_id]
         pert = data["perturbed"][i].float() / 255
         orig = resize_images(data["original"][i][None].float() / 255, tuple(pert.shape[-2:]))[0]
         diff = pert - orig
         amp = float(0.5 / max(diff.abs().max().item(), 1e-6))
-        fooled = rec["final_pred"] != rec["label"]
+        fooled = rec.final_pred != rec.label
         for r, (img, title) in enumerate(
             zip((orig, pert, (0.5 + amp * diff).clamp(0, 1)), _grid_titles(rec, name, amp))
         ):

@@ -56,7 +56,7 @@ from genEval.reports.figures import (
     transfer_heatmap,
 )
 from genEval.reports.html import TEMPLATES
-from genEval.scores.definitions import SCORE
+from genEval.scores.definitions import PER_CLASS_SCORES, SCORE
 from genEval.scores.rankings import TauDistribution
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ def _summary_rows(loaded: Loaded) -> list[tuple[str, Any]]:
             ("seeds per repetition", comp.settings.repetition_seeds),
             ("intervals", comp.settings.interval_note),
         ]
-    return info + [("seed", first.runs[0].results.get("seed")), ("n", len(first.runs[0].outcomes))]
+    return info + [("seed", first.runs[0].results.seed), ("n", len(first.runs[0].outcomes))]
 
 
 def _figures(loaded: Loaded, grid_samples: int, transfer: Path | None) -> dict[str, Any]:
@@ -220,16 +220,14 @@ def _fmt(v: float | None, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
-#: Per-class table columns: score key -> header (proportions carry Wilson intervals).
+#: Per-class table columns: score key -> header, every per-class score of genEval.scores.definitions.SCORES in the
+#: leaderboard's column order (proportions carry Wilson intervals).
 PER_CLASS_COLUMNS = {
-    "sa": "SA",
-    "sa_validated": "SA_v",
-    "vr": "VR",
-    "pa": "PA",
-    "fmr": "FMR",
-    "fmr_validated": "FMR_v",
-    "oracle_clean_accuracy": "oracle (clean)",
-    "oracle_recon_accuracy": "oracle (recon.)",
+    k: SCORE[k].short or SCORE[k].label
+    for k in (
+        *(k for k in TABLE_SCORES if k in PER_CLASS_SCORES),
+        *(k for k in PER_CLASS_SCORES if k not in TABLE_SCORES),
+    )
 }
 
 
@@ -418,9 +416,7 @@ def render_report(
         else f"genEval run: {names[0]}"
     )
     warnings = (
-        comp.warnings
-        if loaded.kind == "comparison"
-        else [*loaded.models[0].runs[0].results.get("warnings", []), *comp.warnings]
+        comp.warnings if loaded.kind == "comparison" else [*loaded.models[0].runs[0].results.warnings, *comp.warnings]
     )
     html = TEMPLATES.get_template("report.html.j2", globals={"signed": signed}).render(
         title=title,

@@ -17,6 +17,10 @@ A run directory holds:
 * ``grid.png`` - a few originals over their perturbed images.
 * ``results.json`` - scores with intervals, per-class table, seed, config, versions, timings. Written last
   and atomically: its presence marks a complete run.
+
+What is written is typed and comes back typed: :func:`read_results` gives the
+:class:`~genEval.runs.results.EvalResult` the run wrote, :func:`read_samples` its
+:class:`~genEval.scores.outcomes.SampleRecord` list (both names are importable from here, as before).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,12 +48,11 @@ from torchvision.utils import make_grid
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, default_file_mode, ensure_writable_dir, to_json
 from genEval.interfaces import resize_images
-from genEval.scores.definitions import LEADERBOARD_SCORES
-from genEval.scores.run_scores import Scores
+from genEval.runs.results import SCHEMA_VERSION, EvalResult
+from genEval.scores.outcomes import SampleRecord
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
 PACKAGES = (
     "geneval-fmr",
     "torch",
@@ -67,136 +70,6 @@ PACKAGES = (
 )
 RESULTS, SAMPLES, PARTIAL, RUN, LOCK = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json", "run.lock"
 LATENTS, IMAGES = "latents", "images"
-
-
-@dataclass(frozen=True)
-class SampleRecord:
-    """Per-sample outcome (METHOD.md "Per sample"; :class:`genEval.search.perturb.Outcome` without tensors).
-
-    Steps count from 1, -1 means "never". ``index``: position of the source in the data set; ``part``: the
-    tensor part (latents/images) holding this sample, -1 when none was saved.
-    """
-
-    source_id: str
-    index: int
-    label: int
-    reference: int
-    clean_pred: int
-    recon_pred: int
-    start_ok: bool
-    validated: bool
-    accepted_steps: int
-    rejected_at: int
-    first_fooled: int
-    final_pred: int
-    oracle_clean_pred: int
-    oracle_start_pred: int
-    oracle_score: float
-    latent_dist: float
-    image_dist: float
-    image_linf: float
-    part: int = -1
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SampleRecord:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    """The result of one evaluation: what ``genEval.evaluate`` returns and the CLI writes."""
-
-    scores: Scores
-    per_class: list[dict]
-    seed: int
-    seed_drawn: bool
-    components: dict[str, str]
-    class_names: list[str]
-    config: dict[str, Any]
-    versions: dict[str, str]
-    environment: dict[str, Any]
-    timings: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
-    run_dir: str | None = None
-    samples: list[SampleRecord] = field(default_factory=list, repr=False)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of everything but the per-sample records (those go to samples.jsonl)."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "scores": self.scores.to_dict(),
-            "per_class": self.per_class,
-            "seed": self.seed,
-            "seed_drawn": self.seed_drawn,
-            "components": self.components,
-            "class_names": self.class_names,
-            "config": self.config,
-            "versions": self.versions,
-            "environment": self.environment,
-            "timings": self.timings,
-            "warnings": self.warnings,
-            "run_dir": self.run_dir,
-            **self.extra,
-        }
-
-    @property
-    def metrics(self) -> dict[str, float | None]:
-        """Point values in percent of the scores shown in leaderboards (``sa``, ``sa_validated``, ``ra``,
-        ``vr``, ``vr_conditional``, ``pa``, ``fmr``, ``fmr_validated``, ``fmr_chance_corrected``, the oracle's
-        accuracies, ``unchanged_share``)."""
-        return {k: e.value for k, e in self.scores.estimates.items() if k in LEADERBOARD_SCORES}
-
-    def summary(self) -> str:
-        """The one-screen summary printed at the end of a run."""
-        s = self.scores
-        shard = self.extra.get("shard")
-        lines = [
-            f"genEval  seed={self.seed}{' (drawn)' if self.seed_drawn else ''}  n={s.n}  classes={s.num_classes}"
-            + (f"  shard {shard['index']}/{shard['count']}" if shard and shard.get("count", 1) > 1 else ""),
-            f"  classifier: {self.components.get('classifier')}",
-            f"  generator:  {self.components.get('generator')}",
-            f"  oracle:     {self.components.get('oracle')}",
-            *_image_size_line(self.extra.get("image_shapes")),
-            "  score (95% CI)",
-            f"  SA   {s.sa.fmt()}   ({s.n_clean_correct}/{s.n})",
-            f"  SA_v {s.sa_validated.fmt()}   ({s.n_clean_validated}/{s.n_validated}: SA over the validated samples)",
-            f"  RA   {s.ra.fmt()}   (accuracy on reconstructions)",
-            f"  VR   {s.vr.fmt()}   ({s.n_validated}/{s.n} validated, {s.n_validatable} passed the start check)",
-            f"  VR_cond {s.vr_conditional.fmt()}   ({s.n_validated}/{s.n_validatable}: validated / passed the start "
-            "check)",
-            f"  PA   {s.pa.fmt()}   ({s.n_perturbed_correct}/{s.n_validated})",
-            f"  FMR  {s.fmr.fmt()}   (100 PA / SA, the paper's FMR)",
-            f"  FMR_v {s.fmr_validated.fmt()}   (100 PA / SA_v: both over the validated samples)",
-            f"  FMR chance-corrected  {s.fmr_chance_corrected.fmt()}",
-            f"  oracle accuracy: clean {s.oracle_clean_accuracy.fmt()} ({s.n_oracle_clean_correct}/{s.n}), "
-            f"start reconstructions {s.oracle_recon_accuracy.fmt()} ({s.n_oracle_recon_correct}/{s.n})",
-            f"  unchanged {s.unchanged_share.fmt()}   ({s.n_unchanged}/{s.n_validated} validated samples moved "
-            "< 1/255 L-inf)",
-        ]
-        if s.fmr.value is not None and s.fmr.value > 100:
-            lines.append(
-                "  note: FMR > 100 is possible: PA is measured over the validated samples only (the images "
-                "the oracle vouched for, often the easier ones) while SA is over all samples; FMR_v compares "
-                "the same population."
-            )
-        if "total_s" in self.timings:
-            lines.append(f"  time {self.timings['total_s']:.1f}s")
-        lines += [f"  WARNING: {w}" for w in self.warnings]
-        if self.run_dir:
-            lines.append(f"  run directory: {self.run_dir}")
-        return "\n".join(lines)
-
-
-def _image_size_line(shapes: dict | None) -> list[str]:
-    """The sizes the run worked at: the data's images and the generator's (its ``image_size`` may resize them)."""
-    if not shapes or "original" not in shapes or "perturbed" not in shapes:
-        return []
-    data, gen = ("x".join(str(v) for v in shapes[k][-2:]) for k in ("original", "perturbed"))
-    if data == gen:
-        return [f"  image size: {data} px (data and generator)"]
-    return [f"  image size: data {data} px, searched and scored at {gen} px (generator.image_size)"]
 
 
 @dataclass(frozen=True)
@@ -295,7 +168,7 @@ class RunWriter:
         self.dir, self.save_latents, self.save_images, self.generator = run_dir, save_latents, save_images, generator
         self.flush_every = max(1, int(flush_every))
         self.done: list[SampleRecord] = []
-        self._pending: list[tuple[SampleRecord, Any]] = []
+        self._pending: list[Any] = []  # finished Outcomes (records with their tensors)
         self._fh: io.TextIOWrapper | None = None
         self._next_part = 0
         self.finished_before = False
@@ -373,7 +246,7 @@ class RunWriter:
                 )
         if (self.dir / RESULTS).is_file() and (self.dir / SAMPLES).is_file():
             self.finished_before = True
-            self.done = [SampleRecord.from_dict(r) for r in read_samples(self.dir)]
+            self.done = read_samples(self.dir)
             return
         self.done = self._recover()
         parts = [int(p.stem.split("-")[1]) for sub in (LATENTS, IMAGES) for p in (self.dir / sub).glob("part-*")]
@@ -415,9 +288,10 @@ class RunWriter:
             log.info("resuming %s: %d samples already done", self.dir, len(records))
         return records
 
-    def add(self, record: SampleRecord, outcome: Any) -> None:
-        """Queue one finished sample; it reaches the disk with the next flush (every ``flush_every``)."""
-        self._pending.append((record, outcome))
+    def add(self, outcome: Any) -> None:
+        """Queue one finished sample (a :class:`~genEval.search.perturb.Outcome`: its record and tensors); it reaches
+        the disk with the next flush (every ``flush_every``)."""
+        self._pending.append(outcome)
         if len(self._pending) >= self.flush_every:
             self.flush()
 
@@ -430,7 +304,7 @@ class RunWriter:
         part = -1
         if self.save_latents or self.save_images:
             part, self._next_part = self._next_part, self._next_part + 1
-            outs = [o for _, o in self._pending]
+            outs = self._pending
             meta = {
                 "source_ids": json.dumps([o.source_id for o in outs]),
                 "generator": self.generator,
@@ -453,10 +327,10 @@ class RunWriter:
                 }
                 _write_part(self.dir, IMAGES, part, tensors, meta)
         lines = []
-        for rec, _ in self._pending:
-            rec = SampleRecord(**{**asdict(rec), "part": part})
+        for out in self._pending:
+            rec = replace(out.record(), part=part)
             self.done.append(rec)
-            lines.append(to_json(asdict(rec), indent=None) + "\n")
+            lines.append(to_json(rec.to_dict(), indent=None) + "\n")
         self._fh.write("".join(lines))
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -476,7 +350,7 @@ class RunWriter:
         """Append finished records whose tensors (if any) are already in place (see :meth:`adopt_part`)."""
         if self._fh is None:
             self._fh = open(self.dir / PARTIAL, "a", encoding="utf-8")  # noqa: SIM115 (closed in finish/close)
-        self._fh.write("".join(to_json(asdict(r), indent=None) + "\n" for r in records))
+        self._fh.write("".join(to_json(r.to_dict(), indent=None) + "\n" for r in records))
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self.done.extend(records)
@@ -485,7 +359,7 @@ class RunWriter:
         """All samples are done: write ``samples.jsonl`` (in data-set order), then ``results.json``, unlock."""
         self.flush()
         atomic_write_bytes(
-            self.dir / SAMPLES, "".join(to_json(asdict(r), indent=None) + "\n" for r in records).encode()
+            self.dir / SAMPLES, "".join(to_json(r.to_dict(), indent=None) + "\n" for r in records).encode()
         )
         atomic_write_json(self.dir / RESULTS, result)  # written last: marks completion
         self.close()
@@ -555,8 +429,9 @@ def save_grid(path: Path, originals: torch.Tensor, perturbed: torch.Tensor, nrow
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def read_results(run_dir: str | Path) -> dict:
-    """``results.json`` of a finished run as a dict."""
+def read_results(run_dir: str | Path, samples: bool = False) -> EvalResult:
+    """``results.json`` of a finished run as the :class:`~genEval.runs.results.EvalResult` it was written from (with
+    its per-sample records when ``samples``); a results.json of another schema version is refused, naming it."""
     p = Path(run_dir) / RESULTS
     if not p.is_file():
         raise FileNotFoundError(
@@ -564,10 +439,11 @@ def read_results(run_dir: str | Path) -> dict:
             "leaves samples.partial.jsonl and no results.json; rerun it to resume). Pass run directories "
             "made by `geneval` or `geneval compare`, or a folder containing them."
         )
-    return json.loads(p.read_text(encoding="utf-8"))
+    d = json.loads(p.read_text(encoding="utf-8"))
+    return EvalResult.from_dict(d, read_samples(run_dir) if samples else (), where=f"run directory '{run_dir}'")
 
 
-def read_samples(run_dir: str | Path) -> list[dict]:
+def read_samples(run_dir: str | Path) -> list[SampleRecord]:
     """Per-sample records of a finished run (``samples.jsonl``), in data-set order."""
     p = Path(run_dir) / SAMPLES
     if not p.is_file():
@@ -576,7 +452,7 @@ def read_samples(run_dir: str | Path) -> list[dict]:
             "(an interrupted run leaves samples.partial.jsonl and no results.json)."
         )
     with open(p, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        return [SampleRecord.from_dict(json.loads(line)) for line in fh if line.strip()]
 
 
 def read_run_identity(run_dir: str | Path) -> dict:
@@ -626,20 +502,20 @@ def latents_generator(run_dir: str | Path) -> str:
 
 
 def iter_tensor_parts(
-    run_dir: str | Path, kind: str, records: Sequence[dict] | None = None
-) -> Iterator[tuple[list[dict], dict[str, torch.Tensor]]]:
+    run_dir: str | Path, kind: str, records: Sequence[SampleRecord] | None = None
+) -> Iterator[tuple[list[SampleRecord], dict[str, torch.Tensor]]]:
     """Stream a run's ``kind`` parts in record order: yields (records, tensors) with one tensor row per
     record, part by part, so memory stays flat. Only samples whose record names the part are taken."""
     d = Path(run_dir)
     records = read_samples(d) if records is None else records
     require_tensors(d, kind)
-    by_part: dict[int, list[dict]] = {}
+    by_part: dict[int, list[SampleRecord]] = {}
     for r in records:
-        by_part.setdefault(int(r.get("part", -1)), []).append(r)
+        by_part.setdefault(r.part, []).append(r)
     for part in sorted(by_part):
         path = _part_path(d, kind, part)
         if part < 0 or not path.is_file():
-            missing = [r["source_id"] for r in by_part[part]][:5]
+            missing = [r.source_id for r in by_part[part]][:5]
             raise FileNotFoundError(
                 f"run '{d}': no {kind} part for samples {missing}; the run directory is "
                 "incomplete or was copied partly."
@@ -647,20 +523,20 @@ def iter_tensor_parts(
         with safe_open(str(path), framework="pt") as fh:
             ids = json.loads((fh.metadata() or {}).get("source_ids", "[]"))
             where = {sid: i for i, sid in enumerate(ids)}
-            strangers = [r["source_id"] for r in by_part[part] if r["source_id"] not in where]
+            strangers = [r.source_id for r in by_part[part] if r.source_id not in where]
             if strangers:
                 raise ValueError(
                     f"run '{d}': samples.jsonl and {path.name} of {kind} disagree ({strangers[:3]} are "
                     "not in that part); they come from different runs. Rerun the evaluation."
                 )
-            rows = torch.tensor([where[r["source_id"]] for r in by_part[part]])
+            rows = torch.tensor([where[r.source_id] for r in by_part[part]])
             tensors = {k: fh.get_tensor(k)[rows] for k in fh.keys()}
         yield by_part[part], tensors
 
 
 def iter_tensor_rows(
-    run_dir: str | Path, kind: str, records: Sequence[dict], keep_open: int = 2
-) -> Iterator[tuple[dict, dict[str, torch.Tensor]]]:
+    run_dir: str | Path, kind: str, records: Sequence[SampleRecord], keep_open: int = 2
+) -> Iterator[tuple[SampleRecord, dict[str, torch.Tensor]]]:
     """Stream one tensor row per record, in the order of ``records``: yields ``(record, {name: row})``.
 
     Rows are read from the memory-mapped parts one at a time (safetensors slices), with at most ``keep_open`` parts
@@ -672,7 +548,7 @@ def iter_tensor_rows(
     require_tensors(d, kind)
     open_parts: OrderedDict[int, tuple[Any, dict[str, int]]] = OrderedDict()
     for r in records:
-        part = int(r.get("part", -1))
+        part = r.part
         if part not in open_parts:
             path = _part_path(d, kind, part)
             if part < 0 or not path.is_file():
@@ -687,7 +563,7 @@ def iter_tensor_rows(
                 open_parts.popitem(last=False)  # the oldest part: its file is closed when dropped
         open_parts.move_to_end(part)
         fh, where = open_parts[part]
-        row = where.get(r["source_id"])
+        row = where.get(r.source_id)
         if row is None:
             raise ValueError(
                 f"run '{d}': samples.jsonl and {_part_path(d, kind, part).name} of {kind} disagree "
@@ -702,11 +578,11 @@ def load_tensors(run_dir: str | Path, kind: str) -> dict[str, Any]:
     ``latents``: ``start`` = E(x), ``final`` = last accepted z, (N, *latent); ``images``: uint8 ``original``
     and ``perturbed`` (sizes may differ between the two), ``labels``; both: ``validated`` (bool)."""
     records = read_samples(run_dir)
-    order = {r["source_id"]: i for i, r in enumerate(records)}
+    order = {r.source_id: i for i, r in enumerate(records)}
     chunks: dict[str, list[torch.Tensor]] = {}
     ids: list[str] = []
     for recs, tensors in iter_tensor_parts(run_dir, kind, records):
-        ids += [r["source_id"] for r in recs]
+        ids += [r.source_id for r in recs]
         for k, v in tensors.items():
             chunks.setdefault(k, []).append(v)
     perm = torch.tensor(sorted(range(len(ids)), key=lambda i: order[ids[i]]))

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ import torch
 
 from genEval.runs.rundir import (
     IMAGES,
-    LATENTS,
     RESULTS,
     RUN,
     EvalResult,
@@ -113,23 +112,22 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     identities, count = check_shards(dirs)
     dirs = sorted(dirs, key=lambda d: read_run_identity(d)["shard"]["index"])
     results = [read_results(d) for d in dirs]
-    per_shard = [[SampleRecord.from_dict(r) for r in read_samples(d)] for d in dirs]
+    per_shard = [read_samples(d) for d in dirs]
     n_total = identities[0]["sources"]["n_total"]
-    unread = [r.get("skipped") for r in results]  # data.skip_unreadable: the sources each shard could not read
+    unread = [r.skipped for r in results]  # data.skip_unreadable: the sources each shard could not read
     skipped = [s or [] for s in unread]
     _check_sources(dirs, per_shard, count, n_total, skipped)
-    config = dict(results[0]["config"])
+    config = results[0].config
     ident = {
         **identities[0],
         "shard": {"index": 0, "count": 1},
         "sources": _merged_sources(identities, per_shard, n_total),
     }
-    saved = {kind: bool(config.get(f"save_{kind}")) for kind in (LATENTS, IMAGES)}
     writer = RunWriter.open(
         out_dir,
         ident,
-        save_latents=saved[LATENTS],
-        save_images=saved[IMAGES],
+        save_latents=config.save_latents,
+        save_images=config.save_images,
         generator=ident["components"]["generator"],
     )
     try:
@@ -142,30 +140,26 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
         records.sort(key=lambda r: r.index)
         writer.add_records(records)
         timings = {
-            "total_s": sum(r["timings"].get("total_s", 0.0) for r in results),
-            "loop_s": sum(r["timings"].get("loop_s", 0.0) for r in results),
+            "total_s": sum(r.timings.get("total_s", 0.0) for r in results),
+            "loop_s": sum(r.timings.get("loop_s", 0.0) for r in results),
             "shards": count,
         }
-        config["merged_from"] = [str(d) for d in dirs]
         result = summarize(
             records,
-            results[0]["class_names"],
-            seed=ident["seed"],
-            seed_drawn=results[0]["seed_drawn"],
-            interval=config.get("interval", "wilson"),
-            n_boot=int(config.get("n_boot", 1000)),
-            gap_warn_points=float(config.get("gap_warn_points", 10.0)),
-            components=ident["components"],
-            config=config,
-            device=results[0]["environment"].get("device", "cpu"),
+            results[0].class_names,
+            config.scoring,
+            identity=ident,
+            seed_drawn=results[0].seed_drawn,
+            config={**config.to_dict(), "merged_from": [str(d) for d in dirs]},
+            device=results[0].environment.get("device", "cpu"),
             run_dir=str(writer.dir),
             timings=timings,
-            shard=Shard(),
-            identity=ident,
-            skipped=None if all(s is None for s in unread) else sorted((x for s in skipped for x in s), key=_pos),
+            details={
+                "skipped": None if all(s is None for s in unread) else sorted((x for s in skipped for x in s), key=_pos)
+            },
         )
-        if saved[IMAGES]:
-            _grid(writer.dir, records, int(config.get("grid_size", 8)))
+        if config.save_images:
+            _grid(writer.dir, records, config.grid_size)
         writer.finish(records, result.to_dict())
     except BaseException:
         writer.close()
@@ -214,9 +208,9 @@ def _grid(run_dir: Path, records: list[SampleRecord], k: int) -> None:
     if not picked:
         return
     rows = {r.source_id: None for r in picked}
-    for recs, tensors in iter_tensor_parts(run_dir, IMAGES, [asdict(r) for r in picked]):
+    for recs, tensors in iter_tensor_parts(run_dir, IMAGES, picked):
         for j, r in enumerate(recs):
-            rows[r["source_id"]] = (tensors["original"][j], tensors["perturbed"][j])
+            rows[r.source_id] = (tensors["original"][j], tensors["perturbed"][j])
     originals = torch.stack([rows[r.source_id][0] for r in picked]).float() / 255
     perturbed = torch.stack([rows[r.source_id][1] for r in picked]).float() / 255
     save_grid(run_dir / "grid.png", originals, perturbed, nrow=k)

@@ -7,54 +7,47 @@ The driver (:func:`genEval.search.driver.evaluate`) and the merge of shards
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from genEval.runs.rundir import EvalResult, SampleRecord, Shard, environment, package_versions
-from genEval.scores.outcomes import Outcomes
-from genEval.scores.run_scores import compute_scores, per_class_table, score_warnings
+from genEval.runs.results import EvalResult, RunConfig
+from genEval.runs.rundir import environment, package_versions
+from genEval.scores.outcomes import Outcomes, SampleRecord
+from genEval.scores.run_scores import Scoring, compute_scores, per_class_table, score_warnings
 
 
 def summarize(
     records: Sequence[SampleRecord],
     class_names: list[str],
+    scoring: Scoring,
     *,
-    seed: int,
+    identity: Mapping[str, Any],
     seed_drawn: bool,
-    interval: str,
-    n_boot: int,
-    gap_warn_points: float,
-    components: dict,
-    config: dict,
+    config: Mapping[str, Any] | RunConfig,
     device: str,
     run_dir: str | None,
     timings: dict,
-    shard: Shard,
-    identity: dict,
-    kernels: dict | None = None,
-    execution: dict | None = None,
-    batch: dict | None = None,
-    image_shapes: dict | None = None,
-    skipped: list[dict] | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
-    The driver and ``genEval.runs.shards`` both call this, so a merged run equals the unsharded one.
-    ``skipped``: the sources left out because they could not be read (``data.skip_unreadable``; position,
-    source id, path, reason), or None when the run did not skip (then results hold no ``skipped`` list).
+    The driver and ``genEval.runs.shards`` both call this, so a merged run equals the unsharded one. ``identity``:
+    the run's identity (``run.json``: its seed, components and shard come from there); ``config``: the config the
+    run records. ``details``: further entries of results.json (``kernels``, ``execution``, ``batch``,
+    ``image_shapes``, ``skipped``; None values are left out). ``skipped``: the sources left out because they could
+    not be read (``data.skip_unreadable``; position, source id, path, reason), or None when the run did not skip
+    (then results hold no ``skipped`` list).
     """
-    outcomes = Outcomes.from_records([asdict(r) for r in records])
-    search = config.get("search") or {}  # the budget tells "budget 0" apart in the reason for an undefined PA
-    scores = compute_scores(
-        outcomes, len(class_names), interval=interval, n_boot=n_boot, seed=seed, budget=search.get("budget")
+    config = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    outcomes = Outcomes.from_records(records)
+    seed = identity["seed"]
+    scores = compute_scores(  # the budget tells "budget 0" apart in the reason for an undefined PA
+        outcomes, len(class_names), interval=scoring.interval, n_boot=scoring.n_boot, seed=seed, budget=config.budget
     )
-    per_class = per_class_table(outcomes, class_names, interval)
+    per_class = per_class_table(outcomes, class_names, scoring.interval)
+    gap = scoring.gap_warn_points
     warnings = []
-    if (
-        scores.sa.value is not None
-        and scores.ra.value is not None
-        and scores.sa.value - scores.ra.value > gap_warn_points
-    ):
+    if scores.sa.value is not None and scores.ra.value is not None and scores.sa.value - scores.ra.value > gap:
         warnings.append(
             f"generator gap: the classifier loses {scores.sa.value - scores.ra.value:.1f} points on the "
             f"generator's reconstructions alone (SA {scores.sa.value:.1f} -> RA {scores.ra.value:.1f}); PA then "
@@ -65,7 +58,9 @@ def summarize(
             f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
-    warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
+    warnings += score_warnings(scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=config.search)
+    details = {k: v for k, v in (details or {}).items() if v is not None}
+    skipped = details.get("skipped")
     if skipped:
         shown = ", ".join(f"'{s['path']}'" for s in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         warnings.append(
@@ -77,7 +72,7 @@ def summarize(
         per_class=per_class,
         seed=seed,
         seed_drawn=seed_drawn,
-        components=components,
+        components=dict(identity["components"]),
         class_names=class_names,
         config=config,
         versions=package_versions(),
@@ -86,13 +81,5 @@ def summarize(
         warnings=warnings,
         run_dir=run_dir,
         samples=list(records),
-        extra={
-            "shard": {"index": shard.index, "count": shard.count},
-            "identity": identity,
-            **({"kernels": kernels} if kernels else {}),
-            **({"execution": execution} if execution else {}),
-            **({"batch": batch} if batch else {}),
-            **({"image_shapes": image_shapes} if image_shapes else {}),
-            **({"skipped": list(skipped)} if skipped is not None else {}),
-        },
+        extra={"shard": dict(identity["shard"]), "identity": dict(identity), **details},
     )

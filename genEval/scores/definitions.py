@@ -69,7 +69,8 @@ class Score:
     towards :data:`MIN_BOOTSTRAP_SOURCES`). ``undefined`` lists ``(column, why)``: the first column whose sum
     is 0 says why the score is undefined; ``otherwise`` covers a formula's own NaN. ``leaderboard`` /
     ``compared`` / ``per_class`` say where it is shown (leaderboard rows, pairwise differences, per-class
-    tables)."""
+    tables); ``summary`` is its note in a run's printed summary (``{k}``, ``{n}`` and the counts of
+    :class:`~genEval.scores.run_scores.Scores` may appear in it; None: the summary leaves the score out)."""
 
     key: str
     label: str
@@ -83,6 +84,7 @@ class Score:
     leaderboard: bool = True
     compared: bool = True
     per_class: bool = True
+    summary: str | None = "{k}/{n}"
 
     @property
     def is_proportion(self) -> bool:
@@ -135,8 +137,23 @@ def _no_start(what: str) -> Why:
 
 SCORES: tuple[Score, ...] = (
     Score("sa", "SA", "clean", "n", undefined=(("n", "no samples for SA"),)),
-    Score("ra", "RA", "recon", "n", undefined=(("n", "no samples for RA"),), compared=False),
-    Score("vr", "VR", "validated", "n", undefined=(("n", "no samples for VR"),)),
+    Score(
+        "ra",
+        "RA",
+        "recon",
+        "n",
+        undefined=(("n", "no samples for RA"),),
+        compared=False,
+        summary="{k}/{n}: accuracy on reconstructions",
+    ),
+    Score(
+        "vr",
+        "VR",
+        "validated",
+        "n",
+        undefined=(("n", "no samples for VR"),),
+        summary="{k}/{n} validated, {n_validatable} passed the start check",
+    ),
     Score(
         "pa",
         "PA",
@@ -151,6 +168,7 @@ SCORES: tuple[Score, ...] = (
         support="validated",
         undefined=(("n", "no samples"), ("validated", _pa_undefined)),
         otherwise="SA is 0",
+        summary="100 PA / SA, the paper's FMR",
     ),
     Score(
         "fmr_chance_corrected",
@@ -161,6 +179,7 @@ SCORES: tuple[Score, ...] = (
         undefined=(("n", "no samples"), ("validated", _pa_undefined)),
         otherwise=_below_chance,
         per_class=False,
+        summary="",
     ),
     Score(
         "oracle_start_accuracy",
@@ -171,6 +190,7 @@ SCORES: tuple[Score, ...] = (
         leaderboard=False,
         compared=False,
         per_class=False,
+        summary=None,
     ),
     Score(
         "sa_validated",
@@ -178,6 +198,7 @@ SCORES: tuple[Score, ...] = (
         "clean_validated",
         "validated",
         undefined=(("n", "no samples"), ("validated", no_validated_reason)),
+        summary="{k}/{n}: SA over the validated samples",
     ),
     Score(
         "fmr_validated",
@@ -186,6 +207,7 @@ SCORES: tuple[Score, ...] = (
         support="validated",
         undefined=(("n", "no samples"), ("validated", _pa_undefined)),
         otherwise="SA_v is 0 (the model is wrong on every validated clean image)",
+        summary="100 PA / SA_v: both over the validated samples",
     ),
     Score(
         "vr_conditional",
@@ -194,6 +216,7 @@ SCORES: tuple[Score, ...] = (
         "start_ok",
         undefined=(("n", "no samples"), ("start_ok", _no_start("VR_cond"))),
         compared=False,
+        summary="{k}/{n}: validated / passed the start check",
     ),
     Score(
         "oracle_clean_accuracy",
@@ -203,6 +226,7 @@ SCORES: tuple[Score, ...] = (
         short="oracle clean",
         undefined=(("n", "no samples"),),
         compared=False,
+        summary="{k}/{n}: the oracle's own verdict on the clean images",
     ),
     Score(
         "oracle_recon_accuracy",
@@ -212,6 +236,7 @@ SCORES: tuple[Score, ...] = (
         short="oracle recon",
         undefined=(("n", "no samples"),),
         compared=False,
+        summary="{k}/{n}: its verdict on the start reconstructions",
     ),
     Score(
         "unchanged_share",
@@ -221,6 +246,7 @@ SCORES: tuple[Score, ...] = (
         undefined=(("n", "no samples"), ("validated", no_validated_reason)),
         compared=False,
         per_class=False,
+        summary="{k}/{n} validated samples moved < 1/255 L-inf",
     ),
 )
 SCORE = {s.key: s for s in SCORES}

@@ -1,6 +1,9 @@
-"""The per-sample outcome table every score is computed from (paper Sec. 3.3; METHOD.md "Scores").
+"""The per-sample record and the outcome table every score is computed from (paper Sec. 3.3; METHOD.md "Scores").
 
-:class:`Outcomes` holds one model's per-sample decisions in one run (read from ``samples.jsonl`` records);
+:class:`SampleRecord` is the one per-sample record: what the search decided for one source image (the loop's
+:class:`~genEval.search.perturb.Outcome` is a SampleRecord with its tensors), one line of ``samples.jsonl``, and
+what :func:`genEval.runs.rundir.read_samples` gives back. :class:`Outcomes` holds one model's per-sample decisions
+in one run, as arrays;
 :meth:`Outcomes.columns` turns them into the 0/1 :data:`COLUMNS` that every score of
 :mod:`genEval.scores.definitions` is a function of, summed per source image for the bootstrap
 (:mod:`genEval.scores.intervals`).
@@ -9,7 +12,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +36,85 @@ COLUMN = {c: i for i, c in enumerate(COLUMNS)}
 #: A validated sample whose final image moved less than this (L-inf, images in [0, 1]) from the start
 #: reconstruction counts as unchanged: below one 8-bit grey level, so a saved image would not differ at all.
 UNCHANGED_LINF = 1.0 / 255
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """What the search did to one sample (METHOD.md "Per sample"): one line of ``samples.jsonl``.
+
+    Steps count from 1, -1 means "never". ``index``: position of the source in the data set; ``reference``: the
+    class the oracle had to keep seeing; ``accepted_steps``: last accepted step (0 = none: not ``validated``);
+    ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are measured from the start of the search; ``part``:
+    the run directory's tensor part (latents/images) holding this sample, -1 when none was saved.
+    """
+
+    source_id: str
+    index: int
+    label: int
+    reference: int
+    clean_pred: int
+    recon_pred: int
+    start_ok: bool
+    validated: bool
+    accepted_steps: int
+    rejected_at: int
+    first_fooled: int
+    final_pred: int
+    oracle_clean_pred: int
+    oracle_start_pred: int
+    oracle_score: float
+    latent_dist: float
+    image_dist: float
+    image_linf: float
+    part: int = -1
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SampleRecord:
+        """From one ``samples.jsonl`` line. Keys it does not know are ignored; a record without one of the fields
+        every score is computed from is refused, naming them (it was written by an older genEval); the
+        measurements a score does not need default when absent (``reference``: the label; steps and distances:
+        never / NaN; ``index``: -1)."""
+        lacking = [k for k in REQUIRED if k not in d]
+        if lacking:
+            raise ValueError(
+                f"the per-sample records (e.g. source {d.get('source_id')!r}) lack {', '.join(lacking)}: they were "
+                "written by an older genEval; rerun the evaluation."
+            )
+        defaults = {**_DEFAULTS, "reference": d["label"]}
+        return cls(**{f.name: d[f.name] if f.name in d else defaults[f.name] for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def record(self) -> SampleRecord:
+        """The record alone (an :class:`~genEval.search.perturb.Outcome` without its tensors)."""
+        return SampleRecord(**{f.name: getattr(self, f.name) for f in fields(SampleRecord)})
+
+
+#: The fields of a :class:`SampleRecord` every score is computed from: a record without one cannot be read.
+REQUIRED = (
+    "source_id",
+    "label",
+    "clean_pred",
+    "recon_pred",
+    "start_ok",
+    "validated",
+    "final_pred",
+    "rejected_at",
+    "oracle_clean_pred",
+    "oracle_start_pred",
+    "image_linf",
+)
+#: What a record written before a measurement existed (or by hand) reads as for the fields no score needs.
+_DEFAULTS: dict[str, Any] = {
+    "index": -1,
+    "accepted_steps": 0,
+    "first_fooled": -1,
+    "oracle_score": float("nan"),
+    "latent_dist": float("nan"),
+    "image_dist": float("nan"),
+    "part": -1,
+}
 
 
 @dataclass(frozen=True)
@@ -78,21 +161,17 @@ class Outcomes:
                 raise ValueError(f"Outcomes.{name} has {len(arr)} entries for {n} source ids.")
 
     @classmethod
-    def from_records(cls, records: Sequence[Mapping]) -> Outcomes:
-        """From ``samples.jsonl`` rows (:class:`genEval.runs.rundir.SampleRecord` as dicts)."""
-        lacking = [k for k in _RECORD_KEYS if records and k not in records[0]]
-        if lacking:
-            raise ValueError(
-                f"the per-sample records (e.g. source {records[0].get('source_id')!r}) lack "
-                f"{', '.join(lacking)}: they were written by an older genEval; rerun the evaluation."
-            )
-        lab = np.asarray([r["label"] for r in records], dtype=np.int64)
+    def from_records(cls, records: Sequence[SampleRecord | Mapping[str, Any]]) -> Outcomes:
+        """From per-sample records (:class:`SampleRecord`, as ``genEval.runs.rundir.read_samples`` gives them; a
+        ``samples.jsonl`` line as a mapping is read with :meth:`SampleRecord.from_dict`)."""
+        records = [r if isinstance(r, SampleRecord) else SampleRecord.from_dict(r) for r in records]
+        lab = np.asarray([r.label for r in records], dtype=np.int64)
 
         def col(key: str, dtype: type = np.int64) -> np.ndarray:
-            return np.asarray([r[key] for r in records], dtype=dtype)
+            return np.asarray([getattr(r, key) for r in records], dtype=dtype)
 
         return cls(
-            ids=[r["source_id"] for r in records],
+            ids=[r.source_id for r in records],
             labels=lab,
             clean=col("clean_pred") == lab,
             recon=col("recon_pred") == lab,
@@ -104,7 +183,7 @@ class Outcomes:
             oracle_recon=col("oracle_start_pred") == lab,
             unchanged=col("image_linf", float) < UNCHANGED_LINF,
             predictions=col("final_pred"),
-            references=col("reference") if all("reference" in r for r in records) else lab,
+            references=col("reference"),
         )
 
     def __len__(self) -> int:
@@ -141,16 +220,3 @@ class Outcomes:
 
 
 _FLAGS = ("clean", "recon", "start_ok", "validated", "final", "rejected", "oracle_clean", "oracle_recon", "unchanged")
-_RECORD_KEYS = (
-    "source_id",
-    "label",
-    "clean_pred",
-    "recon_pred",
-    "start_ok",
-    "validated",
-    "final_pred",
-    "rejected_at",
-    "oracle_clean_pred",
-    "oracle_start_pred",
-    "image_linf",
-)

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from genEval.interfaces import Classifier, Generator, Oracle, SettingError, contract_checked_by_caller, is_whole
+from genEval.scores.outcomes import SampleRecord
 from genEval.search.execution import check_batch_size
 
 UPDATE_RULES = ("adam", "sgd", "sign")
@@ -154,48 +155,25 @@ class Sample:
     index: int = 0
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What the search did to one sample (tensors on the CPU).
+@dataclass(frozen=True, kw_only=True)
+class Outcome(SampleRecord):
+    """What the search did to one sample: its :class:`~genEval.scores.outcomes.SampleRecord` (the per-sample record
+    of ``samples.jsonl``; :meth:`record` gives it alone) with its tensors, on the CPU.
 
-    Steps count from 1; -1 means "never". ``accepted_steps``: last accepted step (0 = none, so the sample is
-    not validated). ``reference``: the class the oracle had to keep seeing (``label``, or its own verdict on
-    the clean image, ``oracle_clean_pred``, under ``reference="clean_prediction"``). ``image``:
-    ``D(z_last_accepted)`` (the start image ``D(z_0)`` when nothing was accepted);
-    ``final_pred`` is the classifier's class for ``image``. ``recon_pred``: its class for the noiseless
-    reconstruction ``D(E(x))`` (RA). ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are both measured
-    from the start of the search (``z_0`` and ``D(z_0)``), i.e. they are what the search itself moved.
-    ``latent`` / ``start_latent``: the final latent and ``E(x)`` as the decoder sees them: snapped to the
-    codebook when the generator quantises (``generator.decoded_latents``, e.g. VQGAN ``straight_through``), so
-    a style mask is fitted on the quantised latents the paper decodes (Sec. 3.2.1).
+    ``reference``: the class the oracle had to keep seeing (``label``, or its own verdict on the clean image,
+    ``oracle_clean_pred``, under ``reference="clean_prediction"``). ``image``: ``D(z_last_accepted)`` (the start
+    image ``D(z_0)`` when nothing was accepted); ``final_pred`` is the classifier's class for ``image``.
+    ``recon_pred``: its class for the noiseless reconstruction ``D(E(x))`` (RA). ``latent`` / ``start_latent``: the
+    final latent and ``E(x)`` as the decoder sees them: snapped to the codebook when the generator quantises
+    (``generator.decoded_latents``, e.g. VQGAN ``straight_through``), so a style mask is fitted on the quantised
+    latents the paper decodes (Sec. 3.2.1).
     """
 
-    source_id: str
-    index: int
-    label: int
-    reference: int
-    oracle_clean_pred: int
-    clean_pred: int
-    recon_pred: int
-    start_ok: bool
-    accepted_steps: int
-    rejected_at: int
-    first_fooled: int
-    final_pred: int
-    oracle_start_pred: int
-    oracle_score: float
-    latent_dist: float
-    image_dist: float
-    image_linf: float
     original: Tensor
     image: Tensor
     start_image: Tensor
     latent: Tensor
     start_latent: Tensor
-
-    @property
-    def validated(self) -> bool:
-        return self.accepted_steps > 0
 
 
 class NonFiniteError(FloatingPointError):
@@ -580,6 +558,7 @@ class SearchRows:
                 clean_pred=int(ints["clean_pred"]),
                 recon_pred=int(ints["recon_pred"]),
                 start_ok=bool(ints["start_ok"]),
+                validated=int(ints["accepted"]) > 0,
                 accepted_steps=int(ints["accepted"]),
                 rejected_at=int(ints["rejected_at"]),
                 first_fooled=int(ints["first_fooled"]),

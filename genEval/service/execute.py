@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from genEval.reports.report import write_report
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution
 from genEval.service.benchmarks import EVALUATE_KEYS
@@ -91,12 +93,10 @@ def run_job(
             search=parts.search,
             mask=parts.mask,
             seed=int(seed),
-            output_dir=out,
             execution=execution,
-            progress=False,
-            save_images=True,
+            output=RunOutput(out, save_images=True, grid_size=settings.get("grid_size", 8), progress=False),
+            scoring=Scoring.coerce(settings),
             config=record,
-            **settings,
         )
         write_report(out)
         classifier_id = result.components.get("classifier")

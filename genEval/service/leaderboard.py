@@ -26,18 +26,23 @@ from pathlib import Path
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
+from genEval.comparisons.leaderboard import TABLE_SCORES
 from genEval.comparisons.loading import LoadedRun, load_runs
 from genEval.comparisons.ranking import DEFAULT_RANK_BY, rank_reason
 from genEval.comparisons.rows import order_models, score_entries
+from genEval.comparisons.settings import ComparisonSettings
+from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.service.db import Database, JobInfo, StandingInfo
 
 log = logging.getLogger(__name__)
 
-#: Metrics shown, in column order, and those that get "significantly better" marks.
-COLUMNS = ("sa", "pa", "fmr", "fmr_validated", "vr", "fmr_chance_corrected")
+#: Metrics shown, in column order: every leaderboard score of genEval.scores.definitions.SCORES, in the order of
+#: ``geneval compare``'s tables (a score added there appears here, stored with every row computed after it).
+COLUMNS = TABLE_SCORES
+#: The scores that get "significantly better" marks (paired bootstrap differences).
 MARKED = ("fmr", "sa", "pa")
-LABELS = {"sa": "SA", "pa": "PA", "fmr": "FMR", "fmr_validated": "FMR_v", "vr": "VR", "fmr_chance_corrected": "FMR cc"}
+LABELS = {k: SCORE[k].short or SCORE[k].label for k in COLUMNS}
 SORT_KEYS = (*COLUMNS, "name", "date", "repetitions")
 #: The default order of the pages and the API: the comparison library's ranking score (``geneval compare``'s
 #: ``rank_by`` default, FMR_v; see :mod:`genEval.comparisons.ranking` for why not the paper's FMR).
@@ -72,7 +77,8 @@ def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: 
     stored standings are checked against, and the way to rank a set of runs outside the service."""
     if not run_dirs:
         return ModelComparison({}, "")
-    comp = compare_runs({k: [str(p) for p in v] for k, v in run_dirs.items()}, n_boot=n_boot, seed=seed)
+    settings = ComparisonSettings(n_boot=n_boot, seed=seed, level=LEVEL, rank_by=RANK_BY)
+    comp = compare_runs({k: [str(p) for p in v] for k, v in run_dirs.items()}, settings)
     better: dict[str, dict[str, list[str]]] = {m: {k: [] for k in MARKED} for m in comp.models}
     for d in comp.differences:
         if d.metric in MARKED and d.excludes_zero and d.value:
@@ -80,11 +86,16 @@ def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: 
             better[winner][d.metric].append(loser)
     models = {}
     for row in comp.leaderboard:
-        scores = {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
+        scores = _scores(row)
         models[row.model] = ModelStanding(row.model, int(row.repetitions), scores, better[row.model])
     return ModelComparison(
         models, comp.settings.interval_note, list(comp.warnings), comp.rank_by, comp.settings.rank_reason
     )
+
+
+def _scores(row) -> dict[str, dict]:
+    """A leaderboard row's scores as stored: metric -> {value, low, high} for every column."""
+    return {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
 
 
 # ------------------------------------------------------------------------------ computing (the worker)
@@ -134,6 +145,7 @@ class StandingsBuilder:
 
     def __init__(self, db: Database, home: str | Path, n_boot: int = 1000) -> None:
         self.db, self.home, self.n_boot = db, Path(home), int(n_boot)
+        self.settings = ComparisonSettings(n_boot=self.n_boot, seed=SEED, level=LEVEL, rank_by=RANK_BY)
         self._loaded: dict[str, Contender | None] = {}
 
     def _load(self, job_id: str, name: str, run_dirs: Sequence[str]) -> Contender | None:
@@ -144,9 +156,9 @@ class StandingsBuilder:
             else:
                 runs = load_runs({name: dirs})[name]
                 first = runs[0].results
-                n = int(first["scores"]["num_classes"])
-                entries = score_entries(runs, n, self.n_boot, SEED, LEVEL)
-                names = tuple(first.get("class_names") or ())
+                n = int(first.scores.num_classes)
+                entries = score_entries(runs, n, self.settings)
+                names = tuple(first.class_names)
                 self._loaded[job_id] = Contender(job_id, name, runs, entries, n, names)
         return self._loaded[job_id]
 
@@ -192,9 +204,9 @@ class StandingsBuilder:
         compared = frozenset(r.job_id for r in others)
         if me is None:
             return self.unranked(job, f"run directory {Path(job.run_dir)} is missing or incomplete")
-        comp = build_comparison({me.name: me.runs}, n_boot=self.n_boot, seed=SEED, level=LEVEL)
+        comp = build_comparison({me.name: me.runs}, self.settings)
         lb = comp.leaderboard[0]
-        scores = {k: {"value": lb[k].value, "low": lb[k].low, "high": lb[k].high} for k in COLUMNS}
+        scores = _scores(lb)
         better: dict[str, list[str]] = {k: [] for k in MARKED}
         beaten_by: dict[str, list[str]] = {}
         warnings = list(comp.warnings)
@@ -303,7 +315,7 @@ class Row:
             return self.finished_at or 0.0
         if key == "repetitions":
             return self.standing.repetitions
-        return self.standing.scores[key]["value"]
+        return (self.standing.scores.get(key) or {}).get("value")  # a row stored before the score existed: none
 
 
 @dataclass(frozen=True)

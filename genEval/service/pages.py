@@ -40,7 +40,7 @@ def _row(rank: int, row: Row) -> dict:
     s = row.standing
     cells = {}
     for k in COLUMNS:
-        e = s.scores[k]
+        e = s.scores.get(k) or {"value": None, "low": None, "high": None}  # stored before the score existed
         cells[k] = {
             "value": "–" if e["value"] is None else f"{e['value']:.2f}",
             "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",

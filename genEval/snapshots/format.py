@@ -45,6 +45,7 @@ from PIL import Image
 from torch import Tensor
 
 from genEval.fileio import atomic_write_json, sha256_file
+from genEval.runs.results import EvalResult
 from genEval.runs.rundir import (
     IMAGES,
     iter_tensor_rows,
@@ -56,6 +57,7 @@ from genEval.runs.rundir import (
     save_latent_file,
 )
 from genEval.runs.rundir import LATENTS as LATENT_PARTS
+from genEval.scores.outcomes import SampleRecord
 
 log = logging.getLogger(__name__)
 
@@ -415,22 +417,22 @@ class _Run:
     records; the images themselves are streamed row by row (:func:`genEval.runs.rundir.iter_tensor_rows`)."""
 
     path: Path
-    results: dict[str, Any]
-    samples: list[dict[str, Any]]
+    results: EvalResult
+    samples: list[SampleRecord]
     validated: list[int]  # indices of the validated samples, in run order
     image_shapes: dict[str, list[int]]  # (C, H, W) of the perturbed and original images (of the first sample)
 
     @property
     def classifier(self) -> str:
-        return str(self.results.get("components", {}).get("classifier", ""))
+        return str(self.results.components.get("classifier", ""))
 
-    def validated_rows(self) -> Iterator[tuple[dict[str, Any], dict[str, Tensor]]]:
+    def validated_rows(self) -> Iterator[tuple[SampleRecord, dict[str, Tensor]]]:
         """``(record, {"original", "perturbed", "labels", "validated", ...})`` of every validated sample, in run
         order, one row at a time."""
         for record, row in iter_tensor_rows(self.path, IMAGES, [self.samples[i] for i in self.validated]):
             if not bool(row["validated"]):
                 raise SnapshotError(
-                    f"samples.jsonl and the images of '{self.path}' disagree on whether {record['source_id']!r} "
+                    f"samples.jsonl and the images of '{self.path}' disagree on whether {record.source_id!r} "
                     "was validated; they come from different runs. Rerun the evaluation."
                 )
             yield record, row
@@ -442,7 +444,7 @@ def _read_run(run_dir: str | Path) -> _Run:
         raise FileNotFoundError(f"run directory '{run}' does not exist; pass the directory of a finished run.")
     results = read_results(run)
     samples = read_samples(run)
-    validated = [i for i, s in enumerate(samples) if s.get("validated")]
+    validated = [i for i, s in enumerate(samples) if s.validated]
     require_tensors(run, IMAGES)
     if not validated:
         raise SnapshotError(
@@ -462,33 +464,34 @@ def _read_latents(run: _Run) -> SnapshotLatents:
     for _, row in iter_tensor_rows(run.path, LATENT_PARTS, records):
         starts.append(row["start"])
         finals.append(row["final"])
-    ids = [r["source_id"] for r in records]
+    ids = [r.source_id for r in records]
     return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, latents_generator(run.path))
 
 
 def _export_items(run: _Run) -> Iterator[SnapshotItem]:
     """The validated samples as PNGs, with the per-sample metadata that goes into the snapshot, one at a time."""
-    class_names = run.results["class_names"]
+    class_names = run.results.class_names
     for s, row in run.validated_rows():
         label = int(row["labels"])
         meta = {
             "label": label,
             "class_name": class_names[label],
-            "source_id": s["source_id"],
+            "source_id": s.source_id,
             "tested_model": run.classifier,
-            "seed": run.results.get("seed"),
-            "steps": s.get("accepted_steps"),
-            "first_fooled": s.get("first_fooled"),
-            "oracle_score": s.get("oracle_score"),
-            "clean_pred": s.get("clean_pred"),
-            "tested_pred": s.get("final_pred"),
+            "seed": run.results.seed,
+            "steps": s.accepted_steps,
+            "first_fooled": s.first_fooled,
+            "oracle_score": s.oracle_score,
+            "clean_pred": s.clean_pred,
+            "tested_pred": s.final_pred,
         }
         yield SnapshotItem(encode_png(row["perturbed"].numpy()), encode_png(row["original"].numpy()), meta)
 
 
 def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
     r = run.results
-    components = dict(r.get("components", {}))
+    components = dict(r.components)
+    sa = r.scores.estimates.get("sa")
     return Manifest(
         kind="export",
         name=run.path.resolve().name,
@@ -499,20 +502,20 @@ def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
                 "run_dir": str(run.path.resolve()),
                 "results_sha256": sha256_file(run.path / "results.json"),
                 "components": components,
-                "seed": r.get("seed"),
+                "seed": r.seed,
             }
         ],
-        class_names=list(r["class_names"]),
+        class_names=list(r.class_names),
         image_shapes=dict(run.image_shapes),
-        versions=r.get("versions", {}),
+        versions=r.versions,
         latents=None if latents is None else {"file": LATENTS, "generator": latents.generator},
         counts={"run_samples": len(run.samples)},
         components=components,
-        seed=r.get("seed"),
-        config=r.get("config", {}),
+        seed=r.seed,
+        config=r.config.to_dict(),
         exported_with=package_versions(),
-        run_scores=r.get("scores", {}),
-        full_sample_sa=dict((r.get("scores") or {}).get("sa") or {}),
+        run_scores=r.scores.to_dict(),
+        full_sample_sa={} if sa is None else sa.to_dict(),
     )
 
 

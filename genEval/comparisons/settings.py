@@ -1,0 +1,82 @@
+"""How runs are aggregated into a comparison: one settings object for compare, ablation, re-ranking and the service.
+
+:class:`ComparisonSettings` is the aggregation tail every comparison shares: the ER ``baselines``, the fit gate
+``er_min_r2``, the bootstrap (``n_boot`` resamples seeded by ``seed``, ``level`` intervals), the
+``repetition_seeds`` recorded with it, and ``rank_by``, the score that orders the leaderboard. It is validated
+once, here. :func:`genEval.comparisons.aggregate.compare` / ``aggregate`` / ``build_comparison``, the generator
+ablation (:mod:`genEval.comparisons.ablation`) and the service's stored standings
+(:mod:`genEval.service.leaderboard`) all take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by
+from genEval.interfaces import SettingError, is_whole
+
+
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """The aggregation of a comparison (see the module docstring).
+
+    ``baselines``: the models effective robustness is fitted on (None: the ones the runs record, else ER is left
+    out). ``er_min_r2``: ER is reported only when the baselines' fit reaches this R^2. ``n_boot``, ``seed``,
+    ``level``: the bootstrap over source images behind every interval, difference and rank stability.
+    ``repetition_seeds``: the seeds of the repetitions, recorded (None: read from the runs). ``rank_by``: the score
+    that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v).
+    """
+
+    baselines: tuple[str, ...] | None = None
+    er_min_r2: float = 0.8
+    n_boot: int = 1000
+    seed: int = 0
+    level: float = 0.95
+    repetition_seeds: tuple[int, ...] | None = None
+    rank_by: str = DEFAULT_RANK_BY
+
+    def __post_init__(self) -> None:
+        if self.baselines is not None:
+            if isinstance(self.baselines, str):
+                raise SettingError("baselines", self.baselines, "a list of model names or null", "[resnet20,resnet32]")
+            object.__setattr__(self, "baselines", tuple(str(b) for b in self.baselines))
+        if self.repetition_seeds is not None:
+            object.__setattr__(self, "repetition_seeds", tuple(self.repetition_seeds))
+        if not is_whole(self.n_boot, 1):
+            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", "1000")
+        if not is_whole(self.seed, 0):
+            raise SettingError("seed", self.seed, "a whole number >= 0", "0", "the seed of the bootstraps")
+        if not _number(self.level) or not 0 < self.level < 1:
+            raise SettingError("level", self.level, "a number in (0, 1)", "0.95", "the level of every interval")
+        if not _number(self.er_min_r2) or not 0 <= self.er_min_r2 <= 1:
+            raise SettingError("er_min_r2", self.er_min_r2, "a number in [0, 1]", "0.8")
+        object.__setattr__(self, "n_boot", int(self.n_boot))
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "rank_by", check_rank_by(self.rank_by))
+
+    @classmethod
+    def coerce(cls, settings: ComparisonSettings | Mapping[str, Any] | None = None, **given: Any) -> ComparisonSettings:
+        """From itself, a mapping of its fields, or None (defaults), with the keyword arguments ``given`` on top
+        (a None among them leaves the field as it is); an unknown key is refused by name."""
+        names = [f.name for f in fields(cls)]
+        base = dict(settings) if isinstance(settings, Mapping) else {}
+        unknown = sorted((set(base) | set(given)) - set(names))
+        if unknown:
+            raise TypeError(f"unknown comparison setting(s) {unknown}; known: {', '.join(names)}.")
+        out = settings if isinstance(settings, cls) else cls(**base)
+        changes = {k: v for k, v in given.items() if v is not None}
+        return replace(out, **changes) if changes else out
+
+    @property
+    def baseline_list(self) -> list[str] | None:
+        return None if self.baselines is None else list(self.baselines)
+
+    def with_seeds(self, seeds: Sequence[int]) -> ComparisonSettings:
+        """These settings recording ``seeds`` as the repetition seeds."""
+        return replace(self, repetition_seeds=tuple(int(s) for s in seeds))
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -1,0 +1,60 @@
+"""Progress of a run: a tqdm bar on a terminal, otherwise one log line every ``log_interval`` seconds (cluster
+logs). The loop itself shows nothing (STYLE.md "Logging and progress"); the driver reports every finished and
+every skipped source here."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from tqdm.auto import tqdm
+
+from genEval.runs.rundir import Shard
+
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    """How far a run is: ``total`` sources, ``done`` of them finished before (a resume); ``show`` a bar (True), log
+    lines every ``interval`` seconds (False) or a bar on a terminal only (None)."""
+
+    def __init__(self, total: int, done: int, shard: Shard, show: bool | None, interval: float) -> None:
+        self.total, self.done, self.shard, self.interval = total, done, shard, float(interval)
+        self.validated = self.fooled = self.computed = 0
+        self.t0 = self.last = time.perf_counter()
+        tty = sys.stderr.isatty() if show is None else bool(show)
+        self.bar = tqdm(total=total, initial=done, desc="genEval", unit="img", disable=not tty, dynamic_ncols=True)
+        self.log_lines = not tty
+
+    def update(self, out) -> None:
+        """One finished sample (an :class:`~genEval.search.perturb.Outcome`)."""
+        self.done, self.computed = self.done + 1, self.computed + 1
+        self.validated += out.validated
+        self.fooled += out.validated and out.final_pred != out.label
+        self.bar.update(1)
+        self.bar.set_postfix(validated=self.validated, fooled=self.fooled, refresh=False)
+        now = time.perf_counter()
+        if self.log_lines and (now - self.last >= self.interval or self.done == self.total):
+            self.last = now
+            rate = self.computed / max(now - self.t0, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            log.info(
+                "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s",
+                self.shard.name,
+                self.done,
+                self.total,
+                100 * self.done / max(1, self.total),
+                self.validated,
+                self.fooled,
+                rate,
+                time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown",
+            )
+
+    def skip(self) -> None:
+        """A source that was skipped (unreadable) counts as done."""
+        self.done += 1
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
