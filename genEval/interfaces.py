@@ -50,6 +50,7 @@ source image that cannot be decoded; the driver skips it when the data set's ``s
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -182,6 +183,47 @@ class SettingError(ValueError):
         if not prefix or self.key.startswith(f"{prefix}."):
             return self
         return SettingError(f"{prefix}.{self.key}", self.value, self.expected, self.example, self.note)
+
+
+def check_batch_size(value: Any, key: str = "batch_size", nullable: bool = True) -> int | None:
+    """The one check of a batch size, for every place that takes one (the search, the snapshot scorer, a generator's
+    training): a whole number >= 1 (or null: chosen from the memory one search step needs, when ``nullable``)."""
+    if value is None and nullable:
+        return None
+    if not is_whole(value, 1):
+        raise SettingError(
+            key,
+            value,
+            "a whole number >= 1" + (" or null" if nullable else ""),
+            "64",
+            "null chooses it from the memory one search step needs" if nullable else "",
+        )
+    return int(value)
+
+
+#: The one precision vocabulary: ``precision=``, ``role_precision.<role>=``, ``generator.precision=`` and
+#: ``oracle.precision=`` all take these.
+PRECISIONS = ("fp32", "bf16", "fp16")
+#: Older spellings (``generator.dtype`` took float32 | float16 | bfloat16), accepted with a deprecation note.
+OLD_PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def precision_name(value: Any, key: str = "precision", nullable: bool = False) -> str | None:
+    """``value`` in the precision vocabulary (:data:`PRECISIONS`; None when ``nullable``). An older spelling
+    (``float32``, ``bfloat16``, ``float16``, or a torch dtype) is accepted with a FutureWarning naming the new one;
+    anything else is a :class:`SettingError` naming ``key``."""
+    if value in PRECISIONS or (value is None and nullable):
+        return value
+    spelled = str(value).removeprefix("torch.")
+    if spelled in OLD_PRECISIONS:
+        new = OLD_PRECISIONS[spelled]
+        warnings.warn(
+            f"{key}={spelled} is deprecated: genEval spells precision {' | '.join(PRECISIONS)}; write {key}={new}.",
+            FutureWarning,
+            stacklevel=3,
+        )
+        return new
+    raise SettingError(key, value, "one of " + ", ".join(PRECISIONS) + (" or null" if nullable else ""), "bf16")
 
 
 class UnreadableSource(ValueError):

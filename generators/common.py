@@ -5,33 +5,41 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import warnings
 from collections.abc import Mapping
 
 import torch
 from torch import Tensor
 
-from genEval.interfaces import resize_images
+from genEval.interfaces import precision_name, resize_images
 
 log = logging.getLogger(__name__)
 
 #: Latents smaller than this (per side) keep too little of the image for a meaningful latent walk.
 MIN_LATENT_SIDE = 4
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """``"float32" | "float16" | "bfloat16"`` (or a torch dtype) -> torch dtype, with a teaching error."""
-    if isinstance(dtype, torch.dtype):
-        if dtype in _DTYPES.values():
-            return dtype
-        raise ValueError(f"dtype {dtype} is not a floating dtype a generator can run in; use one of {sorted(_DTYPES)}.")
-    key = str(dtype).removeprefix("torch.")
-    if key not in _DTYPES:
-        raise ValueError(
-            f"unknown dtype {dtype!r}; allowed: {sorted(_DTYPES)} (set generator.dtype=float32 for example)."
-        )
-    return _DTYPES[key]
+def resolve_dtype(precision: str | torch.dtype, key: str = "generator.precision") -> torch.dtype:
+    """``"fp32" | "bf16" | "fp16"`` (genEval's one precision vocabulary) -> torch dtype; the older spellings
+    ``float32 | bfloat16 | float16`` and torch dtypes are accepted with a deprecation note
+    (:func:`genEval.interfaces.precision_name`); anything else is a SettingError naming ``key``."""
+    return _DTYPES[precision_name(precision, key)]
+
+
+def run_dtype(precision: str, dtype: str | torch.dtype | None) -> torch.dtype:
+    """The dtype a generator's networks run in: ``precision`` (``generator.precision``), or the deprecated
+    ``generator.dtype`` when a config still sets it (with a note naming the key to use instead)."""
+    if dtype is None:
+        return resolve_dtype(precision)
+    new = precision_name(dtype, "generator.dtype")
+    warnings.warn(
+        f"generator.dtype is deprecated: write generator.precision={new} (fp32 | bf16 | fp16).",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return _DTYPES[new]
 
 
 def _valid_sides(side: int, multiple: int) -> str:

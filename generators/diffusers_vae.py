@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from generators.common import prepare_generator_input, resolve_dtype
+from generators.common import prepare_generator_input, run_dtype
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,10 @@ class DiffusersVAEGenerator(nn.Module):
         kind: ``"kl"`` (AutoencoderKL), ``"tiny"`` (AutoencoderTiny) or ``"auto"`` (read ``_class_name``
             from ``config.json``).
         image_size: when set, ``encode`` first resizes images to this side (multiple of ``downsample``).
-        dtype: ``"float32" | "float16" | "bfloat16"``: the precision the VAE runs in (low precision is
-            meant for CUDA). Latents in and out of ``encode``/``decode`` and decoded images stay float32,
-            so the search's update arithmetic is always fp32.
+        precision: ``"fp32" | "bf16" | "fp16"``: the precision the VAE runs in (low precision is meant for
+            CUDA). Latents in and out of ``encode``/``decode`` and decoded images stay float32, so the search's
+            update arithmetic is always fp32. ``dtype`` (``float32 | bfloat16 | float16``): its old name,
+            deprecated.
         scale_latents: apply the model's ``(z - shift_factor) * scaling_factor`` (default); ``False``
             walks the raw posterior mode.
         local_files_only: never contact the hub; ``None`` follows ``HF_HUB_OFFLINE``.
@@ -132,7 +133,8 @@ class DiffusersVAEGenerator(nn.Module):
         subfolder: str | None = None,
         kind: str = "auto",
         image_size: int | None = None,
-        dtype: str | torch.dtype = "float32",
+        precision: str = "fp32",
+        dtype: str | torch.dtype | None = None,
         scale_latents: bool = True,
         local_files_only: bool | None = None,
         name: str | None = None,
@@ -144,7 +146,7 @@ class DiffusersVAEGenerator(nn.Module):
                 "AutoencoderKL / Stable Diffusion VAEs, 'tiny' for AutoencoderTiny / TAESD, "
                 "'auto' to read config.json)."
             )
-        run_dtype = resolve_dtype(dtype)
+        dtype_run = run_dtype(precision, dtype)
         self.subfolder = subfolder or None
         if local_files_only is None:
             local_files_only = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
@@ -192,8 +194,8 @@ class DiffusersVAEGenerator(nn.Module):
             )
         self.kind = found
         self.vae = pretrained if in_memory else self._load_model(is_local)
-        if next(self.vae.parameters()).dtype != run_dtype:  # (diffusers warns on every .to(dtype) call)
-            self.vae.to(run_dtype)
+        if next(self.vae.parameters()).dtype != dtype_run:  # (diffusers warns on every .to(dtype) call)
+            self.vae.to(dtype_run)
 
         cfg = self.vae.config
         if self.kind == "kl":

@@ -41,7 +41,7 @@ from generators.vqgan import VQGANGenerator, check_ddconfig
 from genEval.checkpoints import cache_dir, load_checkpoint
 from genEval.data.standard import DigitsData
 from genEval.fileio import atomic_write, atomic_write_json
-from genEval.interfaces import ImageDataset, resize_images
+from genEval.interfaces import ImageDataset, check_batch_size, resize_images
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +190,7 @@ def _check_settings(loss: str, epochs: int, batch_size: int, lr: float, lr_sched
         raise ValueError(f"loss={loss!r} is not a reconstruction loss; allowed: {list(LOSSES)}.")
     if int(epochs) < 0:
         raise ValueError(f"epochs={epochs} must be >= 0.")
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size={batch_size} must be a positive integer.")
+    check_batch_size(batch_size, nullable=False)
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule={lr_schedule!r} is not known; allowed: {list(LR_SCHEDULES)}.")
     if not float(lr) > 0:

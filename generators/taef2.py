@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from generators.common import prepare_generator_input, resolve_dtype, state_dict_digest
+from generators.common import prepare_generator_input, run_dtype, state_dict_digest
 from genEval.checkpoints import extract_state_dict, load_checkpoint, load_state_dict_into
 
 log = logging.getLogger(__name__)
@@ -133,9 +133,10 @@ class TAEF2Generator(nn.Module):
             initialisation (tests only).
         image_size: when set, ``encode`` first resizes images to ``image_size`` px (e.g. 64 for
             32-px CIFAR), and ``decode`` returns images of that size.
-        The id ``name`` hashes the weights as loaded (before the cast to ``dtype``): ``"taef2:<12 hex>"``.
-        dtype: ``"float32" | "float16" | "bfloat16"``: the precision the networks run in; inputs
-            are cast to it and outputs cast back to the caller's dtype.
+        The id ``name`` hashes the weights as loaded (before the cast to ``precision``): ``"taef2:<12 hex>"``.
+        precision: ``"fp32" | "bf16" | "fp16"``: the precision the networks run in; inputs are cast to it and
+            outputs cast back to the caller's dtype. ``dtype`` (``float32 | bfloat16 | float16``): its old name,
+            deprecated.
     """
 
     downsample = 8
@@ -147,7 +148,8 @@ class TAEF2Generator(nn.Module):
         encoder_path: str | Path | None = None,
         decoder_path: str | Path | None = None,
         image_size: int | None = None,
-        dtype: str | torch.dtype = "float32",
+        precision: str = "fp32",
+        dtype: str | torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if image_size is not None and (int(image_size) <= 0 or int(image_size) % self.downsample):
@@ -176,7 +178,7 @@ class TAEF2Generator(nn.Module):
                 " and ".join(p for p, q in (("encoder", encoder_path), ("decoder", decoder_path)) if q is None),
             )
         self.name = f"taef2:{state_dict_digest(self.state_dict())}"
-        self.to(resolve_dtype(dtype))
+        self.to(run_dtype(precision, dtype))
         self.eval()
         self.requires_grad_(False)
 

@@ -48,7 +48,7 @@ from torch import Tensor, nn
 
 from genEval.checkpoints import WeightsUnavailable, cache_dir, hub_problem, require_file
 from genEval.fileio import atomic_write_bytes, sha256_file
-from genEval.interfaces import Judgement, check_images
+from genEval.interfaces import OLD_PRECISIONS, Judgement, check_images, precision_name
 from oracles.classifier import check_labels, check_reference, check_threshold, judgement_from_logits
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ class CLIPOracle(nn.Module):
         self.templates = _check_templates(templates)
         self.threshold = check_threshold(threshold, "CLIPOracle")
         self.reference = check_reference(reference, "CLIPOracle")
+        if str(precision).removeprefix("torch.") in OLD_PRECISIONS:  # float32 | bfloat16 | float16: deprecated
+            precision = precision_name(precision, "oracle.precision")
         if precision not in PRECISIONS:
             raise ValueError(f"CLIPOracle: unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
         self.model_name = str(model_name)

@@ -115,7 +115,7 @@ def expected_content(run_dir: Path) -> dict:
         "original": imgs["original"][v],
         "labels": imgs["labels"][v],
         "ids": [i for i, ok in zip(imgs["source_ids"], v.tolist(), strict=True) if ok],
-        "records": [r for r in read_samples(run_dir) if r["validated"]],
+        "records": [r.to_dict() for r in read_samples(run_dir) if r.validated],
     }
 
 

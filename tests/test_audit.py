@@ -14,6 +14,7 @@ import sys
 from html import unescape
 from pathlib import Path
 from statistics import NormalDist
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -140,8 +141,8 @@ def test_page_shows_n_validated_pairs_offline_with_their_images(audited):
     assert len(pairs) == 10 == listed["n"] and html.count("<img ") == 20
     assert '<meta name="geneval-audit-pairs" content="10">' in html
     assert [p["sid"] for p in pairs] == listed["sample_ids"] and listed["seed"] == 3
-    records = {r["source_id"]: r for r in read_samples(audited)}
-    assert all(records[p["sid"]]["validated"] for p in pairs)
+    records = {r.source_id: r for r in read_samples(audited)}
+    assert all(records[p["sid"]].validated for p in pairs)
     assert len(set(listed["sample_ids"])) == 10
     # no external resource of any kind; the images are the saved uint8 tensors of those very samples
     assert not EXTERNAL.search(html) and "http://" not in html and "https://" not in html
@@ -168,16 +169,16 @@ def test_the_csp_forbids_requests_and_allows_only_the_inline_script(audited):
 
 
 def test_draw_is_seeded_validated_only_and_a_prefix():
-    records = [{"source_id": f"s{i}", "validated": i % 3 != 0} for i in range(30)]
+    records = [SimpleNamespace(source_id=f"s{i}", validated=i % 3 != 0) for i in range(30)]
     a, b = draw_validated(records, 8, seed=5), draw_validated(records, 8, seed=5)
-    assert a == b and len(a) == 8 and all(r["validated"] for r in a)
-    assert [r["source_id"] for r in draw_validated(records, 8, seed=6)] != [r["source_id"] for r in a]
+    assert a == b and len(a) == 8 and all(r.validated for r in a)
+    assert [r.source_id for r in draw_validated(records, 8, seed=6)] != [r.source_id for r in a]
     every = draw_validated(records, 100, seed=5)  # more asked than validated: all 20 of them
     assert len(every) == 20 and every[:8] == a
     with pytest.raises(ValueError, match=r"n=0: an audit needs at least one pair"):
         draw_validated(records, 0, seed=5)
     with pytest.raises(ValueError, match=r"no validated samples \(VR = 0\)"):
-        draw_validated([{"source_id": "s0", "validated": False}], 5, seed=5)
+        draw_validated([SimpleNamespace(source_id="s0", validated=False)], 5, seed=5)
 
 
 class UpsampleGenerator(nn.Module):

@@ -25,7 +25,7 @@ def models() -> dict:
 
 
 def sources(out: Path, model: str, rep: int) -> set[str]:
-    return {r["source_id"] for r in read_samples(out / "runs" / model / f"rep{rep}")}
+    return {r.source_id for r in read_samples(out / "runs" / model / f"rep{rep}")}
 
 
 def compare_toys(data, out: Path, search: SearchConfig = SEARCH, **kw):
@@ -47,7 +47,7 @@ def test_every_repetition_draws_fresh_sources_shared_by_all_models(fresh):
     assert rep1 == {ToyPool(limit=20, seed=6).source_id(i) for i in range(20)} and rep0 != rep1
     assert sources(out, "lin1", 0) == rep0 and sources(out, "lin1", 1) == rep1  # paired within a repetition
     res = read_results(out / "runs" / "lin1" / "rep1")
-    assert res["config"]["comparison"]["data_seed"] == 6 and comp.settings.data_seeds == [5, 6]
+    assert res.config.comparison.data_seed == 6 and comp.settings.data_seeds == [5, 6]
     s = comp.stability
     assert s.sources_resampled is True and not any("same source images" in w for w in comp.warnings)
     assert s.tau_bootstrap.n_sources == len(rep0 | rep1) and s.tau_bootstrap.n_boot == 100
@@ -80,9 +80,9 @@ def test_mask_auto_fits_one_mask_with_the_reference_and_reuses_it(tmp_path):
     auto = AutoMask(fit_fraction=0.5, C=100.0)
     comp = compare_toys(ToyPool(limit=24), tmp_path, batch_size=12, mask=auto, mask_reference="lin1")
     mask = StyleMask.load(tmp_path / "mask" / "style_mask.safetensors")
-    fit_ids = {r["source_id"] for r in read_samples(tmp_path / "mask" / "mask_fit")}
+    fit_ids = {r.source_id for r in read_samples(tmp_path / "mask" / "mask_fit")}
     assert 10 <= len(fit_ids) <= 14  # half of each class (rounded), stratified by split_for_auto
-    assert read_results(tmp_path / "mask")["components"]["classifier"] == "linear1"  # the reference's runs
+    assert read_results(tmp_path / "mask").components["classifier"] == "linear1"  # the reference's runs
     assert list((tmp_path / "mask").rglob("style_mask.safetensors")) == [tmp_path / "mask" / "style_mask.safetensors"]
     assert not list((tmp_path / "runs").rglob("mask_fit"))  # no model fitted its own mask
     for m in MODELS:

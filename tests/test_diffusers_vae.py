@@ -211,7 +211,7 @@ def test_local_name_is_stable_and_content_sensitive(tmp_path):
 
 def test_low_precision_keeps_fp32_latents_and_images(kl):
     d = kl[0]
-    gen = DiffusersVAEGenerator(pretrained=str(d), dtype="bfloat16")
+    gen = DiffusersVAEGenerator(pretrained=str(d), precision="bf16")
     assert gen.dtype == torch.bfloat16
     with torch.no_grad():
         z = gen.encode(images())
@@ -220,8 +220,10 @@ def test_low_precision_keeps_fp32_latents_and_images(kl):
     out = gen.decode(z)
     (g,) = torch.autograd.grad(out.sum(), z)
     assert out.dtype == torch.float32 and g.dtype == torch.float32 and bool(torch.isfinite(g).all())
-    with pytest.raises(ValueError, match=r"unknown dtype 'float8'"):
-        DiffusersVAEGenerator(pretrained=str(d), dtype="float8")
+    with pytest.raises(ValueError, match=r"generator.precision must be one of fp32, bf16, fp16, got 'float8'"):
+        DiffusersVAEGenerator(pretrained=str(d), precision="float8")
+    with pytest.warns(FutureWarning, match=r"generator.dtype is deprecated: write generator.precision=bf16"):
+        assert DiffusersVAEGenerator(pretrained=str(d), dtype="bfloat16").dtype == torch.bfloat16  # the old spelling
 
 
 def test_search_loop_runs_in_the_vae_latent_space(tiny):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,8 @@ from generators.vqgan import (
     read_taming_config,
     vqgan_imagenet_f16_16384,
 )
-from genEval.interfaces import Generator, resize_images
+from genEval.interfaces import Generator, precision_name, resize_images
+from genEval.search.execution import Execution
 from genEval.style_mask import SparseMask, fit_style_mask
 
 TINY_DD = tiny_ddconfig(8)
@@ -93,7 +95,7 @@ def test_taef2_id_names_the_weights_so_a_mask_for_one_is_refused_for_another(tmp
     changed["0.weight"][0, 0, 0, 0] += 1e-3  # one weight differs
     torch.save(changed, enc_b)
     a, b = TAEF2Generator(enc_a, dec), TAEF2Generator(enc_b, dec)
-    same = TAEF2Generator(enc_a, dec, dtype="bfloat16")  # same weights, other run precision
+    same = TAEF2Generator(enc_a, dec, precision="bf16")  # same weights, other run precision
     assert a.name == same.name == random_taef2.name  # the id follows the weights, not the file or dtype
     assert a.name != b.name and re.fullmatch(r"taef2:[0-9a-f]{12}", b.name)
 
@@ -134,15 +136,37 @@ def test_taef2_input_errors_teach(random_taef2):
         random_taef2.decode(torch.rand(1, 4, 2, 2))
     with pytest.raises(ValueError, match=r"image_size=30 must be a positive multiple of 8"):
         TAEF2Generator(image_size=30)
-    with pytest.raises(ValueError, match=r"unknown dtype 'float8'.*bfloat16"):
-        TAEF2Generator(dtype="float8")
+    with pytest.raises(ValueError, match=r"generator.precision must be one of fp32, bf16, fp16, got 'float8'"):
+        TAEF2Generator(precision="float8")
 
 
 def test_taef2_low_precision_keeps_caller_dtype():
     torch.manual_seed(0)
-    g = TAEF2Generator(dtype="bfloat16")
+    g = TAEF2Generator(precision="bf16")
     z = g.encode(torch.rand(1, 3, 8, 8))
     assert z.dtype == torch.float32 and g.decode(z).dtype == torch.float32
+
+
+def test_one_precision_vocabulary_and_the_old_spellings_with_a_note():
+    """generator.precision takes fp32 | bf16 | fp16 like precision= and oracle.precision=; generator.dtype and the
+    float32 | bfloat16 | float16 spellings still work, each with a FutureWarning naming what to write instead."""
+    assert next(TAEF2Generator(precision="bf16").parameters()).dtype == torch.bfloat16
+    with pytest.warns(FutureWarning, match=r"generator.dtype is deprecated: write generator.precision=bf16"):
+        old = TAEF2Generator(dtype="bfloat16")
+    assert next(old.parameters()).dtype == torch.bfloat16
+    with pytest.warns(
+        FutureWarning, match=r"generator.precision=float16 is deprecated: .* write generator.precision=fp16"
+    ):
+        assert next(TAEF2Generator(precision="float16").parameters()).dtype == torch.float16
+    with pytest.warns(FutureWarning, match=r"precision=bfloat16 is deprecated"):
+        ex = Execution(precision="bfloat16", role_precision={"oracle": "float32"})
+    assert ex.precision == "bf16" and ex.role_precision == {"oracle": "fp32"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new spellings say nothing
+        assert Execution(precision="fp16").precision == "fp16" and precision_name("bf16") == "bf16"
+    for name in ("taef2", "taesd", "sd_vae_ft_mse", "diffusers_vae"):  # the shipped configs use the new key
+        text = (ROOT / "conf" / "generator" / f"{name}.yaml").read_text()
+        assert "\nprecision: fp32" in text and "dtype:" not in text, name
 
 
 def _cifar_pngs() -> torch.Tensor:

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -408,28 +409,28 @@ def test_iter_tensor_rows_reads_rows_in_any_order_keeping_few_parts_open(tmp_pat
     everything = rundir.load_tensors(run, "images")
     row_of = {sid: i for i, sid in enumerate(everything["source_ids"])}
     records = rundir.read_samples(run)
-    assert len({r["part"] for r in records}) == 3
+    assert len({r.part for r in records}) == 3
     opened = []
     real_open = rundir.safe_open
     monkeypatch.setattr(rundir, "safe_open", lambda path, **kw: opened.append(Path(path).name) or real_open(path, **kw))
     backwards = records[::-1]
     got = list(rundir.iter_tensor_rows(run, "images", backwards))
-    assert [r["source_id"] for r, _ in got] == [r["source_id"] for r in backwards]
+    assert [r.source_id for r, _ in got] == [r.source_id for r in backwards]
     for r, row in got:
-        i = row_of[r["source_id"]]
+        i = row_of[r.source_id]
         assert torch.equal(row["perturbed"], everything["perturbed"][i])
         assert torch.equal(row["original"], everything["original"][i])
     assert sorted(opened) == sorted(set(opened)) and len(opened) == 3  # grouped parts: each opened once
     opened.clear()
-    by_part = {p: [r for r in records if r["part"] == p] for p in range(3)}
+    by_part = {p: [r for r in records if r.part == p] for p in range(3)}
     alternating = [rs[k] for k in range(20) for rs in by_part.values()]  # part 0, 1, 2, 0, 1, 2, ...
     assert len(list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=3))) == 60
     assert len(opened) == 3  # three may stay open: no part is read twice
     opened.clear()
     list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=2))
     assert len(opened) == 60  # two may stay open: the least recent is closed and reopened when needed
-    stranger = [{**records[0], "source_id": "not-in-the-run"}]
+    stranger = [replace(records[0], source_id="not-in-the-run")]
     with pytest.raises(ValueError, match=r"disagree \('not-in-the-run' is not in that part\)"):
         list(rundir.iter_tensor_rows(run, "images", stranger))
     with pytest.raises(FileNotFoundError, match=r"no images part for sample"):
-        list(rundir.iter_tensor_rows(run, "images", [{**records[0], "part": 7}]))
+        list(rundir.iter_tensor_rows(run, "images", [replace(records[0], part=7)]))

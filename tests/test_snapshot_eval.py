@@ -18,6 +18,7 @@ from snapshot_toys import ChannelClassifier, ConstClassifier, compose_config
 from genEval import evaluate
 from genEval.commands import CONF_DIR, build
 from genEval.commands.snapshot import build_classifiers, run_filter, run_score, run_transfer
+from genEval.interfaces import SettingError
 from genEval.runs.rundir import read_samples
 from genEval.scores.intervals import proportion
 from genEval.search.execution import Execution
@@ -83,7 +84,7 @@ def test_score_refuses_a_classifier_with_other_classes(snap_if):
         match=r"classifier channel has 4 classes but snapshot '.*' has 3 \(cat, dog, originals\)",
     ):
         score_snapshot(snap_if, ChannelClassifier(num_classes=4))
-    with pytest.raises(SnapshotError, match=r"batch_size must be >= 1, got 0"):
+    with pytest.raises(SettingError, match=r"batch_size must be a whole number >= 1, got 0; e.g. batch_size=64"):
         score_snapshot(snap_if, ChannelClassifier(), batch_size=0)
 
 
@@ -267,15 +268,15 @@ def test_real_cifar_resnets_end_to_end(tmp_path):
         output_dir=run,
         save_images=True,
     )
-    recs = [r for r in read_samples(run) if r["validated"]]
+    recs = [r for r in read_samples(run) if r.validated]
     snap = export_snapshot(run, tmp_path / "snap", format="webdataset")
     rows = transfer_matrix({"cifar_resnet20": snap}, targets, device="cpu")
     r20 = score_snapshot(snap, targets["cifar_resnet20"], device="cpu")
-    assert r20.original_predictions == [r["clean_pred"] for r in recs]  # JPEG pixels are uint8: exact
+    assert r20.original_predictions == [r.clean_pred for r in recs]  # JPEG pixels are uint8: exact
     assert rows[0].self_generated and rows[0].pa == r20.pa.value
     preds = {n: score_snapshot(snap, c, device="cpu").predictions for n, c in surrogates.items()}
-    labels = [r["label"] for r in recs]
-    both = [r["source_id"] for i, r in enumerate(recs) if all(preds[n][i] != labels[i] for n in preds)]
+    labels = [r.label for r in recs]
+    both = [r.source_id for i, r in enumerate(recs) if all(preds[n][i] != labels[i] for n in preds)]
     assert both, "the fixed run (seed 0, 20 images) has samples that fool both surrogates; the filter must run"
     hard = filter_snapshots(snap, surrogates, tmp_path / "hard", device="cpu")
     assert load_snapshot(hard).manifest.source_ids == both

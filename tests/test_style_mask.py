@@ -415,7 +415,7 @@ def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
         mask=SparseMask(str(path)),
     )
     assert result.components["mask"] == f"{path}#{m.sha256[:16]}"
-    assert read_results(tmp_path / "run")["components"]["mask"] == result.components["mask"]
+    assert read_results(tmp_path / "run").components["mask"] == result.components["mask"]
     moved, validated = _moved(tmp_path / "run")
     assert result.scores.n_validated > 0 and moved[:, ~m.mask].max() == 0 and moved[validated][:, m.mask].max() > 0
 
@@ -457,11 +457,11 @@ def test_mask_auto_end_to_end_through_evaluate(tmp_path):
     assert (tmp_path / "style_mask.png").read_bytes()[:4] == b"\x89PNG"
     assert m.generator == "sigmoid" and 1 <= m.n_selected <= 6 and m.sparsity >= 50
     assert result.components["mask"] == f"auto:{m.sha256[:16]}"
-    fit_ids = {r["source_id"] for r in read_samples(tmp_path / "mask_fit")}
-    scored_ids = {r["source_id"] for r in read_samples(tmp_path)}
+    fit_ids = {r.source_id for r in read_samples(tmp_path / "mask_fit")}
+    scored_ids = {r.source_id for r in read_samples(tmp_path)}
     assert len(fit_ids) == len(scored_ids) == 60 == result.scores.n  # half fits, half is scored
     assert not fit_ids & scored_ids and len(fit_ids | scored_ids) == 120  # no scored image chose its own mask
-    assert m.n_samples <= 60 and read_results(tmp_path / "mask_fit")["config"]["search"]["budget"] == 6
+    assert m.n_samples <= 60 and read_results(tmp_path / "mask_fit").config.budget == 6
     moved, validated = _moved(tmp_path)
     assert result.scores.n_validated > 0 and moved[:, ~m.mask].max() == 0 and moved[validated][:, m.mask].max() > 0
     dense, _ = _moved(tmp_path / "mask_fit")

@@ -39,7 +39,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.comparisons.settings import ComparisonSettings
-from genEval.interfaces import SettingError
+from genEval.interfaces import SettingError, component_id, hook
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.search.execution import EXECUTION_FIELDS, Execution
@@ -183,11 +183,11 @@ def build_data(cfg: DictConfig, classifier: Any, role: str = "data") -> Any:
     classes (``class_names: null``) and the classifier knows the classes it was trained on
     (``classifier.class_names``), the folders are mapped onto the classifier's class indices
     (``ship/`` -> 8 for a CIFAR-10 model), instead of being numbered 0..k-1."""
-    known = getattr(classifier, "class_names", None)
+    known = hook(classifier, "class_names")
     target = target_of(cfg) if "_target_" in cfg else None
     takes = target is not None and "known_classes" in parameters(target)[0]
     if known and takes and cfg.get("class_names") is None and cfg.get("known_classes") is None:
-        who = getattr(classifier, "name", type(classifier).__name__)
+        who = component_id(classifier)
         return build(cfg, role, known_classes=list(known), known_from=f"classifier {who}")
     return build(cfg, role)
 

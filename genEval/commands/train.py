@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from genEval.commands import build, command, hydra_output_dir
+from genEval.interfaces import hook
 
 
 @command("train-generator", config="train_generator")
@@ -24,7 +25,7 @@ def run_train_generator(cfg: DictConfig) -> Any:
     held_out = build(cfg.held_out, "held_out data") if cfg.get("held_out") else None
     report = train(data, held_out, out_dir=str(out_dir))
     print(
-        f"trained VQ generator on {getattr(data, 'name', data)}: {report.epochs} epochs (resumed at "
+        f"trained VQ generator on {hook(data, 'name') or data}: {report.epochs} epochs (resumed at "
         f"{report.start_epoch}), held-out PSNR {report.psnr:.2f} dB (quantized {report.psnr_quantized:.2f} dB)\n"
         f"checkpoint: {report.checkpoint}\n"
         f"use it with: geneval generator=trained_vq generator.checkpoint_path={report.checkpoint}"

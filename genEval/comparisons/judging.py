@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from genEval.interfaces import component_id
+
 log = logging.getLogger(__name__)
 
 
@@ -76,7 +78,7 @@ def check_not_judging(
     the members found (logged as a warning when allowed)."""
     members = oracle_members(classifiers, oracle, build)
     if members and not allow:
-        who = getattr(oracle, "name", type(oracle).__name__)
+        who = component_id(oracle)
         raise ValueError(
             f"{', '.join(members)} {'is' if len(members) == 1 else 'are'} part of the oracle ({who}): the oracle keeps "
             "only images its members still classify correctly, so their PA is 100 and their FMR meaningless by "

@@ -35,6 +35,7 @@ import torch
 from tqdm.auto import tqdm
 
 from genEval.data.base import SubsetData
+from genEval.interfaces import hook
 from genEval.masks import AutoMask, FixedMask, StyleMask
 from genEval.runs.rundir import read_samples
 from genEval.search.driver import evaluate
@@ -100,9 +101,9 @@ def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
     ``data(seed)`` when ``data`` is a factory (a callable that is not itself a data set), else ``data``
     unchanged (``False``).
     """
-    hook = getattr(data, "with_seed", None)
-    if callable(hook):
-        drawn = hook(int(seed))
+    with_seed = hook(data, "with_seed")
+    if callable(with_seed):
+        drawn = with_seed(int(seed))
         return drawn, drawn is not data  # the same object back: nothing to re-draw (subset=first, fixed seed)
     if callable(data) and not hasattr(data, "__getitem__"):
         return data(int(seed)), True
@@ -111,7 +112,7 @@ def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
 
 def source_ids(data: Any) -> list[str]:
     """Every source id of ``data``, without reading images when it can tell them (``source_id(i)``)."""
-    get = getattr(data, "source_id", None)
+    get = hook(data, "source_id")
     return [str(get(i)) if callable(get) else str(data[i][2]) for i in range(len(data))]
 
 

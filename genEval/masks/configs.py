@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from genEval.data.base import SubsetData
+from genEval.interfaces import hook
 from genEval.masks.figure import plot_style_mask
 from genEval.masks.fit import fit_mask_from_run
 from genEval.masks.format import StyleMask
@@ -70,7 +71,7 @@ class SparseMask:
         """Load the mask and refuse it unless it was fitted for this generator and latent shape."""
         m = StyleMask.load(self.path)
         m.check_compatible(
-            str(getattr(generator, "name", "")), latent_shape(generator, data), dataset=getattr(data, "name", None)
+            str(hook(generator, "name") or ""), latent_shape(generator, data), dataset=hook(data, "name")
         )
         return m
 
@@ -129,11 +130,11 @@ class AutoMask:
         """Split ``data`` (:func:`split_for_auto`), search the fit part densely into ``<workdir>/mask_fit`` (a
         temporary folder without one), fit the mask there (saved as ``style_mask.safetensors`` with its plot
         ``style_mask.png``) and return it with the part to score."""
-        fit_idx, eval_idx = split_for_auto(len(data), self.fit_fraction, seed, getattr(data, "labels", None))
+        fit_idx, eval_idx = split_for_auto(len(data), self.fit_fraction, seed, hook(data, "labels"))
         base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="geneval-mask-"))
         log.info("mask=auto: dense pass over %d fit samples, then %d scored with the mask", len(fit_idx), len(eval_idx))
         dense_pass(SubsetData(data, fit_idx, "mask-fit"), self.fit_budget, base / "mask_fit")
-        fitted = fit_mask_from_run(base / "mask_fit", dataset=getattr(data, "name", None), **self.fit_kwargs())
+        fitted = fit_mask_from_run(base / "mask_fit", dataset=hook(data, "name"), **self.fit_kwargs())
         fitted.save(base / "style_mask.safetensors")
         plot_style_mask(fitted, base / "style_mask.png")
         return ResolvedMask(fitted.as_tensor(), f"auto:{fitted.sha256[:16]}", SubsetData(data, eval_idx, "mask-scored"))

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from genEval.fileio import cache_dir
-from genEval.interfaces import SettingError, is_whole
+from genEval.interfaces import SettingError, check_batch_size, component_id, hook, is_whole, precision_name
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +45,6 @@ ROLES = ("classifier", "generator", "oracle")
 #: torch.compile modes (``compile_mode``): ``default``; ``reduce-overhead`` adds CUDA graphs over the fixed-shape
 #: step; ``max-autotune`` also searches kernel configurations (long first compile).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-def check_batch_size(value: Any, key: str = "batch_size", nullable: bool = True) -> int | None:
-    """The one check of a batch size: a whole number >= 1 (or null: chosen from memory, when ``nullable``)."""
-    if value is None and nullable:
-        return None
-    if not is_whole(value, 1):
-        raise SettingError(
-            key,
-            value,
-            "a whole number >= 1" + (" or null" if nullable else ""),
-            "64",
-            "null chooses it from the memory one search step needs" if nullable else "",
-        )
-    return int(value)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -113,14 +98,12 @@ class Execution:
         if not is_whole(self.num_workers, 0):
             raise SettingError("num_workers", self.num_workers, "a whole number >= 0", "0")
         object.__setattr__(self, "num_workers", int(self.num_workers))
-        if self.precision not in PRECISIONS:
-            raise SettingError("precision", self.precision, "one of " + ", ".join(PRECISIONS), "bf16")
+        object.__setattr__(self, "precision", precision_name(self.precision))  # old spellings: deprecated
         roles = dict(self.role_precision or {})
         for role, p in roles.items():
             if role not in ROLES:
                 raise SettingError("role_precision", {role: p}, "a mapping of " + ", ".join(ROLES), "{generator: bf16}")
-            if p is not None and p not in PRECISIONS:
-                raise SettingError(f"role_precision.{role}", p, "one of " + ", ".join(PRECISIONS) + " or null", "bf16")
+            roles[role] = precision_name(p, f"role_precision.{role}", nullable=True)
         object.__setattr__(self, "role_precision", roles)
         for key in ("channels_last", "compile"):
             if not _is_bool(getattr(self, key)):
@@ -224,7 +207,7 @@ def _mode(role: Any) -> str | None:
     space: there is nothing to convert, and casting its inputs would only lose precision)."""
     if not isinstance(role, nn.Module):
         return "autocast"
-    if getattr(role, "precision_mode", "weights") == "autocast":
+    if hook(role, "precision_mode") == "autocast":
         return "autocast"
     has_weights = any(t.is_floating_point() for t in (*role.parameters(), *role.buffers()))
     return "weights" if has_weights else None
@@ -266,11 +249,11 @@ def accelerate(
         fp32_somewhere = any(execution.precision_of(r) == "fp32" for r in ROLES)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = fp32_somewhere
         effective["tf32"] = fp32_somewhere
-    if execution.precision_of("generator") == "fp16" and not getattr(generator, "fp16_safe", False):
+    if execution.precision_of("generator") == "fp16" and not hook(generator, "fp16_safe"):
         log.warning(
             "precision fp16 for generator %s: VAE/VQGAN decoders overflow in fp16 (NaN/inf images); "
             "use precision=bf16 instead.",
-            getattr(generator, "name", type(generator).__name__),
+            component_id(generator),
         )
     out = {}
     for role, obj in {"classifier": classifier, "generator": generator, "oracle": oracle}.items():

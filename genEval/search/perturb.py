@@ -30,7 +30,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from genEval.interfaces import Classifier, Generator, Oracle, SettingError, contract_checked_by_caller, is_whole
+from genEval.interfaces import (
+    Classifier,
+    Generator,
+    Oracle,
+    SettingError,
+    component_id,
+    contract_checked_by_caller,
+    hook,
+    is_whole,
+)
 from genEval.scores.outcomes import SampleRecord
 from genEval.search.execution import check_batch_size
 
@@ -479,7 +488,7 @@ class SearchRows:
                 )
         if any(range_x):
             raise ValueError(
-                f"generator {getattr(self.generator, 'name', type(self.generator).__name__)}: decoded images must "
+                f"generator {component_id(self.generator)}: decoded images must "
                 f"lie in [0, 1] (samples {self._names(range_x)}); genEval's contract is float images in [0, 1]: "
                 "clamp the decoder's output into [0, 1] inside the generator."
             )
@@ -525,7 +534,7 @@ class SearchRows:
         s["alive"][pick] = False
         for row in rows:
             self.alive[row] = False
-        as_decoded = getattr(self.generator, "decoded_latents", None)
+        as_decoded = hook(self.generator, "decoded_latents")
         quantised = callable(as_decoded)  # keep the latents a quantising decoder sees (on the device, once)
         final_z, z0 = s["final_z"][pick], s["z0"][pick]
         final_x, start_x = s["final_x"][pick], s["start_x"][pick]

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from genEval.fileio import atomic_write_bytes
+from genEval.interfaces import check_batch_size, component_id, hook
 from genEval.scores.definitions import fmr_value
 from genEval.scores.intervals import Estimate, format_estimate, proportion
 from genEval.snapshots.format import Snapshot, SnapshotDataset, SnapshotError, load_snapshot
@@ -36,12 +37,12 @@ FullSA = Estimate | Mapping[str, Any] | float | int
 
 
 def classifier_name(classifier: Any) -> str:
-    return str(getattr(classifier, "name", None) or type(classifier).__name__)
+    return component_id(classifier)
 
 
 def check_classes(classifier: Any, class_names: list[str], where: str, cname: str) -> None:
     """Refuse a classifier whose ``num_classes`` differs from the snapshot's class list."""
-    k = getattr(classifier, "num_classes", None)
+    k = hook(classifier, "num_classes")
     if k is not None and int(k) != len(class_names):
         shown = ", ".join(class_names[:10]) + (", ..." if len(class_names) > 10 else "")
         raise SnapshotError(
@@ -65,8 +66,7 @@ def predict(
 
     One forward pass per image size within a batch (a filtered snapshot may pool several sizes).
     """
-    if batch_size < 1:
-        raise SnapshotError(f"batch_size must be >= 1, got {batch_size}.")
+    batch_size = check_batch_size(batch_size, nullable=False)
     n, nc = len(ds), len(ds.class_names)
     preds = torch.empty(n, dtype=torch.long)
     p_true = torch.empty(n)
