@@ -166,11 +166,11 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> 
                 output_dir=d,
                 progress=False,
             )
-            runs[s] = (r, {x["source_id"]: x for x in read_samples(d)})
+            runs[s] = (r, {x.source_id: x for x in read_samples(d)})
         r0, a = runs[seed]
         b = runs[seed + 1][1]
-        changed = sum(any(a[k][f] != b[k][f] for f in keys) for k in a)
-        moved = [x["latent_dist"] for x in a.values() if x["validated"]]
+        changed = sum(any(getattr(a[k], f) != getattr(b[k], f) for f in keys) for k in a)
+        moved = [x.latent_dist for x in a.values() if x.validated]
         row = {
             "start_noise_steps": level,
             "std_per_dim": level * STEP,

@@ -68,35 +68,30 @@ def _template(out: Path) -> Path:
 
 def _variant(template: Path, out: Path, k: int) -> None:
     """The template's records with a seeded share of final predictions changed, scored again (a valid run)."""
-    from genEval.runs.rundir import SampleRecord, Shard, read_results, read_samples
+    from genEval.runs.rundir import read_results, read_samples
     from genEval.runs.summary import summarize
 
     res = read_results(template)
     rng = random.Random(k)
-    n_classes = len(res["class_names"])
+    n_classes = len(res.class_names)
     flip = rng.uniform(0.0, 0.6)
     records = []
-    for r in read_samples(template):
-        rec = SampleRecord.from_dict(r)
+    for rec in read_samples(template):
         if rec.validated and rng.random() < flip:
             wrong = (rec.label + 1 + rng.randrange(n_classes - 1)) % n_classes
             rec = replace(rec, final_pred=rec.label if rec.final_pred != rec.label else wrong)
         records.append(rec)
+    identity = {**res.extra.get("identity", {}), "seed": k, "components": res.components, "shard": res.shard}
     result = summarize(
         records,
-        res["class_names"],
-        seed=k,
+        res.class_names,
+        res.config.scoring,
+        identity=identity,
         seed_drawn=False,
-        interval=res["config"].get("interval", "wilson"),
-        n_boot=int(res["config"].get("n_boot", 1000)),
-        gap_warn_points=10.0,
-        components=res["components"],
-        config={**res["config"], "comparison": {"model": f"model-{k:04d}", "repetition": 0}},
+        config={**res.config.to_dict(), "comparison": {"model": f"model-{k:04d}", "repetition": 0}},
         device="cpu",
         run_dir=str(out),
-        timings=res["timings"],
-        shard=Shard(),
-        identity=res.get("identity", {}),
+        timings=res.timings,
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "samples.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))

@@ -805,7 +805,7 @@ def test_the_driver_reads_the_oracles_reference():
 
     judge = ClassifierOracle(LinearClassifier(seed=3), reference="clean_prediction")
     r = evaluate(LinearClassifier(seed=0), toy_data(12), SigmoidGenerator(), judge, SearchConfig(budget=1), seed=0)
-    assert r.config["reference"] == "clean_prediction"
+    assert r.config.reference == "clean_prediction"
     assert all(s.reference == s.oracle_clean_pred for s in r.samples)  # the oracle's own clean verdict
     assert any(s.reference != s.label for s in r.samples)
 

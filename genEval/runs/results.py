@@ -82,7 +82,8 @@ class ComparisonRecord:
 class RunConfig:
     """The configuration a run recorded (results.json ``config``): ``values`` as recorded (the resolved command
     config, or the notebook's settings), and typed what readers use: the ``search`` settings, the ``scoring``
-    (interval, bootstrap, warning thresholds), what was saved, and the ``comparison`` record (None outside one)."""
+    (interval, bootstrap, warning thresholds), what was saved, the oracle's ``reference`` (``label`` |
+    ``clean_prediction``; None when not recorded), and the ``comparison`` record (None outside one)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     search: Mapping[str, Any] = field(default_factory=dict)
@@ -90,6 +91,7 @@ class RunConfig:
     save_latents: bool = False
     save_images: bool = False
     grid_size: int = 8
+    reference: str | None = None
     comparison: ComparisonRecord | None = None
 
     @classmethod
@@ -103,6 +105,7 @@ class RunConfig:
             save_latents=bool(values.get("save_latents", False)),
             save_images=bool(values.get("save_images", False)),
             grid_size=int(values.get("grid_size", 8)),
+            reference=values.get("reference") or (values.get("oracle") or {}).get("reference"),
             comparison=None if comparison is None else ComparisonRecord.from_dict(comparison),
         )
 

@@ -1,0 +1,151 @@
+"""Bundles, not loose keywords (issue 28): a run directory reads back as the objects it was written from, one
+per-sample record type, evaluate's settings in bundles, one comparison-settings object, masks that resolve
+themselves."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import torch
+from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
+
+from genEval import evaluate
+from genEval.comparisons.ablation import aggregate_ablation, build_ablation, compare_generators
+from genEval.comparisons.aggregate import aggregate, build_comparison, compare
+from genEval.comparisons.settings import ComparisonSettings
+from genEval.fileio import to_json
+from genEval.interfaces import SettingError
+from genEval.masks import FixedMask, NoMask, StyleMask, mask_config
+from genEval.runs import EvalResult, RunConfig, SampleRecord, read_results, read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
+from genEval.search.execution import Execution
+from genEval.search.perturb import Outcome, SearchConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SEARCH = SearchConfig(budget=4, step_size=0.3)
+
+
+def roles() -> dict:
+    return dict(
+        classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, EvalResult]:
+    d = tmp_path_factory.mktemp("typed") / "run"
+    res = evaluate(data=toy_data(20), search=SEARCH, seed=4, output_dir=d, n_boot=50, progress=False, **roles())
+    return d, res
+
+
+def test_read_results_gives_back_the_eval_result_the_run_wrote(run):
+    d, res = run
+    back = read_results(d)
+    assert type(back) is EvalResult and isinstance(back.config, RunConfig)
+    assert back.to_dict() == json.loads((d / "results.json").read_text())  # the round trip loses nothing
+    assert back.to_dict() == json.loads(to_json(res.to_dict()))  # what evaluate returned, as JSON stores it
+    assert back.scores.fmr == res.scores.fmr and back.scores.n == 20 and back.config.budget == 4
+    assert back.config.scoring == Scoring(n_boot=50) and back.config.comparison is None
+    assert back.image_shapes == res.image_shapes and back.summary() == res.summary()
+    assert read_results(d, samples=True).samples == read_samples(d) == res.samples
+    # the interface line of the issue
+    line = f"from genEval.runs import read_results; r = read_results({str(d)!r}); print(type(r).__name__)"
+    out = subprocess.run([sys.executable, "-c", line], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "EvalResult", out.stderr
+
+
+def test_one_per_sample_record_type(run):
+    d, res = run
+    records = read_samples(d)
+    assert all(type(r) is SampleRecord for r in records)
+    lines = [json.loads(x) for x in (d / "samples.jsonl").read_text().splitlines()]
+    assert lines == [r.to_dict() for r in records]  # samples.jsonl is the record, field for field
+    out = Outcome(
+        **{f.name: getattr(records[0], f.name) for f in fields(SampleRecord)},
+        **{k: torch.zeros(1) for k in ("original", "image", "start_image", "latent", "start_latent")},
+    )
+    assert isinstance(out, SampleRecord) and out.record() == records[0]  # the loop's outcome is the record + tensors
+    assert type(out.record()) is SampleRecord
+
+
+def test_results_of_another_schema_version_are_refused_naming_it(run, tmp_path):
+    d, _ = run
+    data = json.loads((d / "results.json").read_text())
+    for version, expect in ((1, r"schema version 1, written by an older genEval .* Rerun"), (9, r"version 9, newer")):
+        (tmp_path / "results.json").write_text(json.dumps({**data, "schema_version": version}))
+        with pytest.raises(ValueError, match=expect):
+            read_results(tmp_path)
+    old = {k: v for k, v in json.loads((d / "samples.jsonl").read_text().splitlines()[0]).items() if k != "image_linf"}
+    with pytest.raises(ValueError, match=r"lack image_linf: they were written by an older genEval; rerun"):
+        SampleRecord.from_dict(old)
+
+
+def test_evaluate_takes_bundles_and_the_shorthand_keywords_alike(run, tmp_path):
+    _, res = run
+    bundled = evaluate(
+        data=toy_data(20),
+        search=SEARCH,
+        seed=4,
+        execution=Execution(batch_size=7),
+        output=RunOutput(tmp_path / "b", progress=False),
+        scoring=Scoring(n_boot=50),
+        **roles(),
+    )
+    decisions = [(r.source_id, r.validated, r.accepted_steps, r.final_pred) for r in res.samples]
+    assert bundled.scores == res.scores  # batch size changes no decision
+    assert [(r.source_id, r.validated, r.accepted_steps, r.final_pred) for r in bundled.samples] == decisions
+    assert read_results(tmp_path / "b").config.scoring.n_boot == 50
+    with pytest.raises(TypeError, match=r"unknown keyword\(s\) \['n_bot'\]; .* output_dir, save_latents"):
+        evaluate(data=toy_data(4), search=SEARCH, n_bot=5, **roles())
+    with pytest.raises(ValueError, match=r"unknown interval 'exact'; choose one of wilson, clopper-pearson"):
+        evaluate(data=toy_data(4), search=SEARCH, interval="exact", **roles())
+    with pytest.raises(SettingError, match=r"grid_size must be a whole number >= 0, got -1"):
+        RunOutput(grid_size=-1)
+
+
+def test_evaluate_reads_like_the_method():
+    """evaluate is about 40 lines and takes bundles, not two dozen loose keywords."""
+    from genEval.search import driver
+
+    source, _ = inspect.getsourcelines(driver.evaluate)
+    body = [ln for ln in source[source.index(next(ln for ln in source if ln.strip() == '"""')) + 1 :] if ln.strip()]
+    assert len(body) <= 45, f"evaluate's body is {len(body)} lines"
+    assert len(inspect.signature(driver.evaluate).parameters) <= 14
+
+
+def test_one_comparison_settings_object_for_every_aggregation():
+    tail = {"baselines", "er_min_r2", "n_boot", "seed", "level", "repetition_seeds", "rank_by"}
+    assert {f.name for f in fields(ComparisonSettings)} == tail
+    for fn in (compare, aggregate, build_comparison, build_ablation, aggregate_ablation, compare_generators):
+        params = set(inspect.signature(fn).parameters)
+        assert "settings" in params and not params & tail, f"{fn.__name__} restates the aggregation keywords"
+    s = ComparisonSettings.coerce(None, baselines=["a", "b"], n_boot=50)
+    assert s.baselines == ("a", "b") and s.n_boot == 50 and s.rank_by == "fmr_validated"
+    assert ComparisonSettings.coerce({"level": 0.9}).level == 0.9
+    with pytest.raises(ValueError, match=r"unknown rank_by='best'"):
+        ComparisonSettings(rank_by="best")
+    with pytest.raises(SettingError, match=r"n_boot must be a whole number >= 1, got 0"):
+        ComparisonSettings(n_boot=0)
+    with pytest.raises(SettingError, match=r"level must be a number in \(0, 1\), got 95"):
+        ComparisonSettings(level=95)
+    with pytest.raises(TypeError, match=r"unknown comparison setting\(s\) \['nboot'\]"):
+        ComparisonSettings.coerce(nboot=3)
+
+
+def test_a_mask_resolves_itself():
+    data = toy_data(6)
+    none = mask_config(None).resolve(SigmoidGenerator(), data)
+    assert isinstance(mask_config(None), NoMask) and none.tensor is None and none.id == "none" and none.data is data
+    fixed = mask_config(torch.ones(4))
+    assert isinstance(fixed, FixedMask) and fixed.resolve(None, data).id == "tensor(4,)"
+    assert mask_config(torch.ones(4), "mine").id == "mine"
+    with pytest.raises(ValueError, match=r"mask must be None, a 0/1 tensor, a StyleMask or a mask config"):
+        mask_config("sparse")
+    assert StyleMask.__module__ == "genEval.masks.format"
