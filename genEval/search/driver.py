@@ -39,7 +39,6 @@ import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +122,7 @@ def evaluate(
     output, scoring, mask_id = _bundles(output, scoring, shorthand)
     search, execution, shard = SearchConfig.coerce(search), Execution.coerce(execution), shard or Shard()
     seed_drawn, seed = seed is None, _run_seed(seed, output.dir)
-    dense = partial(_dense_pass, classifier, generator, oracle, search, seed, execution, output, scoring, reference)
+    dense = _DensePass((classifier, generator, oracle), search, seed, execution, output, scoring, reference)
     mask = mask_config(mask, mask_id).resolve(generator, data, seed=seed, dense_pass=dense, workdir=output.dir)
     data = _seeded(mask.data, seed)  # data.subset=random: the sources are drawn from the run's seed
     reference = reference or hook(oracle, "reference") or "label"
@@ -221,26 +220,26 @@ def _own_config(
     }
 
 
-def _dense_pass(
-    classifier: Classifier,
-    generator: Generator,
-    oracle: Oracle,
-    search: SearchConfig,
-    seed: int,
-    execution: Execution,
-    output: RunOutput,
-    scoring: Scoring,
-    reference: str | None,
-    data: ImageDataset,
-    budget: int | None,
-    run_dir: Path,
-) -> EvalResult:
-    """``mask=auto``'s fit pass: ``data`` searched without a mask (``budget``; None: the run's) into ``run_dir``,
-    latents saved, with the run's seed and settings."""
-    fit_search = search if budget is None else replace(search, budget=int(budget))
-    fit_output = replace(output, dir=run_dir, save_latents=True)
-    return evaluate(classifier, data, generator, oracle, fit_search, seed=seed, execution=execution, output=fit_output,
-                    scoring=scoring, reference=reference)  # fmt: skip
+@dataclass(frozen=True)
+class _DensePass:
+    """``mask=auto``'s fit pass (:class:`~genEval.masks.configs.AutoMask`): the run's roles and settings, so that
+    ``pass(data, budget, run_dir)`` searches ``data`` without a mask (``budget``; None: the run's) into ``run_dir``
+    with latents saved, under the run's seed."""
+
+    roles: tuple[Classifier, Generator, Oracle]
+    search: SearchConfig
+    seed: int
+    execution: Execution
+    output: RunOutput
+    scoring: Scoring
+    reference: str | None
+
+    def __call__(self, data: ImageDataset, budget: int | None, run_dir: Path) -> EvalResult:
+        classifier, generator, oracle = self.roles
+        search = self.search if budget is None else replace(self.search, budget=int(budget))
+        output = replace(self.output, dir=run_dir, save_latents=True)
+        return evaluate(classifier, data, generator, oracle, search, seed=self.seed, execution=self.execution,
+                        output=output, scoring=self.scoring, reference=self.reference)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- identity
