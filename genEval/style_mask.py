@@ -5,40 +5,5 @@ the service's benchmark versions hash those spellings, so they stay; the code li
 fit, the file format, the configs and the figure, one module each). This module only re-exports.
 """
 
-from genEval.masks import (
-    AUTO,
-    AUTO_C,
-    AUTO_SPARSITY,
-    FORMAT,
-    FORMAT_VERSION,
-    MIN_SAMPLES,
-    SOLVERS,
-    AutoMask,
-    NoMask,
-    SparseMask,
-    StyleMask,
-    fit_mask_from_run,
-    fit_style_mask,
-    latent_shape,
-    plot_style_mask,
-    split_for_auto,
-)
-
-__all__ = [
-    "AUTO",
-    "AUTO_C",
-    "AUTO_SPARSITY",
-    "FORMAT",
-    "FORMAT_VERSION",
-    "MIN_SAMPLES",
-    "SOLVERS",
-    "AutoMask",
-    "NoMask",
-    "SparseMask",
-    "StyleMask",
-    "fit_mask_from_run",
-    "fit_style_mask",
-    "latent_shape",
-    "plot_style_mask",
-    "split_for_auto",
-]
+from genEval.masks import *  # noqa: F403 (every public name of genEval.masks, under its old path)
+from genEval.masks import __all__  # noqa: F401
