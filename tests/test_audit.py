@@ -154,7 +154,7 @@ def test_page_shows_n_validated_pairs_offline_with_their_images(audited):
         assert np.array_equal(p["images"][0], saved["original"][i].permute(1, 2, 0).numpy())
         assert np.array_equal(p["images"][1], saved["perturbed"][i].permute(1, 2, 0).numpy())
         assert p["sizes"] == [("192", "192"), ("192", "192")]  # one stated size for both
-        assert f"class <b>{CLASSES[records[p['sid']]['label']]}</b>" in p["body"]
+        assert f"class <b>{CLASSES[records[p['sid']].label]}</b>" in p["body"]
     assert "width of <b>192 CSS pixels</b>" in html and "original 8×8, perturbed 8×8" in html
 
 

@@ -220,15 +220,9 @@ def _fmt(v: float | None, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
-#: Per-class table columns: score key -> header, every per-class score of genEval.scores.definitions.SCORES in the
-#: leaderboard's column order (proportions carry Wilson intervals).
-PER_CLASS_COLUMNS = {
-    k: SCORE[k].short or SCORE[k].label
-    for k in (
-        *(k for k in TABLE_SCORES if k in PER_CLASS_SCORES),
-        *(k for k in PER_CLASS_SCORES if k not in TABLE_SCORES),
-    )
-}
+#: Per-class table columns: score key -> header, every per-class score of genEval.scores.definitions.SCORES, in
+#: their order (proportions carry Wilson intervals).
+PER_CLASS_COLUMNS = {k: SCORE[k].short or SCORE[k].label for k in PER_CLASS_SCORES}
 
 
 def _cell(row: dict, key: str) -> dict[str, Any] | str:
