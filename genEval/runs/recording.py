@@ -44,12 +44,9 @@ class RunOutput:
     def __post_init__(self) -> None:
         if not is_whole(self.grid_size, 0):
             raise SettingError("grid_size", self.grid_size, "a whole number >= 0", "8")
-        if (
-            isinstance(self.log_interval, bool)
-            or not isinstance(self.log_interval, (int, float))
-            or self.log_interval <= 0
-        ):
-            raise SettingError("log_interval", self.log_interval, "a number of seconds > 0", "30")
+        interval = self.log_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0:
+            raise SettingError("log_interval", interval, "a number of seconds >= 0", "30", "0: a line per sample")
 
     @classmethod
     def coerce(cls, value: RunOutput | str | Path | None) -> RunOutput:
