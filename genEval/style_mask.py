@@ -54,6 +54,7 @@ from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
+from genEval.declared import Declaration
 from genEval.fileio import atomic_write_bytes
 from genEval.runs.rundir import has_tensors, load_latent_file, read_results
 
@@ -863,6 +864,11 @@ class SparseMask:
     """``mask=sparse mask.path=...``: move only the style dims of a mask fitted earlier."""
 
     path: str
+
+    @classmethod
+    def declare(cls, path: str, **_: Any) -> Declaration:
+        """The latent shape the mask was fitted for, read before any component is built (:mod:`genEval.declared`)."""
+        return Declaration(latents=StyleMask.load(path).latent_shape)
 
     def load(self, generator: Any, data: Any) -> StyleMask:
         """Load the mask and refuse it unless it was fitted for this generator and latent shape."""

@@ -18,6 +18,7 @@ import torch
 from omegaconf import DictConfig
 
 from genEval.commands import build, build_data, command, execution_from, hydra_output_dir, plain
+from genEval.commands.checks import check_run
 from genEval.commands.settings import Setting, check_node, check_settings
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
@@ -86,6 +87,8 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     execution = execution_from(cfg)  # device, batch size, precision, compile...: checked once, here
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
+    # the pieces against each other (classes, images, latents, assets, weights), still before anything is built
+    check_run(cfg, classifiers={"classifier": cfg.classifier}, generators={"generator": cfg.generator})
     shard, local_rank = shard_from(cfg)
     execution = replace(execution, device=device_for(execution.device, local_rank))
     search = SearchConfig.coerce(plain(cfg.search))

@@ -431,9 +431,15 @@ def _check_classifier(
     with torch.no_grad():
         out_dim = classifier(x).shape[-1]
     if out_dim != num_classes:
+        fix = (  # no class list or head size makes a 10-way model read ImageNet: it takes an ImageNet classifier
+            "Test an ImageNet classifier, e.g. classifier=resnet50_imagenet or classifier=timm "
+            "classifier.name=resnet50.a1_in1k"
+            if num_classes == 1000
+            else "Set classifier.num_classes or data.class_names to match"
+        )
         raise ValueError(
             f"classifier returned {out_dim} logits but the dataset has {num_classes} classes "
-            f"({_component_id(data)}). Set classifier num_classes or data.class_names to match."
+            f"({_component_id(data)}). {fix}."
         )
 
 
