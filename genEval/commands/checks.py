@@ -187,16 +187,16 @@ def _check_classes(cfg: DictConfig, classifiers: Mapping[str, DictConfig], data:
         fix = "Test a classifier trained on these classes, or give data.class_names in the classifier's logit order"
     where = "an explicit classifier=... replaces the data preset's default" if style.command == "geneval" else ""
     data_name = choice(cfg, "data")
-    if len(wrong) == 1:
-        key, classes, why = wrong[0]
-        who = f"classifier {choice(cfg, 'classifier')}" if key == "classifier" else key
-        head = f"{who} was trained on {classes.describe()} but data {data_name} has {data.describe()} ({why})"
-    else:
-        listed = "; ".join(f"{key}: {classes.describe()} ({why})" for key, classes, why in wrong)
-        head = f"{len(wrong)} tested classifiers know other classes than data {data_name}'s {data.describe()}: {listed}"
-    raise ValueError(
-        f"{head}: it would be tested on classes it does not know. {fix}" + (f" ({where})." if where else ".")
-    )
+    groups: dict[tuple[ClassSet, str], list[str]] = {}
+    for key, classes, why in wrong:
+        groups.setdefault((classes, why), []).append(key)
+    parts = []
+    for (classes, why), keys in groups.items():
+        who = f"classifier {choice(cfg, 'classifier')}" if keys == ["classifier"] else ", ".join(keys)
+        parts.append(f"{who} {'was' if len(keys) == 1 else 'were'} trained on {classes.describe()} ({why})")
+    head = "; ".join(parts) + f", but data {data_name} has {data.describe()}"
+    them = "it would be tested on classes it does" if len(wrong) == 1 else "they would be tested on classes they do"
+    raise ValueError(f"{head}: {them} not know. {fix}" + (f" ({where})." if where else "."))
 
 
 def _check_oracle(cfg: DictConfig, oracle: DictConfig, data: ClassSet) -> None:

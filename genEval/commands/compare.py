@@ -35,6 +35,7 @@ from genEval.commands import (
     hydra_output_dir,
     plain,
 )
+from genEval.commands.checks import Style, check_run
 from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
@@ -99,6 +100,15 @@ def _run_models(cfg: DictConfig, **common) -> Comparison | GeneratorAblation:
     """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), then compare."""
     nodes, baselines = _models(cfg)
     generators = _generators(cfg)
+    models_key = "classifiers" if cfg.get("classifiers") is not None else "zoo.classifiers"
+    check_run(  # every model, generator and the oracle against the data, before anything is built
+        cfg,
+        classifiers={f"{models_key}.{n}": node for n, node in nodes.items()},
+        generators={"generator": cfg.generator}
+        if generators is None
+        else {f"generators.{g}": n for g, n in generators.items()},
+        style=Style("compare"),
+    )
     mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
     shared: dict[str, Any] = dict(
         search=SearchConfig.coerce(plain(cfg.search)),
