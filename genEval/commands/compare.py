@@ -35,7 +35,8 @@ from genEval.commands import (
     hydra_output_dir,
     plain,
 )
-from genEval.commands.checks import Style, check_run
+from genEval.commands.checks import Style, check_run, choice
+from genEval.commands.tracking import tracked
 from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
@@ -157,8 +158,10 @@ def _aggregate_runs(cfg: DictConfig, **common) -> Comparison | GeneratorAblation
 def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
     common = dict(out_dir=out_dir, er_min_r2=float(cfg.er_min_r2), n_boot=int(cfg.n_boot), rank_by=str(cfg.rank_by))
-    result = _aggregate_runs(cfg, **common) if cfg.get("runs") else _run_models(cfg, **common)
-    if cfg.get("report", True):
-        write_report(result)
+    with tracked(cfg, f"compare on {choice(cfg, 'data')}", "compare") as track:  # tracking=mlflow: a parent run
+        result = _aggregate_runs(cfg, **common) if cfg.get("runs") else _run_models(cfg, **common)
+        if cfg.get("report", True):
+            write_report(result)
+        track.comparison(result.out_dir, str(cfg.rank_by))
     print(result.summary())
     return result.out_dir

@@ -18,8 +18,9 @@ import torch
 from omegaconf import DictConfig
 
 from genEval.commands import build, build_data, command, execution_from, hydra_output_dir, plain
-from genEval.commands.checks import check_run
+from genEval.commands.checks import check_run, choice
 from genEval.commands.settings import Setting, check_node, check_settings
+from genEval.commands.tracking import tracked
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
@@ -92,34 +93,37 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     shard, local_rank = shard_from(cfg)
     execution = replace(execution, device=device_for(execution.device, local_rank))
     search = SearchConfig.coerce(plain(cfg.search))
-    mask = build(cfg.mask, "mask")
-    classifier = build(cfg.classifier, "classifier")
-    data = build_data(cfg.data, classifier)
-    generator = build(cfg.generator, "generator")
-    oracle = build(cfg.oracle, "oracle")
-    run_dir = hydra_output_dir()
-    if run_dir is not None and shard.count > 1:
-        run_dir = Path(run_dir) / shard.name
-    result = evaluate(
-        classifier=classifier,
-        data=data,
-        generator=generator,
-        oracle=oracle,
-        search=search,
-        mask=mask,
-        seed=cfg.seed,
-        execution=execution,
-        output_dir=run_dir,
-        progress=cfg.progress,
-        log_interval=cfg.log_interval,
-        interval=cfg.interval,
-        n_boot=cfg.n_boot,
-        grid_size=cfg.grid_size,
-        gap_warn_points=cfg.gap_warn_points,
-        save_latents=cfg.save_latents,
-        save_images=cfg.save_images,
-        shard=shard,
-        config=plain(cfg),
-    )
+    name = f"{choice(cfg, 'classifier')} on {choice(cfg, 'data')}" + (f" {shard.name}" if shard.count > 1 else "")
+    with tracked(cfg, name, "geneval") as track:  # tracking=mlflow: reached before anything is built
+        mask = build(cfg.mask, "mask")
+        classifier = build(cfg.classifier, "classifier")
+        data = build_data(cfg.data, classifier)
+        generator = build(cfg.generator, "generator")
+        oracle = build(cfg.oracle, "oracle")
+        run_dir = hydra_output_dir()
+        if run_dir is not None and shard.count > 1:
+            run_dir = Path(run_dir) / shard.name
+        result = evaluate(
+            classifier=classifier,
+            data=data,
+            generator=generator,
+            oracle=oracle,
+            search=search,
+            mask=mask,
+            seed=cfg.seed,
+            execution=execution,
+            output_dir=run_dir,
+            progress=cfg.progress,
+            log_interval=cfg.log_interval,
+            interval=cfg.interval,
+            n_boot=cfg.n_boot,
+            grid_size=cfg.grid_size,
+            gap_warn_points=cfg.gap_warn_points,
+            save_latents=cfg.save_latents,
+            save_images=cfg.save_images,
+            shard=shard,
+            config=plain(cfg),
+        )
+        track.results(result.to_dict(), result.run_dir)
     print(result.summary())
     return result.metrics
