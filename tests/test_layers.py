@@ -23,7 +23,7 @@ BACKENDS_IN_ENGINE = ("genEval.classifiers", "genEval.data")
 #: tree reads like README's "Layout" and no two folders lean on each other.
 LIBRARY = ("service", "reports", "comparisons", "snapshots", "search", "style_mask", "runs", "scores")
 # The bottom of the house: contracts and small helpers every layer may use.
-FOUNDATION = {"genEval.interfaces", "genEval.checkpoints", "genEval.fileio", "genEval.assets"}
+FOUNDATION = {"genEval.interfaces", "genEval.declared", "genEval.checkpoints", "genEval.fileio", "genEval.assets"}
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
     (

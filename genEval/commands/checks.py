@@ -71,7 +71,7 @@ def check_run(
     ``generators`` (config key -> node, e.g. ``{"classifier": cfg.classifier}``) before anything is built; raise one
     ``ValueError`` (or ``FileNotFoundError``) naming the mismatch and the presets that fit (module docstring)."""
     data, oracle, mask = cfg.get("data"), cfg.get("oracle"), cfg.get("mask")
-    roles = {**classifiers, **generators, "data": data, "oracle": oracle, "mask": mask}
+    roles = {"data": data, **classifiers, **generators, "oracle": oracle, "mask": mask}
     roles = {k: v for k, v in roles.items() if isinstance(v, DictConfig)}
     for key, node in roles.items():
         _check_assets(node, key)
@@ -85,7 +85,7 @@ def check_run(
     if shape.classes is not None:
         _check_classes(cfg, classifiers, shape.classes, style)
         if isinstance(oracle, DictConfig):
-            _check_oracle(cfg, oracle, shape.classes)
+            _check_oracle(cfg, oracle, _labels(shape.classes, classifiers))
     for key, node in generators.items():
         _check_generator(cfg, key, node, shape, mask if isinstance(mask, DictConfig) else None)
 
@@ -218,6 +218,15 @@ def _check_oracle(cfg: DictConfig, oracle: DictConfig, data: ClassSet) -> None:
         )
 
 
+def _labels(data: ClassSet, classifiers: Mapping[str, DictConfig]) -> ClassSet:
+    """The classes the run labels its images with: folders mapped onto the one tested classifier's classes take those
+    (``ship/`` becomes CIFAR-10's class 8), as :func:`genEval.commands.build_data` does; else the data's own."""
+    if not data.mapped or len(classifiers) != 1:
+        return data
+    decl = declaration(next(iter(classifiers.values())))
+    return decl.classes if decl is not None and decl.classes is not None and decl.classes.names else data
+
+
 def _knows(classes: ClassSet | None, data: ClassSet) -> bool:
     """A model that knows the data's classes by name or label space (not only their number)."""
     return (
@@ -275,8 +284,8 @@ def choice(cfg: DictConfig, group: str) -> str:
     """The preset of ``group`` the run composed (``digits_cnn``), else its target's last name."""
     try:
         name = HydraConfig.get().runtime.choices.get(group)
-    except ValueError:
-        name = None
+    except ValueError:  # not under @hydra.main: a config composed with return_hydra_config=True still tells
+        name = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None)
     if name:
         return str(name)
     node = cfg.get(group)
