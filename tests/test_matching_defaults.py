@@ -162,11 +162,14 @@ def test_every_data_preset_lists_its_matching_defaults():
 @pytest.mark.parametrize("data", sorted(MATCHING))
 def test_every_data_preset_brings_its_roles_under_every_command(data):
     """`geneval data=X` and `geneval compare data=X`, with no other override, get the same matching roles (compare
-    lists the roles before data, as config.yaml does; it tests its classifiers= or zoo, not `classifier`)."""
+    lists the roles before data, as config.yaml does; it tests its classifiers= or zoo, not `classifier`), and
+    `geneval train-generator data=X` composes."""
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         main = compose("config", overrides=[f"data={data}"])
         comparison = compose("compare", overrides=[f"data={data}"])
+        training = compose("train_generator", overrides=[f"data={data}"])  # composes data, uses none of the roles
     assert _roles(main) == MATCHING[data]
+    assert training.data == main.data
     cifar = data.startswith("cifar10")
     assert _roles(comparison) == (
         MATCHING[data][0] if cifar or data.startswith("imagenet") else None,
