@@ -162,6 +162,10 @@ def _torchvision_weights(name: str, weights: str):
 def _declare_torchvision(
     name: str, weights: str | None = None, num_classes: int | None = None, **_: object
 ) -> Declaration:
+    from torchvision.models import list_models
+
+    if name not in list_models():
+        return Declaration()  # building it names the close matches
     if weights is None or num_classes is not None:
         return counted(num_classes or 1000)
     categories = _torchvision_weights(name, str(weights)).meta.get("categories") or []
@@ -177,7 +181,9 @@ def torchvision_weights_file(name: str, weights: str) -> tuple[str, Path]:
 
 def _torchvision_available(config_key: str, name: str, weights: str | None = None, **_: object) -> None:
     """Refuse, within seconds, weights that are neither in torch's cache nor downloadable now."""
-    if weights is None:
+    from torchvision.models import list_models
+
+    if weights is None or name not in list_models():
         return
     url, path = torchvision_weights_file(name, str(weights))
     if path.is_file():
