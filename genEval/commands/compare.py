@@ -47,7 +47,7 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking")
 
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:

@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from genEval.commands import build, build_data, command, execution_from, hydra_output_dir, plain
 from genEval.commands.checks import check_run, choice
 from genEval.commands.settings import Setting, check_node, check_settings
-from genEval.commands.tracking import tracked
+from genEval.commands.tracking import run_config, tracked
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
@@ -122,7 +122,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
             save_latents=cfg.save_latents,
             save_images=cfg.save_images,
             shard=shard,
-            config=plain(cfg),
+            config=run_config(cfg),
         )
         track.results(result.to_dict(), result.run_dir)
     print(result.summary())

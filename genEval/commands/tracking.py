@@ -78,7 +78,7 @@ def tracked(cfg: DictConfig, name: str, command: str) -> Iterator[Track]:
     if tracker is None:
         yield Track()
         return
-    with tracker.run(name, tracked_config(cfg), {"command": command}) as run_id:
+    with tracker.run(name, run_config(cfg), {"command": command}) as run_id:
         yield Track(tracker, run_id)
 
 
@@ -294,6 +294,7 @@ def _store_uri(uri: str | None) -> str:
     return text
 
 
-def tracked_config(cfg: DictConfig) -> dict[str, Any]:
-    """The configuration logged as parameters: the resolved config without the tracker's own settings."""
+def run_config(cfg: DictConfig) -> dict[str, Any]:
+    """A command's resolved config without the tracker's settings: what a run records (and its identity holds; where
+    it is tracked changes nothing it finds) and what is logged as parameters."""
     return {k: v for k, v in plain(cfg).items() if k != "tracking"}
