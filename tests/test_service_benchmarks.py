@@ -1,7 +1,7 @@
 """Service benchmarks on real data (issue 29): conf/benchmark/cifar10.yaml (the shared CIFAR-10 JPEGs, TAEF2 at 64 px,
 the CIFAR ResNet zoo as the judge) and imagenet.yaml (the server's ImageNet folder, CLIP ViT-B/32); several benchmarks
 served at once, each with its own leaderboard and version; the judge's members refused as submissions; and a
-submitted TorchScript ResNet-20 scored by a worker with the SA `geneval data=cifar10_jpg classifier=cifar_resnet20`
+submitted ResNet-20 (a torch.export program) scored by a worker with the SA `geneval data=cifar10_jpg classifier=cifar_resnet20`
 gets on the same sources and seed."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from hydra import compose, initialize_config_dir
 import genEval.commands.evaluate as evaluate_command
 from genEval.classifiers.architectures import CifarResNet
 from genEval.classifiers.base import load_weights
-from genEval.commands import CONF_DIR, REGISTRY
+from genEval.commands import CONF_DIR
+from genEval.commands.evaluate import run_evaluate
 from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
 from genEval.search.execution import Execution
 from genEval.service.api import create_app
@@ -93,11 +94,12 @@ def test_the_judges_members_and_models_of_other_classes_are_refused(benches, reg
         build_components(config)
 
 
-def _resnet20_torchscript(path) -> bytes:
-    """The shared ResNet-20 as TorchScript (traced, taking ImageNet-normalised 32-px images)."""
+def _resnet20_pt2(path) -> bytes:
+    """The shared ResNet-20 as a torch.export program (taking ImageNet-normalised 32-px images, any batch size)."""
     net = CifarResNet(20)
     load_weights(net, asset("weights/cifar10-resnet/resnet20-12fca82f.th"), "ResNet-20")
-    torch.jit.save(torch.jit.trace(net.eval(), torch.rand(2, 3, 32, 32)), str(path))
+    batch = {"x": {0: torch.export.Dim("batch", min=1, max=1024)}}
+    torch.export.save(torch.export.export(net.eval(), (torch.rand(2, 3, 32, 32),), dynamic_shapes=batch), str(path))
     return path.read_bytes()
 
 
@@ -111,9 +113,9 @@ def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches,
     svc = _service(home, {"cifar10": bench}, registered)
     client = TestClient(create_app(svc))
     auth = {"Authorization": f"Bearer {svc.db.create_token('alice', 'submitter')[0]}"}
-    model = _resnet20_torchscript(tmp_path / "resnet20.pt")
-    up = client.post("/api/uploads", files={"file": ("resnet20.pt", model, "application/octet-stream")}, headers=auth)
-    assert up.status_code == 201 and up.json()["kind"] == "torchscript", up.text
+    model = _resnet20_pt2(tmp_path / "resnet20.pt2")
+    up = client.post("/api/uploads", files={"file": ("resnet20.pt2", model, "application/octet-stream")}, headers=auth)
+    assert up.status_code == 201 and up.json()["kind"] == "torch.export", up.text
     body = {
         "benchmark": "cifar10",
         "name": "r20",
@@ -132,7 +134,7 @@ def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches,
     overrides = ["data=cifar10_jpg", "classifier=cifar_resnet20", f"data.limit={SUBSET}", "data.subset=first"]
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[*overrides, "search.budget=1", f"seed={done.seeds[0]}", "n_boot=100"])
-    REGISTRY["evaluate"][1](cfg)
+    run_evaluate(cfg)
     cli = json.loads((run_dir / "results.json").read_text())["scores"]["sa"]
     assert row["name"] == "r20" and cli["n"] == SUBSET
     assert row["scores"]["sa"]["value"] == pytest.approx(cli["value"])

@@ -13,7 +13,9 @@ from hydra import compose, initialize_config_dir
 from service_support import free_port
 
 import genEval.commands.evaluate as evaluate_command
-from genEval.commands import CONF_DIR, REGISTRY
+from genEval.commands import CONF_DIR
+from genEval.commands.compare import run_compare
+from genEval.commands.evaluate import run_evaluate
 from genEval.commands.tracking import flat_params, open_tracking, score_metrics
 
 mlflow = pytest.importorskip("mlflow", reason='pip install "geneval-fmr[mlflow]" (the test extra has it)')
@@ -69,7 +71,7 @@ def test_a_run_lands_in_the_local_file_store_with_the_scores_of_results_json(tmp
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "run"
     monkeypatch.setattr(evaluate_command, "hydra_output_dir", lambda: run_dir)
-    REGISTRY["evaluate"][1](_compose("config", [*SMALL, "tracking=mlflow"]))
+    run_evaluate(_compose("config", [*SMALL, "tracking=mlflow"]))
     results = json.loads((run_dir / "results.json").read_text())
     assert (tmp_path / "mlruns").is_dir()
     (run,) = _runs((tmp_path / "mlruns").as_uri())
@@ -91,7 +93,7 @@ def test_a_comparison_is_a_parent_run_with_a_child_per_model_and_repetition(tmp_
         "compare",
         [*SMALL, models, "repetitions=2", f"out_dir={out}", "tracking=mlflow", f"tracking.uri={uri}"],
     )
-    REGISTRY["compare"][1](cfg)
+    run_compare(cfg)
     runs = _runs(uri)
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
@@ -116,7 +118,7 @@ def test_an_unreachable_tracker_stops_before_anything_is_built(tmp_path, monkeyp
     monkeypatch.setattr(evaluate_command, "build", build)
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(SystemExit) as stop:
-        REGISTRY["evaluate"][1](_compose("config", [*SMALL, "tracking=mlflow", f"tracking.uri={uri}"]))
+        run_evaluate(_compose("config", [*SMALL, "tracking=mlflow", f"tracking.uri={uri}"]))
     err = capsys.readouterr().err
     assert stop.value.code == 2 and len(err.strip().splitlines()) == 1
     assert f"geneval: error: the MLflow tracker tracking.uri={uri} cannot be used (ConnectError" in err
@@ -129,6 +131,6 @@ def test_an_unreachable_tracker_stops_before_anything_is_built(tmp_path, monkeyp
 def test_without_mlflow_tracking_names_the_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "mlflow", None)  # `import mlflow` raises ImportError
     with pytest.raises(SystemExit):
-        REGISTRY["evaluate"][1](_compose("config", [*SMALL, "tracking=mlflow"]))
+        run_evaluate(_compose("config", [*SMALL, "tracking=mlflow"]))
     err = capsys.readouterr().err
     assert 'tracking=mlflow needs MLflow, an optional extra of genEval: pip install "geneval-fmr[mlflow]"' in err
