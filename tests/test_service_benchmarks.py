@@ -1,8 +1,8 @@
 """Service benchmarks on real data (issue 29): conf/benchmark/cifar10.yaml (the shared CIFAR-10 JPEGs, TAEF2 at 64 px,
 the CIFAR ResNet zoo as the judge) and imagenet.yaml (the server's ImageNet folder, CLIP ViT-B/32); several benchmarks
 served at once, each with its own leaderboard and version; the judge's members refused as submissions; and a
-submitted ResNet-20 (a torch.export program) scored by a worker with the SA `geneval data=cifar10_jpg classifier=cifar_resnet20`
-gets on the same sources and seed."""
+submitted ResNet-20 (a torch.export program) scored by a worker with the SA that
+`geneval data=cifar10_jpg classifier=cifar_resnet20` gets on the same sources and seed."""
 
 from __future__ import annotations
 
@@ -103,6 +103,7 @@ def _resnet20_pt2(path) -> bytes:
     return path.read_bytes()
 
 
+@pytest.mark.slow  # a worker process, two CIFAR evaluations and a torch.export: about a minute on 2 CPU cores
 def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches, registered, monkeypatch):
     full = benches["cifar10"]
     small = copy.deepcopy(full.config)
