@@ -486,6 +486,8 @@ def profile_steps(roles: Roles, row: dict, args: argparse.Namespace, dev: torch.
         sync(dev)
     attr = "self_device_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+    if dev.type == "cuda":  # the kernels themselves, not also the aten ops that launched them (counted twice)
+        events = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events
     total = sum(getattr(e, attr) for e in events) or 1.0
     events.sort(key=lambda e: getattr(e, attr), reverse=True)
     return [

@@ -12,10 +12,13 @@ For every source image ``x`` with label ``y`` (``METHOD.md``, "Per sample"):
 
 :func:`perturb` is that algorithm, one decode per step: the image the oracle judges at step ``t`` is also
 the classifier's input for the gradient of step ``t + 1``. :class:`SearchRows` beside it holds the
-bookkeeping: a batch of rows that always stays full (a row whose sample stops takes the next source, so
-shapes stay static for CUDA graphs and ``torch.compile``), per-row step counters and Adam moments, and the
-per-sample records. Every random draw of a sample is seeded from the sample's own seed (the driver derives
-it from the run seed and the source id), so results do not depend on which samples share a batch.
+bookkeeping: a batch of rows that always stays full (a row whose sample stops takes the next source; under
+``compile`` the batch keeps its size to the very end, so a run compiles once), per-row step counters and Adam
+moments, and the per-sample records. A step reads one small table back to the host (which rows go on, which
+stopped, what went wrong) and, when samples stop, their records in one transfer: at most two host syncs a step
+(issue 26), since each sync stalls a GPU until the host has read. Every random draw of a sample is seeded from
+the sample's own seed (the driver derives it from the run seed and the source id), so results do not depend on
+which samples share a batch.
 No I/O and no progress bar here: :func:`genEval.search.driver.evaluate` owns batching, writing and resuming.
 """
 
