@@ -199,3 +199,19 @@ def test_wrong_output_size_fails_the_job_not_the_worker(tmp_path, smoke_config):
     assert "classifier returned 7 logits but the dataset has 10 classes" in failed.error
     assert db.get_job(good.id).status == "done"
     db.close()
+
+
+def test_a_job_runs_with_the_workers_execution_settings_and_the_precision_its_benchmark_fixes(tmp_path, smoke_config):
+    """The worker's settings reach every evaluation of a job (and are recorded); a benchmark that fixes its precision
+    keeps every row of its leaderboard at that precision, whatever the worker was started with."""
+    db = Database(sqlite_url(tmp_path / "geneval.db"))
+    config = {**smoke_config, "batch_size": 20, "data": {**smoke_config["data"], "limit": 6}}
+    worker = Execution(device="cpu", precision="bf16", compile=True)
+    for name, cfg, expected in (("free", config, "bf16"), ("pinned", {**config, "precision": "fp32"}, "fp32")):
+        job = _submit(db, name, cfg, seed=3)
+        run_job(job, tmp_path, lambda *a: None, build=build_components, execution=worker)
+        rec = json.loads((job.rep_dir(tmp_path, 0) / "results.json").read_text())
+        assert rec["execution"]["precision"] == expected and rec["execution"]["compile"] is True
+        assert rec["execution"]["batch_size"] == 20  # the benchmark's batch size, not the worker's (null)
+        assert rec["kernels"]["classifier"]["precision"] == expected
+    db.close()

@@ -534,12 +534,15 @@ def _record(out: Outcome) -> SampleRecord:
 
 
 class _Progress:
-    """A tqdm bar on a terminal; otherwise one log line every ``interval`` seconds (cluster logs)."""
+    """A tqdm bar on a terminal; otherwise one log line every ``interval`` seconds (cluster logs). The rate (and
+    the ETA from it) counts from the first finished sample, so a compiled step's start-up does not hide the
+    throughput the run will keep."""
 
     def __init__(self, total: int, done: int, shard: Shard, show: bool | None, interval: float) -> None:
         self.total, self.done, self.shard, self.interval = total, done, shard, float(interval)
         self.validated = self.fooled = self.computed = 0
         self.t0 = self.last = time.perf_counter()
+        self.first: tuple[float, int] | None = None  # (time, samples computed) at the first finished sample
         tty = sys.stderr.isatty() if show is None else bool(show)
         self.bar = tqdm(total=total, initial=done, desc="genEval", unit="img", disable=not tty, dynamic_ncols=True)
         self.log_lines = not tty
@@ -551,9 +554,12 @@ class _Progress:
         self.bar.update(1)
         self.bar.set_postfix(validated=self.validated, fooled=self.fooled, refresh=False)
         now = time.perf_counter()
+        if self.first is None or now - self.first[0] < 0.05:  # the first finished batch (its samples stop together):
+            self.first = (self.first[0] if self.first else now, self.computed)  # rates count from its end
         if self.log_lines and (now - self.last >= self.interval or self.done == self.total):
             self.last = now
-            rate = self.computed / max(now - self.t0, 1e-9)
+            (t1, n1), steady = self.first, self.computed > self.first[1] and now - self.first[0] >= 1.0
+            rate = (self.computed - n1) / (now - t1) if steady else self.computed / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             log.info(
                 "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s",

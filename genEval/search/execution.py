@@ -121,7 +121,8 @@ class Execution:
                 raise SettingError("role_precision", {role: p}, "a mapping of " + ", ".join(ROLES), "{generator: bf16}")
             if p is not None and p not in PRECISIONS:
                 raise SettingError(f"role_precision.{role}", p, "one of " + ", ".join(PRECISIONS) + " or null", "bf16")
-        object.__setattr__(self, "role_precision", roles)
+        # canonical: only real overrides (None follows precision), so {} and {generator: null} are one identity
+        object.__setattr__(self, "role_precision", {r: p for r, p in roles.items() if p is not None})
         for key in ("channels_last", "compile"):
             if not _is_bool(getattr(self, key)):
                 raise SettingError(key, getattr(self, key), "true or false", "true")

@@ -21,8 +21,19 @@ from genEval.runs.rundir import config_hash
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 ROLES = ("data", "generator", "oracle", "search", "mask")
-#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning).
-EVALUATE_KEYS = ("batch_size", "interval", "n_boot", "grid_size", "gap_warn_points", "num_workers")
+#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning). ``precision`` changes what a run
+#: finds (bf16 moves about 3% of the decisions: benchmarks/RESULTS.md): a preset that fixes it overrides the
+#: workers' own, so that every row of its leaderboard ran at one precision.
+EVALUATE_KEYS = (
+    "batch_size",
+    "interval",
+    "n_boot",
+    "grid_size",
+    "gap_warn_points",
+    "num_workers",
+    "precision",
+    "role_precision",
+)
 MAX_REPETITIONS = 100
 
 
