@@ -78,8 +78,8 @@ def check_run(
     for key, node in roles.items():
         for at, sub, target in _targets(node, key):
             hook = getattr(target, "check_available", None)
-            args = _arguments(sub, target)
-            if callable(hook) and args is not None:
+            args = _arguments(sub, target) if callable(hook) else None
+            if args is not None:
                 hook(config_key=at, **args)
     shape = declaration(data) or Declaration()
     if shape.classes is not None:
