@@ -26,11 +26,19 @@ EVALUATE_KEYS = ("batch_size", "interval", "n_boot", "grid_size", "gap_warn_poin
 MAX_REPETITIONS = 100
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters: a refusal never echoes a huge request back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 class OverrideRefused(ValueError):
-    """A submission asked to change a key that the benchmark does not allow (``key`` names it)."""
+    """A submission asked to change a key that the benchmark does not allow (``key`` names it, cut short)."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
+        key = str(key)
+        key = key if len(key) <= 60 else key[:60] + "..."
         self.key = key
 
 
@@ -166,7 +174,8 @@ class Benchmark:
             if key not in self.overrides:
                 raise OverrideRefused(
                     key,
-                    f"override {key!r} is not allowed on benchmark {self.name}; a submission may only set: {allowed}.",
+                    f"override {shown(key)} is not allowed on benchmark {self.name}; a submission may only set: "
+                    f"{allowed}.",
                 )
             clean[key] = self._check_value(key, value, _get(self.config, key))
             _set(config, key, clean[key])
@@ -185,11 +194,11 @@ class Benchmark:
             else isinstance(value, str)
         )
         if not ok:
-            raise OverrideRefused(key, f"override {key!r} must be a {kind.__name__}, got {value!r}.")
+            raise OverrideRefused(key, f"override {key!r} must be a {kind.__name__}, got {shown(value)}.")
         if "choices" in rule and value not in rule["choices"]:
-            raise OverrideRefused(key, f"override {key!r} must be one of {rule['choices']}, got {value!r}.")
+            raise OverrideRefused(key, f"override {key!r} must be one of {rule['choices']}, got {shown(value)}.")
         if "min" in rule and value < rule["min"] or "max" in rule and value > rule["max"]:
             raise OverrideRefused(
-                key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {value!r}."
+                key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {shown(value)}."
             )
         return kind(value)
