@@ -232,10 +232,10 @@ def stale_reason(owner: LockOwner | None, now: float | None = None) -> str | Non
     now = time.time() if now is None else now
     if owner is None:
         return "it is empty or unreadable (left by a full disk or a crash while it was written)"
-    if owner.token and owner.token in _HELD:
-        return None  # this very process holds it (through another writer)
     if now - owner.heartbeat > owner.lease_s:
         return f"its heartbeat is {now - owner.heartbeat:.0f}s old, older than its lease of {owner.lease_s:g}s"
+    if owner.token and owner.token in _HELD:
+        return None  # this very process holds it (through another writer)
     if not owner.same_machine():
         return None
     if owner.pid == os.getpid():
@@ -350,7 +350,7 @@ class RunLock:
             raw, st = found
             owner = LockOwner.parse(raw, st.st_mtime)
             if owner is None and not waited:  # a lock being created by a filesystem without hard links
-                time.sleep(0.2)
+                time.sleep(0.05)
                 waited = True
                 continue
             why = stale_reason(owner)
