@@ -164,3 +164,13 @@ def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
     )
     torch.set_num_threads(1)
     return {"repetitions": [{"repetition": 0, "seed": int(job.seeds[0]), "metrics": res.metrics}]}
+
+
+def leaky_runner(job: JobInfo, home: Path, report) -> dict:
+    """Fails with the kind of message that names the server's paths, host and process (a checkpoint that does not
+    fit, raised deep inside an evaluation)."""
+    raise ValueError(
+        f"while building classifier: checkpoint '{home}/uploads/{job.id}.safetensors' does not match the model "
+        f"architecture; missing keys: fc.weight (run directory '{home}/runs/{job.id}' on host "
+        f"'{socket.gethostname()}', process {os.getpid()})"
+    )

@@ -26,10 +26,14 @@ EVALUATE_KEYS = ("batch_size", "interval", "n_boot", "grid_size", "gap_warn_poin
 MAX_REPETITIONS = 100
 
 
-def shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` for a message, cut to ``limit`` characters: a refusal never echoes a huge request back."""
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` for a message when it is short, else what it is (``a str of 300000 characters``): a refusal
+    names what was given without echoing a large request back."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters when printed"
+    return f"a {type(value).__name__} of {size}"
 
 
 class OverrideRefused(ValueError):
@@ -37,9 +41,7 @@ class OverrideRefused(ValueError):
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
-        key = str(key)
-        key = key if len(key) <= 60 else key[:60] + "..."
-        self.key = key
+        self.key = key if len(str(key)) <= 40 else "(a long key)"
 
 
 def _get(config: dict, dotted: str) -> Any:

@@ -1,0 +1,154 @@
+"""Stopping is clean (genEval/interrupts.py): `geneval` stopped with SIGTERM (Slurm's time limit) or SIGINT (Ctrl-C)
+keeps the samples it finished, releases run.lock and exits 143 / 130, and the same command resumes the run to the
+uninterrupted result; a `geneval worker` stopped with SIGTERM hands its job back (queued, the attempt not counted),
+releases the run's lock and is marked stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from genEval.commands.serve import load_benchmarks, registered_classifiers
+from genEval.service.db import Database, sqlite_url
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ("seed=0", "data.limit=24", "search.budget=8", "batch_size=4", "progress=false")
+
+
+def _geneval(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "genEval.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def _stop_mid_run(run: Path, sig: signal.Signals, after: int = 8) -> tuple[subprocess.Popen, str, int]:
+    """Start `geneval` on ``run``, send ``sig`` once ``after`` samples are on disk; returns the process, its stderr
+    and how many samples were on disk when the signal was sent."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "genEval.cli", *DIGITS, f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    partial = run / "samples.partial.jsonl"
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None and _lines(partial) < after:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be stopped; make it longer"
+    seen = _lines(partial)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return proc, err, seen
+
+
+def _scores(run: Path) -> tuple[dict, list]:
+    res = json.loads((run / "results.json").read_text())
+    return res["scores"], res["per_class"]
+
+
+def test_sigterm_keeps_the_samples_releases_the_lock_exits_143_and_the_rerun_resumes(tmp_path, digits_cache):
+    run = tmp_path / "run"
+    proc, err, seen = _stop_mid_run(run, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "stopped by SIGTERM" in err and "resume" in err and "Traceback" not in err
+    assert not (run / "run.lock").exists()  # released: a resume on any host goes ahead at once
+    assert not (run / "results.json").exists()
+    kept = _lines(run / "samples.partial.jsonl")
+    assert kept >= seen  # what was finished is on disk (pending samples flushed on the way out)
+    resumed = _geneval(*DIGITS, f"hydra.run.dir={run}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "taking over" not in resumed.stderr  # nothing stale was left
+    whole = _geneval(*DIGITS, f"hydra.run.dir={tmp_path / 'whole'}")
+    assert whole.returncode == 0, whole.stderr
+    assert _scores(run) == _scores(tmp_path / "whole")
+    assert json.loads((run / "results.json").read_text())["timings"]["samples_computed"] == 24 - kept
+
+
+def test_sigint_exits_130_with_the_lock_released_and_the_run_resumable(tmp_path, digits_cache):
+    run = tmp_path / "run"
+    proc, err, _ = _stop_mid_run(run, signal.SIGINT)
+    assert proc.returncode == 130, err
+    assert "stopped by SIGINT" in err and "Traceback" not in err
+    assert not (run / "run.lock").exists()
+    resumed = _geneval(*DIGITS, f"hydra.run.dir={run}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run / "results.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def smoke_config():
+    """digits_smoke (20 images) in batches of one image, so a stop lands mid-job."""
+    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
+    config["batch_size"] = 1
+    config["classifier"] = registered_classifiers(None)["digits_cnn"]
+    return config
+
+
+def test_a_worker_stopped_with_sigterm_hands_its_job_back_and_is_marked_stopped(tmp_path, smoke_config, digits_cache):
+    home = tmp_path
+    db = Database(sqlite_url(home / "geneval.db"))
+    owner = db.create_token("alice", "submitter")[1]
+    job = db.submit_job(
+        benchmark="digits_smoke",
+        benchmark_version="test",
+        name="cnn",
+        owner=owner,
+        model={"kind": "config", "name": "digits_cnn"},
+        config=smoke_config,
+        overrides={},
+        seeds=[7],
+        upload_path=None,
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GENEVAL_CACHE": str(digits_cache)}
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "worker",
+            f"home={home}",
+            "device=cpu",
+            "lease_s=30",
+            "heartbeat_s=0.2",
+            "poll_s=0.2",
+            "stop_timeout_s=20",
+            "hydra.run.dir=" + str(home / "logs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    partial = job.rep_dir(home, 0) / "samples.partial.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and _lines(partial) < 3:
+        assert worker.poll() is None, worker.communicate()
+        time.sleep(0.05)
+    lock = job.rep_dir(home, 0) / "run.lock"
+    assert lock.is_file() and db.get_job(job.id).status == "running"
+    t0 = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=120)
+    stopped_in = time.monotonic() - t0
+    assert worker.returncode == 143, err
+    assert stopped_in < 20 + 10  # within stop_timeout_s (and the database writes)
+    back = db.get_job(job.id)
+    assert back.status == "queued" and back.attempts == 0 and back.worker_id is None  # not a failed attempt
+    assert not lock.exists()  # the evaluation released its lock
+    assert _lines(partial) >= 3  # and kept its samples for the next worker
+    (record,) = db.list_workers()
+    assert record.stopped_at is not None and record.state(time.time()) == "stopped"
+    db.close()
