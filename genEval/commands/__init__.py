@@ -7,7 +7,7 @@ prints, or chooses an exit code; the library below takes objects and returns dat
 * :func:`command` wraps a command once: user errors (a bad value, a missing file, anything raised while a
   component is built) become one paragraph ``geneval <command>: error: <message>`` on stderr and exit status 2,
   never a traceback (``HYDRA_FULL_ERROR=1`` shows it, as for Hydra's own errors). SIGTERM and SIGINT stop a command
-  cleanly (:mod:`genEval.interrupts`: a run directory keeps its finished samples and its lock is released) and exit
+  cleanly (:mod:`genEval.runs.stopping`: a run directory keeps its finished samples and its lock is released) and exit
   with 143 and 130.
 * :func:`build` is the one instantiation helper: it checks the node's keys and value types against its
   ``_target_`` first (:mod:`genEval.commands.settings`), then calls Hydra ``instantiate`` and turns whatever
@@ -43,7 +43,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError
-from genEval.interrupts import Interrupted, stop_on_signals
+from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.search.perturb import NonFiniteError
 
 #: The Hydra configs travel inside the package (a wheel carries them); ``conf/`` at the top of a checkout is a

@@ -20,7 +20,7 @@ At start (and every ``backfill_s`` while idle) a worker also stores the rows of 
 finished by a worker from before standings were stored), and drops the workers gone for ``retention_s``.
 
 A worker shutting down cleanly (:meth:`Worker.stop`; ``geneval worker`` on SIGTERM or SIGINT) sends SIGTERM to its
-child, which flushes the samples it finished and releases the run directory's lock (:mod:`genEval.interrupts`)
+child, which flushes the samples it finished and releases the run directory's lock (:mod:`genEval.runs.stopping`)
 within ``stop_timeout_s``; the job goes back to the queue without the attempt counting, and the worker is marked
 stopped. A worker killed outright leaves its job to expire; the next worker, on any host, re-runs it into the same
 run directory with the same seeds, taking over the run's lock once its lease (the dead worker's ``lease_s``) has
@@ -47,8 +47,8 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from genEval.interrupts import Interrupted, stop_on_signals
 from genEval.runs import lock as run_lock
+from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.service.db import WORKER_RETENTION_S, Database, JobInfo, new_id
 from genEval.service.errors import public_reason
 from genEval.service.leaderboard import StandingsBuilder, StandingUpdate, record_finished
@@ -363,7 +363,7 @@ def stop_worker_on_signals(worker: Worker) -> Any:
 
 
 def stopped_by(worker: Worker) -> Interrupted | None:
-    """The :class:`~genEval.interrupts.Interrupted` to end with when a signal stopped ``worker``, else None."""
+    """The :class:`~genEval.runs.stopping.Interrupted` to end with when a signal stopped ``worker``, else None."""
     return None if worker.signal is None else Interrupted(worker.signal)
 
 
