@@ -186,3 +186,69 @@ def test_a_failed_jobs_error_shows_the_reason_only_and_admins_the_detail(tmp_pat
     assert str(tmp_path) in admin["error_detail"] and "Traceback" in admin["error_detail"]
     assert admin["worker_id"] == worker.id
     db.close()
+
+
+def test_the_leaderboard_tells_jobs_apart_by_id_not_by_name(tmp_path):
+    """Two finished jobs of one name (an older genEval accepted them twice) stay two models: marks name job ids."""
+    import torch
+    from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
+
+    import genEval
+    from genEval.service.leaderboard import StandingsBuilder, significance_marks
+
+    truth = LinearClassifier(seed=0)
+    x = torch.rand(60, 3, 2, 2, generator=torch.Generator().manual_seed(7))
+    data = ListDataset(x, truth(x).argmax(1).tolist(), ["a", "b", "c"], name="toy")
+    for job_id, seed in (("a" * 32, 0), ("b" * 32, 5)):  # the true model and a much worse one
+        genEval.evaluate(
+            classifier=LinearClassifier(seed=seed),
+            data=data,
+            generator=SigmoidGenerator(),
+            oracle=ModelOracle(LinearClassifier(seed=0)),
+            search={"budget": 2, "step_size": 0.05, "start_noise": 0.0},
+            seed=11,
+            output_dir=tmp_path / job_id,
+            progress=False,
+            n_boot=50,
+        )
+    builder = StandingsBuilder(Database(sqlite_url(tmp_path / "geneval.db")), tmp_path, n_boot=200)
+    good, bad = (builder._load(j, "same-name", [j]) for j in ("a" * 32, "b" * 32))
+    marks = significance_marks(good, bad, 200)
+    assert ("sa", "a" * 32) in marks and all(winner == "a" * 32 for _, winner in marks)
+    builder.db.close()
+
+
+def test_an_older_database_is_upgraded_and_duplicate_names_are_reported_not_fatal(tmp_path, caplog):
+    url = sqlite_url(tmp_path / "old.db")
+    first = Database(url)
+    _submit(first, name="twin")
+    first.close()
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)  # the tables of an earlier genEval: no error_detail, no lease_s, no unique index
+    with engine.begin() as conn:
+        conn.execute(text("DROP INDEX uq_jobs_active_name"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN error_detail"))
+        conn.execute(text("ALTER TABLE workers DROP COLUMN lease_s"))
+        cols = list(conn.execute(text("SELECT * FROM jobs LIMIT 1")).keys())
+        picked = ", ".join("'" + "0" * 32 + "'" if c == "id" else c for c in cols)
+        conn.execute(text(f"INSERT INTO jobs ({', '.join(cols)}) SELECT {picked} FROM jobs LIMIT 1"))  # a 2nd twin
+    engine.dispose()
+    again = Database(url)  # starts, with an error naming the duplicates instead of the index
+    assert "several active jobs share a name (b v1 'twin' x2)" in caplog.text
+    assert again.get_job("0" * 32).error_detail is None
+    again.register_worker("w", "h", 1, "cpu", lease_s=5)
+    assert again.list_workers()[0].lease_s == 5
+    again.cancel_job("0" * 32)
+    again.close()
+    fixed = Database(url)  # once the admin cancelled one, the next start makes the index
+    with pytest.raises(NameTaken):
+        _submit(fixed, name="twin")
+    with fixed.engine.connect() as conn:
+        cols = list(conn.execute(text("SELECT * FROM jobs LIMIT 1")).keys())
+        picked = ", ".join("'" + "1" * 32 + "'" if c == "id" else c for c in cols)
+        with pytest.raises(IntegrityError):
+            conn.execute(
+                text(f"INSERT INTO jobs ({', '.join(cols)}) SELECT {picked} FROM jobs WHERE status = 'queued'")
+            )
+    fixed.close()
