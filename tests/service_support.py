@@ -12,6 +12,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -20,6 +21,30 @@ from pathlib import Path
 import pytest
 
 from genEval.service.db import Database, JobInfo, sqlite_url
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`geneval worker` on ``home`` (CPU, polling and renewing every 0.2 s, logs under ``home/logs``) in a
+    subprocess, with ``overrides`` (``lease_s=3``, ``db=...``) added."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "worker",
+            f"home={home}",
+            "device=cpu",
+            "heartbeat_s=0.2",
+            "poll_s=0.2",
+            f"hydra.run.dir={home / 'logs'}",
+            *overrides,
+        ],
+        cwd=home,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **popen,
+    )
 
 
 def free_port() -> int:
@@ -110,6 +135,18 @@ def db(db_url):
     database = Database(db_url)
     yield database
     database.close()
+
+
+@pytest.fixture(scope="module")
+def smoke_config():
+    """The digits_smoke benchmark (20 images, 5 steps) in batches of one image: 20 batches, so a kill or a stop
+    lands mid-job."""
+    from genEval.commands.serve import load_benchmarks, registered_classifiers  # heavy: only where it is used
+
+    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
+    config["batch_size"] = 1
+    config["classifier"] = registered_classifiers(None)["digits_cnn"]
+    return config
 
 
 # ------------------------------------------------------------------------------------ stand-in runners

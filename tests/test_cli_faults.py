@@ -109,6 +109,19 @@ def test_the_cli_says_it_in_one_paragraph(damaged, tmp_path, capsys):
     assert "truncated or corrupt" in line
 
 
+def _toy_run(data: DigitsData, out: Path):
+    """A one-step evaluation of ``data`` (8x8 digits) by linear toys, written to ``out``."""
+    return evaluate(
+        classifier=LinearClassifier(seed=0, in_features=64, num_classes=10),
+        data=data,
+        generator=SigmoidGenerator(),
+        oracle=ModelOracle(LinearClassifier(seed=1, in_features=64, num_classes=10)),
+        search={"budget": 1, "step_size": 0.1},
+        seed=0,
+        output_dir=out,
+    )
+
+
 def test_a_limit_above_the_data_sets_size_warns_once_naming_both_numbers(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         data = DigitsData(split="test", image_size=8, limit=100_000)
@@ -119,27 +132,10 @@ def test_a_limit_above_the_data_sets_size_warns_once_naming_both_numbers(tmp_pat
         f"data.limit=100000 is more than the {n} samples of digits:test: all {n} are used. Lower "
         "data.limit (or point data at a larger data set) to run the number you meant."
     ]
-    small = DigitsData(split="test", image_size=8, limit=9)
-    res = evaluate(
-        classifier=LinearClassifier(seed=0, in_features=64, num_classes=10),
-        data=small,
-        generator=SigmoidGenerator(),
-        oracle=ModelOracle(LinearClassifier(seed=1, in_features=64, num_classes=10)),
-        search={"budget": 1, "step_size": 0.1},
-        seed=0,
-        output_dir=tmp_path / "ok",
-    )
+    res = _toy_run(DigitsData(split="test", image_size=8, limit=9), tmp_path / "ok")
     assert not any("data.limit" in w for w in res.warnings)  # a limit below the size says nothing
     big = DigitsData(split="test", image_size=8, limit=100_000, indices="0:12")  # a pool of 12 sources
-    res = evaluate(
-        classifier=LinearClassifier(seed=0, in_features=64, num_classes=10),
-        data=big,
-        generator=SigmoidGenerator(),
-        oracle=ModelOracle(LinearClassifier(seed=1, in_features=64, num_classes=10)),
-        search={"budget": 1, "step_size": 0.1},
-        seed=0,
-        output_dir=tmp_path / "run",
-    )
+    res = _toy_run(big, tmp_path / "run")
     stored = json.loads((tmp_path / "run" / "results.json").read_text())["warnings"]
     assert [w for w in stored if "data.limit" in w] == [
         "data.limit=100000 is more than the 12 samples of digits:test: all 12 are used. Lower data.limit (or point "

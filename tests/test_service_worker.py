@@ -13,16 +13,15 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from service_support import pg_url, postgres_server  # noqa: F401 (fixtures)
+from service_support import pg_url, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
 from torch import nn
 
-from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
+from genEval.commands.serve import build_components, job_runner
 from genEval.service.db import Database, JobInfo, sqlite_url
 from genEval.service.execute import run_job
 from genEval.service.models import classifier_config
@@ -84,15 +83,6 @@ def _same_samples(a: list[dict], b: list[dict]) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def smoke_config():
-    """digits_smoke (20 images, 5 steps) in batches of one image: 20 batches, so a kill lands mid-job."""
-    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
-    config["batch_size"] = 1
-    config["classifier"] = registered_classifiers(None)["digits_cnn"]
-    return config
-
-
 @pytest.mark.parametrize("database", ["postgresql", pytest.param("sqlite", marks=pytest.mark.slow)])
 def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
     tmp_path, smoke_config, database, request, capfd
@@ -106,26 +96,9 @@ def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
     reference = dataclasses.replace(job, run_dir="reference")
     run_job(reference, home, lambda *a: None, build=build_components, device="cpu")
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    worker_a = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "genEval.cli",
-            "worker",
-            f"home={home}",
-            f"db={url}",
-            "host=node-a",  # another host than worker B's: its run.lock's pid cannot be checked, only its lease
-            "device=cpu",
-            "lease_s=3",
-            "heartbeat_s=0.2",
-            "poll_s=0.2",
-            "hydra.run.dir=" + str(home / "logs"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    # another host than worker B's: its run.lock's pid cannot be checked here, only its lease
+    worker_a = worker_process(
+        home, f"db={url}", "host=node-a", "lease_s=3", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     partial = job.rep_dir(home, 0) / "samples.partial.jsonl"
     deadline = time.monotonic() + 600

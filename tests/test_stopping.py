@@ -1,4 +1,5 @@
-"""Stopping is clean (genEval/interrupts.py): `geneval` stopped with SIGTERM (Slurm's time limit) or SIGINT (Ctrl-C)
+# ruff: noqa: F811  (pytest fixtures imported from service_support are redefined as test arguments)
+"""Stopping is clean (genEval/runs/stopping.py): `geneval` stopped with SIGTERM (Slurm's time limit) or SIGINT (Ctrl-C)
 keeps the samples it finished, releases run.lock and exits 143 / 130, and the same command resumes the run to the
 uninterrupted result; a `geneval worker` stopped with SIGTERM hands its job back (queued, the attempt not counted),
 releases the run's lock and is marked stopped."""
@@ -6,16 +7,14 @@ releases the run's lock and is marked stopped."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
+from service_support import smoke_config, worker_process  # noqa: F401 (a fixture)
 
-from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.service.db import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,15 +86,6 @@ def test_sigint_exits_130_with_the_lock_released_and_the_run_resumable(tmp_path,
     assert (run / "results.json").is_file()
 
 
-@pytest.fixture(scope="module")
-def smoke_config():
-    """digits_smoke (20 images) in batches of one image, so a stop lands mid-job."""
-    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
-    config["batch_size"] = 1
-    config["classifier"] = registered_classifiers(None)["digits_cnn"]
-    return config
-
-
 def test_a_worker_stopped_with_sigterm_hands_its_job_back_and_is_marked_stopped(tmp_path, smoke_config, digits_cache):
     home = tmp_path
     db = Database(sqlite_url(home / "geneval.db"))
@@ -111,23 +101,11 @@ def test_a_worker_stopped_with_sigterm_hands_its_job_back_and_is_marked_stopped(
         seeds=[7],
         upload_path=None,
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GENEVAL_CACHE": str(digits_cache)}
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "genEval.cli",
-            "worker",
-            f"home={home}",
-            "device=cpu",
-            "lease_s=30",
-            "heartbeat_s=0.2",
-            "poll_s=0.2",
-            "stop_timeout_s=20",
-            "hydra.run.dir=" + str(home / "logs"),
-        ],
-        cwd=tmp_path,
-        env=env,
+    worker = worker_process(
+        home,
+        "lease_s=30",
+        "stop_timeout_s=20",
+        env={"GENEVAL_CACHE": str(digits_cache)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

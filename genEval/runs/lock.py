@@ -262,6 +262,16 @@ def _write_new(path: Path, data: bytes) -> Path:
     return tmp
 
 
+def _replace(path: Path, data: bytes) -> None:
+    """Put ``data`` at ``path`` in one rename (readers see the old lock or the new one, never half of one)."""
+    tmp = _write_new(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def create_exclusive(path: Path, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists (False then). The content is complete before the name
     appears (a hard link of a finished temporary file); filesystems without hard links get ``O_EXCL``."""
@@ -411,12 +421,7 @@ class RunLock:
             current = _read(self.path)
             if current is None or _generation(*current) != generation:
                 return None
-            tmp = _write_new(self.path, me.to_bytes())
-            try:
-                os.replace(tmp, self.path)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+            _replace(self.path, me.to_bytes())
             won = True
             self._held(me)
             return True
@@ -459,12 +464,7 @@ class RunLock:
             )
             return False
         me = self._mine()
-        tmp = _write_new(self.path, me.to_bytes())
-        try:
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        _replace(self.path, me.to_bytes())
         self.owner = me
         return True
 
