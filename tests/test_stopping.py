@@ -7,14 +7,19 @@ releases the run's lock and is marked stopped."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from service_support import smoke_config, worker_process  # noqa: F401 (a fixture)
+from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
 
+from genEval import evaluate
+from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.service.db import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +34,40 @@ def _geneval(*args: str) -> subprocess.CompletedProcess:
 
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+class SignalledAt(ListDataset):
+    """A data set during whose reading of source 25 the process receives SIGTERM (as from Slurm or `kill`)."""
+
+    def __getitem__(self, i):
+        if i == 25:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().__getitem__(i)
+
+
+def test_a_signal_mid_run_flushes_the_finished_samples_and_releases_the_lock(tmp_path):
+    roles = dict(
+        classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
+    )
+    d, run = toy_data(40), tmp_path / "run"
+    with pytest.raises(Interrupted) as stop, stop_on_signals():
+        evaluate(
+            data=SignalledAt(d.x, d.y, d.class_names),
+            search={"budget": 4},
+            seed=0,
+            batch_size=10,
+            output_dir=run,
+            **roles,
+        )
+    assert stop.value.exit_code == 143
+    kept = _lines(run / "samples.partial.jsonl")
+    assert kept % 10 != 0  # the finished samples of the batch being filled were written too, not only whole flushes
+    assert not (run / "run.lock").exists()
+    resumed = evaluate(data=d, search={"budget": 4}, seed=0, batch_size=10, output_dir=run, **roles)
+    fresh = evaluate(data=d, search={"budget": 4}, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles)
+    assert resumed.timings["samples_computed"] == 40 - kept
+    assert resumed.scores.to_dict() == fresh.scores.to_dict()
+    assert signal.getsignal(signal.SIGTERM) is not None  # the handler in place before is back
 
 
 def _stop_mid_run(run: Path, sig: signal.Signals, after: int = 4) -> tuple[subprocess.Popen, str, int]:
