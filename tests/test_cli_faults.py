@@ -109,7 +109,7 @@ def test_the_cli_says_it_in_one_paragraph(damaged, tmp_path, capsys):
     assert "truncated or corrupt" in line
 
 
-def _toy_run(data: DigitsData, out: Path):
+def _toy_run(data: DigitsData, out: Path, batch_size: int | None = None):
     """A one-step evaluation of ``data`` (8x8 digits) by linear toys, written to ``out``."""
     return evaluate(
         classifier=LinearClassifier(seed=0, in_features=64, num_classes=10),
@@ -118,6 +118,7 @@ def _toy_run(data: DigitsData, out: Path):
         oracle=ModelOracle(LinearClassifier(seed=1, in_features=64, num_classes=10)),
         search={"budget": 1, "step_size": 0.1},
         seed=0,
+        batch_size=batch_size,
         output_dir=out,
     )
 
@@ -145,6 +146,34 @@ def test_a_limit_above_the_data_sets_size_warns_once_naming_both_numbers(tmp_pat
 
 
 # ------------------------------------------------------------------------------- a full or read-only disk
+def test_a_full_disk_mid_run_names_the_run_directory_and_the_run_resumes(tmp_path, monkeypatch):
+    import errno
+
+    import genEval.runs.rundir as rundir
+
+    real, calls = os.fsync, {"n": 0}
+
+    def fsync_until_full(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] > 6:  # run.json, the lock and a few flushes fit; then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    small = DigitsData(split="test", image_size=8, limit=30)
+    monkeypatch.setattr(rundir.os, "fsync", fsync_until_full)
+    with pytest.raises(OSError) as full:
+        _toy_run(small, tmp_path / "run", batch_size=4)
+    monkeypatch.setattr(rundir.os, "fsync", real)
+    text = str(full.value)
+    assert text.startswith(f"no space left on the device of run directory '{tmp_path / 'run'}' (No space left on")
+    assert "The run is resumable" in text and "rerun the same command" in text
+    assert not (tmp_path / "run" / "run.lock").exists()
+    kept = len((tmp_path / "run" / "samples.partial.jsonl").read_text().splitlines())
+    resumed = _toy_run(small, tmp_path / "run", batch_size=4)
+    assert resumed.scores.n == 30 and resumed.timings["samples_computed"] == 30 - kept
+    assert resumed.scores.to_dict() == _toy_run(small, tmp_path / "fresh", batch_size=4).scores.to_dict()
+
+
 def _mount_cmd() -> list[str]:
     """A private mount namespace in which this test may mount a small tmpfs (root, or a user namespace)."""
     if shutil.which("unshare") is None:
@@ -159,6 +188,24 @@ def _mount_cmd() -> list[str]:
 DIGITS = ("seed=0", "data.limit=40", "search.budget=4", "batch_size=2", "progress=false", "save_images=true")
 
 
+def test_an_unwritable_run_directory_is_named_before_hydra_writes_there(tmp_path):
+    cmd = _mount_cmd()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = f"""
+        mount -t tmpfs -o ro,size=64k tmpfs {disk}
+        {sys.executable} -m genEval.cli {" ".join(DIGITS)} hydra.run.dir={disk}/run 2> {tmp_path}/ro.err
+        echo $? > {tmp_path}/ro.rc
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([*cmd, "sh", "-c", script], cwd=ROOT, env=env, timeout=600, check=True)
+    err = (tmp_path / "ro.err").read_text()
+    assert int((tmp_path / "ro.rc").read_text()) == 2, err
+    line = one_error_paragraph(err)
+    assert f"output directory '{disk}/run' is not writable (Read-only file system)" in line
+
+
+@pytest.mark.slow
 def test_a_full_disk_and_a_read_only_directory_are_one_paragraph_naming_the_directory(tmp_path, digits_cache):
     cmd = _mount_cmd()
     disk = tmp_path / "disk"
@@ -195,6 +242,7 @@ def test_a_full_disk_and_a_read_only_directory_are_one_paragraph_naming_the_dire
 
     rc, err = result("resumed")
     assert rc == 0, err
-    kept = len((tmp_path / "kept.jsonl").read_text().splitlines()) if (tmp_path / "kept.jsonl").exists() else 0
+    # whole lines only: the disk filled up in the middle of one, which the resume drops
+    kept = (tmp_path / "kept.jsonl").read_text().count("\n") if (tmp_path / "kept.jsonl").exists() else 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["scores"]["n"] == 40 and results["timings"]["samples_computed"] == 40 - kept

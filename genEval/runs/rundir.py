@@ -495,6 +495,8 @@ class RunWriter:
             try:
                 if self._fh is not None and not self._fh.closed:
                     self._fh.close()
+            except OSError as err:  # a full disk: the buffered half line is dropped by the resume
+                log.warning("%s: closing %s failed (%s)", self.dir, PARTIAL, err)
             finally:
                 self._unlock()
 
