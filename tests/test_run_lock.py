@@ -219,3 +219,25 @@ def test_two_processes_racing_for_a_stale_lock_never_both_win(tmp_path):
                 p.kill()
     assert (double, none, wrong) == (0, 0, 0), f"{ROUNDS} races: {double} double owners, {none} without owner"
     assert all(p.exitcode == 0 for p in racers)
+
+
+def test_a_lock_of_an_older_genEval_is_judged_by_its_process_on_this_host(tmp_path):
+    # pid and host only, no heartbeat: an older genEval that may still be writing; its process decides, however old
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _write(tmp_path, json.dumps({"pid": sleeper.pid, "host": LockOwner.me("", 1).host}).encode())
+        hour_ago = time.time() - 3600
+        os.utime(tmp_path / LOCK, (hour_ago, hour_ago))
+        with pytest.raises(RunDirectoryBusy, match=rf"process {sleeper.pid} on host"):
+            RunLock(tmp_path).acquire()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    lock = RunLock(tmp_path)
+    lock.acquire()  # its process is gone now
+    lock.release()
+    _write(tmp_path, json.dumps({"pid": 4242, "host": "node-a"}).encode())  # on another host: its file's age
+    os.utime(tmp_path / LOCK, (time.time() - 3600, time.time() - 3600))
+    lock = RunLock(tmp_path)
+    assert lock.acquire().host == "node-a"
+    lock.release()

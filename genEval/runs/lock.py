@@ -152,6 +152,7 @@ class LockOwner:
     boot_id: str | None = None
     pidns: str | None = None
     proc_start: str | None = None
+    beats: bool = True  # False: a lock of an older genEval, which never refreshes a heartbeat
 
     @classmethod
     def me(cls, token: str, lease_s: float, started: float | None = None) -> LockOwner:
@@ -184,6 +185,7 @@ class LockOwner:
             token=str(d.get("token") or ""),
             started=since,
             heartbeat=float(d.get("heartbeat") or mtime or since),
+            beats="heartbeat" in d,
             lease_s=float(d.get("lease_s") or DEFAULT_LEASE_S),
             boot_id=d.get("boot_id"),
             pidns=d.get("pidns"),
@@ -191,7 +193,8 @@ class LockOwner:
         )
 
     def to_bytes(self) -> bytes:
-        return (json.dumps({"version": 1, **asdict(self)}, indent=1) + "\n").encode()
+        fields = {k: v for k, v in asdict(self).items() if k != "beats"}
+        return (json.dumps({"version": 1, **fields}, indent=1) + "\n").encode()
 
     def describe(self, now: float | None = None) -> str:
         age = (time.time() if now is None else now) - self.heartbeat
@@ -232,11 +235,12 @@ def stale_reason(owner: LockOwner | None, now: float | None = None) -> str | Non
     now = time.time() if now is None else now
     if owner is None:
         return "it is empty or unreadable (left by a full disk or a crash while it was written)"
-    if now - owner.heartbeat > owner.lease_s:
+    here = owner.same_machine()
+    if (owner.beats or not here) and now - owner.heartbeat > owner.lease_s:  # an older genEval's lock: its pid
         return f"its heartbeat is {now - owner.heartbeat:.0f}s old, older than its lease of {owner.lease_s:g}s"
     if owner.token and owner.token in _HELD:
         return None  # this very process holds it (through another writer)
-    if not owner.same_machine():
+    if not here:
         return None
     if owner.pid == os.getpid():
         return f"its pid {owner.pid} is now this process's (a restart reused it); its token is not this process's"
