@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 _FULL = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
-#: Keys every sample record has (the rest may differ between genEval versions).
+#: Keys every sample record written by genEval has (``samples.jsonl`` written by hand may lack ``index``).
 RECORD_KEYS = ("source_id", "index")
 _JSON_KIND = {"dict": "object", "list": "list", "str": "string", "int": "number", "float": "number", "bool": "boolean"}
 
@@ -66,9 +66,9 @@ def disk_errors(run_dir: str | Path, doing: str, kept: int | None = None) -> Ite
         raise
 
 
-def record_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def record_lines(path: Path, text: str, keys: tuple[str, ...] = RECORD_KEYS) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` for every non-empty line of a records file; a line that is not a JSON object with
-    the record keys raises ValueError naming the file and the line."""
+    the record ``keys`` raises ValueError naming the file and the line."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -79,7 +79,7 @@ def record_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 f"{path} line {n} is corrupt (not JSON: {err.msg}); it was not written by genEval's writer. Remove "
                 "the line, or move the directory away and rerun."
             ) from None
-        missing = [k for k in RECORD_KEYS if k not in d] if isinstance(d, dict) else list(RECORD_KEYS)
+        missing = [k for k in keys if k not in d] if isinstance(d, dict) else list(keys)
         if missing:
             what = "null" if d is None else f"a JSON {_JSON_KIND.get(type(d).__name__, 'value')}"
             raise ValueError(

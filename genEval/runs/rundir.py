@@ -595,7 +595,7 @@ def read_samples(run_dir: str | Path) -> list[dict]:
             f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
             "(an interrupted run leaves samples.partial.jsonl and no results.json)."
         )
-    return [d for _, d in record_lines(p, p.read_text(encoding="utf-8"))]
+    return [d for _, d in record_lines(p, p.read_text(encoding="utf-8"), keys=("source_id",))]
 
 
 def read_run_identity(run_dir: str | Path) -> dict:
