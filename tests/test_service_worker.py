@@ -21,7 +21,7 @@ import torch
 from service_support import pg_url, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
 from torch import nn
 
-from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
+from genEval.commands.serve import build_components, job_runner
 from genEval.search.execution import Execution
 from genEval.service.db import Database, JobInfo, sqlite_url
 from genEval.service.execute import run_job
