@@ -13,6 +13,7 @@ from genEval.comparisons.aggregate import compare
 from genEval.comparisons.repetitions import data_for_seed
 from genEval.data.standard import DigitsData
 from genEval.runs.rundir import read_results, read_samples
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import AutoMask, StyleMask
 
@@ -37,7 +38,7 @@ def compare_toys(data, out: Path, search: SearchConfig = SEARCH, **kw):
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     out = tmp_path_factory.mktemp("fresh")
-    return compare_toys(ToyPool(limit=20), out, n_boot=100, batch_size=10), out
+    return compare_toys(ToyPool(limit=20), out, n_boot=100, execution=Execution(batch_size=10)), out
 
 
 def test_every_repetition_draws_fresh_sources_shared_by_all_models(fresh):
@@ -59,7 +60,7 @@ def test_data_without_the_hook_keep_their_sources_and_the_comparison_says_so(tmp
     data = PlainPool(limit=12)
     assert data_for_seed(data, 3) == (data, False)
     noisy = SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=1.0)  # repetitions differ by noise only
-    comp = compare_toys(data, tmp_path, noisy, batch_size=12)
+    comp = compare_toys(data, tmp_path, noisy, execution=Execution(batch_size=12))
     assert sources(tmp_path, "lin0", 0) == sources(tmp_path, "lin0", 1)
     assert comp.stability.sources_resampled is False and comp.settings.data_seeds == [None, None]
     assert any("every repetition evaluated the same source images" in w for w in comp.warnings)
@@ -78,7 +79,9 @@ def test_conf_data_re_draw_their_subset_per_repetition_unless_told_not_to():
 
 def test_mask_auto_fits_one_mask_with_the_reference_and_reuses_it(tmp_path):
     auto = AutoMask(fit_fraction=0.5, C=100.0)
-    comp = compare_toys(ToyPool(limit=24), tmp_path, batch_size=12, mask=auto, mask_reference="lin1")
+    comp = compare_toys(
+        ToyPool(limit=24), tmp_path, execution=Execution(batch_size=12), mask=auto, mask_reference="lin1"
+    )
     mask = StyleMask.load(tmp_path / "mask" / "style_mask.safetensors")
     fit_ids = {r["source_id"] for r in read_samples(tmp_path / "mask" / "mask_fit")}
     assert 10 <= len(fit_ids) <= 14  # half of each class (rounded), stratified by split_for_auto

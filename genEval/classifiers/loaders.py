@@ -19,6 +19,7 @@ from genEval.checkpoints import (
     TORCH_EXPORT,
     TORCH_SAVE,
     WeightsUnavailable,
+    error_reason,
     hub_problem,
     load_exported_program,
     model_archive_kind,
@@ -313,9 +314,9 @@ def _scripted_model(path: Path) -> nn.Module:
         warnings.simplefilter("ignore", FutureWarning)
         try:
             return torch.jit.load(str(path), map_location="cpu")
-        except RuntimeError as err:
+        except Exception as err:  # noqa: BLE001 - torch raises RuntimeError and friends with the reason
             raise ValueError(
-                f"'{path}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save the model with "
+                f"'{path}' is not a loadable TorchScript archive ({error_reason(err, 200)}). Save the model with "
                 "torch.export.save(torch.export.export(model, (example,)), path) or torch.jit.save(torch.jit."
                 "script(model), path), or use classifier=module for a state dict."
             ) from err

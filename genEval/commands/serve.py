@@ -9,6 +9,7 @@ config into the objects ``genEval.evaluate`` takes, through the command layer's 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -43,7 +44,7 @@ from genEval.service.client import ServiceClient
 from genEval.service.core import MiB, Service, Settings
 from genEval.service.db import Database, sqlite_url
 from genEval.service.execute import Components, run_job
-from genEval.service.worker import Worker, run_worker_in_thread
+from genEval.service.worker import Worker, run_worker_in_thread, stop_worker_on_signals, stopped_by
 
 log = logging.getLogger(__name__)
 SERVICE = Style("service")
@@ -163,6 +164,8 @@ def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
         poll_s=float(cfg.poll_s),
         max_attempts=int(cfg.max_attempts),
         n_boot=int(cfg.n_boot),
+        stop_timeout_s=float(cfg.get("stop_timeout_s", 30)),
+        retention_s=float(cfg.get("worker_retention_s", 86400)),
         **extra,
     )
 
@@ -181,11 +184,13 @@ def run_serve(cfg: DictConfig) -> None:
         max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
         default_benchmark=cfg.get("default_benchmark"),
         n_boot=int(cfg.n_boot),
+        max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
+        worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
     )
     server = {k: cfg.get(k) for k in SERVER_ENV}
     benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
     if settings.default_benchmark not in benchmarks:
-        settings = Settings(home, settings.max_upload_bytes, next(iter(benchmarks)), settings.n_boot)
+        settings = dataclasses.replace(settings, default_benchmark=next(iter(benchmarks)))
     service = Service(db, settings, benchmarks, registered_classifiers(cfg.get("assets")))
     app = create_app(service)
     url = f"http://{cfg.host}:{cfg.port}"
@@ -219,14 +224,15 @@ def run_worker(cfg: DictConfig) -> int:
         home,
         exit_when_idle=bool(cfg.exit_when_idle),
         max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
+        host=cfg.get("host"),
     )
     print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {worker.device}", flush=True)
-    try:
+    with stop_worker_on_signals(worker):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
         n = worker.run()
-    except KeyboardInterrupt:
-        n = worker.jobs_run
-    print(f"genEval worker {worker.id}: ran {n} job(s)")
+    print(f"genEval worker {worker.id}: ran {n} job(s)", flush=True)
     db.close()
+    if (stop := stopped_by(worker)) is not None:
+        raise stop
     return n
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from genEval.data.base import limit_warning
 from genEval.runs.rundir import EvalResult, SampleRecord, Shard, environment, package_versions
 from genEval.scores.outcomes import Outcomes
 from genEval.scores.run_scores import compute_scores, per_class_table, score_warnings
@@ -66,6 +67,15 @@ def summarize(
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
     warnings += score_warnings(scores, oracle_warn_accuracy=config.get("oracle_warn_accuracy", 70.0), search=search)
+    selection = (identity.get("sources") or {}).get("selection") or {}
+    if (
+        selection.get("limit") is not None
+        and selection.get("pool") is not None
+        and selection["limit"] > selection["pool"]
+    ):
+        warnings.append(
+            limit_warning(selection["limit"], selection["pool"], identity["sources"].get("data", "the data"))
+        )
     if skipped:
         shown = ", ".join(f"'{s['path']}'" for s in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         warnings.append(

@@ -245,6 +245,7 @@ def evaluate(
             save_images=save_images,
             generator=components["generator"],
             flush_every=batch_size,
+            source_ids=_source_ids(data, positions),  # a resume refuses records of other sources
         )
     try:
         done = {r.index for r in writer.done} if writer else set()
