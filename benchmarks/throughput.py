@@ -486,6 +486,8 @@ def profile_steps(roles: Roles, row: dict, args: argparse.Namespace, dev: torch.
         sync(dev)
     attr = "self_device_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+    if dev.type == "cuda":  # the kernels themselves, not also the aten ops that launched them (counted twice)
+        events = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events
     total = sum(getattr(e, attr) for e in events) or 1.0
     events.sort(key=lambda e: getattr(e, attr), reverse=True)
     return [
@@ -523,15 +525,18 @@ def measure_generator(
                     res["refill"].append(measure_refill(roles, batch, args, dev))
                 else:
                     res["rows"].append(measure_setting(roles, name, batch, args, dev, res["flops"]["total"], peak))
-            except RuntimeError as err:
-                if not is_oom(err):
-                    raise
+            except Exception as err:  # noqa: BLE001 - one setting's failure is reported; the others still run
                 free_memory(dev)
-                res["refill" if name == REFILL else "rows"].append({"setting": name, "batch": batch, "oom": True})
-                log.info("%s %s batch %d: OOM; larger batches skipped", kind, name, batch)
+                key = "refill" if name == REFILL else "rows"
+                if is_oom(err):
+                    res[key].append({"setting": name, "batch": batch, "oom": True})
+                    log.info("%s %s batch %d: OOM; larger batches skipped", kind, name, batch)
+                else:
+                    res[key].append({"setting": name, "batch": batch, "error": f"{type(err).__name__}: {err}"[:500]})
+                    log.exception("%s %s batch %d failed; larger batches skipped", kind, name, batch)
                 break
             log.info("%s %s batch %d done", kind, name, batch)
-    timed_rows = [r for r in res["rows"] if not r.get("oom")]
+    timed_rows = [r for r in res["rows"] if not (r.get("oom") or r.get("error"))]
     if timed_rows:
         res["best"] = max(timed_rows, key=lambda r: r["samples_per_s"])
         res["breakdown"] = phase_breakdown(roles, res["best"], args, dev)
@@ -576,8 +581,9 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
             ]
         )
         for r in res["rows"]:
-            if r.get("oom"):
-                main_rows.append([g, r["setting"], r["batch"], "OOM", "", "", "", "", ""])
+            if r.get("oom") or r.get("error"):
+                main_rows.append([g, r["setting"], r["batch"], "OOM" if r.get("oom") else "error", "", "", "", "",
+                                  r.get("error", "")[:120]])  # fmt: skip
             else:
                 main_rows.append(
                     [
@@ -594,8 +600,8 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
                 )
         for r in res["refill"]:
             refill_rows.append(
-                [g, r["setting"], r["batch"], "OOM"]
-                if r.get("oom")
+                [g, r["setting"], r["batch"], "OOM" if r.get("oom") else r["error"][:120]]
+                if r.get("oom") or r.get("error")
                 else [
                     g,
                     f"{r['setting']} + refill",
@@ -801,22 +807,28 @@ def main(argv: list[str] | None = None) -> int:
     peak = peak_tflops(dev, args.peak_tflops)
     clf, oracle, n_cls = build_judges(args, dev)
     log.info("classifier and oracle built (%.0f s)", time.perf_counter() - start)
-    results = [measure_generator(kind, clf, oracle, n_cls, args, dev, peak) for kind in args.generators]
-    print(report(results, args, device_name))
-    elapsed = time.perf_counter() - start
-    print(f"\n(total {elapsed:.0f} s; peak bf16 {peak or '-'} TFLOP/s)")
-    if args.json is not None:
-        atomic_write_json(
-            args.json,
-            {
-                "device": device_name,
-                "peak_bf16_tflops": peak,
-                "args": vars(args),
-                "torch": torch.__version__,
-                "seconds": elapsed,
-                "results": results,
-            },
-        )
+    results: list[dict] = []
+
+    def save() -> None:  # after every generator: a run cut short keeps what it measured
+        if args.json is not None:
+            atomic_write_json(
+                args.json,
+                {
+                    "device": device_name,
+                    "peak_bf16_tflops": peak,
+                    "args": vars(args),
+                    "torch": torch.__version__,
+                    "seconds": time.perf_counter() - start,
+                    "complete": len(results) == len(args.generators),
+                    "results": results,
+                },
+            )
+
+    for kind in args.generators:
+        results.append(measure_generator(kind, clf, oracle, n_cls, args, dev, peak))
+        save()
+        print(report(results[-1:], args, device_name), flush=True)
+    print(f"\n(total {time.perf_counter() - start:.0f} s; peak bf16 {peak or '-'} TFLOP/s)")
     return 0
 
 

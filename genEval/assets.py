@@ -117,15 +117,29 @@ def is_asset(spec: object) -> bool:
     return isinstance(spec, str) and spec.startswith(SCHEME)
 
 
+def _known(spec: str | os.PathLike) -> tuple[str, Asset]:
+    rel = str(spec)[len(SCHEME) :].strip("/")
+    if rel not in ASSETS:
+        raise ValueError(f"unknown asset {spec!r}; known assets: {', '.join(SCHEME + k for k in ASSETS)}.")
+    return rel, ASSETS[rel]
+
+
+def missing(spec: str) -> bool:
+    """Whether ``spec`` (an ``asset:<path>`` name) is not on this machine and :func:`resolve` could not fetch it now:
+    a folder asset outside every assets folder, or a file neither there nor in the cache while downloads are off.
+    Reads no file (the sha256 is checked when the asset is used); an unknown name raises ValueError."""
+    rel, asset = _known(spec)
+    if any((f / rel).is_dir() if asset.is_folder else (f / rel).is_file() for f in asset_folders()):
+        return False
+    return asset.is_folder or (offline() and not (cache_dir("assets") / rel).is_file())
+
+
 def resolve(spec: str | os.PathLike) -> Path:
     """The local path of ``spec``: an ``asset:<path>`` name is found or fetched (module docstring); any other
     path is returned as it is (``~`` expanded), so loaders can take either."""
     if not is_asset(spec):
         return Path(spec).expanduser()
-    rel = str(spec)[len(SCHEME) :].strip("/")
-    if rel not in ASSETS:
-        raise ValueError(f"unknown asset {spec!r}; known assets: {', '.join(SCHEME + k for k in ASSETS)}.")
-    asset = ASSETS[rel]
+    rel, asset = _known(spec)
     folders = asset_folders()
     for folder in folders:
         p = folder / rel

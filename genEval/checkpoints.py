@@ -8,6 +8,7 @@ only falls back to a full unpickle when the user opts in with ``allow_pickle=Tru
 from __future__ import annotations
 
 import logging
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,7 +21,31 @@ from genEval.fileio import cache_dir
 log = logging.getLogger(__name__)
 
 
-__all__ = ["cache_dir", "extract_state_dict", "load_checkpoint", "load_state_dict_into", "require_file"]
+__all__ = [
+    "cache_dir",
+    "error_reason",
+    "extract_state_dict",
+    "load_checkpoint",
+    "load_state_dict_into",
+    "require_file",
+]
+ZIP_MAGIC = b"PK\x03\x04"
+_RESAVE = "It is truncated or corrupt (an interrupted download or copy?): download or save it again."
+
+
+def error_reason(err: BaseException, limit: int = 300) -> str:
+    """The reason an error gives, for a message: its first non-empty line (libraries such as torch start some
+    messages with a line break), at most ``limit`` characters; its type when it says nothing (an ``EOFError``)."""
+    line = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+    if not line:
+        return f"{type(err).__name__}: the file ends early" if isinstance(err, EOFError) else type(err).__name__
+    return line[:limit]
+
+
+def _refused_pickle(err: BaseException) -> bool:
+    """Whether ``torch.load(weights_only=True)`` refused a pickled object (not a file it could not read)."""
+    text = str(err)
+    return isinstance(err, pickle.UnpicklingError) and "Unsupported" in text and "truncated" not in text
 
 
 def require_file(path: str | Path, what: str, hint: str = "") -> Path:
@@ -40,14 +65,21 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bo
     if p.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        return load_file(str(p), device="cpu")
+        try:
+            return load_file(str(p), device="cpu")
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for every bad file
+            raise ValueError(
+                f"{what} '{p}' is not a readable safetensors file ({error_reason(err)}). {_RESAVE}"
+            ) from err
     try:
         return torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # weights_only refuses arbitrary objects
+    except Exception as err:  # weights_only refuses arbitrary objects; a damaged file fails in many ways
+        if not _refused_pickle(err):
+            raise ValueError(f"{what} '{p}' cannot be read ({error_reason(err, 200)}). {_RESAVE}") from err
         if not allow_pickle:
             raise ValueError(
                 f"{what} '{p}' holds pickled Python objects that torch refuses to load safely "
-                f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). If you trust the file, "
+                f"({type(err).__name__}: {error_reason(err, 200)}). If you trust the file, "
                 "set allow_pickle=true for this component to unpickle it (this executes code "
                 "stored in the file)."
             ) from err
@@ -131,6 +163,9 @@ def model_archive_kind(path: str | Path) -> str | None:
 
     p = Path(path)
     if not zipfile.is_zipfile(p):
+        with open(p, "rb") as fh:
+            if fh.read(4) == ZIP_MAGIC:  # a zip's start without its end (the central directory)
+                raise ValueError(f"'{p}' is an incomplete zip archive (its central directory is missing). {_RESAVE}")
         return None
     try:
         with zipfile.ZipFile(p) as zf:
@@ -143,7 +178,7 @@ def model_archive_kind(path: str | Path) -> str | None:
                 ):
                     return TORCH_EXPORT
     except zipfile.BadZipFile as err:
-        raise ValueError(f"'{p}' is a corrupt zip archive ({err}).") from None
+        raise ValueError(f"'{p}' is a corrupt zip archive ({err}). {_RESAVE}") from None
     if any(n.startswith("code/") for n in inner) and "constants.pkl" in inner:
         return TORCHSCRIPT
     if "data.pkl" in inner:
@@ -228,10 +263,9 @@ def load_exported_program(path: str | Path, what: str = "torch.export program"):
         with open(p, "rb") as fh:  # a file object: torch does not insist on the .pt2 suffix (the content was checked)
             return torch.export.load(fh)
     except Exception as err:  # torch raises RuntimeError and friends with the reason
-        first = str(err).splitlines()[0][:300] if str(err) else ""
         raise ValueError(
             f"'{p}' is a torch.export archive that does not load with this torch ({torch.__version__}): "
-            f"{type(err).__name__}: {first}"
+            f"{type(err).__name__}: {error_reason(err)}"
         ) from err
 
 

@@ -9,6 +9,7 @@ never half of one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -78,17 +79,45 @@ def sha256_file(path: str | Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def ensure_writable_dir(path: str | Path) -> Path:
-    """Create ``path`` and prove it is writable, or raise a teaching error before any work is done."""
+class WriteError(OSError):
+    """An ``OSError`` of writing (a full or read-only disk) whose message names the place and says what to do;
+    ``errno`` is the original error's number. Printed as the message alone (no ``[Errno N]`` prefix)."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotWritable(WriteError, PermissionError):
+    """A directory that cannot be written (read-only, forbidden, or not a directory)."""
+
+
+def ensure_writable_dir(path: str | Path, probe_bytes: int = 0) -> Path:
+    """Create ``path`` and prove it is writable (``probe_bytes``: and that it takes that many bytes: a full disk
+    takes an empty file), or raise a teaching error naming it before any work is done."""
     p = Path(path).expanduser()
     try:
         p.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-") as fh:
+            if probe_bytes:
+                fh.write(b"\0" * probe_bytes)
+                fh.flush()
+                os.fsync(fh.fileno())
     except OSError as err:
-        raise PermissionError(
-            f"output directory '{p}' is not writable ({err.strerror}). Choose another with "
-            "output_dir=/some/writable/path (CLI: hydra.run.dir=...)."
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise WriteError(
+                err.errno,
+                f"no space left on the device of output directory '{p}' ({err.strerror}). Free some space (a run "
+                "already there resumes where it stopped) or choose another with hydra.run.dir=/some/path.",
+            ) from err
+        raise NotWritable(
+            err.errno,
+            f"output directory '{p}' is not writable ({err.strerror}"
+            + (f": '{err.filename}'" if err.filename and str(err.filename) != str(p) else "")
+            + "). Choose another with output_dir=/some/writable/path (CLI: hydra.run.dir=...).",
         ) from err
     return p
 

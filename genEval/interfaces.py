@@ -311,13 +311,16 @@ def check_images(images: Tensor, where: str, tol: float = 1e-4) -> None:
 
 
 def resize_images(images: Tensor, size: int | tuple[int, int] | None) -> Tensor:
-    """Bilinear (antialiased when shrinking) resize of ``[0,1]`` images; ``None`` or same size is a no-op."""
+    """Bilinear (antialiased when shrinking) resize of ``[0,1]`` images; ``None`` or same size is a no-op. Computed
+    in fp32 and returned in the images' dtype: a role run in bf16 (``precision=bf16``) resizes as exactly as in fp32
+    (and CPUs have no bf16 antialiased resize)."""
     if size is None:
         return images
     hw = (size, size) if isinstance(size, int) else tuple(size)
     if tuple(images.shape[-2:]) == hw:
         return images
     shrink = hw[0] < images.shape[-2] or hw[1] < images.shape[-1]
-    return torch.nn.functional.interpolate(
-        images, size=hw, mode="bilinear", align_corners=False, antialias=shrink
+    out = torch.nn.functional.interpolate(
+        images.float(), size=hw, mode="bilinear", align_corners=False, antialias=shrink
     ).clamp(0, 1)
+    return out.to(images.dtype)

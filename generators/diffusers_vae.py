@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from generators.common import prepare_generator_input, run_dtype
+from genEval.declared import Declaration, square
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,11 @@ class DiffusersVAEGenerator(nn.Module):
         )
 
     # -- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def declare(cls, image_size: int | None = None, **_) -> Declaration:
+        """RGB images (resized to ``image_size`` when set); the latent space is only known from the VAE's config."""
+        return Declaration(channels=3, size=square(image_size))
+
     def _hub_kwargs(self) -> dict:
         kw: dict = {"local_files_only": self.local_files_only}
         if self.subfolder:

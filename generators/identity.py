@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from generators.common import prepare_generator_input
+from genEval.declared import Declaration, square
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,11 @@ class IdentityGenerator(nn.Module):
         self.image_size = None if image_size is None else int(image_size)
         self.channels = None if channels is None else int(channels)
         self.eval()
+
+    @classmethod
+    def declare(cls, image_size: int | None = None, channels: int | None = None, **_) -> Declaration:
+        """Pixels as latents: ``(C, H, W)`` at ``image_size`` when set, any channel count unless ``channels``."""
+        return Declaration(channels=channels, size=square(image_size), downsample=1, latent_channels=channels)
 
     def encode(self, images: Tensor) -> Tensor:
         """``(B, C, H, W)`` in ``[0, 1]`` -> a float copy of the (resized) images, the latent ``z``."""

@@ -40,6 +40,7 @@ from generators.common import state_dict_digest
 from generators.vqgan import VQGANGenerator, check_ddconfig
 from genEval.checkpoints import cache_dir, load_checkpoint
 from genEval.data.standard import DigitsData
+from genEval.declared import Declaration, declared_by, square
 from genEval.fileio import atomic_write, atomic_write_json
 from genEval.interfaces import ImageDataset, check_batch_size, resize_images
 
@@ -440,6 +441,20 @@ def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix
     )
 
 
+def _declare_digits_vq(
+    image_size: int = 16, embed_dim: int = DIGITS_EMBED_DIM, ddconfig: Mapping | None = None, **_
+) -> Declaration:
+    """Grey ``image_size``-px images -> ``(embed_dim, H/d, W/d)`` latents, ``d`` from the ddconfig's ``ch_mult``."""
+    dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
+    return Declaration(
+        channels=int(dd.get("in_channels", 1)),
+        size=square(image_size),
+        downsample=2 ** (len(dd["ch_mult"]) - 1),
+        latent_channels=int(embed_dim),
+    )
+
+
+@declared_by(_declare_digits_vq)
 def digits_vq(
     image_size: int = 16,
     epochs: int = DIGITS_EPOCHS,

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from generators.common import prepare_generator_input, run_dtype, state_dict_digest
 from genEval.checkpoints import extract_state_dict, load_checkpoint, load_state_dict_into
+from genEval.declared import Declaration, square
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,13 @@ class TAEF2Generator(nn.Module):
         self.to(run_dtype(precision, dtype))
         self.eval()
         self.requires_grad_(False)
+
+    @classmethod
+    def declare(cls, image_size: int | None = None, **_) -> Declaration:
+        """RGB images (resized to ``image_size`` when set) -> ``(32, H/8, W/8)`` latents (:mod:`genEval.declared`)."""
+        return Declaration(
+            channels=cls.channels, size=square(image_size), downsample=cls.downsample, latent_channels=LATENT_CHANNELS
+        )
 
     @property
     def dtype(self) -> torch.dtype:

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from generators.common import prepare_generator_input, warn_small_latent
 from genEval.checkpoints import cache_dir, extract_state_dict, load_checkpoint, load_state_dict_into
+from genEval.declared import Declaration, declared_by, square
 
 log = logging.getLogger(__name__)
 
@@ -423,6 +424,12 @@ def _resolve_file(explicit: str | Path | None, cached: Path, url: str, download:
     return None
 
 
+def _declare_f16_16384(image_size: int | None = None, **_) -> Declaration:
+    """RGB images -> ``(256, H/16, W/16)`` latents (:mod:`genEval.declared`; checked before the checkpoint loads)."""
+    return Declaration(channels=3, size=square(image_size), downsample=16, latent_channels=IMAGENET_F16_16384_EMBED_DIM)
+
+
+@declared_by(_declare_f16_16384)
 def vqgan_imagenet_f16_16384(
     checkpoint: str | Path | None = None,
     config: str | Path | None = None,

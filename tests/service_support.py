@@ -12,6 +12,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -20,6 +21,30 @@ from pathlib import Path
 import pytest
 
 from genEval.service.db import Database, JobInfo, sqlite_url
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`geneval worker` on ``home`` (CPU, polling and renewing every 0.2 s, logs under ``home/logs``) in a
+    subprocess, with ``overrides`` (``lease_s=3``, ``db=...``) added."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "worker",
+            f"home={home}",
+            "device=cpu",
+            "heartbeat_s=0.2",
+            "poll_s=0.2",
+            f"hydra.run.dir={home / 'logs'}",
+            *overrides,
+        ],
+        cwd=home,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **popen,
+    )
 
 
 def free_port() -> int:
@@ -112,6 +137,18 @@ def db(db_url):
     database.close()
 
 
+@pytest.fixture(scope="module")
+def smoke_config():
+    """The digits_smoke benchmark (20 images, 5 steps) in batches of one image: 20 batches, so a kill or a stop
+    lands mid-job."""
+    from genEval.commands.serve import load_benchmarks, registered_classifiers  # heavy: only where it is used
+
+    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
+    config["batch_size"] = 1
+    config["classifier"] = registered_classifiers(None)["digits_cnn"]
+    return config
+
+
 # ------------------------------------------------------------------------------------ stand-in runners
 def record_runner(job: JobInfo, home: Path, report) -> dict:
     """Appends the job id to ``home/executions.log`` (one line per execution) and takes a moment."""
@@ -164,3 +201,13 @@ def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
     )
     torch.set_num_threads(1)
     return {"repetitions": [{"repetition": 0, "seed": int(job.seeds[0]), "metrics": res.metrics}]}
+
+
+def leaky_runner(job: JobInfo, home: Path, report) -> dict:
+    """Fails with the kind of message that names the server's paths, host and process (a checkpoint that does not
+    fit, raised deep inside an evaluation)."""
+    raise ValueError(
+        f"while building classifier: checkpoint '{home}/uploads/{job.id}.safetensors' does not match the model "
+        f"architecture; missing keys: fc.weight (run directory '{home}/runs/{job.id}' on host "
+        f"'{socket.gethostname()}', process {os.getpid()})"
+    )

@@ -199,7 +199,8 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "digits_mlp": {},
         "digits_wide_cnn": {},
         "digits_intervention": {"recipe": "gaussian_noise", "epochs": "1"},
-        "imagenet9": {"classifier.pretrained": "false"},
+        "imagenet9": {"classifier.weights": "null"},
+        "resnet50_imagenet": {"weights": "null"},  # no download in tests: random init
         "module": {"module": "{{_target_: genEval.classifiers.CifarResNet, depth: 20}}", "num_classes": "10"},
         "timm": {"name": "resnet18", "pretrained": "false", "num_classes": "10"},
         "robustbench": {"model_dir": "{robustbench}"},
@@ -228,6 +229,7 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
     },
     "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
     "search": {"default": {}},
+    "tracking": {"mlflow": {}},  # built, not connected: nothing is written
 }
 KINDS = {"data": ImageDataset, "generator": Generator, "oracle": Oracle}
 NEEDS_ASSETS = {

@@ -120,7 +120,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
     assert not (tmp_path / "run" / "samples.jsonl").exists()
     assert not (tmp_path / "run" / "run.lock").exists()  # the lock is released on the error
     partial = (tmp_path / "run" / "samples.partial.jsonl").read_text().splitlines()
-    assert 0 < len(partial) < 40 and len(partial) % 10 == 0  # whole flushes only, clearly named as partial
+    assert 0 < len(partial) < 40  # the samples finished before the error are kept, clearly named as partial
     resumed = evaluate(
         data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "run", **roles()
     )

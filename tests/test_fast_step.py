@@ -88,23 +88,28 @@ def images(n: int, seed: int = 0) -> list[Sample]:
     return [Sample(torch.rand(3, 16, 16, generator=g), i % 3, f"s{i}", seed=i, index=i) for i in range(n)]
 
 
-def syncs_and_steps(budget: int, batch: int = 8, n: int = 16) -> tuple[int, int]:
-    clf, gen, orc = real_roles()
+def syncs_and_steps(budget: int, batch: int = 8, n: int = 16, device: str = "cpu") -> tuple[int, int]:
+    clf, gen, orc = (m.to(device) for m in real_roles())
     decodes = []
     decode = gen.decode
     gen.decode = lambda z: decodes.append(1) or decode(z)
     counter = SyncCounter()
     with counter:
-        out = list(perturb(images(n), clf, gen, AcceptAll(orc), SearchConfig(budget=budget), batch_size=batch))
+        cfg = SearchConfig(budget=budget)
+        out = list(perturb(images(n), clf, gen, AcceptAll(orc), cfg, batch_size=batch, device=device))
     assert len(out) == n and all(o.accepted_steps == budget for o in out)
     return counter.count, len(decodes)
 
 
-def test_the_loop_makes_at_most_two_host_syncs_per_step():
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+def test_the_loop_makes_at_most_two_host_syncs_per_step(device):
     """Two budgets over the same sources: what the extra steps cost in syncs, per step of the batch. The step's
     one transfer (which rows go on, what broke) and, when samples stop, their records' one transfer. Before
     issue 26 the same loop made 20 per step (the oracles' range checks, the finiteness checks, the refill)."""
-    (s4, d4), (s12, d12) = syncs_and_steps(4), syncs_and_steps(12)
+    (s4, d4), (s12, d12) = syncs_and_steps(4, device=device), syncs_and_steps(12, device=device)
     steps = d12 - d4
     assert steps == 2 * 8  # two batches, eight more steps each
     assert (s12 - s4) / steps <= 2, f"{(s12 - s4) / steps:.1f} host syncs per step"
@@ -220,3 +225,24 @@ def test_every_run_of_a_comparison_records_the_execution_it_was_given(tmp_path):
         assert rec["execution"] == fast.to_dict()
         assert rec["kernels"]["classifier"] == {"precision": "bf16", "mode": "weights"}
         assert rec["kernels"]["compile"] is False  # asked for; a CPU runs eagerly (and says so)
+
+
+def test_a_role_that_breaks_the_graph_is_compiled_in_pieces_with_one_warning(caplog):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    class Opaque(SigmoidGenerator):
+        def decode(self, z):
+            torch._dynamo.graph_break()  # e.g. a plug-in that calls into code dynamo cannot trace
+            return torch.sigmoid(z)
+
+    torch._dynamo.reset()
+    d = toy_data(6)
+    sources = [Sample(d.x[i], int(d.y[i]), f"s{i}", seed=i, index=i) for i in range(6)]
+    counter = CompileCounterWithBackend("aot_eager")
+    oracle = ClassifierOracle(LinearClassifier(seed=1))
+    with caplog.at_level("WARNING"):
+        out = list(perturb(sources, LinearClassifier(seed=0), Opaque(), oracle, SearchConfig(budget=2), batch_size=4,
+                           compile={"backend": counter}))  # fmt: skip
+    assert len(out) == 6 and counter.frame_count >= 2  # the pieces around the break
+    warned = [r.getMessage() for r in caplog.records if "does not compile as one graph" in r.getMessage()]
+    assert len(warned) == 1

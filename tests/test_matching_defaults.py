@@ -109,3 +109,117 @@ def test_cifar10_jpg_with_the_cifar_resnet_runs_out_of_the_box(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["components"]["generator"].startswith("taef2:") and results["scores"]["sa"]["n"] == 20
     assert "image size: data 32x32 px, searched and scored at 64x64 px (generator.image_size)" in r.stdout
+
+
+# ------------------------------------------------------------------------------------------- every command (issue 29)
+#: What every conf/data option brings as matching defaults: (tested classifier, oracle, generator and its image_size).
+MATCHING = {
+    "digits": ("genEval.classifiers.digits_classifier", "oracles.zoo.ZooOracle", "generators.small_vq.digits_vq", 16),
+    "digits_train": (
+        "genEval.classifiers.digits_classifier",
+        "oracles.zoo.ZooOracle",
+        "generators.small_vq.digits_vq",
+        16,
+    ),
+    "mnist": ("genEval.classifiers.digits_classifier", "oracles.zoo.ZooOracle", "generators.small_vq.digits_vq", 16),
+    "cifar10": ("genEval.classifiers.cifar_resnet", "oracles.zoo.ZooOracle", "generators.taef2.TAEF2Generator", 64),
+    "cifar10_jpg": ("genEval.classifiers.cifar_resnet", "oracles.zoo.ZooOracle", "generators.taef2.TAEF2Generator", 64),
+    "imagefolder": (
+        "genEval.classifiers.digits_classifier",
+        "oracles.zoo.ZooOracle",
+        "generators.taef2.TAEF2Generator",
+        None,
+    ),
+    "imagenet": (
+        "genEval.classifiers.torchvision_classifier",
+        "oracles.clip.CLIPOracle",
+        "generators.taef2.TAEF2Generator",
+        224,
+    ),
+    "imagenet9": (
+        "genEval.classifiers.superclass_classifier",
+        "oracles.clip.CLIPOracle",
+        "generators.taef2.TAEF2Generator",
+        224,
+    ),
+}
+
+
+def _roles(cfg) -> tuple:
+    classifier = cfg.get("classifier")
+    return (
+        None if classifier is None else classifier._target_,
+        cfg.oracle._target_,
+        cfg.generator._target_,
+        OmegaConf.to_container(cfg.generator, resolve=True).get("image_size"),
+    )
+
+
+def test_every_data_preset_lists_its_matching_defaults():
+    assert set(MATCHING) == {p.stem for p in (CONF_DIR / "data").glob("*.yaml")}, "list new data presets in MATCHING"
+
+
+@pytest.mark.parametrize("data", sorted(MATCHING))
+def test_every_data_preset_brings_its_roles_under_every_command(data):
+    """`geneval data=X` and `geneval compare data=X`, with no other override, get the same matching roles (compare
+    lists the roles before data, as config.yaml does; it tests its classifiers= or zoo, not `classifier`), and
+    `geneval train-generator data=X` composes."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        main = compose("config", overrides=[f"data={data}"])
+        comparison = compose("compare", overrides=[f"data={data}"])
+        training = compose("train_generator", overrides=[f"data={data}"])  # composes data, uses none of the roles
+    assert _roles(main) == MATCHING[data]
+    assert training.data == main.data
+    cifar = data.startswith("cifar10")
+    assert _roles(comparison) == (
+        MATCHING[data][0] if cifar or data.startswith("imagenet") else None,
+        *MATCHING[data][1:],
+    )
+    if cifar:
+        assert main.classifier.depth == 20 and [m.classifier.depth for m in main.oracle.members] == [32, 56]
+    if data == "imagenet":
+        assert main.classifier.name == "resnet50" and main.classifier.weights == "IMAGENET1K_V1"
+        assert main.oracle.model_name == "ViT-B-32"
+
+
+def test_the_compare_header_example_composes_with_the_cifar_defaults():
+    header = (CONF_DIR / "compare.yaml").read_text()
+    assert (
+        "geneval compare data=cifar10_jpg 'classifiers=[cifar_resnet20,cifar_resnet32]' allow_self_judging=true"
+        in header
+    )
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "compare",
+            overrides=["data=cifar10_jpg", "classifiers=[cifar_resnet20,cifar_resnet32]", "allow_self_judging=true"],
+        )
+    assert _roles(cfg)[1:] == MATCHING["cifar10_jpg"][1:] and list(cfg.classifiers) == [
+        "cifar_resnet20",
+        "cifar_resnet32",
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides, target",
+    [
+        (("data=cifar10_jpg", "classifier=digits_cnn"), "genEval.classifiers.digits_classifier"),
+        (
+            ("data=imagenet", "data.root=/x", "classifier=timm", "classifier.name=resnet18"),
+            "genEval.classifiers.timm_classifier",
+        ),
+        (("experiment=cifar10_taef2",), "genEval.classifiers.cifar_resnet"),
+    ],
+)
+def test_an_explicit_classifier_still_wins(overrides, target):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        assert compose("config", overrides=list(overrides)).classifier._target_ == target
+
+
+def test_service_benchmarks_get_their_data_presets_roles():
+    """A benchmark that composes a data preset gets its matching oracle and generator; the preset's matching
+    classifier is dropped (the submission is the classifier)."""
+    from genEval.commands.serve import _compose
+
+    for name, data in (("cifar10", "cifar10_jpg"), ("imagenet", "imagenet"), ("digits", "digits")):
+        cfg = _compose(f"benchmark/{name}")
+        assert _roles(cfg)[1:] == MATCHING[data][1:], name

@@ -870,8 +870,13 @@ def test_digits_zoo_on_cifar_stops_before_the_first_batch(tmp_path, digits_cache
         env_extra={"GENEVAL_CACHE": str(digits_cache)},
     )
     assert r.returncode == 2, r.stderr[-2000:]
-    assert "geneval: error: oracle classifier:digits_mlp:seed1 was trained on the classes [0, 1," in r.stderr
-    assert "but the data's classes are [airplane, automobile," in r.stderr and "Use oracle=cifar_resnet_zoo" in r.stderr
+    # refused by the cheap checks, from the configs, before any component is built (genEval/commands/checks.py)
+    assert (
+        "geneval: error: oracle digits_zoo (oracle.members.0.classifier) was trained on the 10 digit classes [0, 1,"
+        in (r.stderr)
+    )
+    assert "but the data's classes are the 10 classes [airplane, automobile," in r.stderr
+    assert "Use oracle=cifar_resnet_zoo" in r.stderr
     assert not (tmp_path / "samples.jsonl").exists() and not (tmp_path / "results.json").exists()
 
 

@@ -113,7 +113,8 @@ def test_expired_lease_is_requeued_then_failed_after_max_attempts(db):
     time.sleep(0.2)
     assert db.requeue_expired(max_attempts=2) == [(job.id, "queued")]
     again = db.get_job(job.id)
-    assert again.status == "queued" and again.worker_id is None and "dead-worker" in again.error
+    assert again.status == "queued" and again.worker_id is None and "lease" in again.error
+    assert "dead-worker" in again.error_detail and "dead-worker" not in again.error  # admins see the worker
     assert db.heartbeat(job.id, "dead-worker", 60) is False  # the dead worker lost it
     assert db.claim_job("w2", lease_s=0.05).attempts == 2
     time.sleep(0.2)
@@ -158,7 +159,8 @@ def test_worker_records_errors_and_crashes_and_keeps_going(db, tmp_path):
     Worker(db, tmp_path, failing_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True).run()
     (bad,) = db.list_jobs()
     assert bad.status == "failed"
-    assert bad.error.startswith("ValueError: classifier returned 7 logits but the dataset has 10 classes")
+    assert bad.error.startswith("classifier returned 7 logits but the dataset has 10 classes")  # the reason only
+    assert bad.error_detail.startswith("ValueError: classifier returned 7 logits") and "Traceback" in bad.error_detail
     _submit(db, 1, name="crash")
     w = Worker(db, tmp_path, crashing_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True)
     assert w.run() == 1

@@ -1,7 +1,9 @@
-"""Real jobs on the digits smoke benchmark: a worker killed with SIGKILL mid-job loses nothing (the job is
-re-queued and re-run into the same run directory with the same seed, giving the uninterrupted result), and
-a model whose output size does not fit the benchmark fails its job with the engine's error, not the worker.
+"""Real jobs on the digits smoke benchmark: a worker killed with SIGKILL mid-job on one host loses nothing (the job
+is re-queued, and a worker on another host takes over the run's lock once its lease has expired and resumes it into
+the same run directory with the same seed, giving the uninterrupted result), and a model whose output size does
+not fit the benchmark fails its job with the engine's error, not the worker.
 """
+# ruff: noqa: F811  (pytest fixtures imported from service_support are redefined as test arguments)
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from service_support import pg_url, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
 from torch import nn
 
-from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
+from genEval.commands.serve import build_components, job_runner
 from genEval.search.execution import Execution
 from genEval.service.db import Database, JobInfo, sqlite_url
 from genEval.service.execute import run_job
@@ -82,42 +84,22 @@ def _same_samples(a: list[dict], b: list[dict]) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def smoke_config():
-    """digits_smoke (20 images, 5 steps) in batches of one image: 20 batches, so a kill lands mid-job."""
-    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
-    config["batch_size"] = 1
-    config["classifier"] = registered_classifiers(None)["digits_cnn"]
-    return config
-
-
-def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config):
+@pytest.mark.parametrize("database", ["postgresql", pytest.param("sqlite", marks=pytest.mark.slow)])
+def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
+    tmp_path, smoke_config, database, request, capfd
+):
     home, seed = tmp_path, 1234
-    db = Database(sqlite_url(home / "geneval.db"))
+    url = request.getfixturevalue("pg_url") if database == "postgresql" else sqlite_url(home / "geneval.db")
+    db = Database(url)
     job = _submit(db, "cnn", smoke_config, seed)
     # The uninterrupted reference: the same config and seed, in another directory (this also trains and
     # caches the digits models, so the workers below start evaluating at once).
     reference = dataclasses.replace(job, run_dir="reference")
     run_job(reference, home, lambda *a: None, build=build_components, execution=Execution(device="cpu"))
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    worker_a = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "genEval.cli",
-            "worker",
-            f"home={home}",
-            "device=cpu",
-            "lease_s=3",
-            "heartbeat_s=0.2",
-            "poll_s=0.2",
-            "hydra.run.dir=" + str(home / "logs"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    # another host than worker B's: its run.lock's pid cannot be checked here, only its lease
+    worker_a = worker_process(
+        home, f"db={url}", "host=node-a", "lease_s=3", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     partial = job.rep_dir(home, 0) / "samples.partial.jsonl"
     deadline = time.monotonic() + 600
@@ -137,6 +119,8 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
     assert running.status == "running" and running.images_total == 20 and 0 < running.images_done < 20
     assert running.eta_s is not None and running.eta_s > 0
     assert children, "the job should run in a child process of the worker"
+    lock = json.loads((job.rep_dir(home, 0) / "run.lock").read_text())
+    assert lock["host"] == "node-a" and lock["lease_s"] == 3  # the run's lock has the job's lease
     end = time.monotonic() + 30
     while any(_alive(c) for c in children) and time.monotonic() < end:
         time.sleep(0.1)
@@ -154,10 +138,14 @@ def test_killed_worker_job_is_rerun_with_the_same_result(tmp_path, smoke_config)
         heartbeat_s=0.2,
         poll_s=0.1,
         exit_when_idle=True,
+        host="node-b",
     )
     assert worker_b.run() == 1
     done = db.get_job(job.id)
-    assert done.status == "done" and done.attempts == 2 and done.worker_id == worker_b.id
+    assert done.status == "done" and done.attempts == 2 and done.worker_id == worker_b.id, done.error_detail
+    err = capfd.readouterr().err
+    assert "taking over the stale lock of process" in err and "on host 'node-a'" in err  # naming the old owner
+    assert not (job.rep_dir(home, 0) / "run.lock").exists()
     assert done.images_done == done.images_total == 20
     got = json.loads((job.rep_dir(home, 0) / "results.json").read_text())
     want = json.loads((reference.rep_dir(home, 0) / "results.json").read_text())
@@ -198,4 +186,20 @@ def test_wrong_output_size_fails_the_job_not_the_worker(tmp_path, smoke_config):
     assert failed.status == "failed"
     assert "classifier returned 7 logits but the dataset has 10 classes" in failed.error
     assert db.get_job(good.id).status == "done"
+    db.close()
+
+
+def test_a_job_runs_with_the_workers_execution_settings_and_the_precision_its_benchmark_fixes(tmp_path, smoke_config):
+    """The worker's settings reach every evaluation of a job (and are recorded); a benchmark that fixes its precision
+    keeps every row of its leaderboard at that precision, whatever the worker was started with."""
+    db = Database(sqlite_url(tmp_path / "geneval.db"))
+    config = {**smoke_config, "batch_size": 20, "data": {**smoke_config["data"], "limit": 6}}
+    worker = Execution(device="cpu", precision="bf16", compile=True)
+    for name, cfg, expected in (("free", config, "bf16"), ("pinned", {**config, "precision": "fp32"}, "fp32")):
+        job = _submit(db, name, cfg, seed=3)
+        run_job(job, tmp_path, lambda *a: None, build=build_components, execution=worker)
+        rec = json.loads((job.rep_dir(tmp_path, 0) / "results.json").read_text())
+        assert rec["execution"]["precision"] == expected and rec["execution"]["compile"] is True
+        assert rec["execution"]["batch_size"] == 20  # the benchmark's batch size, not the worker's (null)
+        assert rec["kernels"]["classifier"]["precision"] == expected
     db.close()

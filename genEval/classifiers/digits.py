@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from genEval.checkpoints import cache_dir
 from genEval.classifiers.base import ImageClassifier, freeze, load_weights
 from genEval.data.standard import DIGIT_CLASSES, DigitsData
+from genEval.declared import ClassSet, Declaration, declared_by
 from genEval.fileio import atomic_write_bytes
 from genEval.interfaces import SettingError
 
@@ -150,6 +151,12 @@ def _train_digits(
     return 100.0 * acc
 
 
+def declare_digits_model(**_: object) -> Declaration:
+    """A digits model (any recipe): the ten digit classes "0".."9" (the ``declare`` hook, :mod:`genEval.declared`)."""
+    return Declaration(classes=ClassSet(DIGIT_CLASSES, family="digits"))
+
+
+@declared_by(declare_digits_model)
 def digits_classifier(
     arch: str = "cnn", seed: int = 0, epochs: int | None = None, image_size: int = 16
 ) -> ImageClassifier:

@@ -41,7 +41,14 @@ from torch import Tensor
 
 from genEval.checkpoints import cache_dir
 from genEval.classifiers.base import ImageClassifier
-from genEval.classifiers.digits import Objective, check_digits_settings, cross_entropy, trained_digits_model
+from genEval.classifiers.digits import (
+    Objective,
+    check_digits_settings,
+    cross_entropy,
+    declare_digits_model,
+    trained_digits_model,
+)
+from genEval.declared import declared_by
 
 RECIPES = ("erm", "gaussian_noise", "pgd", "augmix", "augmix_noise")
 _RECIPE_VERSION = "v1"  # bump when a recipe's code changes, so old caches are not reused
@@ -187,6 +194,7 @@ def objective_for(recipe: str, s: RecipeSettings) -> Objective | None:
 
 
 # ------------------------------------------------------------------------------------------ the factory
+@declared_by(declare_digits_model)
 def digits_intervention(
     recipe: str = "erm",
     arch: str = "cnn",

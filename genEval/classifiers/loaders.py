@@ -6,6 +6,7 @@ factory returns a frozen :class:`~genEval.classifiers.base.ImageClassifier` (``[
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,9 +14,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from genEval.assets import offline
 from genEval.checkpoints import (
     TORCH_EXPORT,
     TORCH_SAVE,
+    WeightsUnavailable,
+    error_reason,
+    hub_problem,
     load_exported_program,
     model_archive_kind,
     require_file,
@@ -31,12 +36,29 @@ from genEval.classifiers.base import (
     load_weights,
 )
 from genEval.data.standard import CIFAR10_CLASSES
+from genEval.declared import ClassSet, Declaration, declared_by
 from genEval.interfaces import SettingError
 
 log = logging.getLogger(__name__)
 
 
+def counted(num_classes: int | None, names: Sequence[str] | None = None) -> Declaration:
+    """The declaration of a model with ``num_classes`` logits: a 1000-way model is read in the ImageNet-1k order
+    (what every 1k classifier uses), ``names`` give the classes' names when known."""
+    if num_classes is None:
+        return Declaration()
+    family = "imagenet1k" if int(num_classes) == 1000 else None
+    return Declaration(classes=ClassSet(names, count=int(num_classes), family=family))
+
+
 # --------------------------------------------------------------------------------------------- CIFAR
+def _declare_cifar(num_classes: int = 10, **_: object) -> Declaration:
+    if int(num_classes) == len(CIFAR10_CLASSES):
+        return Declaration(classes=ClassSet(CIFAR10_CLASSES, family="cifar10"))
+    return counted(num_classes)
+
+
+@declared_by(_declare_cifar)
 def cifar_resnet(
     depth: int = 20, checkpoint: str | Path | None = None, num_classes: int = 10, allow_pickle: bool = False
 ) -> ImageClassifier:
@@ -67,6 +89,17 @@ def cifar_resnet(
 
 
 # ---------------------------------------------------------------------------------------------- timm
+def _declare_timm(name: str, num_classes: int | None = None, **_: object) -> Declaration:
+    """timm's pretrained config tells a model's classes without building it (1000 for ``*_in1k`` tags)."""
+    if num_classes is None:
+        import timm
+
+        cfg = timm.models.get_pretrained_cfg(name) if timm.is_model(name) else None
+        num_classes = getattr(cfg, "num_classes", None)
+    return counted(num_classes)
+
+
+@declared_by(_declare_timm)
 def timm_classifier(
     name: str,
     pretrained: bool = False,
@@ -127,6 +160,47 @@ def _torchvision_weights(name: str, weights: str):
     return enum[weights]
 
 
+def _declare_torchvision(
+    name: str, weights: str | None = None, num_classes: int | None = None, **_: object
+) -> Declaration:
+    from torchvision.models import list_models
+
+    if name not in list_models():
+        return Declaration()  # building it names the close matches
+    if weights is None or num_classes is not None:
+        return counted(num_classes or 1000)
+    categories = _torchvision_weights(name, str(weights)).meta.get("categories") or []
+    return counted(len(categories) or 1000, categories or None)
+
+
+def torchvision_weights_file(name: str, weights: str) -> tuple[str, Path]:
+    """The download URL of torchvision ``name``'s ``weights`` and the file torch keeps it in
+    (``$TORCH_HOME/hub/checkpoints/<file>``; torchvision loads that file without a request when it is there)."""
+    url = _torchvision_weights(name, weights).url
+    return url, Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
+
+
+def _torchvision_available(config_key: str, name: str, weights: str | None = None, **_: object) -> None:
+    """Refuse, within seconds, weights that are neither in torch's cache nor downloadable now."""
+    from torchvision.models import list_models
+
+    if weights is None or name not in list_models():
+        return
+    url, path = torchvision_weights_file(name, str(weights))
+    if path.is_file():
+        return
+    problem = "downloads are off (GENEVAL_OFFLINE / HF_HUB_OFFLINE)" if offline() else hub_problem(url)
+    if problem is None:
+        return
+    raise WeightsUnavailable(
+        f"the {weights} weights of torchvision's {name} ({config_key}) are not on this machine (looked for "
+        f"'{path}') and cannot be downloaded: {problem}. Copy {path.name} from a machine with internet access "
+        f"({url}) into '{path.parent}' (the torch hub cache, $TORCH_HOME), or test a local copy: "
+        f"{config_key}.weights=null {config_key}.checkpoint=/path/to/{path.name}"
+    )
+
+
+@declared_by(_declare_torchvision, _torchvision_available)
 def torchvision_classifier(
     name: str,
     weights: str | None = None,
@@ -240,9 +314,9 @@ def _scripted_model(path: Path) -> nn.Module:
         warnings.simplefilter("ignore", FutureWarning)
         try:
             return torch.jit.load(str(path), map_location="cpu")
-        except RuntimeError as err:
+        except Exception as err:  # noqa: BLE001 - torch raises RuntimeError and friends with the reason
             raise ValueError(
-                f"'{path}' is not a TorchScript archive ({str(err).splitlines()[0][:200]}). Save the model with "
+                f"'{path}' is not a loadable TorchScript archive ({error_reason(err, 200)}). Save the model with "
                 "torch.export.save(torch.export.export(model, (example,)), path) or torch.jit.save(torch.jit."
                 "script(model), path), or use classifier=module for a state dict."
             ) from err
@@ -266,6 +340,11 @@ def _input_channels(model: nn.Module, input_size: int | Sequence[int] | None) ->
     return None
 
 
+def _declare_counted(num_classes: int | None = None, **_: object) -> Declaration:
+    return counted(num_classes)
+
+
+@declared_by(_declare_counted)
 def torchscript_classifier(
     path: str | Path,
     num_classes: int,
@@ -342,6 +421,7 @@ def torchscript_classifier(
 
 
 # --------------------------------------------------------------------------------------------- module
+@declared_by(_declare_counted)
 def module_classifier(
     module: nn.Module,
     num_classes: int,

@@ -35,6 +35,8 @@ import torch
 
 from genEval.checkpoints import load_checkpoint, load_state_dict_into
 from genEval.classifiers.base import IMAGENET_MEAN, IMAGENET_STD, ImageClassifier, closest, freeze
+from genEval.classifiers.loaders import counted
+from genEval.declared import Declaration, declared_by
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,11 @@ def robust_state_dict(obj: object) -> dict[str, torch.Tensor]:
     return out
 
 
+def _declare_imagenet(num_classes: int = 1000, **_: object) -> Declaration:
+    return counted(num_classes)
+
+
+@declared_by(_declare_imagenet)
 def checkpoint_classifier(
     checkpoint: str | Path,
     arch: str = "resnet50",
@@ -142,6 +149,7 @@ def robustbench_entry(name: str) -> RobustBenchModel:
     return ROBUSTBENCH_IMAGENET[name]
 
 
+@declared_by(_declare_imagenet)
 def robustbench_classifier(
     name: str,
     model_dir: str | Path = "models",

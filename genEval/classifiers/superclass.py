@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from genEval.data.imagenet import superclass_members, superclass_table
+from genEval.declared import ClassSet, Declaration, declared_by
 
 POOLS = ("logsumexp", "max", "mean")
 
@@ -58,6 +59,14 @@ class SuperclassClassifier(nn.Module):
         return f"name={self.name!r}, num_classes={self.num_classes}, pool={self.pool!r}"
 
 
+def _declare_superclasses(superclasses: str | dict | None = "restricted_imagenet9", **_: object) -> Declaration:
+    """The super-class names, in the order of the pooled logits."""
+    if superclasses is None:
+        return Declaration()
+    return Declaration(classes=ClassSet(list(superclass_table(superclasses))))
+
+
+@declared_by(_declare_superclasses)
 def superclass_classifier(
     classifier: nn.Module,
     superclasses: str | dict | None = "restricted_imagenet9",

@@ -6,7 +6,9 @@ prints, or chooses an exit code; the library below takes objects and returns dat
 
 * :func:`command` wraps a command once: user errors (a bad value, a missing file, anything raised while a
   component is built) become one paragraph ``geneval <command>: error: <message>`` on stderr and exit status 2,
-  never a traceback (``HYDRA_FULL_ERROR=1`` shows it, as for Hydra's own errors).
+  never a traceback (``HYDRA_FULL_ERROR=1`` shows it, as for Hydra's own errors). SIGTERM and SIGINT stop a command
+  cleanly (:mod:`genEval.runs.stopping`: a run directory keeps its finished samples and its lock is released) and exit
+  with 143 and 130.
 * :func:`build` is the one instantiation helper: it checks the node's keys and value types against its
   ``_target_`` first (:mod:`genEval.commands.settings`), then calls Hydra ``instantiate`` and turns whatever
   the component raises into a :class:`BuildError` that names the role (a setting's error names its config key).
@@ -34,13 +36,16 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
+from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.comparisons.settings import ComparisonSettings
+from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError, component_id, hook
 from genEval.runs.recording import RunOutput
+from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.scores.run_scores import Scoring
 from genEval.search.execution import EXECUTION_FIELDS, Execution
 from genEval.search.perturb import NonFiniteError
@@ -110,9 +115,18 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
     def wrap(fn: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         @functools.wraps(fn)
         def run(cfg: DictConfig) -> Any:
+            logging.raiseExceptions = False  # a log file on a full disk must not print tracebacks over the error
             try:
-                use_assets(cfg)
-                return fn(cfg)
+                with stop_on_signals():
+                    use_assets(cfg)
+                    return fn(cfg)
+            except Interrupted as stop:
+                print(
+                    f"{prog}: stopped by {stop.name}: a run directory it was writing keeps the samples finished so "
+                    "far and its run.lock is released; run the same command again to resume it.",
+                    file=sys.stderr,
+                )
+                sys.exit(stop.exit_code)
             except (*USER_ERRORS, InstantiationException) as err:
                 if os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
@@ -123,6 +137,29 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
         return run
 
     return wrap
+
+
+class CheckOutputDir(Callback):
+    """Hydra makes the run directory and writes ``.hydra/`` and its log there before a command starts, so a directory
+    that cannot be written (read-only, forbidden, a full disk) would end in Hydra's traceback. This callback
+    (``hydra.callbacks`` in ``conf/config.yaml``) checks it first and turns the problem into one
+    ``geneval: error:`` paragraph naming the directory, exit status 2."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(OmegaConf.select(config, "hydra.run.dir"))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(OmegaConf.select(config, "hydra.sweep.dir"))
+
+    @staticmethod
+    def _check(where: Any) -> None:
+        if where is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            return
+        try:
+            ensure_writable_dir(str(where), probe_bytes=4096)
+        except OSError as err:
+            print(f"geneval: error: {error_message(err)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def use_assets(cfg: DictConfig) -> None:

@@ -39,6 +39,8 @@ from genEval.commands import (
     plain,
     scoring_from,
 )
+from genEval.commands.checks import Style, check_run, choice
+from genEval.commands.tracking import tracked
 from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
@@ -50,7 +52,7 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking")
 
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
@@ -102,6 +104,15 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
     """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), then compare."""
     nodes, baselines = _models(cfg)
     generators = _generators(cfg)
+    models_key = "classifiers" if cfg.get("classifiers") is not None else "zoo.classifiers"
+    check_run(  # every model, generator and the oracle against the data, before anything is built
+        cfg,
+        classifiers={f"{models_key}.{n}": node for n, node in nodes.items()},
+        generators={"generator": cfg.generator}
+        if generators is None
+        else {f"generators.{g}": n for g, n in generators.items()},
+        style=Style("compare"),
+    )
     mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
     shared: dict[str, Any] = dict(
         search=SearchConfig.coerce(plain(cfg.search)),
@@ -149,8 +160,10 @@ def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str)
 def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
     settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here
-    result = _aggregate_runs(cfg, settings, out_dir) if cfg.get("runs") else _run_models(cfg, settings, out_dir)
-    if cfg.get("report", True):
-        write_report(result)
+    with tracked(cfg, f"compare on {choice(cfg, 'data')}", "compare") as track:  # tracking=mlflow: a parent run
+        result = _aggregate_runs(cfg, settings, out_dir) if cfg.get("runs") else _run_models(cfg, settings, out_dir)
+        if cfg.get("report", True):
+            write_report(result)
+        track.comparison(result.out_dir, settings.rank_by)
     print(result.summary())
     return result.out_dir

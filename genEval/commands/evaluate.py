@@ -27,7 +27,9 @@ from genEval.commands import (
     plain,
     scoring_from,
 )
+from genEval.commands.checks import check_run, choice
 from genEval.commands.settings import Setting, check_node, check_settings
+from genEval.commands.tracking import run_config, tracked
 from genEval.runs.rundir import Shard
 from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
@@ -95,30 +97,35 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     execution = execution_from(cfg)  # device, batch size, precision, compile...: checked once, here
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
+    # the pieces against each other (classes, images, latents, assets, weights), still before anything is built
+    check_run(cfg, classifiers={"classifier": cfg.classifier}, generators={"generator": cfg.generator})
     shard, local_rank = shard_from(cfg)
     execution = replace(execution, device=device_for(execution.device, local_rank))
     search = SearchConfig.coerce(plain(cfg.search))
-    mask = build(cfg.mask, "mask")
-    classifier = build(cfg.classifier, "classifier")
-    data = build_data(cfg.data, classifier)
-    generator = build(cfg.generator, "generator")
-    oracle = build(cfg.oracle, "oracle")
-    run_dir = hydra_output_dir()
-    if run_dir is not None and shard.count > 1:
-        run_dir = Path(run_dir) / shard.name
-    result = evaluate(
-        classifier=classifier,
-        data=data,
-        generator=generator,
-        oracle=oracle,
-        search=search,
-        mask=mask,
-        seed=cfg.seed,
-        execution=execution,
-        output=output_from(cfg, run_dir),
-        scoring=scoring_from(cfg),
-        shard=shard,
-        config=plain(cfg),
-    )
+    name = f"{choice(cfg, 'classifier')} on {choice(cfg, 'data')}" + (f" {shard.name}" if shard.count > 1 else "")
+    with tracked(cfg, name, "geneval") as track:  # tracking=mlflow: reached before anything is built
+        mask = build(cfg.mask, "mask")
+        classifier = build(cfg.classifier, "classifier")
+        data = build_data(cfg.data, classifier)
+        generator = build(cfg.generator, "generator")
+        oracle = build(cfg.oracle, "oracle")
+        run_dir = hydra_output_dir()
+        if run_dir is not None and shard.count > 1:
+            run_dir = Path(run_dir) / shard.name
+        result = evaluate(
+            classifier=classifier,
+            data=data,
+            generator=generator,
+            oracle=oracle,
+            search=search,
+            mask=mask,
+            seed=cfg.seed,
+            execution=execution,
+            output=output_from(cfg, run_dir),
+            scoring=scoring_from(cfg),
+            shard=shard,
+            config=run_config(cfg),
+        )
+        track.results(result.to_dict(), result.run_dir)
     print(result.summary())
     return result.metrics

@@ -9,8 +9,10 @@ config into the objects ``genEval.evaluate`` takes, through the command layer's 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ from genEval.commands import (
     plain,
     require,
 )
+from genEval.commands.checks import Style, check_run
+from genEval.comparisons.judging import oracle_members
 from genEval.fileio import ensure_writable_dir
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -40,19 +44,35 @@ from genEval.service.client import ServiceClient
 from genEval.service.core import MiB, Service, Settings
 from genEval.service.db import Database, sqlite_url
 from genEval.service.execute import Components, run_job
-from genEval.service.worker import Worker, run_worker_in_thread
+from genEval.service.worker import Worker, run_worker_in_thread, stop_worker_on_signals, stopped_by
+
+log = logging.getLogger(__name__)
+SERVICE = Style("service")
+#: Server settings a benchmark preset may ask for (``benchmark.server_settings``), with the variable that sets them.
+SERVER_ENV = {"imagenet_root": "GENEVAL_IMAGENET_ROOT"}
 
 
 # ------------------------------------------------------------------------------------ building
 def build_components(config: dict) -> Components:
-    """A job's stored config (plain dicts) -> the objects of one evaluation (runs in the worker's child)."""
+    """A job's stored config (plain dicts) -> the objects of one evaluation (runs in the worker's child).
+
+    The submitted classifier is checked against the benchmark's data (its classes) before anything is built, and
+    refused when the oracle holds its weights (a member of the judge has PA 100 by construction)."""
     cfg = OmegaConf.create(config)
+    check_run(cfg, classifiers={"classifier": cfg.classifier}, generators={"generator": cfg.generator}, style=SERVICE)
     classifier = build(cfg.classifier, "classifier")
+    oracle = build(cfg.oracle, "oracle")
+    if oracle_members({"model": classifier}, oracle):
+        raise ValueError(
+            f"the submitted model is part of this benchmark's oracle ({getattr(oracle, 'name', 'the judge')}): the "
+            "oracle keeps only images its members still classify correctly, so the model's PA would be 100 and its "
+            "FMR meaningless by construction. Submit a model the oracle does not contain."
+        )
     return Components(
         classifier=classifier,
         data=build_data(cfg.data, classifier),
         generator=build(cfg.generator, "generator"),
-        oracle=build(cfg.oracle, "oracle"),
+        oracle=oracle,
         search=SearchConfig.coerce(config["search"]),
         mask=build(cfg.mask, "mask"),
     )
@@ -70,14 +90,53 @@ def _compose(config_name: str) -> DictConfig:
         return compose(config_name=config_name)
 
 
-def load_benchmarks(names: list[str] | None = None) -> dict[str, Benchmark]:
-    """The presets ``conf/benchmark/<name>.yaml`` (all when ``names`` is None), composed and validated."""
+def load_benchmarks(names: list[str] | None = None, server: dict | None = None) -> dict[str, Benchmark]:
+    """The presets ``conf/benchmark/<name>.yaml``, composed, completed and checked.
+
+    A preset's ``benchmark.server_settings`` (preset key -> setting of ``server``, e.g. ``data.root: imagenet_root``)
+    take their values from the server's configuration; then the preset's data, generator, oracle and mask are checked
+    against each other and its files looked for (:func:`genEval.commands.checks.check_run`). A named preset that
+    misses a setting or fails a check is refused (ValueError naming it); with ``names=None`` every preset is offered
+    that passes, and the others are left out with a warning."""
     available = config_options("benchmark")
-    names = available if names is None else [str(n) for n in names]
-    unknown = [n for n in names if n not in available]
+    wanted = available if names is None else [str(n) for n in names]
+    unknown = [n for n in wanted if n not in available]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(available)} (conf/benchmark/).")
-    return {n: Benchmark.from_config(n, plain(_compose(f"benchmark/{n}"))) for n in names}
+    out = {}
+    for name in wanted:
+        try:
+            out[name] = _benchmark(name, server or {})
+        except (ValueError, OSError) as err:
+            if names is not None:
+                raise
+            log.warning("not offered: %s", err)
+    return out
+
+
+def _benchmark(name: str, server: dict) -> Benchmark:
+    config = plain(_compose(f"benchmark/{name}"))
+    config.pop("classifier", None)  # a data preset's matching classifier: a submission takes its place
+    meta = config.get("benchmark") or {}
+    for key, setting in (meta.pop("server_settings", None) or {}).items():
+        value = server.get(setting)
+        if value in (None, ""):
+            raise ValueError(
+                f"benchmark {name} needs the server setting {setting} (its {key}): e.g. geneval serve "
+                f"{setting}=/path/to/folder 'benchmarks=[{name}]' (or set {SERVER_ENV.get(setting, setting)}); "
+                "without it, leave the benchmark out."
+            )
+        parent, _, last = key.rpartition(".")
+        node = config
+        for part in parent.split(".") if parent else ():
+            node = node[part]
+        node[last] = value
+    cfg = OmegaConf.create(config)
+    try:
+        check_run(cfg, classifiers={}, generators={"generator": cfg.generator}, style=SERVICE)
+    except (ValueError, OSError) as err:
+        raise type(err)(f"benchmark {name}: {err}") from err
+    return Benchmark.from_config(name, config)
 
 
 def registered_classifiers(assets: str | None) -> dict[str, dict]:
@@ -105,6 +164,8 @@ def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
         poll_s=float(cfg.poll_s),
         max_attempts=int(cfg.max_attempts),
         n_boot=int(cfg.n_boot),
+        stop_timeout_s=float(cfg.get("stop_timeout_s", 30)),
+        retention_s=float(cfg.get("worker_retention_s", 86400)),
         **extra,
     )
 
@@ -123,10 +184,13 @@ def run_serve(cfg: DictConfig) -> None:
         max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
         default_benchmark=cfg.get("default_benchmark"),
         n_boot=int(cfg.n_boot),
+        max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
+        worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
     )
-    benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None)
+    server = {k: cfg.get(k) for k in SERVER_ENV}
+    benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
     if settings.default_benchmark not in benchmarks:
-        settings = Settings(home, settings.max_upload_bytes, next(iter(benchmarks)), settings.n_boot)
+        settings = dataclasses.replace(settings, default_benchmark=next(iter(benchmarks)))
     service = Service(db, settings, benchmarks, registered_classifiers(cfg.get("assets")))
     app = create_app(service)
     url = f"http://{cfg.host}:{cfg.port}"
@@ -160,14 +224,15 @@ def run_worker(cfg: DictConfig) -> int:
         home,
         exit_when_idle=bool(cfg.exit_when_idle),
         max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
+        host=cfg.get("host"),
     )
     print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {worker.device}", flush=True)
-    try:
+    with stop_worker_on_signals(worker):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
         n = worker.run()
-    except KeyboardInterrupt:
-        n = worker.jobs_run
-    print(f"genEval worker {worker.id}: ran {n} job(s)")
+    print(f"genEval worker {worker.id}: ran {n} job(s)", flush=True)
     db.close()
+    if (stop := stopped_by(worker)) is not None:
+        raise stop
     return n
 
 

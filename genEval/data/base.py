@@ -115,6 +115,14 @@ def _to_channels(image: Tensor, channels: int | None) -> Tensor:
     raise ValueError(f"cannot convert an image with {image.shape[0]} channels to {channels} channels")
 
 
+def limit_warning(limit: int, size: int, name: str) -> str:
+    """The warning of a ``data.limit`` above the number of samples there are (the run then uses them all)."""
+    return (
+        f"data.limit={limit} is more than the {size} samples of {name}: all {size} are used. Lower data.limit (or "
+        "point data at a larger data set) to run the number you meant."
+    )
+
+
 class ImageData(abc.ABC):
     """Shared machinery: option checks, ``indices``, the class-balanced ``limit`` subset, channel/size conversion.
 
@@ -166,6 +174,8 @@ class ImageData(abc.ABC):
                 f"{type(self).__name__}: indices={self.indices!r} selects no sample of the "
                 f"{len(self._all_labels)}; give a range inside 0:{len(self._all_labels)}."
             )
+        if self.limit is not None and self.limit > len(self._pool):
+            log.warning(limit_warning(self.limit, len(self._pool), self.name))  # once: draws reuse this pool
         self._draw()
 
     def _pool_positions(self, n: int) -> list[int]:

@@ -25,6 +25,7 @@ from torch import Tensor
 from genEval.assets import resolve as resolve_asset
 from genEval.data.base import ImageData, check_unique_names
 from genEval.data.imagenet import imagenet_class_names, superclass_members, superclass_table, wnid_index
+from genEval.declared import ClassSet, Declaration, square
 from genEval.interfaces import SettingError, UnreadableSource
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,18 @@ def _scan_folders(
     return files, labels
 
 
+def class_folders(root: str | Path) -> tuple[Path, list[str]]:
+    """The resolved ``root`` (an ``asset:`` name found) and its sorted class sub-folders (hidden ones left out):
+    the one listing the cheap checks may make (:mod:`genEval.declared`)."""
+    path = resolve_asset(root)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"image folder root not found: '{path}'. Point data.root at a folder with one "
+            "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`)."
+        )
+    return path, sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
 def _flag(key: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise SettingError(key, value, "true or false", "true")
@@ -168,16 +181,26 @@ class ImageFolderData(ImageData):
             )
         log.debug("%r", self)
 
+    @classmethod
+    def declare(
+        cls,
+        root: str | Path,
+        class_names: Sequence[str] | None = None,
+        image_size: int | None = None,
+        channels: int | None = 3,
+        **_,
+    ) -> Declaration:
+        """The classes (``class_names``, else the class folders, mapped onto a model's classes by name) and the
+        image shape where the settings fix it; lists the class folders, reads no image."""
+        _, folders = class_folders(root)
+        classes = ClassSet(class_names) if class_names is not None else ClassSet(folders, mapped=True)
+        return Declaration(classes=classes, channels=channels, size=square(image_size))
+
     def _open_root(self, root: str | Path, extensions: Sequence[str]) -> list[str]:
         """Check ``root``, set ``root`` and ``extensions``; return the sorted class sub-folder names."""
-        self.root = resolve_asset(root)
-        if not self.root.is_dir():
-            raise FileNotFoundError(
-                f"image folder root not found: '{self.root}'. Point data.root at a folder with one "
-                "sub-folder per class (e.g. `geneval data=imagefolder data.root=/path/to/images`)."
-            )
+        self.root, folders = class_folders(root)
         self.extensions = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions)
-        return sorted(d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith("."))
+        return folders
 
     def _require_files(self) -> None:
         if not self._files:
@@ -307,6 +330,28 @@ class ImageNetData(ImageFolderData):
             shown,
             f", ... ({len(self.folder_classes)} folders)" if len(self.folder_classes) > 20 else "",
         )
+
+    @classmethod
+    def declare(
+        cls,
+        root: str | Path,
+        class_names: str | Sequence[str] | None = "openai",
+        superclasses: str | Mapping[str, Sequence] | None = None,
+        image_size: int | None = 224,
+        channels: int | None = 3,
+        **_,
+    ) -> Declaration:
+        """ImageNet-1k's label space (whatever names it prints), or the super-classes; checks that ``root`` is a
+        folder (its class folders are checked when the data set is built)."""
+        class_folders(root)
+        if superclasses is None:
+            plain = class_names is None or isinstance(class_names, str)
+            names = imagenet_class_names(class_names or "openai") if plain else list(class_names)
+            classes = ClassSet(names, family="imagenet1k")
+        else:
+            names = list(superclass_table(superclasses))
+            classes = ClassSet(names if class_names is None or isinstance(class_names, str) else list(class_names))
+        return Declaration(classes=classes, channels=channels, size=square(image_size))
 
     def _check_class_names(self, class_names: Sequence[str] | None, default: list[str]) -> list[str]:
         if class_names is None:

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from genEval.checkpoints import cache_dir
 from genEval.data.base import ImageData
+from genEval.declared import ClassSet, Declaration, square
 from genEval.interfaces import SettingError, resize_images
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,14 @@ class CIFAR10Data(ImageData):
         self.name = f"cifar10:{split}"
         self._split = split
         self._select(ds.targets)
+
+    @classmethod
+    def declare(
+        cls, image_size: int | None = None, channels: int | None = 3, class_names: Sequence[str] | None = None, **_
+    ) -> Declaration:
+        """CIFAR-10's label space (renamed classes keep its indices), 32 px RGB unless resized."""
+        classes = ClassSet(class_names or CIFAR10_CLASSES, family="cifar10")
+        return Declaration(classes=classes, channels=channels or 3, size=square(image_size or 32))
 
     def _read(self, index: int) -> Tensor:
         return torch.from_numpy(np.ascontiguousarray(self._images[index])).permute(2, 0, 1).float() / 255.0
@@ -151,6 +160,14 @@ class MNISTData(ImageData):
         self.name = name or f"mnist:{split}"
         self._select(labels.tolist())
 
+    @classmethod
+    def declare(
+        cls, image_size: int | None = None, channels: int | None = 1, class_names: Sequence[str] | None = None, **_
+    ) -> Declaration:
+        """The ten digits, or the classes ``class_names`` give (Fashion-MNIST): another label space."""
+        classes = ClassSet(class_names) if class_names is not None else ClassSet(DIGIT_CLASSES, family="digits")
+        return Declaration(classes=classes, channels=channels or 1, size=square(image_size or 28))
+
     def _find(self, stem: str) -> Path:
         folders = (self.root, self.root / "MNIST" / "raw")
         candidates = [d / f"{stem}{ext}" for d in folders for ext in ("", ".gz")]
@@ -215,6 +232,14 @@ class DigitsData(ImageData):
         self.class_names = self._check_class_names(class_names, DIGIT_CLASSES)
         self.name = f"digits:{split}"
         self._select(digits.target[chosen].tolist())
+
+    @classmethod
+    def declare(
+        cls, image_size: int | None = 16, channels: int | None = 1, class_names: Sequence[str] | None = None, **_
+    ) -> Declaration:
+        """The ten digits (renamed classes keep their indices), grey, ``image_size`` px (8 when null)."""
+        classes = ClassSet(class_names or DIGIT_CLASSES, family="digits")
+        return Declaration(classes=classes, channels=channels or 1, size=square(image_size or 8))
 
     def _read(self, index: int) -> Tensor:
         return self._images[index]

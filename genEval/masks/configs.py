@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from genEval.data.base import SubsetData
+from genEval.declared import Declaration
 from genEval.interfaces import hook
 from genEval.masks.figure import plot_style_mask
 from genEval.masks.fit import fit_mask_from_run
@@ -66,6 +67,11 @@ class SparseMask:
     """``mask=sparse mask.path=...``: move only the style dims of a mask fitted earlier."""
 
     path: str
+
+    @classmethod
+    def declare(cls, path: str, **_: Any) -> Declaration:
+        """The latent shape the mask was fitted for, read before any component is built (:mod:`genEval.declared`)."""
+        return Declaration(latents=StyleMask.load(path).latent_shape)
 
     def load(self, generator: Any, data: Any) -> StyleMask:
         """Load the mask and refuse it unless it was fitted for this generator and latent shape."""

@@ -68,9 +68,18 @@ class Recording:
         self._shapes: dict[str, list[int]] = {}
 
     @classmethod
-    def open(cls, output: RunOutput, identity: dict[str, Any], *, generator: str, flush_every: int) -> Recording:
+    def open(
+        cls,
+        output: RunOutput,
+        identity: dict[str, Any],
+        *,
+        generator: str,
+        flush_every: int,
+        source_ids: Sequence[str] | None = None,
+    ) -> Recording:
         """Open ``output.dir`` for the run ``identity`` (lock, check or write run.json, read what an earlier
-        attempt finished), or memory when there is no directory."""
+        attempt finished), or memory when there is no directory. ``source_ids``: the run's sources in position
+        order, when the data name them (a resume then refuses records of other sources)."""
         if output.dir is None:
             return cls(output, None)
         writer = RunWriter.open(
@@ -80,6 +89,7 @@ class Recording:
             save_images=output.save_images,
             generator=generator,
             flush_every=flush_every,
+            source_ids=source_ids,
         )
         return cls(output, writer)
 

@@ -5,11 +5,13 @@ A run directory holds:
 * ``run.json`` - the run's identity, written when it starts: seed, the resolved config minus execution
   settings, component ids, the hash of the source list, the shard. A rerun on the same directory resumes
   only when its identity is the same (:func:`identity_differences` names what differs).
-* ``run.lock`` - pid and host of the process writing the directory (a stale lock of a dead process on this
-  host is taken over with a warning; a live one stops a second writer).
+* ``run.lock`` - the lease of the process writing the directory: host, pid, a random token, a heartbeat
+  (:mod:`genEval.runs.lock`). A live one stops a second writer; a stale one (heartbeat older than its lease, or its
+  process gone from this host) is taken over atomically with a warning naming the old owner.
 * ``samples.partial.jsonl`` while running, ``samples.jsonl`` when done - one JSON record per sample
   (:class:`SampleRecord`). Records are appended and fsynced as samples finish (in completion order); a line
-  cut short by a crash is dropped on resume, never parsed as data. The final file is in data-set order.
+  cut short by a crash is dropped on resume, never parsed as data. The final file is in data-set order. A resume
+  keeps one record per source of the run (:func:`genEval.runs.faults.unique_records`).
 * ``latents/part-NNNNNN.safetensors`` (``save_latents``) and ``images/part-NNNNNN.safetensors``
   (``save_images``) - tensors streamed to disk in parts as samples finish, so memory stays flat in the data
   set size. A part is written (atomically) before the records that point to it (``SampleRecord.part``);
@@ -46,8 +48,10 @@ from safetensors import safe_open
 from safetensors.torch import save as save_safetensors
 from torchvision.utils import make_grid
 
-from genEval.fileio import atomic_write_bytes, atomic_write_json, default_file_mode, ensure_writable_dir, to_json
+from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir, to_json
 from genEval.interfaces import resize_images
+from genEval.runs.faults import RunDirectoryError, disk_errors, record_lines, unique_records  # noqa: F401
+from genEval.runs.lock import LOCK, RunDirectoryBusy, RunLock  # noqa: F401 (the errors are re-exported)
 from genEval.runs.results import SCHEMA_VERSION, EvalResult
 from genEval.scores.outcomes import SampleRecord
 
@@ -68,7 +72,7 @@ PACKAGES = (
     "safetensors",
     "pillow",
 )
-RESULTS, SAMPLES, PARTIAL, RUN, LOCK = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json", "run.lock"
+RESULTS, SAMPLES, PARTIAL, RUN = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json"
 LATENTS, IMAGES = "latents", "images"
 
 
@@ -147,10 +151,6 @@ def identity_differences(a: dict, b: dict) -> list[str]:
     ]
 
 
-class RunDirectoryBusy(FileExistsError):
-    """Another live process is writing this run directory."""
-
-
 class RunMismatch(ValueError):
     """The run directory holds a run of another configuration."""
 
@@ -160,8 +160,9 @@ class RunWriter:
     """Writes one run directory, resuming it when it holds an unfinished run of the same identity.
 
     Use :meth:`open`; then :meth:`add` finished samples (records and, when asked, their tensors), and
-    :meth:`finish` with the final result, or :meth:`close` on an error (the partial state stays, marked
-    incomplete, and a rerun resumes it). ``done`` lists the records already written by an earlier attempt.
+    :meth:`finish` with the final result, or :meth:`close` on an error or an interruption (the samples finished so
+    far are flushed, the partial state stays, marked incomplete, and a rerun resumes it). ``done`` lists the records
+    already written by an earlier attempt (one per source of the run).
     """
 
     def __init__(self, run_dir: Path, save_latents: bool, save_images: bool, generator: str, flush_every: int) -> None:
@@ -171,6 +172,7 @@ class RunWriter:
         self._pending: list[Any] = []  # finished Outcomes (records with their tensors)
         self._fh: io.TextIOWrapper | None = None
         self._next_part = 0
+        self._lock: RunLock | None = None
         self.finished_before = False
         self.resumable = False
 
@@ -184,46 +186,30 @@ class RunWriter:
         save_images: bool = False,
         generator: str = "",
         flush_every: int = 64,
+        source_ids: Sequence[str] | None = None,
     ) -> RunWriter:
-        """Lock ``run_dir``, check or write its identity (``run.json``) and read what an earlier attempt did."""
+        """Lock ``run_dir``, check or write its identity (``run.json``) and read what an earlier attempt did.
+
+        ``source_ids``: the ids of the run's sources in position order (its shard's positions), when the data set
+        can tell them: a resume refuses a record of any other source. Without them the positions are checked."""
         d = ensure_writable_dir(run_dir)
         w = cls(d, save_latents, save_images, generator, flush_every)
-        w._lock()
+        with disk_errors(d, f"creating its {LOCK}"):
+            w._lock = RunLock(d)
+            w._lock.acquire()
         try:
-            w._start(identity)
+            with disk_errors(d, f"writing its {RUN}"):
+                w._start(identity, source_ids)
         except BaseException:
             w._unlock()
             raise
         return w
 
-    def _lock(self) -> None:
-        lock, me = self.dir / LOCK, {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        for _ in range(2):
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, default_file_mode())
-            except FileExistsError:
-                owner = _read_json(lock) or {}
-                if owner.get("host") == me["host"] and not _alive(int(owner.get("pid", -1))):
-                    log.warning(
-                        "run directory %s: taking over the stale lock of process %s (no longer running)",
-                        self.dir,
-                        owner.get("pid"),
-                    )
-                    lock.unlink(missing_ok=True)
-                    continue
-                raise RunDirectoryBusy(
-                    f"run directory '{self.dir}' is being written by process {owner.get('pid')} on host "
-                    f"{owner.get('host')!r} (its {LOCK}). Wait for it, use another hydra.run.dir, or delete "
-                    f"{lock} if you are sure no process is using the directory."
-                ) from None
-            with os.fdopen(fd, "w") as fh:
-                fh.write(to_json(me))
-            return
-
     def _unlock(self) -> None:
-        (self.dir / LOCK).unlink(missing_ok=True)
+        if self._lock is not None:
+            self._lock.release()
 
-    def _start(self, identity: dict[str, Any]) -> None:
+    def _start(self, identity: dict[str, Any], source_ids: Sequence[str] | None) -> None:
         identity = json.loads(to_json(identity))  # compare in the form it is stored in (tuples -> lists)
         run_json = self.dir / RUN
         previous = _read_json(run_json)
@@ -248,13 +234,14 @@ class RunWriter:
             self.finished_before = True
             self.done = read_samples(self.dir)
             return
-        self.done = self._recover()
+        self.done = self._recover(_run_sources(identity, source_ids))
         parts = [int(p.stem.split("-")[1]) for sub in (LATENTS, IMAGES) for p in (self.dir / sub).glob("part-*")]
         self._next_part = max(parts, default=-1) + 1
         self.resumable = True
 
-    def _recover(self) -> list[SampleRecord]:
-        """Records of an interrupted attempt; a last line cut short by a crash is dropped (and cut off)."""
+    def _recover(self, sources: dict[int, str | None] | None) -> list[SampleRecord]:
+        """Records of an interrupted attempt, one per source of the run (``sources``: position -> id); a last line
+        cut short by a crash is dropped (and cut off)."""
         path = self.dir / PARTIAL
         if not path.exists():
             return []
@@ -268,15 +255,7 @@ class RunWriter:
             )
             with open(path, "r+b") as fh:
                 fh.truncate(good_end)
-        records = []
-        for n, line in enumerate(raw[:good_end].decode("utf-8").splitlines(), 1):
-            try:
-                records.append(SampleRecord.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as err:
-                raise ValueError(
-                    f"{path} line {n} is corrupt ({err}); it was not written by genEval's "
-                    "writer. Move the directory away and rerun."
-                ) from err
+        records = read_unique_records(path, raw[:good_end].decode("utf-8", "replace"), sources)
         for rec in records:
             for sub, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
                 if wanted and (rec.part < 0 or not _part_path(self.dir, sub, rec.part).is_file()):
@@ -295,93 +274,133 @@ class RunWriter:
         if len(self._pending) >= self.flush_every:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the queued samples: their tensor parts first (atomically), then their records (fsynced)."""
-        if not self._pending or not self.resumable:
-            return
+    def _open_records(self) -> io.TextIOWrapper:
+        if self._lock is not None:
+            self._lock.check()  # never write after another process took the directory over
         if self._fh is None:  # created with the first record, so a run that fails early leaves no samples file
             self._fh = open(self.dir / PARTIAL, "a", encoding="utf-8")  # noqa: SIM115 (closed in finish/close)
-        part = -1
-        if self.save_latents or self.save_images:
-            part, self._next_part = self._next_part, self._next_part + 1
-            outs = self._pending
-            meta = {
-                "source_ids": json.dumps([o.source_id for o in outs]),
-                "generator": self.generator,
-                "schema_version": str(SCHEMA_VERSION),
+        return self._fh
+
+    def _append(self, records: Sequence[SampleRecord]) -> None:
+        fh = self._open_records()
+        fh.write("".join(to_json(r.to_dict(), indent=None) + "\n" for r in records))
+        fh.flush()
+        os.fsync(fh.fileno())
+        self.done.extend(records)
+
+    def flush(self) -> None:
+        """Write the queued samples: their tensor parts first (atomically), then their records (fsynced). The queue
+        is taken first, so samples whose write fails are recomputed by a resume, never written twice."""
+        if not self._pending or not self.resumable:
+            return
+        pending, self._pending = self._pending, []
+        with disk_errors(self.dir, "writing samples", kept=len(self.done)):
+            self._open_records()
+            part = -1
+            if self.save_latents or self.save_images:
+                part, self._next_part = self._next_part, self._next_part + 1
+                self._write_parts(part, pending)
+            self._append([replace(o.record(), part=part) for o in pending])
+
+    def _write_parts(self, part: int, outs: list[Any]) -> None:
+        meta = {
+            "source_ids": json.dumps([o.source_id for o in outs]),
+            "generator": self.generator,
+            "schema_version": str(SCHEMA_VERSION),
+        }
+        valid = torch.tensor([o.validated for o in outs], dtype=torch.uint8)
+        if self.save_latents:
+            tensors = {
+                "start": torch.stack([o.start_latent for o in outs]).float(),
+                "final": torch.stack([o.latent for o in outs]).float(),
+                "validated": valid,
             }
-            valid = torch.tensor([o.validated for o in outs], dtype=torch.uint8)
-            if self.save_latents:
-                tensors = {
-                    "start": torch.stack([o.start_latent for o in outs]).float(),
-                    "final": torch.stack([o.latent for o in outs]).float(),
-                    "validated": valid,
-                }
-                _write_part(self.dir, LATENTS, part, tensors, meta)
-            if self.save_images:
-                tensors = {
-                    "original": to_uint8(torch.stack([o.original for o in outs])),
-                    "perturbed": to_uint8(torch.stack([o.image for o in outs])),
-                    "validated": valid,
-                    "labels": torch.tensor([o.label for o in outs], dtype=torch.int64),
-                }
-                _write_part(self.dir, IMAGES, part, tensors, meta)
-        lines = []
-        for out in self._pending:
-            rec = replace(out.record(), part=part)
-            self.done.append(rec)
-            lines.append(to_json(rec.to_dict(), indent=None) + "\n")
-        self._fh.write("".join(lines))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._pending.clear()
+            _write_part(self.dir, LATENTS, part, tensors, meta)
+        if self.save_images:
+            tensors = {
+                "original": to_uint8(torch.stack([o.original for o in outs])),
+                "perturbed": to_uint8(torch.stack([o.image for o in outs])),
+                "validated": valid,
+                "labels": torch.tensor([o.label for o in outs], dtype=torch.int64),
+            }
+            _write_part(self.dir, IMAGES, part, tensors, meta)
 
     def adopt_part(self, run_dir: Path, part: int) -> int:
         """Copy part ``part`` of another run (a shard being merged) in as this run's next part; returns its
         number here. Every kind this run saves (latents, images) is copied under the same number."""
         new, self._next_part = self._next_part, self._next_part + 1
-        for kind, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
-            if wanted:
-                (self.dir / kind).mkdir(exist_ok=True)
-                atomic_write_bytes(_part_path(self.dir, kind, new), _part_path(run_dir, kind, part).read_bytes())
+        with disk_errors(self.dir, "copying tensor parts"):
+            for kind, wanted in ((LATENTS, self.save_latents), (IMAGES, self.save_images)):
+                if wanted:
+                    (self.dir / kind).mkdir(exist_ok=True)
+                    atomic_write_bytes(_part_path(self.dir, kind, new), _part_path(run_dir, kind, part).read_bytes())
         return new
 
     def add_records(self, records: Sequence[SampleRecord]) -> None:
         """Append finished records whose tensors (if any) are already in place (see :meth:`adopt_part`)."""
-        if self._fh is None:
-            self._fh = open(self.dir / PARTIAL, "a", encoding="utf-8")  # noqa: SIM115 (closed in finish/close)
-        self._fh.write("".join(to_json(r.to_dict(), indent=None) + "\n" for r in records))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self.done.extend(records)
+        with disk_errors(self.dir, "writing samples", kept=len(self.done)):
+            self._append(records)
 
     def finish(self, records: Sequence[SampleRecord], result: dict[str, Any]) -> None:
         """All samples are done: write ``samples.jsonl`` (in data-set order), then ``results.json``, unlock."""
         self.flush()
-        atomic_write_bytes(
-            self.dir / SAMPLES, "".join(to_json(r.to_dict(), indent=None) + "\n" for r in records).encode()
-        )
-        atomic_write_json(self.dir / RESULTS, result)  # written last: marks completion
+        with disk_errors(self.dir, "writing its results", kept=len(self.done)):
+            if self._lock is not None:
+                self._lock.check()
+            atomic_write_bytes(
+                self.dir / SAMPLES, "".join(to_json(r.to_dict(), indent=None) + "\n" for r in records).encode()
+            )
+            atomic_write_json(self.dir / RESULTS, result)  # written last: marks completion
         self.close()
         (self.dir / PARTIAL).unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Stop writing (after an error): what was flushed stays for a resume; the lock is released."""
-        if self._fh is not None and not self._fh.closed:
-            self._fh.close()
-        self._unlock()
+        """Stop writing (after an error or an interruption): the samples finished so far are flushed when the disk
+        takes them, what was flushed stays for a resume, and the lock is released."""
+        try:
+            if self._pending and not (self._lock is not None and self._lock.lost):
+                try:
+                    self.flush()
+                except OSError as err:  # a full disk: those samples are recomputed by the resume
+                    log.warning("%s: could not keep the last %d samples (%s)", self.dir, len(self._pending), err)
+                except RunDirectoryBusy:
+                    pass
+        finally:
+            try:
+                if self._fh is not None and not self._fh.closed:
+                    self._fh.close()
+            except OSError as err:  # a full disk: the buffered half line is dropped by the resume
+                log.warning("%s: closing %s failed (%s)", self.dir, PARTIAL, err)
+            finally:
+                self._unlock()
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+def read_unique_records(path: Path, text: str, sources: dict[int, str | None] | None) -> list[SampleRecord]:
+    """The records of a records file's ``text``, one per source of the run (``sources``: position -> source id,
+    see :func:`genEval.runs.faults.unique_records`); a line that is not a complete record is refused, named."""
+    records = []
+    for n, d in unique_records(list(record_lines(path, text)), path, sources):
+        try:
+            records.append(SampleRecord.from_dict(d))
+        except TypeError as err:
+            raise ValueError(
+                f"{path} line {n} is corrupt: not a complete sample record ({err}); it was not written by this "
+                "genEval's writer. Move the directory away and rerun."
+            ) from err
+    return records
+
+
+def _run_sources(identity: dict[str, Any], source_ids: Sequence[str] | None) -> dict[int, str | None] | None:
+    """Position -> source id (None when unknown) of the sources a run evaluates, from its identity (shard and data
+    set size) and, when known, the ids; None when the identity does not say."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        shard = Shard(int(identity["shard"]["index"]), int(identity["shard"]["count"]))
+        positions = shard.positions(int(identity["sources"]["n_total"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if source_ids is not None and len(source_ids) == len(positions):
+        return dict(zip(positions, map(str, source_ids)))
+    return dict.fromkeys(positions)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -425,7 +444,8 @@ def save_grid(path: Path, originals: torch.Tensor, perturbed: torch.Tensor, nrow
     arr = grid.clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
     buf = io.BytesIO()
     Image.fromarray(arr.squeeze(-1) if arr.shape[-1] == 1 else arr).save(buf, format="PNG")
-    atomic_write_bytes(path, buf.getvalue())
+    with disk_errors(path.parent, f"writing {path.name}"):
+        atomic_write_bytes(path, buf.getvalue())
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -451,8 +471,7 @@ def read_samples(run_dir: str | Path) -> list[SampleRecord]:
             f"run directory '{run_dir}' has no samples.jsonl; it is not a finished genEval run "
             "(an interrupted run leaves samples.partial.jsonl and no results.json)."
         )
-    with open(p, encoding="utf-8") as fh:
-        return [SampleRecord.from_dict(json.loads(line)) for line in fh if line.strip()]
+    return [SampleRecord.from_dict(d) for _, d in record_lines(p, p.read_text(encoding="utf-8"), keys=("source_id",))]
 
 
 def read_run_identity(run_dir: str | Path) -> dict:

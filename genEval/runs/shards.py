@@ -30,6 +30,7 @@ from genEval.runs.rundir import (
     IMAGES,
     RESULTS,
     RUN,
+    SAMPLES,
     EvalResult,
     RunWriter,
     SampleRecord,
@@ -38,7 +39,7 @@ from genEval.runs.rundir import (
     iter_tensor_parts,
     read_results,
     read_run_identity,
-    read_samples,
+    read_unique_records,
     save_grid,
 )
 from genEval.runs.summary import summarize
@@ -112,8 +113,8 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     identities, count = check_shards(dirs)
     dirs = sorted(dirs, key=lambda d: read_run_identity(d)["shard"]["index"])
     results = [read_results(d) for d in dirs]
-    per_shard = [read_samples(d) for d in dirs]
     n_total = identities[0]["sources"]["n_total"]
+    per_shard = [_shard_records(d, Shard(i, count), n_total) for i, d in enumerate(dirs)]
     unread = [r.skipped for r in results]  # data.skip_unreadable: the sources each shard could not read
     skipped = [s or [] for s in unread]
     _check_sources(dirs, per_shard, count, n_total, skipped)
@@ -168,6 +169,13 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     return result
 
 
+def _shard_records(d: Path, shard: Shard, n_total: int) -> list[SampleRecord]:
+    """A shard's records, one per source (a duplicate with the same content is dropped with a warning; a different
+    one, a record of another shard's source or a line that is no record is refused, naming file and line)."""
+    path = d / SAMPLES
+    return read_unique_records(path, path.read_text(encoding="utf-8"), dict.fromkeys(shard.positions(n_total)))
+
+
 def _pos(skip: dict) -> int:
     return int(skip["position"])
 
@@ -196,6 +204,8 @@ def _check_sources(
 def _merged_sources(identities: list[dict], per_shard: list[list[SampleRecord]], n_total: int) -> dict[str, Any]:
     """The ``sources`` identity of the unsharded run: all sources, hashed in data-set order."""
     sources = {"data": identities[0]["sources"]["data"], "n_total": n_total, "n": n_total}
+    if "selection" in identities[0]["sources"]:  # how the sources were chosen (e.g. a data.limit above the size)
+        sources["selection"] = identities[0]["sources"]["selection"]
     if all("sha256" in i["sources"] for i in identities):
         ids = [r.source_id for r in sorted((r for recs in per_shard for r in recs), key=lambda r: r.index)]
         sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from genEval.data.base import limit_warning
 from genEval.runs.results import EvalResult, RunConfig
 from genEval.runs.rundir import environment, package_versions
 from genEval.scores.outcomes import Outcomes, SampleRecord
@@ -59,6 +60,15 @@ def summarize(
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
     warnings += score_warnings(scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=config.search)
+    selection = (identity.get("sources") or {}).get("selection") or {}
+    if (
+        selection.get("limit") is not None
+        and selection.get("pool") is not None
+        and selection["limit"] > selection["pool"]
+    ):
+        warnings.append(
+            limit_warning(selection["limit"], selection["pool"], identity["sources"].get("data", "the data"))
+        )
     details = {k: v for k, v in (details or {}).items() if v is not None}
     skipped = details.get("skipped")
     if skipped:

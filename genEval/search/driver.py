@@ -136,7 +136,10 @@ def evaluate(
     batch = _batch_size(execution, first, roles)
     roles.log_start(seed, positions, shard, search)
     batch_size = batch["batch_size"]
-    with Recording.open(output, identity, generator=components["generator"], flush_every=batch_size) as run:
+    ids = source_ids(data, positions)  # a resume refuses records of other sources
+    with Recording.open(
+        output, identity, generator=components["generator"], flush_every=batch_size, source_ids=ids
+    ) as run:
         todo = run.todo(positions)
         progress = Progress(len(positions), len(positions) - len(todo), shard, output.progress, output.log_interval)
         skipped = _Skipped(skips_unreadable(data), progress)
@@ -309,10 +312,16 @@ class _Roles:
         """The classifier gives one logit per class of the data (checked on the first source)."""
         with torch.no_grad():
             out_dim = self.classifier(first[0][None].to(self.device)).shape[-1]
-        if out_dim != len(data.class_names):
+        n = len(data.class_names)
+        if out_dim != n:
+            fix = (  # no class list or head size makes a 10-way model read ImageNet: it takes an ImageNet classifier
+                "Test an ImageNet classifier, e.g. classifier=resnet50_imagenet or classifier=timm "
+                "classifier.name=resnet50.a1_in1k"
+                if n == 1000
+                else "Set classifier.num_classes or data.class_names to match"
+            )
             raise ValueError(
-                f"classifier returned {out_dim} logits but the dataset has {len(data.class_names)} classes "
-                f"({component_id(data)}). Set classifier num_classes or data.class_names to match."
+                f"classifier returned {out_dim} logits but the dataset has {n} classes ({component_id(data)}). {fix}."
             )
 
     def log_start(self, seed: int, positions: list[int], shard: Shard, search: SearchConfig) -> None:

@@ -104,7 +104,8 @@ class Execution:
             if role not in ROLES:
                 raise SettingError("role_precision", {role: p}, "a mapping of " + ", ".join(ROLES), "{generator: bf16}")
             roles[role] = precision_name(p, f"role_precision.{role}", nullable=True)
-        object.__setattr__(self, "role_precision", roles)
+        # canonical: only real overrides (None follows precision), so {} and {generator: null} are one identity
+        object.__setattr__(self, "role_precision", {r: p for r, p in roles.items() if p is not None})
         for key in ("channels_last", "compile"):
             if not _is_bool(getattr(self, key)):
                 raise SettingError(key, getattr(self, key), "true or false", "true")

@@ -12,17 +12,21 @@ For every source image ``x`` with label ``y`` (``METHOD.md``, "Per sample"):
 
 :func:`perturb` is that algorithm, one decode per step: the image the oracle judges at step ``t`` is also
 the classifier's input for the gradient of step ``t + 1``. :class:`SearchRows` beside it holds the
-bookkeeping: a batch of rows that always stays full (a row whose sample stops takes the next source, so
-shapes stay static for CUDA graphs and ``torch.compile``), per-row step counters and Adam moments, and the
-per-sample records. Every random draw of a sample is seeded from the sample's own seed (the driver derives
-it from the run seed and the source id), so results do not depend on which samples share a batch.
+bookkeeping: a batch of rows that always stays full (a row whose sample stops takes the next source; under
+``compile`` the batch keeps its size to the very end, so a run compiles once), per-row step counters and Adam
+moments, and the per-sample records. A step reads one small table back to the host (which rows go on, which
+stopped, what went wrong) and, when samples stop, their records in one transfer: at most two host syncs a step
+(issue 26), since each sync stalls a GPU until the host has read. Every random draw of a sample is seeded from
+the sample's own seed (the driver derives it from the run seed and the source id), so results do not depend on
+which samples share a batch.
 No I/O and no progress bar here: :func:`genEval.search.driver.evaluate` owns batching, writing and resuming.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -42,6 +46,8 @@ from genEval.interfaces import (
 )
 from genEval.scores.outcomes import SampleRecord
 from genEval.search.execution import check_batch_size
+
+log = logging.getLogger(__name__)
 
 UPDATE_RULES = ("adam", "sgd", "sign")
 REFERENCES = ("label", "clean_prediction")
@@ -209,13 +215,26 @@ def search_forward(
     return x, logits, loss, verdict.accept.bool(), verdict.scores, verdict.predictions
 
 
-def compiled_forward(options: bool | Mapping[str, Any]) -> Callable[..., Any]:
-    """:func:`search_forward` compiled as one graph (``fullgraph=True``: a graph break is an error, not a slow
-    path) for fixed shapes; ``options`` may name ``torch.compile`` keywords (``mode``, ``backend``)."""
-    kwargs = dict(options) if isinstance(options, Mapping) else {}
-    if kwargs.get("mode") == "default":
-        kwargs.pop("mode")
-    return torch.compile(search_forward, fullgraph=True, dynamic=False, **kwargs)
+class CompiledForward:
+    """:func:`search_forward` compiled as one graph for fixed shapes (``fullgraph=True``); ``options`` may name
+    ``torch.compile`` keywords (``mode``, ``backend``). A role whose code cannot be traced whole (a graph break in
+    a plug-in) does not stop the run: the step is compiled in pieces instead, with one warning naming the break."""
+
+    def __init__(self, options: bool | Mapping[str, Any]) -> None:
+        self.options = {k: v for k, v in (options.items() if isinstance(options, Mapping) else ()) if v != "default"}
+        self.fn = torch.compile(search_forward, fullgraph=True, dynamic=False, **self.options)
+        self.whole = True
+
+    def __call__(self, *args: Any) -> tuple[Tensor, ...]:
+        try:
+            return self.fn(*args)
+        except torch._dynamo.exc.Unsupported as err:
+            if not self.whole:
+                raise
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            log.warning("compile: the search step does not compile as one graph (%s); compiling it in pieces.", reason)
+            self.fn, self.whole = torch.compile(search_forward, dynamic=False, **self.options), False
+            return self.fn(*args)
 
 
 def perturb(
@@ -242,7 +261,7 @@ def perturb(
     rows = SearchRows(
         samples, classifier, generator, oracle, cfg, batch_size, mask, torch.device(device), reference, bool(compile)
     )
-    forward = compiled_forward(compile) if compile else search_forward
+    forward = CompiledForward(compile) if compile else search_forward
     while rows.refill():  # rows that stopped take the next sources: z_0 = E(x) + noise, t = 0
         with contract_checked_by_caller():  # the loop checks x itself, without a host sync (SearchRows.judge)
             x, logits, loss, accept, scores, preds = forward(

@@ -8,8 +8,10 @@ Public: ``GET /api/health``, ``/api/benchmarks``, ``/api/classifiers``, ``/api/l
 
 What a request can never do: name a ``_target_`` or any config key outside the benchmark's override
 allowlist (422 naming the key), send a pickle or a file that is neither safetensors nor TorchScript (415),
-send more than the upload limit (413), or choose where a file is stored (uploads are stored under
-``home/uploads/<sha256>``, whatever the client calls them).
+send a body above its limit (413 before it is read or its token checked: :mod:`genEval.service.limits`), have
+its body echoed back (a 422 names keys and rules, never the values sent), or choose where a file is stored
+(uploads are stored under ``home/uploads/<sha256>``, whatever the client calls them). A job's ``error`` is its
+reason alone; an admin token also sees ``error_detail`` and the worker.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import os
 import secrets
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,9 +36,10 @@ from starlette.datastructures import UploadFile
 from genEval import __version__
 from genEval.service.auth import ROLES, role_allows
 from genEval.service.benchmarks import NAME_RE, OverrideRefused
-from genEval.service.core import Service
+from genEval.service.core import Service, UnknownVersion
 from genEval.service.db import FINAL, JobInfo, NameTaken, TokenInfo
 from genEval.service.leaderboard import RANK_BY, SORT_KEYS
+from genEval.service.limits import BodyLimit
 from genEval.service.models import KINDS, ModelRefused, UploadRefused, classifier_config, safe_filename, sniff_upload
 from genEval.service.pages import add_pages
 from genEval.snapshots.format import SnapshotError
@@ -90,8 +94,8 @@ class Refused(Exception):
         self.status, self.message, self.key = status, message, key
 
 
-def _job_view(job: JobInfo) -> dict:
-    view = job.public()
+def _job_view(job: JobInfo, token: TokenInfo | None = None) -> dict:
+    view = job.for_admin() if token is not None and token.role == "admin" else job.public()
     base = f"/api/jobs/{job.id}"
     view["links"] = {"self": base, "page": f"/jobs/{job.id}"}
     if job.status == "done":
@@ -128,6 +132,12 @@ def _role(role: str):
     return check
 
 
+def _maybe_token(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]):
+    """The request's live token when it sends one, else None (public routes that show admins more)."""
+    return None if creds is None else request.app.state.service.db.token_for(creds.credentials)
+
+
+MaybeToken = Annotated[TokenInfo | None, Depends(_maybe_token)]
 Viewer = Annotated[TokenInfo, Depends(_role("viewer"))]
 Submitter = Annotated[TokenInfo, Depends(_role("submitter"))]
 Admin = Annotated[TokenInfo, Depends(_role("admin"))]
@@ -244,6 +254,15 @@ def create_app(service: Service) -> FastAPI:
         "images (FMR, Zhang et al., ICLR 2024) and ranked on a leaderboard.",
     )
     app.state.service = service
+    app.add_middleware(
+        BodyLimit,
+        limit_for=lambda path, _method: (
+            service.settings.max_upload_bytes + MULTIPART_SLACK
+            if path == "/api/uploads"
+            else service.settings.max_json_bytes
+        ),
+        setting=lambda path: "max_upload_mb" if path == "/api/uploads" else "max_request_kb",
+    )
     _error_handlers(app)
     _read_routes(app, service)
     _submit_routes(app, service)
@@ -263,11 +282,16 @@ def _error_handlers(app: FastAPI) -> None:
     async def _upload_refused(_request: Request, err: UploadRefused) -> JSONResponse:
         return _refuse(415, f"upload refused: {err}")
 
+    @app.exception_handler(UnknownVersion)
+    async def _unknown_version(_request: Request, err: UnknownVersion) -> JSONResponse:
+        return _refuse(404, str(err))
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
-        errors = err.errors()
-        keys = [".".join(str(p) for p in e["loc"] if p != "body") for e in errors]
-        message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, errors))
+        # keys, rules and messages only: the values sent ("input", "ctx") are never echoed back
+        errors = [{k: e[k] for k in ("type", "loc", "msg") if k in e} for e in err.errors()]
+        keys = [".".join(str(p) for p in e["loc"] if p != "body")[:200] for e in errors]
+        message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, errors))[:2000]
         return JSONResponse(
             status_code=422, content={"detail": jsonable_encoder(errors), "message": message, "keys": keys}
         )
@@ -285,7 +309,7 @@ def _read_routes(app: FastAPI, service: Service) -> None:
             "database": service.db.dialect,
             "benchmarks": list(service.benchmarks),
             "jobs": service.db.count_jobs(),
-            "workers": len(service.db.list_workers(seen_within_s=120)),
+            "workers": service.db.live_workers(),
         }
 
     @app.get("/api/benchmarks", tags=["benchmarks"])
@@ -340,8 +364,9 @@ def _read_routes(app: FastAPI, service: Service) -> None:
         }
 
     @app.get("/api/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: str) -> dict:
-        return _job_view(_get_job(service, job_id))
+    def job(job_id: str, token: MaybeToken) -> dict:
+        """A job's status; ``error`` is the reason only (an admin token also gets ``error_detail`` and the worker)."""
+        return _job_view(_get_job(service, job_id), token)
 
     @app.get("/api/jobs/{job_id}/results.json", tags=["results"])
     def results(job_id: str, rep: int = 0) -> FileResponse:
@@ -395,9 +420,9 @@ def _submit_routes(app: FastAPI, service: Service) -> None:
         return _job_view(_new_job(service, body, token))
 
     @app.get("/api/jobs", tags=["jobs"])
-    def jobs(_token: Viewer, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[dict]:
+    def jobs(token: Viewer, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[dict]:
         return [
-            _job_view(j)
+            _job_view(j, token)
             for j in service.db.list_jobs(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
         ]
 
@@ -412,7 +437,11 @@ def _submit_routes(app: FastAPI, service: Service) -> None:
 
     @app.get("/api/workers", tags=["jobs"])
     def workers(_token: Viewer) -> list[dict]:
-        return [vars(w) for w in service.db.list_workers()]
+        """Workers with their ``state``: ``busy``, ``idle``, ``gone`` (not seen within their lease: killed, or their
+        machine lost) or ``stopped``; those stopped or gone for ``worker_retention_s`` are dropped."""
+        service.db.prune_workers(service.settings.worker_retention_s)
+        now = time.time()
+        return [vars(w) | {"state": w.state(now)} for w in service.db.list_workers(service.settings.worker_retention_s)]
 
 
 def _admin_routes(app: FastAPI, service: Service) -> None:
@@ -423,7 +452,10 @@ def _admin_routes(app: FastAPI, service: Service) -> None:
         found = _get_job(service, job_id)
         if found.status not in ("failed", "cancelled"):
             raise HTTPException(409, f"job {job_id} is {found.status}; only failed or cancelled jobs are re-queued.")
-        return _job_view(service.db.requeue_job(job_id))
+        try:
+            return _job_view(service.db.requeue_job(job_id), _token)
+        except NameTaken as err:  # another job took its name since: one leaderboard row per name
+            raise Refused(409, str(err), key="name") from None
 
     @app.post("/api/tokens", status_code=201, tags=["admin"])
     def create_token(body: TokenIn, _token: Admin) -> dict:

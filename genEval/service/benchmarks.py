@@ -21,17 +21,38 @@ from genEval.runs.rundir import config_hash
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 ROLES = ("data", "generator", "oracle", "search", "mask")
-#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning).
-EVALUATE_KEYS = ("batch_size", "interval", "n_boot", "grid_size", "gap_warn_points", "num_workers")
+#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning). ``precision`` changes what a run
+#: finds (bf16 moves about 3% of the decisions: benchmarks/RESULTS.md): a preset that fixes it overrides the
+#: workers' own, so that every row of its leaderboard ran at one precision.
+EVALUATE_KEYS = (
+    "batch_size",
+    "interval",
+    "n_boot",
+    "grid_size",
+    "gap_warn_points",
+    "num_workers",
+    "precision",
+    "role_precision",
+)
 MAX_REPETITIONS = 100
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` for a message when it is short, else what it is (``a str of 300000 characters``): a refusal
+    names what was given without echoing a large request back."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters when printed"
+    return f"a {type(value).__name__} of {size}"
+
+
 class OverrideRefused(ValueError):
-    """A submission asked to change a key that the benchmark does not allow (``key`` names it)."""
+    """A submission asked to change a key that the benchmark does not allow (``key`` names it, cut short)."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
-        self.key = key
+        self.key = key if len(str(key)) <= 40 else "(a long key)"
 
 
 def _get(config: dict, dotted: str) -> Any:
@@ -166,7 +187,8 @@ class Benchmark:
             if key not in self.overrides:
                 raise OverrideRefused(
                     key,
-                    f"override {key!r} is not allowed on benchmark {self.name}; a submission may only set: {allowed}.",
+                    f"override {shown(key)} is not allowed on benchmark {self.name}; a submission may only set: "
+                    f"{allowed}.",
                 )
             clean[key] = self._check_value(key, value, _get(self.config, key))
             _set(config, key, clean[key])
@@ -185,11 +207,11 @@ class Benchmark:
             else isinstance(value, str)
         )
         if not ok:
-            raise OverrideRefused(key, f"override {key!r} must be a {kind.__name__}, got {value!r}.")
+            raise OverrideRefused(key, f"override {key!r} must be a {kind.__name__}, got {shown(value)}.")
         if "choices" in rule and value not in rule["choices"]:
-            raise OverrideRefused(key, f"override {key!r} must be one of {rule['choices']}, got {value!r}.")
+            raise OverrideRefused(key, f"override {key!r} must be one of {rule['choices']}, got {shown(value)}.")
         if "min" in rule and value < rule["min"] or "max" in rule and value > rule["max"]:
             raise OverrideRefused(
-                key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {value!r}."
+                key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {shown(value)}."
             )
         return kind(value)

@@ -15,23 +15,33 @@ from pathlib import Path
 from genEval.fileio import atomic_write, ensure_writable_dir
 from genEval.reports.report import write_report
 from genEval.service.benchmarks import Benchmark
-from genEval.service.db import Database, JobInfo
+from genEval.service.db import WORKER_RETENTION_S, Database, JobInfo
 from genEval.service.leaderboard import Standings, read_standings
 from genEval.snapshots.format import export_snapshot
 
 MiB = 1024 * 1024
 
 
+class UnknownVersion(LookupError):
+    """A leaderboard asked for a version of a benchmark that was never registered (the API answers 404)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass(frozen=True)
 class Settings:
     """Server settings. ``home``: the service directory (database file for SQLite, uploads, run directories,
     snapshots). ``max_upload_bytes``: the largest model file accepted. ``n_boot``: bootstrap resamples of the
-    leaderboard's intervals and marks, used by the server's in-process workers."""
+    leaderboard's intervals and marks, used by the server's in-process workers. ``max_json_bytes``: the largest
+    request body other than an upload. ``worker_retention_s``: how long stopped or gone workers stay listed."""
 
     home: Path
     max_upload_bytes: int = 512 * MiB
     default_benchmark: str | None = None
     n_boot: int = 1000
+    max_json_bytes: int = MiB
+    worker_retention_s: float = WORKER_RETENTION_S
 
 
 @dataclass
@@ -72,7 +82,15 @@ class Service:
 
     def standings(self, name: str, version: str | None = None, **page) -> Standings:
         """The stored standings of benchmark ``name`` at ``version`` (default: the current preset's); ``page``:
-        ``sort``, ``descending``, ``limit``, ``offset``, ``every_mark`` (:func:`read_standings`)."""
+        ``sort``, ``descending``, ``limit``, ``offset``, ``every_mark`` (:func:`read_standings`). Raises
+        :class:`UnknownVersion` for a version never registered."""
+        if version is not None and version != self.benchmark(name).version:
+            known = [v.version for v in self.db.benchmark_versions(name)]
+            if version not in known:
+                shown = version if len(version) <= 64 else version[:64] + "..."
+                raise UnknownVersion(
+                    f"benchmark {name} has no version {shown!r}; its versions: {', '.join(known)} (newest first)."
+                )
         return read_standings(self.db, name, version or self.benchmark(name).version, **page)
 
     def rep_dir(self, job: JobInfo, rep: int) -> Path:

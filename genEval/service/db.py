@@ -26,259 +26,63 @@ The claim (:meth:`Database.claim_job`):
   whether this worker won; a lost race moves on to the next job. WAL mode lets readers (the web pages)
   run while a worker writes. SQLite is for one machine; workers on several machines need PostgreSQL.
 
+A model's name is unique per benchmark version among its queued, running and done jobs, enforced by the database
+(a partial unique index, :mod:`genEval.service.schema`): two servers submitting one name at the same instant get
+one job and one :class:`NameTaken`, and an admin's re-queue of a failed or cancelled job is refused the same way
+when its name was taken since. Workers are listed with their state (:meth:`Database.list_workers`): one not seen
+within its lease is ``gone``, and one stopped or gone for ``retention_s`` is dropped.
+
+A job's ``error`` is the reason its submitter sees (no paths, hosts, pids or tracebacks:
+:func:`genEval.service.errors.public_reason`); ``error_detail`` keeps the full text for admins.
+
 Times are UNIX seconds from each process's clock (leases are tens of seconds; keep clocks NTP-synced).
 """
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Float, Integer, String, Text, create_engine, event, func, select, update
+from sqlalchemy import create_engine, delete, event, func, or_, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from genEval.service.auth import check_role, hash_token, new_token
-
-STATUSES = ("queued", "running", "done", "failed", "cancelled")
-#: Names of the beaten models a page shows per metric (the rest are counted; the API lists them all).
-MARK_NAMES = 8
-ACTIVE = ("queued", "running")
-FINAL = ("done", "failed", "cancelled")
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class TokenRow(Base):
-    __tablename__ = "tokens"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
-    role: Mapped[str] = mapped_column(String(16))
-    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)
-    created_at: Mapped[float] = mapped_column(Float)
-    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-class BenchmarkRow(Base):
-    __tablename__ = "benchmarks"
-    name: Mapped[str] = mapped_column(String(100), primary_key=True)
-    version: Mapped[str] = mapped_column(String(64), primary_key=True)
-    title: Mapped[str] = mapped_column(String(300))
-    config: Mapped[dict] = mapped_column(JSON)
-    registered_at: Mapped[float] = mapped_column(Float)
-
-
-class UploadRow(Base):
-    __tablename__ = "uploads"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    owner_id: Mapped[str] = mapped_column(String(32), index=True)
-    kind: Mapped[str] = mapped_column(String(16))
-    sha256: Mapped[str] = mapped_column(String(64))
-    size: Mapped[int] = mapped_column(Integer)
-    filename: Mapped[str] = mapped_column(String(200))
-    path: Mapped[str] = mapped_column(String(300))
-    created_at: Mapped[float] = mapped_column(Float)
-
-
-class JobRow(Base):
-    __tablename__ = "jobs"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(100), index=True)
-    benchmark_version: Mapped[str] = mapped_column(String(64))
-    name: Mapped[str] = mapped_column(String(100))
-    owner_id: Mapped[str] = mapped_column(String(32), index=True)
-    owner_name: Mapped[str] = mapped_column(String(200))
-    model: Mapped[dict] = mapped_column(JSON)
-    config: Mapped[dict] = mapped_column(JSON)
-    overrides: Mapped[dict] = mapped_column(JSON)
-    seeds: Mapped[list] = mapped_column(JSON)
-    run_dir: Mapped[str] = mapped_column(String(300))
-    upload_path: Mapped[str | None] = mapped_column(String(300), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    created_at: Mapped[float] = mapped_column(Float, index=True)
-    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    worker_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    images_done: Mapped[int] = mapped_column(Integer, default=0)
-    images_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    eta_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-
-
-class StandingRow(Base):
-    __tablename__ = "standings"
-    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(100), index=True)
-    version: Mapped[str] = mapped_column(String(64), index=True)
-    name: Mapped[str] = mapped_column(String(100))
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    run_dirs: Mapped[list] = mapped_column(JSON)
-    repetitions: Mapped[int] = mapped_column(Integer)
-    scores: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)  # None: SQL NULL
-    better_than: Mapped[dict] = mapped_column(JSON)
-    warnings: Mapped[list] = mapped_column(JSON)
-    interval_note: Mapped[str] = mapped_column(Text)
-    computed_at: Mapped[float] = mapped_column(Float)
-    #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
-    #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
-    marks: Mapped[dict] = mapped_column(JSON)
-
-
-class WorkerRow(Base):
-    __tablename__ = "workers"
-    id: Mapped[str] = mapped_column(String(100), primary_key=True)
-    host: Mapped[str] = mapped_column(String(200))
-    pid: Mapped[int] = mapped_column(Integer)
-    device: Mapped[str] = mapped_column(String(50))
-    started_at: Mapped[float] = mapped_column(Float)
-    last_seen: Mapped[float] = mapped_column(Float)
-    job_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-# ------------------------------------------------------------------------------------ plain views
-@dataclass(frozen=True)
-class TokenInfo:
-    id: str
-    name: str
-    role: str
-    created_at: float
-    revoked_at: float | None
-
-
-@dataclass(frozen=True)
-class BenchmarkVersion:
-    name: str
-    version: str
-    title: str
-    config: dict
-    registered_at: float
-
-
-@dataclass(frozen=True)
-class UploadInfo:
-    id: str
-    owner_id: str
-    kind: str
-    sha256: str
-    size: int
-    filename: str
-    path: str
-    created_at: float
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: str
-    benchmark: str
-    benchmark_version: str
-    name: str
-    owner_id: str
-    owner_name: str
-    model: dict
-    config: dict
-    overrides: dict
-    seeds: list
-    run_dir: str
-    upload_path: str | None
-    status: str
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    worker_id: str | None
-    lease_expires_at: float | None
-    heartbeat_at: float | None
-    attempts: int
-    images_done: int
-    images_total: int | None
-    eta_s: float | None
-    error: str | None
-    result: dict | None
-
-    def rep_dir(self, home: str | Path, rep: int) -> Path:
-        """Run directory of repetition ``rep`` (``<home>/<run_dir>/rep<rep>``)."""
-        if not 0 <= rep < len(self.seeds):
-            raise IndexError(f"job {self.id} has repetitions 0..{len(self.seeds) - 1}, not {rep}.")
-        return Path(home) / self.run_dir / f"rep{rep}"
-
-    def public(self) -> dict[str, Any]:
-        """What ``GET /api/jobs/{id}`` shows (everything but the resolved config and the upload path)."""
-        skip = {"config", "upload_path", "owner_id", "lease_expires_at"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
-
-
-@dataclass(frozen=True)
-class StandingInfo:
-    """A finished job's leaderboard row. ``run_dirs``: its repetitions' run directories relative to ``home``;
-    ``scores``: metric -> {value, low, high} (None when its runs could not be read: left out, with a warning);
-    ``better_than``: metric -> names of the models it is significantly better than."""
-
-    job_id: str
-    benchmark: str
-    version: str
-    name: str
-    finished_at: float | None
-    run_dirs: list
-    repetitions: int
-    scores: dict | None
-    better_than: dict
-    warnings: list
-    interval_note: str
-    computed_at: float
-
-
-@dataclass(frozen=True)
-class BoardRow:
-    """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
-    name) only when asked for."""
-
-    job_id: str
-    name: str
-    finished_at: float | None
-    repetitions: int
-    scores: dict
-    marks: dict
-    better_than: dict | None
+from genEval.service.schema import (  # noqa: F401 (the views and names callers import from here)
+    ACTIVE,
+    FINAL,
+    MARK_NAMES,
+    NAMED,
+    STATUSES,
+    WORKER_RETENTION_S,
+    Base,
+    BenchmarkRow,
+    BenchmarkVersion,
+    BoardRow,
+    JobInfo,
+    JobRow,
+    NameTaken,
+    StandingInfo,
+    StandingRow,
+    TokenInfo,
+    TokenRow,
+    UploadInfo,
+    UploadRow,
+    WorkerInfo,
+    WorkerRow,
+    _view,
+    new_id,
+    upgrade,
+)
 
 
 def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
     return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    id: str
-    host: str
-    pid: int
-    device: str
-    started_at: float
-    last_seen: float
-    job_id: str | None
-    stopped_at: float | None
-
-
-def _view(cls: type, row: Any) -> Any:
-    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
-
-
-class NameTaken(ValueError):
-    """A submission's name is already used by an active or finished job of that benchmark version."""
-
-
-def new_id() -> str:
-    """A random, unguessable id (job and upload ids double as capability URLs for their results)."""
-    return secrets.token_hex(16)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -324,6 +128,7 @@ class Database:
             )
         self._writer = self.engine.execution_options(geneval_write=True)
         Base.metadata.create_all(self._writer)
+        upgrade(self._writer)
 
     @property
     def dialect(self) -> str:
@@ -455,21 +260,30 @@ class Database:
             attempts=0,
             images_done=0,
         )
-        with self._write() as s:
-            taken = s.scalars(
-                select(JobRow.id).where(
-                    JobRow.benchmark == benchmark,
-                    JobRow.benchmark_version == benchmark_version,
-                    JobRow.name == name,
-                    JobRow.status.in_(("queued", "running", "done")),
-                )
-            ).first()
-            if taken is not None:
-                raise NameTaken(
-                    f"benchmark {benchmark} already has a model named {name!r} (job {taken}); choose another name."
-                )
-            s.add(row)
+        try:
+            with self._write() as s:
+                self._check_name(s, benchmark, benchmark_version, name)
+                s.add(row)
+        except IntegrityError:  # submitted at the same instant elsewhere: the unique index of names refused it
+            with self._read() as s:
+                self._check_name(s, benchmark, benchmark_version, name)
+            raise
         return _view(JobInfo, row)
+
+    @staticmethod
+    def _check_name(s: Session, benchmark: str, version: str, name: str, but: str | None = None) -> None:
+        """Raise :class:`NameTaken` when another queued, running or done job of the version has ``name``."""
+        q = select(JobRow.id).where(
+            JobRow.benchmark == benchmark,
+            JobRow.benchmark_version == version,
+            JobRow.name == name,
+            JobRow.status.in_(NAMED),
+        )
+        taken = s.scalars(q if but is None else q.where(JobRow.id != but)).first()
+        if taken is not None:
+            raise NameTaken(
+                f"benchmark {benchmark} already has a model named {name!r} (job {taken}); choose another name."
+            )
 
     def get_job(self, job_id: str) -> JobInfo | None:
         with self._read() as s:
@@ -750,9 +564,17 @@ class Database:
         with self._read() as s:
             return int(s.execute(q).scalar_one())
 
-    def fail_job(self, job_id: str, worker_id: str, error: str) -> bool:
+    def fail_job(self, job_id: str, worker_id: str, error: str, detail: str | None = None) -> bool:
+        """Mark a held job failed: ``error`` is the reason its submitter sees, ``detail`` the full text (admins)."""
         return self._holder_update(
-            job_id, worker_id, status="failed", finished_at=time.time(), error=error, eta_s=None, lease_expires_at=None
+            job_id,
+            worker_id,
+            status="failed",
+            finished_at=time.time(),
+            error=error,
+            error_detail=detail if detail is not None else error,
+            eta_s=None,
+            lease_expires_at=None,
         )
 
     def release_job(self, job_id: str, worker_id: str) -> bool:
@@ -780,24 +602,37 @@ class Database:
             return None if row is None else _view(JobInfo, row)
 
     def requeue_job(self, job_id: str) -> JobInfo | None:
-        """Put a failed or cancelled job back in the queue with its seeds (admin); None when it is missing."""
-        with self._write() as s:
-            s.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
-                .values(
-                    status="queued",
-                    worker_id=None,
-                    finished_at=None,
-                    error=None,
-                    attempts=0,
-                    images_done=0,
-                    eta_s=None,
-                    lease_expires_at=None,
-                )
-            )
-            row = s.get(JobRow, job_id)
-            return None if row is None else _view(JobInfo, row)
+        """Put a failed or cancelled job back in the queue with its seeds (admin); None when it is missing. Raises
+        :class:`NameTaken` when another job has taken its name since (the name rule holds for re-queues too)."""
+        try:
+            with self._write() as s:
+                row = s.get(JobRow, job_id)
+                if row is None:
+                    return None
+                if row.status in ("failed", "cancelled"):
+                    self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id)
+                    s.execute(
+                        update(JobRow)
+                        .where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
+                        .values(
+                            status="queued",
+                            worker_id=None,
+                            finished_at=None,
+                            error=None,
+                            error_detail=None,
+                            attempts=0,
+                            images_done=0,
+                            eta_s=None,
+                            lease_expires_at=None,
+                        )
+                    )
+                    s.refresh(row)
+                return _view(JobInfo, row)
+        except IntegrityError:  # the name was taken at the same instant
+            with self._read() as s:
+                row = s.get(JobRow, job_id)
+                self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id)
+            raise
 
     def requeue_expired(self, max_attempts: int) -> list[tuple[str, str]]:
         """Jobs whose worker stopped renewing its lease go back to the queue (same seeds, same run
@@ -811,18 +646,21 @@ class Database:
                 if row.attempts >= max_attempts:
                     row.status, row.finished_at, row.eta_s = "failed", now, None
                     row.error = (
-                        f"the worker running this job stopped responding {row.attempts} times (last: "
-                        f"{lost}); giving up. An admin can re-queue it."
+                        f"the worker running this job stopped responding {row.attempts} times; giving up. An admin "
+                        "can re-queue it."
                     )
+                    row.error_detail = f"{row.error} (last worker: {lost})"
                 else:
                     row.status, row.worker_id, row.eta_s = "queued", None, None
-                    row.error = f"re-queued: worker {lost} stopped renewing its lease"
+                    row.error = "re-queued: its worker stopped renewing its lease (it was stopped or its machine lost)"
+                    row.error_detail = f"re-queued: worker {lost} stopped renewing its lease"
                 row.lease_expires_at = None
                 out.append((row.id, row.status))
         return out
 
     # ------------------------------------------------------------------------------------- workers
-    def register_worker(self, worker_id: str, host: str, pid: int, device: str) -> None:
+    def register_worker(self, worker_id: str, host: str, pid: int, device: str, lease_s: float | None = None) -> None:
+        """Record a worker that starts; ``lease_s``: it counts as gone when not seen for this long."""
         now = time.time()
         with self._write() as s:
             s.merge(
@@ -835,6 +673,7 @@ class Database:
                     last_seen=now,
                     job_id=None,
                     stopped_at=None,
+                    lease_s=lease_s,
                 )
             )
 
@@ -846,9 +685,25 @@ class Database:
         with self._write() as s:
             s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(stopped_at=time.time(), job_id=None))
 
-    def list_workers(self, seen_within_s: float | None = None) -> list[WorkerInfo]:
-        q = select(WorkerRow).where(WorkerRow.stopped_at.is_(None))
-        if seen_within_s is not None:
-            q = q.where(WorkerRow.last_seen >= time.time() - seen_within_s)
+    def list_workers(self, retention_s: float = WORKER_RETENTION_S) -> list[WorkerInfo]:
+        """Workers seen within ``retention_s`` (stopped and gone ones included: :meth:`WorkerInfo.state` tells),
+        oldest first."""
+        q = select(WorkerRow).where(WorkerRow.last_seen >= time.time() - retention_s)
         with self._read() as s:
             return [_view(WorkerInfo, r) for r in s.scalars(q.order_by(WorkerRow.started_at))]
+
+    def live_workers(self) -> int:
+        """How many workers are neither stopped nor gone."""
+        now = time.time()
+        return sum(w.state(now) in ("busy", "idle") for w in self.list_workers())
+
+    def prune_workers(self, retention_s: float = WORKER_RETENTION_S) -> int:
+        """Drop the workers that stopped, or were last seen, more than ``retention_s`` ago; returns how many."""
+        cutoff = time.time() - retention_s
+        with self._write() as s:
+            res = s.execute(
+                delete(WorkerRow).where(
+                    or_(WorkerRow.last_seen < cutoff, WorkerRow.stopped_at < cutoff),
+                )
+            )
+            return res.rowcount

@@ -56,8 +56,8 @@ def run_job(
 ) -> dict:
     """Evaluate ``job`` (all repetitions); returns the summary stored with the finished job.
 
-    ``execution``: the worker's device, precision, compile...; a batch size or number of loader workers the
-    benchmark (or the submission) fixes takes the place of the worker's own (neither changes a score).
+    ``execution``: the worker's device, precision, compile...; what the benchmark (or the submission) fixes of
+    them (batch size, loader workers, precision) takes the place of the worker's own.
 
     ``report("total", n_images)`` once the data is built, ``report("rep", r)`` as each repetition starts
     (the worker's progress).
@@ -66,7 +66,7 @@ def run_job(
     parts = build(config)
     report("total", len(parts.data) * len(job.seeds))
     settings = {k: config[k] for k in EVALUATE_KEYS if k in config}
-    fixed = {k: settings.pop(k) for k in ("batch_size", "num_workers") if k in settings}
+    fixed = {k: settings.pop(k) for k in ("batch_size", "num_workers", "precision", "role_precision") if k in settings}
     execution = replace(Execution.coerce(execution), **{k: v for k, v in fixed.items() if v is not None})
     reps = []
     classifier_id = None

@@ -123,11 +123,16 @@ class StandingUpdate:
 
 
 def significance_marks(a: Contender, b: Contender, n_boot: int) -> list[tuple[str, str]]:
-    """``(metric, winner name)`` for every marked metric on which ``a`` and ``b`` differ significantly (the
-    comparison library's paired bootstrap of the pair, in the library's model order)."""
-    entries = {a.name: a.entries, b.name: b.entries}
-    order, _ = order_models({m: e[RANK_BY].value for m, e in entries.items()}, entries)
-    outcomes = {c.name: [r.outcomes for r in c.runs] for c in (a, b)}
+    """``(metric, winner job id)`` for every marked metric on which ``a`` and ``b`` differ significantly (the
+    comparison library's paired bootstrap of the pair, in the library's model order). Jobs are told apart by id,
+    never by name (two jobs of one name, left by an older genEval, stay two models)."""
+    if a.name != b.name:
+        entries = {a.name: a.entries, b.name: b.entries}
+        names, _ = order_models({m: e[RANK_BY].value for m, e in entries.items()}, entries)
+        order = [{a.name: a.job_id, b.name: b.job_id}[n] for n in names]
+    else:
+        order = sorted((a.job_id, b.job_id))
+    outcomes = {c.job_id: [r.outcomes for r in c.runs] for c in (a, b)}
     out = []
     for d in pairwise_differences(order, outcomes, a.num_classes, n_boot, SEED, LEVEL):
         if d.metric in MARKED and d.excludes_zero and d.value:
@@ -220,7 +225,7 @@ class StandingsBuilder:
                 warnings.append(f"{me.name} and {other.name} were run on different classes; not compared")
                 continue
             for metric, winner in significance_marks(me, them, self.n_boot):
-                if winner == me.name:
+                if winner == me.job_id:
                     better[metric].append(them.name)
                 else:
                     beaten_by.setdefault(them.job_id, []).append(metric)
@@ -256,8 +261,8 @@ class StandingsBuilder:
             if me is None or them is None or them.class_names != me.class_names:
                 continue
             for metric, winner in significance_marks(me, them, self.n_boot):
-                loser = them if winner == me.name else me
-                marks.append((me.job_id if winner == me.name else them.job_id, metric, loser.name))
+                loser = them if winner == me.job_id else me
+                marks.append((winner, metric, loser.name))
         self.db.add_marks(job.benchmark, job.benchmark_version, marks)
         return len(rows)
 

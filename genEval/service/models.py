@@ -27,7 +27,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genEval.checkpoints import TORCH_EXPORT, TORCH_SAVE, TORCHSCRIPT, load_exported_program, model_archive_kind
+from genEval.checkpoints import (
+    TORCH_EXPORT,
+    TORCH_SAVE,
+    TORCHSCRIPT,
+    ZIP_MAGIC,
+    error_reason,
+    load_exported_program,
+    model_archive_kind,
+)
 
 SAFETENSORS = "safetensors"
 KINDS = ("config", "timm", "torchvision", "torchscript")
@@ -132,7 +140,7 @@ def _check_torchscript(path: Path) -> None:
         try:
             module = torch.jit.load(str(path), map_location="cpu")
         except Exception as err:  # torch raises RuntimeError and friends with the reason
-            raise UploadRefused(f"TorchScript archive does not load: {str(err).splitlines()[0][:300]}") from None
+            raise UploadRefused(f"TorchScript archive does not load: {error_reason(err)}") from None
     if not hasattr(module, "forward"):
         raise UploadRefused("TorchScript archive has no forward method.")
 
@@ -148,6 +156,10 @@ def sniff_upload(path: str | Path) -> str:
         raise UploadRefused("the file is empty.")
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:  # PROTO opcode: a pickle (protocol 2-5)
         raise UploadRefused("this file is a Python pickle (e.g. torch.save). " + _PICKLE_HELP)
+    if head[:4] == ZIP_MAGIC and not zipfile.is_zipfile(p):
+        raise UploadRefused(
+            "the file is an incomplete zip archive (its end is missing): the upload or the file was cut short."
+        )
     if zipfile.is_zipfile(p):
         kind = _zip_kind(p)
         (_check_exported if kind == TORCH_EXPORT else _check_torchscript)(p)

@@ -17,10 +17,17 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
    with the error the evaluation raised.
 
 At start (and every ``backfill_s`` while idle) a worker also stores the rows of done jobs that have none (jobs
-finished by a worker from before standings were stored).
+finished by a worker from before standings were stored), and drops the workers gone for ``retention_s``.
 
-A worker shutting down cleanly puts its running job back in the queue; a worker killed outright leaves
-it to expire, and the next worker re-runs it into the same run directory with the same seeds.
+A worker shutting down cleanly (:meth:`Worker.stop`; ``geneval worker`` on SIGTERM or SIGINT) sends SIGTERM to its
+child, which flushes the samples it finished and releases the run directory's lock (:mod:`genEval.runs.stopping`)
+within ``stop_timeout_s``; the job goes back to the queue without the attempt counting, and the worker is marked
+stopped. A worker killed outright leaves its job to expire; the next worker, on any host, re-runs it into the same
+run directory with the same seeds, taking over the run's lock once its lease (the dead worker's ``lease_s``) has
+expired, and resumes from the samples already written.
+
+A failed job's ``error`` holds the reason only (:func:`genEval.service.errors.public_reason`: no paths, hosts,
+pids or tracebacks); the full text goes to this log and the job's ``error_detail`` (admins).
 """
 
 from __future__ import annotations
@@ -40,7 +47,10 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from genEval.service.db import Database, JobInfo, new_id
+from genEval.runs import lock as run_lock
+from genEval.runs.stopping import Interrupted, stop_on_signals
+from genEval.service.db import WORKER_RETENTION_S, Database, JobInfo, new_id
+from genEval.service.errors import public_reason
 from genEval.service.leaderboard import StandingsBuilder, StandingUpdate, record_finished
 
 log = logging.getLogger(__name__)
@@ -71,14 +81,18 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _child_main(runner: Runner, job: JobInfo, home: str, conn: Any, parent_pid: int) -> None:
+def _child_main(runner: Runner, job: JobInfo, home: str, conn: Any, parent_pid: int, lock: dict) -> None:
+    """The child's main: run ``job``; SIGTERM (the worker stopping, or the job cancelled) stops it cleanly, keeping
+    the samples finished and releasing the run's lock. ``lock``: the run lock settings (lease, wait, host)."""
     _die_with_parent(parent_pid)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    run_lock.configure(**lock)
     try:
-        result = runner(job, Path(home), lambda kind, value: conn.send((kind, value)))
+        with stop_on_signals():
+            result = runner(job, Path(home), lambda kind, value: conn.send((kind, value)))
         conn.send(("done", result))
     except BaseException as err:  # everything the evaluation raises fails the job, not the worker
-        conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+        conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))
     finally:
         conn.close()
 
@@ -146,6 +160,9 @@ class Worker:
         max_jobs: int | None = None,
         n_boot: int = 1000,
         backfill_s: float = 60.0,
+        host: str | None = None,
+        stop_timeout_s: float = 30.0,
+        retention_s: float = WORKER_RETENTION_S,
     ) -> None:
         if not 0 < heartbeat_s < lease_s:
             raise ValueError(
@@ -155,21 +172,30 @@ class Worker:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}.")
         self.db, self.home, self.runner, self.device = db, Path(home), runner, device
-        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
+        self.host = str(host) if host else socket.gethostname()
+        self.id = worker_id or f"{self.host}:{os.getpid()}:{new_id()[:8]}"
+        self.stop_timeout_s, self.retention_s = float(stop_timeout_s), float(retention_s)
         self.lease_s, self.heartbeat_s, self.poll_s = float(lease_s), float(heartbeat_s), float(poll_s)
         self.max_attempts, self.exit_when_idle, self.max_jobs = int(max_attempts), exit_when_idle, max_jobs
         self.standings = StandingsBuilder(db, self.home, n_boot=n_boot)
         self.backfill_s, self._next_backfill = float(backfill_s), 0.0
         self._stop = threading.Event()
         self.jobs_run = 0
+        self.signal: int | None = None  # the signal that stopped this worker (stop_worker_on_signals)
 
     def stop(self) -> None:
-        """Ask the loop to end; a running job is stopped and put back in the queue."""
+        """Ask the loop to end; a running job is stopped (its finished samples kept, its lock released) and put back
+        in the queue."""
         self._stop.set()
+
+    def lock_settings(self) -> dict:
+        """The run lock settings of this worker's evaluations: the lease is the job's, so a run's lock expires with
+        its job's lease; a re-run waits up to two leases for the lock of a worker that died."""
+        return {"lease_s": self.lease_s, "wait_s": 2 * self.lease_s + self.heartbeat_s, "host": self.host}
 
     def run(self) -> int:
         """The worker loop; returns the number of jobs it ran to an end (done or failed)."""
-        self.db.register_worker(self.id, socket.gethostname(), os.getpid(), self.device)
+        self.db.register_worker(self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
         log.info("worker %s polling %s", self.id, self.db.display_url())
         self._backfill()
         try:
@@ -203,6 +229,7 @@ class Worker:
         self._next_backfill = time.time() + self.backfill_s
         try:
             self.standings.backfill()
+            self.db.prune_workers(self.retention_s)
         except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
             log.exception("worker %s: storing the standings of earlier jobs failed", self.id)
 
@@ -236,7 +263,7 @@ class Worker:
         recv, send = ctx.Pipe(duplex=False)
         child = ctx.Process(
             target=_child_main,
-            args=(self.runner, job, str(self.home), send, os.getpid()),
+            args=(self.runner, job, str(self.home), send, os.getpid(), self.lock_settings()),
             name=f"geneval-job-{job.id[:8]}",
         )
         child.start()
@@ -252,14 +279,14 @@ class Worker:
             if outcome is not None:
                 break
             if self._stop.is_set():
-                self._end_child(child)
+                self._end_child(child, self.stop_timeout_s)
                 self.db.release_job(job.id, self.id)
                 log.warning("worker %s stopping: job %s put back in the queue", self.id, job.id)
                 return
             if time.time() >= next_beat:
                 done = progress.done()
                 if not self.db.heartbeat(job.id, self.id, self.lease_s, done, progress.total, progress.eta(done)):
-                    self._end_child(child)
+                    self._end_child(child, self.stop_timeout_s)
                     log.warning(
                         "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
                     )
@@ -267,6 +294,10 @@ class Worker:
                 self.db.worker_seen(self.id, job.id)
                 next_beat = time.time() + self.heartbeat_s
         child.join()
+        if outcome[0] == "error" and (self._stop.is_set() or outcome[1] == "Interrupted"):
+            self.db.release_job(job.id, self.id)  # stopped, not failed: the next worker resumes it
+            log.warning("worker %s: job %s was stopped and put back in the queue", self.id, job.id)
+            return
         self._record(job, outcome, child.exitcode, progress)
 
     @staticmethod
@@ -294,25 +325,46 @@ class Worker:
             log.info("worker %s: job %s done", self.id, job.id)
             return
         if outcome[0] == "error":
-            message, tb = outcome[1], outcome[2]
-            log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, message, tb)
+            kind, text, tb = outcome[1], outcome[2], outcome[3]
+            detail = f"{kind}: {text}"
+            reason = public_reason(kind, text, hide=(self.host, self.id), upload=job.upload_path, home=self.home)
+            log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, detail, tb)
+            detail = f"{detail} (worker {self.id})\n{tb}"
         else:
             sig = -exitcode if exitcode is not None and exitcode < 0 else None
-            message = (
+            reason = (
                 f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
                 if sig
                 else f"the evaluation process exited with code {exitcode} without a result"
             )
-            log.error("worker %s: job %s failed: %s", self.id, job.id, message)
-        self.db.fail_job(job.id, self.id, message)
+            detail = f"{reason} (worker {self.id})"
+            log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
+        self.db.fail_job(job.id, self.id, reason, detail)
 
     @staticmethod
-    def _end_child(child: Any) -> None:
+    def _end_child(child: Any, timeout_s: float = 30.0) -> None:
+        """SIGTERM: the child keeps the samples it finished and releases its lock; SIGKILL after ``timeout_s``."""
         child.terminate()
-        child.join(10)
+        child.join(timeout_s)
         if child.is_alive():
             child.kill()
             child.join()
+
+
+def stop_worker_on_signals(worker: Worker) -> Any:
+    """A context in which SIGTERM and SIGINT stop ``worker`` cleanly (:meth:`Worker.stop`) instead of killing it;
+    :attr:`Worker.signal` then holds the signal (the caller exits with its code)."""
+
+    def stop(signum: int) -> None:
+        worker.signal = signum
+        worker.stop()
+
+    return stop_on_signals(on_signal=stop)
+
+
+def stopped_by(worker: Worker) -> Interrupted | None:
+    """The :class:`~genEval.runs.stopping.Interrupted` to end with when a signal stopped ``worker``, else None."""
+    return None if worker.signal is None else Interrupted(worker.signal)
 
 
 def run_worker_in_thread(worker: Worker) -> threading.Thread:
