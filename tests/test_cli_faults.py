@@ -26,6 +26,7 @@ from genEval.checkpoints import load_checkpoint
 from genEval.classifiers import torchscript_classifier
 from genEval.commands import CONF_DIR, REGISTRY
 from genEval.data.standard import DigitsData
+from genEval.search.execution import Execution
 from genEval.service.models import UploadRefused, sniff_upload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def _toy_run(data: DigitsData, out: Path, batch_size: int | None = None):
         oracle=ModelOracle(LinearClassifier(seed=1, in_features=64, num_classes=10)),
         search={"budget": 1, "step_size": 0.1},
         seed=0,
-        batch_size=batch_size,
+        execution=Execution(batch_size=batch_size),
         output_dir=out,
     )
 

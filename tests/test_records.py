@@ -14,6 +14,7 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, t
 from genEval import evaluate
 from genEval.runs.rundir import Shard
 from genEval.runs.shards import merge_runs
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 CFG = SearchConfig(budget=6, step_size=0.3, start_noise=0.1)
@@ -36,7 +37,14 @@ def _partial(run: Path, n: int = 10) -> tuple[ListDataset, Path]:
     """A run of ``n`` sources stopped at the 8th, leaving samples.partial.jsonl."""
     d = toy_data(n)
     with pytest.raises(OSError, match="disk unplugged"):
-        evaluate(data=Broken(d.x, d.y, d.class_names), search=CFG, seed=0, batch_size=2, output_dir=run, **roles())
+        evaluate(
+            data=Broken(d.x, d.y, d.class_names),
+            search=CFG,
+            seed=0,
+            execution=Execution(batch_size=2),
+            output_dir=run,
+            **roles(),
+        )
     return d, run / "samples.partial.jsonl"
 
 
@@ -45,7 +53,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def _resume(d: ListDataset, run: Path):
-    return evaluate(data=d, search=CFG, seed=0, batch_size=2, output_dir=run, **roles())
+    return evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=run, **roles())
 
 
 def test_a_duplicated_record_is_dropped_with_a_warning_and_not_counted(tmp_path, caplog):
@@ -55,7 +63,9 @@ def test_a_duplicated_record_is_dropped_with_a_warning_and_not_counted(tmp_path,
     partial.write_text("\n".join(lines) + "\n")
     resumed = _resume(d, tmp_path / "run")
     assert "dropped 1 duplicate record(s) (lines 3 repeat earlier records" in caplog.text
-    fresh = evaluate(data=d, search=CFG, seed=0, batch_size=2, output_dir=tmp_path / "fresh", **roles())
+    fresh = evaluate(
+        data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=tmp_path / "fresh", **roles()
+    )
     assert resumed.scores.n == 10  # not 11
     assert resumed.scores.to_dict() == fresh.scores.to_dict()
     assert len(_lines(tmp_path / "run" / "samples.jsonl")) == 10

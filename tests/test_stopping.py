@@ -20,6 +20,7 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, t
 
 from genEval import evaluate
 from genEval.runs.stopping import Interrupted, stop_on_signals
+from genEval.search.execution import Execution
 from genEval.service.db import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,7 @@ def test_a_signal_mid_run_flushes_the_finished_samples_and_releases_the_lock(tmp
             data=SignalledAt(d.x, d.y, d.class_names),
             search={"budget": 4},
             seed=0,
-            batch_size=10,
+            execution=Execution(batch_size=10),
             output_dir=run,
             **roles,
         )
@@ -63,8 +64,12 @@ def test_a_signal_mid_run_flushes_the_finished_samples_and_releases_the_lock(tmp
     kept = _lines(run / "samples.partial.jsonl")
     assert kept % 10 != 0  # the finished samples of the batch being filled were written too, not only whole flushes
     assert not (run / "run.lock").exists()
-    resumed = evaluate(data=d, search={"budget": 4}, seed=0, batch_size=10, output_dir=run, **roles)
-    fresh = evaluate(data=d, search={"budget": 4}, seed=0, batch_size=10, output_dir=tmp_path / "fresh", **roles)
+    resumed = evaluate(
+        data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output_dir=run, **roles
+    )
+    fresh = evaluate(
+        data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "fresh", **roles
+    )
     assert resumed.timings["samples_computed"] == 40 - kept
     assert resumed.scores.to_dict() == fresh.scores.to_dict()
     assert signal.getsignal(signal.SIGTERM) is not None  # the handler in place before is back
