@@ -22,9 +22,10 @@ from types import ModuleType
 from omegaconf import DictConfig
 
 from genEval.commands import command, plain, require
-from genEval.commands.presets import (
+from genEval.commands.presets import (  # importable from here, as before the split
     SERVER_ENV,
     SERVICE,
+    _compose,
     build_components,
     job_runner,
     load_benchmarks,
@@ -37,6 +38,7 @@ __all__ = [
     "SERVER_ENV",
     "SERVICE",
     "SERVICE_STACK",
+    "_compose",
     "build_components",
     "job_runner",
     "load_benchmarks",

@@ -93,7 +93,7 @@ def serve(cfg: DictConfig) -> None:
 def worker(cfg: DictConfig) -> int:
     """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
     home, db = open_db(cfg)
-    worker = _worker(
+    w = _worker(
         cfg,
         db,
         home,
@@ -101,12 +101,12 @@ def worker(cfg: DictConfig) -> int:
         max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
         host=cfg.get("host"),
     )
-    print(f"genEval worker {worker.id}: database {db.display_url()}, home {home}, device {worker.device}", flush=True)
-    with stop_worker_on_signals(worker):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
-        n = worker.run()
-    print(f"genEval worker {worker.id}: ran {n} job(s)", flush=True)
+    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {w.device}", flush=True)
+    with stop_worker_on_signals(w):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
+        n = w.run()
+    print(f"genEval worker {w.id}: ran {n} job(s)", flush=True)
     db.close()
-    if (stop := stopped_by(worker)) is not None:
+    if (stop := stopped_by(w)) is not None:
         raise stop
     return n
 

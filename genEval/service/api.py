@@ -32,7 +32,12 @@ from genEval.service.pages import router as pages
 from genEval.service.refusals import Refused
 from genEval.service.responses import Refusal
 from genEval.service.routes import ROUTERS
+from genEval.service.routes.jobs import JobIn, ModelIn
 from genEval.service.routes.models import MULTIPART_SLACK
+from genEval.service.routes.tokens import TokenIn
+
+#: ``create_app``, and the request models by their old address (they live with their routers).
+__all__ = ["MULTIPART_SLACK", "REFUSALS", "JobIn", "ModelIn", "TokenIn", "create_app"]
 
 #: The refusals every API route may answer with, in the OpenAPI docs (the routes' own answers are their models).
 REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 415, 422)}
