@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,26 @@ LOCAL_IMPORTS_ALLOWED = {
         "genEval",
         "genEval.search.driver",
     ): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
+    (
+        "genEval.commands.serve",
+        "genEval.commands.serving",
+    ): "the service stack is the [service] extra: loaded when serve, worker or token runs (and named if missing)",
 }
+#: The service stack (the ``[service]`` extra and what comes only with it) and the modules that may import it when
+#: they are imported: the service library and the command module that runs it (genEval.commands.serve, the
+#: commands as the CLI registers them, imports that one only when a service command runs). Every other module,
+#: and whatever it imports when it is imported, must load without the stack: `pip install geneval-fmr` evaluates.
+SERVICE_STACK = (
+    "fastapi",
+    "uvicorn",
+    "sqlalchemy",
+    "psycopg",
+    "multipart",
+    "python_multipart",
+    "starlette",
+    "pydantic",
+)
+SERVICE_SIDE = ("genEval.service", "genEval.commands.serving")
 
 
 def _modules() -> dict[str, Path]:
@@ -254,3 +275,73 @@ def test_the_mask_configs_mirror_conf_mask():
     assert {"genEval.masks.fit", "genEval.masks.format", "genEval.masks.configs", "genEval.masks.figure"} <= set(
         MODULES
     )
+
+
+def _stack_imports(module: str) -> list[tuple[str, int]]:
+    """(service-stack package, line) for each import of one that runs when ``module`` is imported (not inside a
+    function)."""
+    found = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module]
+            found.extend((n.split(".")[0], child.lineno) for n in names if n.split(".")[0] in SERVICE_STACK)
+            visit(child)
+
+    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+    return found
+
+
+def _loaded_with(module: str) -> dict[str, str]:
+    """Every project module that importing ``module`` imports (module-level imports, followed), each with the
+    module that imports it."""
+    seen: dict[str, str] = {module: module}
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        for t, _, inside in GRAPH[m]:
+            if not inside and t not in seen:
+                seen[t] = m
+                todo.append(t)
+    return seen
+
+
+def test_only_the_service_side_imports_the_service_stack():
+    """A module outside SERVICE_SIDE imports no service-stack package when it is imported, directly or through the
+    project modules it imports (`pip install geneval-fmr`, without the [service] extra, evaluates)."""
+    stack = {m: _stack_imports(m) for m in MODULES}
+    bad = set()
+    for m in MODULES:
+        if _in(m, SERVICE_SIDE):
+            continue
+        for loaded, by in _loaded_with(m).items():
+            for package, line in stack[loaded]:
+                via = "" if loaded == m else f" (through {loaded}, imported by {by})"
+                bad.add(f"{m} loads {package}{via}: {loaded} line {line}")
+    assert not bad, "the service stack is the [service] extra; import it only in SERVICE_SIDE:\n" + "\n".join(
+        sorted(bad)
+    )
+
+
+def test_the_command_line_starts_without_the_service_stack():
+    """`geneval --help` imports neither the web framework nor the database library (the import-time rule above,
+    checked in a fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "sys.argv = ['geneval', '--help']\n"
+        "import genEval.cli\n"
+        "try:\n"
+        "    genEval.cli.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('LOADED', sorted(m for m in {SERVICE_STACK!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "LOADED []" in out.stdout, out.stdout[-2000:]

@@ -19,8 +19,18 @@ Modules (one job each):
   child process).
 * :mod:`~genEval.service.worker` - the worker loop: claim, heartbeat, progress, cancel, re-queue.
 * :mod:`~genEval.service.leaderboard` - standings per benchmark version (genEval.comparisons.aggregate underneath).
-* :mod:`~genEval.service.api` - the FastAPI application (JSON API, OpenAPI docs at ``/docs``, the
-  leaderboard page).
+* :mod:`~genEval.service.core` - the facade: the one object the routes and pages call (database, home,
+  benchmarks); it answers with records (:mod:`~genEval.service.records`: plain views and statuses, no database
+  library) or refusals (:mod:`~genEval.service.refusals`, each with its HTTP status).
+* :mod:`~genEval.service.routes` - one ``APIRouter`` per resource (jobs, models, benchmarks, leaderboard, tokens,
+  workers), answering with the pydantic models of :mod:`~genEval.service.responses`;
+  :mod:`~genEval.service.pages` - the HTML pages.
+* :mod:`~genEval.service.api` - the FastAPI application (JSON API, OpenAPI docs at ``/docs`` and the schema at
+  ``/openapi.json``, the leaderboard pages) put together from those.
+
+The web framework and the database library are the ``[service]`` extra (``pip install "geneval-fmr[service]"``):
+``records``, ``refusals``, ``auth``, ``errors``, ``limits``, ``benchmarks``, ``models``, ``execute`` and ``client``
+import without it (``geneval submit`` and the job builder use them); the rest need it.
 """
 
 from __future__ import annotations

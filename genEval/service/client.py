@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from genEval.service.db import FINAL
+from genEval.service.records import FINAL
 
 
 class ServiceError(ValueError):

@@ -53,30 +53,32 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from genEval.service.auth import check_role, hash_token, new_token
-from genEval.service.schema import (  # noqa: F401 (the views and names callers import from here)
+from genEval.service.records import (  # noqa: F401 (the views and names callers import from here)
     ACTIVE,
     FINAL,
     MARK_NAMES,
     NAMED,
     STATUSES,
     WORKER_RETENTION_S,
-    Base,
-    BenchmarkRow,
     BenchmarkVersion,
     BoardRow,
     JobInfo,
-    JobRow,
     NameTaken,
     StandingInfo,
-    StandingRow,
     TokenInfo,
-    TokenRow,
     UploadInfo,
-    UploadRow,
     WorkerInfo,
+    new_id,
+)
+from genEval.service.schema import (
+    Base,
+    BenchmarkRow,
+    JobRow,
+    StandingRow,
+    TokenRow,
+    UploadRow,
     WorkerRow,
     _view,
-    new_id,
     upgrade,
 )
 

@@ -21,8 +21,8 @@ from genEval.scores.run_scores import Scoring
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution
 from genEval.service.benchmarks import EVALUATE_KEYS
-from genEval.service.db import JobInfo
 from genEval.service.models import UPLOAD_KEY
+from genEval.service.records import JobInfo
 
 
 @dataclass(frozen=True)

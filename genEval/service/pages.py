@@ -1,4 +1,4 @@
-"""Server-rendered HTML (jinja2 templates in ``templates/``): the leaderboard of each benchmark, a job's
+"""Server-rendered HTML (jinja2 templates in ``templates/``), one router: the leaderboard of each benchmark, a job's
 status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
 Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
 rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why.
@@ -7,18 +7,19 @@ rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from genEval.scores.intervals import format_estimate
 from genEval.service.core import Service
-from genEval.service.db import JobInfo
 from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS, Row
+from genEval.service.refusals import Invalid
+from genEval.service.routes.deps import Facade
 
+router = APIRouter(tags=["pages"], default_response_class=HTMLResponse)
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
@@ -62,13 +63,11 @@ def _row(rank: int, row: Row) -> dict:
 def _leaderboard(
     request: Request, service: Service, name: str, sort: str | None, order: str, version: str | None, page: int = 1
 ):
-    if name not in service.benchmarks:
-        raise HTTPException(404, f"unknown benchmark {name!r}; available: {', '.join(service.benchmarks)}.")
+    bench = service.offered(name)
     if (sort is not None and sort not in SORT_KEYS) or order not in ("asc", "desc"):
-        raise HTTPException(422, f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
+        raise Invalid(f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
     if page < 1:
-        raise HTTPException(422, f"page must be 1 or more, got {page}.")
-    bench = service.benchmark(name)
+        raise Invalid(f"page must be 1 or more, got {page}.")
     sort = sort or RANK_BY  # the comparison library's ranking score (FMR_v) unless a column is chosen
     offset = (page - 1) * PAGE_ROWS
     st = service.standings(
@@ -92,7 +91,7 @@ def _leaderboard(
         }
         for k in (*COLUMNS, "repetitions", "date", "name")
     ]
-    counts = service.db.count_jobs(benchmark=name, version=st.version)
+    counts = service.job_counts(benchmark=name, version=st.version)
     context = {
         "bench": bench,
         "version": st.version,
@@ -111,55 +110,55 @@ def _leaderboard(
         "pages": pages,
         "queued": counts["queued"],
         "running": counts["running"],
-        "versions": [v.version for v in service.db.benchmark_versions(name)],
+        "versions": service.versions(name),
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
 
 
-def add_pages(app: FastAPI, service: Service, get_job: Callable[[str], JobInfo]) -> None:
-    """Register the HTML routes on ``app``."""
+@router.get("/")
+def index(
+    request: Request,
+    svc: Facade,
+    sort: str | None = None,
+    order: str = "desc",
+    version: str | None = None,
+    page: int = 1,
+):
+    """The leaderboard of the default benchmark."""
+    return _leaderboard(request, svc, svc.default_benchmark, sort, order, version, page)
 
-    @app.get("/", response_class=HTMLResponse, tags=["pages"])
-    def index(
-        request: Request, sort: str | None = None, order: str = "desc", version: str | None = None, page: int = 1
-    ):
-        """The leaderboard of the default benchmark."""
-        return _leaderboard(request, service, service.default_benchmark, sort, order, version, page)
 
-    @app.get("/leaderboard/{name}", response_class=HTMLResponse, tags=["pages"])
-    def leaderboard(
-        request: Request,
-        name: str,
-        sort: str | None = None,
-        order: str = "desc",
-        version: str | None = None,
-        page: int = 1,
-    ):
-        return _leaderboard(request, service, name, sort, order, version, page)
+@router.get("/leaderboard/{name}")
+def leaderboard(
+    request: Request,
+    name: str,
+    svc: Facade,
+    sort: str | None = None,
+    order: str = "desc",
+    version: str | None = None,
+    page: int = 1,
+):
+    """The leaderboard of benchmark ``name``, sorted and paged server-side."""
+    return _leaderboard(request, svc, name, sort, order, version, page)
 
-    @app.get("/jobs/{job_id}", response_class=HTMLResponse, tags=["pages"])
-    def job_page(request: Request, job_id: str):
-        job = get_job(job_id)
-        pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
-        context = {
-            "job": job,
-            "pct": pct,
-            "benchmarks": list(service.benchmarks.values()),
-            "created": _date(job.created_at),
-            "finished": _date(job.finished_at),
-            "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))]
-            if job.status == "done"
-            else [],
-        }
-        return TEMPLATES.TemplateResponse(request, "job.html", context)
 
-    @app.get("/jobs/{job_id}/report", response_class=HTMLResponse, tags=["results"])
-    def report(job_id: str, rep: int = 0):
-        """The run's self-contained report (genEval.reports.report)."""
-        job = get_job(job_id)
-        if job.status != "done":
-            raise HTTPException(409, f"job {job_id} is {job.status}; its report exists once it is done.")
-        try:
-            return FileResponse(service.report(job, rep), media_type="text/html")
-        except IndexError as err:
-            raise HTTPException(404, str(err)) from None
+@router.get("/jobs/{job_id}")
+def job_page(request: Request, job_id: str, svc: Facade):
+    """A job's status page (progress while it runs, its reports once done)."""
+    job = svc.job(job_id)
+    pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
+    context = {
+        "job": job,
+        "pct": pct,
+        "benchmarks": list(svc.benchmarks.values()),
+        "created": _date(job.created_at),
+        "finished": _date(job.finished_at),
+        "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))] if job.status == "done" else [],
+    }
+    return TEMPLATES.TemplateResponse(request, "job.html", context)
+
+
+@router.get("/jobs/{job_id}/report")
+def report(job_id: str, svc: Facade, rep: int = 0):
+    """The run's self-contained report (genEval.reports.report)."""
+    return FileResponse(svc.report_file(job_id, rep), media_type="text/html")

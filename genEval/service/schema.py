@@ -1,6 +1,7 @@
-"""The service database's tables and the plain views its methods return (:mod:`genEval.service.db` uses them).
+"""The service database's tables (:mod:`genEval.service.db` uses them).
 
-Rows are SQLAlchemy ORM classes; callers get frozen dataclasses (:class:`JobInfo`, ...) and hold no session. The
+Rows are SQLAlchemy ORM classes; callers get the frozen views of :mod:`genEval.service.records` (:class:`JobInfo`,
+...) and hold no session. The
 name rule (one queued, running or done job per name and benchmark version: one leaderboard row per model) is a
 partial unique index, :data:`ACTIVE_NAME`, so the database itself refuses a second one however many servers submit
 at once. :func:`upgrade` brings a database made by an earlier genEval up to these tables (new columns, the index).
@@ -9,9 +10,7 @@ at once. :func:`upgrade` brings a database made by an earlier genEval up to thes
 from __future__ import annotations
 
 import logging
-import secrets
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import JSON, Float, Index, Integer, String, Text, inspect, text
@@ -21,15 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 log = logging.getLogger(__name__)
 
-STATUSES = ("queued", "running", "done", "failed", "cancelled")
-#: Names of the beaten models a page shows per metric (the rest are counted; the API lists them all).
-MARK_NAMES = 8
-ACTIVE = ("queued", "running")
-FINAL = ("done", "failed", "cancelled")
-#: The statuses that hold a model's name in its benchmark version (a failed or cancelled job frees it).
-NAMED = ("queued", "running", "done")
-#: How long a worker that stopped or vanished stays listed by ``/api/workers`` (seconds; ``worker_retention_s``).
-WORKER_RETENTION_S = 24 * 3600.0
+
 _NAMED_SQL = text("status IN ('queued', 'running', 'done')")
 
 
@@ -142,145 +133,8 @@ class WorkerRow(Base):
     lease_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # gone when not seen for this long
 
 
-# ------------------------------------------------------------------------------------ plain views
-@dataclass(frozen=True)
-class TokenInfo:
-    id: str
-    name: str
-    role: str
-    created_at: float
-    revoked_at: float | None
-
-
-@dataclass(frozen=True)
-class BenchmarkVersion:
-    name: str
-    version: str
-    title: str
-    config: dict
-    registered_at: float
-
-
-@dataclass(frozen=True)
-class UploadInfo:
-    id: str
-    owner_id: str
-    kind: str
-    sha256: str
-    size: int
-    filename: str
-    path: str
-    created_at: float
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: str
-    benchmark: str
-    benchmark_version: str
-    name: str
-    owner_id: str
-    owner_name: str
-    model: dict
-    config: dict
-    overrides: dict
-    seeds: list
-    run_dir: str
-    upload_path: str | None
-    status: str
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    worker_id: str | None
-    lease_expires_at: float | None
-    heartbeat_at: float | None
-    attempts: int
-    images_done: int
-    images_total: int | None
-    eta_s: float | None
-    error: str | None
-    result: dict | None
-    error_detail: str | None = None
-
-    def rep_dir(self, home: str | Path, rep: int) -> Path:
-        """Run directory of repetition ``rep`` (``<home>/<run_dir>/rep<rep>``)."""
-        if not 0 <= rep < len(self.seeds):
-            raise IndexError(f"job {self.id} has repetitions 0..{len(self.seeds) - 1}, not {rep}.")
-        return Path(home) / self.run_dir / f"rep{rep}"
-
-    def public(self) -> dict[str, Any]:
-        """What ``GET /api/jobs/{id}`` shows anyone: everything but the resolved config, the upload path, the
-        worker (host and pid) and the error's full text (``error`` is the reason alone)."""
-        skip = {"config", "upload_path", "owner_id", "lease_expires_at", "worker_id", "error_detail"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
-
-    def for_admin(self) -> dict[str, Any]:
-        """:meth:`public` plus the worker and the error's full text (what an admin token sees)."""
-        return {**self.public(), "worker_id": self.worker_id, "error_detail": self.error_detail}
-
-
-@dataclass(frozen=True)
-class StandingInfo:
-    """A finished job's leaderboard row. ``run_dirs``: its repetitions' run directories relative to ``home``;
-    ``scores``: metric -> {value, low, high} (None when its runs could not be read: left out, with a warning);
-    ``better_than``: metric -> names of the models it is significantly better than."""
-
-    job_id: str
-    benchmark: str
-    version: str
-    name: str
-    finished_at: float | None
-    run_dirs: list
-    repetitions: int
-    scores: dict | None
-    better_than: dict
-    warnings: list
-    interval_note: str
-    computed_at: float
-
-
-@dataclass(frozen=True)
-class BoardRow:
-    """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
-    name) only when asked for."""
-
-    job_id: str
-    name: str
-    finished_at: float | None
-    repetitions: int
-    scores: dict
-    marks: dict
-    better_than: dict | None
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    id: str
-    host: str
-    pid: int
-    device: str
-    started_at: float
-    last_seen: float
-    job_id: str | None
-    stopped_at: float | None
-    lease_s: float | None = None
-
-    def state(self, now: float, default_lease_s: float = 60.0) -> str:
-        """``stopped`` (it said so), ``gone`` (not seen within its lease: killed, or its machine lost), ``busy``
-        (running a job) or ``idle``."""
-        if self.stopped_at is not None:
-            return "stopped"
-        if now - self.last_seen > (self.lease_s or default_lease_s):
-            return "gone"
-        return "busy" if self.job_id else "idle"
-
-
 def _view(cls: type, row: Any) -> Any:
     return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
-
-
-class NameTaken(ValueError):
-    """A submission's name is already used by an active or finished job of that benchmark version."""
 
 
 def upgrade(engine: Engine) -> None:
@@ -320,8 +174,3 @@ def upgrade(engine: Engine) -> None:
             index.name,
             str(err).splitlines()[0],
         )
-
-
-def new_id() -> str:
-    """A random, unguessable id (job and upload ids double as capability URLs for their results)."""
-    return secrets.token_hex(16)

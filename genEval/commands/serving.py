@@ -1,0 +1,131 @@
+"""What runs ``geneval serve``, ``geneval worker`` and ``geneval token``: the service stack (FastAPI, uvicorn,
+SQLAlchemy: the ``[service]`` extra).
+
+Only :func:`genEval.commands.serve.service_stack` imports this module, when one of those commands runs, so that
+``geneval`` itself, and every other command, starts without the stack (and works where it is not installed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from omegaconf import DictConfig
+
+from genEval.commands import execution_from, require
+from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
+from genEval.fileio import ensure_writable_dir
+from genEval.service.api import create_app
+from genEval.service.core import MiB, Service, Settings
+from genEval.service.db import Database, sqlite_url
+from genEval.service.worker import Worker, run_worker_in_thread, stop_worker_on_signals, stopped_by
+
+
+def open_db(cfg: DictConfig) -> tuple[Path, Database]:
+    """The service directory and database of a serve/worker/token config (SQLite under home by default)."""
+    home = ensure_writable_dir(Path(str(cfg.home)).expanduser().resolve())
+    return home, Database(str(cfg.db) if cfg.get("db") else sqlite_url(home / "geneval.db"))
+
+
+def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
+    execution = execution_from(cfg)  # the worker's device, precision, compile: every job it runs gets them
+    return Worker(
+        db,
+        home,
+        job_runner(execution),
+        device=execution.device,
+        lease_s=float(cfg.lease_s),
+        heartbeat_s=float(cfg.heartbeat_s),
+        poll_s=float(cfg.poll_s),
+        max_attempts=int(cfg.max_attempts),
+        n_boot=int(cfg.n_boot),
+        stop_timeout_s=float(cfg.get("stop_timeout_s", 30)),
+        retention_s=float(cfg.get("worker_retention_s", 86400)),
+        **extra,
+    )
+
+
+def _db_arg(cfg: DictConfig) -> str:
+    return f" db={cfg.db}" if cfg.get("db") else ""
+
+
+# ------------------------------------------------------------------------------------ commands
+def serve(cfg: DictConfig) -> None:
+    """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
+    home, db = open_db(cfg)
+    settings = Settings(
+        home=home,
+        max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
+        default_benchmark=cfg.get("default_benchmark"),
+        n_boot=int(cfg.n_boot),
+        max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
+        worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
+    )
+    server = {k: cfg.get(k) for k in SERVER_ENV}
+    benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
+    if settings.default_benchmark not in benchmarks:
+        settings = dataclasses.replace(settings, default_benchmark=next(iter(benchmarks)))
+    service = Service(db, settings, benchmarks, registered_classifiers(cfg.get("assets")))
+    app = create_app(service)
+    url = f"http://{cfg.host}:{cfg.port}"
+    print(f"genEval service: home {home} (database {db.display_url()}, run directories {home / 'runs'})")
+    print("benchmarks: " + ", ".join(f"{b.name} (version {b.version})" for b in benchmarks.values()))
+    print(f"create an API token:  geneval token home={home}{_db_arg(cfg)} name=<you> role=admin")
+    print(
+        f"more workers:         geneval worker home={home}{_db_arg(cfg)}"
+        + ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)")
+    )
+    print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
+    workers = [_worker(cfg, db, home) for _ in range(int(cfg.workers))]
+    threads = [run_worker_in_thread(w) for w in workers]
+    try:
+        uvicorn.run(app, host=str(cfg.host), port=int(cfg.port), log_level=str(cfg.log_level))
+    finally:
+        for w in workers:
+            w.stop()
+        for t in threads:
+            t.join(timeout=60)
+        db.close()
+
+
+def worker(cfg: DictConfig) -> int:
+    """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
+    home, db = open_db(cfg)
+    w = _worker(
+        cfg,
+        db,
+        home,
+        exit_when_idle=bool(cfg.exit_when_idle),
+        max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
+        host=cfg.get("host"),
+    )
+    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {w.device}", flush=True)
+    with stop_worker_on_signals(w):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
+        n = w.run()
+    print(f"genEval worker {w.id}: ran {n} job(s)", flush=True)
+    db.close()
+    if (stop := stopped_by(w)) is not None:
+        raise stop
+    return n
+
+
+def token(cfg: DictConfig) -> None:
+    """Create (name=, role=), list (list=true) or revoke (revoke=<id>) API tokens."""
+    _, db = open_db(cfg)
+    if cfg.get("list"):
+        for t in db.list_tokens():
+            print(f"{t.id}  {t.role:<9}  {t.name}" + ("  (revoked)" if t.revoked_at else ""))
+    elif cfg.get("revoke"):
+        if not db.revoke_token(str(cfg.revoke)):
+            raise ValueError(f"no live token with id {cfg.revoke!r}; see `geneval token list=true`.")
+        print(f"revoked token {cfg.revoke}")
+    else:
+        name = require(cfg, "name", "token", "name=alice role=submitter")
+        secret, info = db.create_token(str(name), str(cfg.role))
+        print(
+            f"API token for {info.name} (role {info.role}, id {info.id}). It is shown only now; only its sha256 "
+            f"is stored:\n{secret}"
+        )
+    db.close()

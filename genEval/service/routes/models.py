@@ -1,0 +1,85 @@
+"""Models a submission may name: ``GET /api/classifiers`` (the kinds and registered configs, public) and
+``POST /api/uploads`` (a model file, submitter).
+
+An upload is streamed to a temp file under ``home/uploads`` and counted as it arrives (a file over
+``max_upload_mb`` is refused with 413 as soon as it passes the limit), then identified by its bytes and kept as
+``home/uploads/<sha256>.<ext>``, whatever the client calls it (:meth:`genEval.service.core.Service.add_upload`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from genEval.service.models import safe_filename
+from genEval.service.refusals import Invalid, Refused
+from genEval.service.responses import Classifiers, Upload
+from genEval.service.routes.deps import Facade, Submitter
+
+router = APIRouter(tags=["models"])
+CHUNK = 1024 * 1024
+#: Multipart boundaries and headers around the file (the body limit of ``/api/uploads`` allows for them).
+MULTIPART_SLACK = 64 * 1024
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            }
+        },
+    }
+}
+
+
+@router.get("/api/classifiers", response_model=Classifiers)
+def classifiers(svc: Facade) -> dict:
+    """The model kinds a submission may use and the classifier configs ``kind=config`` may name."""
+    return svc.classifier_choices()
+
+
+@router.post("/api/uploads", status_code=201, response_model=Upload, openapi_extra=UPLOAD_BODY)
+async def upload(request: Request, svc: Facade, token: Submitter) -> dict:
+    """Upload a model file (safetensors weights or a TorchScript archive; never a pickle)."""
+    tmp, sha, size, filename = await receive(request, svc.upload_dir, svc.settings.max_upload_bytes)
+    info = await run_in_threadpool(svc.add_upload, token, tmp, sha, size, filename)
+    return {"id": info.id, "kind": info.kind, "sha256": sha, "size": size, "filename": filename}
+
+
+async def receive(request: Request, folder: Path, limit: int) -> tuple[Path, str, int, str]:
+    """Stream the multipart ``file`` field to a temp file in ``folder``: (temp path, sha256, size, name)."""
+    length = request.headers.get("content-length")
+    if length is None:
+        raise Refused("send the upload with a Content-Length header.", status=411)
+    if not length.isdigit() or int(length) > limit + MULTIPART_SLACK:
+        raise Refused(f"upload too large: {length} bytes; the limit is {limit} bytes.", status=413)
+    form = await request.form(max_files=1, max_fields=2)
+    part = form.get("file")
+    if not isinstance(part, UploadFile):
+        raise Invalid("send the model as a multipart form field named 'file'.", key="file")
+    digest, size = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := await part.read(CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise Refused(f"upload too large: more than {limit} bytes.", status=413)
+                digest.update(chunk)
+                out.write(chunk)
+    except BaseException:  # a refused or broken upload leaves nothing behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        await form.close()
+    return Path(tmp), digest.hexdigest(), size, safe_filename(part.filename)
