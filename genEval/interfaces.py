@@ -40,6 +40,10 @@ hook                    on                          default     what it does
 ``subset_info``         data                        None        ``() -> dict``: how the sources were chosen
 ``skip_unreadable``     data                        False       skip undecodable sources instead of stopping
 ``labels``              data                        None        every label without decoding (mask=auto)
+``declare``             the ``_target_`` of every   None        ``settings -> Declaration`` (classes, image
+                        role, data, mask                        size, latents) read before anything is built
+``check_available``     the ``_target_`` of every   None        ``(config_key, settings)``: raises when its
+                        role, data, mask                        weights or files are missing, before building
 ======================  ==========================  ==========  ===========================================
 
 Two errors every layer shares: :class:`SettingError` (a setting with a value of the wrong type or range; the
@@ -134,6 +138,18 @@ HOOKS: dict[str, Hook] = {
         Hook("subset_info", ("data",), None, "() -> how the sources were chosen (recorded in the run's identity)"),
         Hook("skip_unreadable", ("data",), False, "skip sources that cannot be decoded instead of stopping"),
         Hook("labels", ("data",), None, "every source's label without decoding it (mask=auto stratifies by it)"),
+        Hook(  # on the config's _target_ (a class or factory), read by genEval.commands.checks
+            "declare",
+            ("classifier", "generator", "oracle", "data", "mask"),
+            None,
+            "settings -> genEval.declared.Declaration: the classes, image size and latents, before anything is built",
+        ),
+        Hook(
+            "check_available",
+            ("classifier", "generator", "oracle", "data", "mask"),
+            None,
+            "(config_key, settings) -> None: raises when the weights or files are missing, before anything is built",
+        ),
     )
 }
 

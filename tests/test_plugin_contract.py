@@ -72,7 +72,7 @@ def test_every_hook_the_engine_reads_is_declared_and_every_declared_hook_is_read
     unread = sorted(set(HOOKS) - set(read) - {"name"})  # name: read by interfaces.component_id
     assert not unread, f"declared hooks no engine module reads (remove them or read them): {unread}"
     for h in HOOKS.values():
-        assert h.roles and h.meaning and set(h.roles) <= {"classifier", "generator", "oracle", "data"}, h
+        assert h.roles and h.meaning and set(h.roles) <= {"classifier", "generator", "oracle", "data", "mask"}, h
         assert f"``{h.name}``" in sys.modules["genEval.interfaces"].__doc__, f"{h.name} is missing from the table"
 
 

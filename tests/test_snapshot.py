@@ -367,7 +367,7 @@ def test_export_holds_one_image_row_at_a_time(run_dir, run_data, tmp_path, monke
         for record, row in real(*args, **kwargs):
             alive.add(row["perturbed"])
             peak[0] = max(peak[0], len(alive))
-            seen.append(record["source_id"])
+            seen.append(record.source_id)
             yield record, row
 
     monkeypatch.setattr(snapmod, "iter_tensor_rows", counting)

@@ -34,6 +34,7 @@ from genEval.assets import is_asset, missing, resolve
 from genEval.commands import group_option, group_options, plain, searchpath
 from genEval.commands.settings import target_of
 from genEval.declared import FAMILIES, ClassSet, Declaration
+from genEval.interfaces import hook
 
 #: Overrides that test a model of a label space no shipped preset covers without further settings.
 FAMILY_HINTS = {
@@ -77,10 +78,10 @@ def check_run(
         _check_assets(node, key)
     for key, node in roles.items():
         for at, sub, target in _targets(node, key):
-            hook = getattr(target, "check_available", None)
-            args = _arguments(sub, target) if callable(hook) else None
+            check = hook(target, "check_available")
+            args = _arguments(sub, target) if callable(check) else None
             if args is not None:
-                hook(config_key=at, **args)
+                check(config_key=at, **args)
     shape = declaration(data) or Declaration()
     if shape.classes is not None:
         _check_classes(cfg, classifiers, shape.classes, style)
@@ -97,9 +98,9 @@ def declaration(node: Any) -> Declaration | None:
     if not isinstance(node, DictConfig) or "_target_" not in node:
         return None
     target = target_of(node)
-    hook = getattr(target, "declare", None)
-    args = _arguments(node, target) if callable(hook) else None
-    return None if args is None else hook(**args)
+    declare = hook(target, "declare")
+    args = _arguments(node, target) if callable(declare) else None
+    return None if args is None else declare(**args)
 
 
 def _arguments(node: DictConfig, target: Callable | None) -> dict[str, Any] | None:

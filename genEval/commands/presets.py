@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from genEval.commands import CONF_DIR, build, build_data, classifier_nodes, config_options, plain
 from genEval.commands.checks import Style, check_run
 from genEval.comparisons.judging import oracle_members
+from genEval.interfaces import hook
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.service.benchmarks import Benchmark
@@ -41,7 +42,7 @@ def build_components(config: dict) -> Components:
     oracle = build(cfg.oracle, "oracle")
     if oracle_members({"model": classifier}, oracle):
         raise ValueError(
-            f"the submitted model is part of this benchmark's oracle ({getattr(oracle, 'name', 'the judge')}): the "
+            f"the submitted model is part of this benchmark's oracle ({hook(oracle, 'name') or 'the judge'}): the "
             "oracle keeps only images its members still classify correctly, so the model's PA would be 100 and its "
             "FMR meaningless by construction. Submit a model the oracle does not contain."
         )

@@ -572,7 +572,7 @@ def iter_tensor_rows(
             path = _part_path(d, kind, part)
             if part < 0 or not path.is_file():
                 raise FileNotFoundError(
-                    f"run '{d}': no {kind} part for sample {r['source_id']!r}; the run directory is "
+                    f"run '{d}': no {kind} part for sample {r.source_id!r}; the run directory is "
                     "incomplete or was copied partly."
                 )
             fh = safe_open(str(path), framework="pt")
@@ -586,7 +586,7 @@ def iter_tensor_rows(
         if row is None:
             raise ValueError(
                 f"run '{d}': samples.jsonl and {_part_path(d, kind, part).name} of {kind} disagree "
-                f"({r['source_id']!r} is not in that part); they come from different runs. Rerun the evaluation."
+                f"({r.source_id!r} is not in that part); they come from different runs. Rerun the evaluation."
             )
         yield r, {k: fh.get_slice(k)[row : row + 1][0] for k in fh.keys()}
 
