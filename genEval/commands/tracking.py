@@ -40,6 +40,8 @@ from omegaconf import DictConfig
 
 from genEval.commands import build, plain
 from genEval.fileio import ensure_writable_dir
+from genEval.runs import read_results
+from genEval.runs.results import ComparisonRecord
 
 log = logging.getLogger(__name__)
 
@@ -215,16 +217,17 @@ class MLflowTracker:
         ranks = {row.get("model"): row.get("rank") for row in rows}
         for results_file in sorted(out_dir.glob("**/runs/*/rep*/results.json")):
             run_dir = results_file.parent
-            record = json.loads(results_file.read_text())
-            where = (record.get("config") or {}).get("comparison") or {}
-            model, rep = str(where.get("model", run_dir.parent.name)), where.get("repetition", run_dir.name)
+            result = read_results(run_dir)
+            where = result.config.comparison or ComparisonRecord()
+            model = where.model or run_dir.parent.name
+            rep = where.repetition if where.repetition is not None else run_dir.name
             generator = run_dir.parents[2].name if run_dir.parents[2].parent.name == "generators" else None
             name = f"{model}/rep{rep}" + (f" ({generator})" if generator else "")
             tags = {"model": model, "repetition": rep, "rank": ranks.get(model, ""), "rank_by": rank_by}
             if generator:
                 tags["generator"] = generator
-            with self.run(name, record.get("config") or {}, tags=tags, parent=parent) as child:
-                self.log_results(child, record, run_dir)
+            with self.run(name, result.config.to_dict(), tags=tags, parent=parent) as child:
+                self.log_results(child, result.to_dict(), run_dir)
 
     def _log(
         self, run_id: str, params: Mapping[str, str] | None = None, metrics=None, tags: Mapping | None = None
