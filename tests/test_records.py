@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
+from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
 
 from genEval import evaluate
 from genEval.runs.rundir import Shard
@@ -26,25 +26,10 @@ def roles():
     )
 
 
-class Broken(ListDataset):
-    def __getitem__(self, i):
-        if i == 7:
-            raise OSError("disk unplugged")
-        return super().__getitem__(i)
-
-
 def _partial(run: Path, n: int = 10) -> tuple[ListDataset, Path]:
     """A run of ``n`` sources stopped at the 8th, leaving samples.partial.jsonl."""
     d = toy_data(n)
-    with pytest.raises(OSError, match="disk unplugged"):
-        evaluate(
-            data=Broken(d.x, d.y, d.class_names),
-            search=CFG,
-            seed=0,
-            execution=Execution(batch_size=2),
-            output_dir=run,
-            **roles(),
-        )
+    interrupted_run(d, 7, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=run, **roles())
     return d, run / "samples.partial.jsonl"
 
 

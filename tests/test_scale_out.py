@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, toy_data
+from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
 
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
@@ -187,25 +187,9 @@ def test_shard_and_device_come_from_the_launchers_environment():
 
 
 # ---------------------------------------------------------------------------------------------- resume
-class Broken(ListDataset):
-    def __getitem__(self, i):
-        if i == 33:
-            raise OSError("disk unplugged")
-        return super().__getitem__(i)
-
-
 def _interrupted(run_dir: Path, n: int = 40, **kw) -> ListDataset:
     d = toy_data(n)
-    with pytest.raises(OSError, match="disk unplugged"):
-        evaluate(
-            data=Broken(d.x, d.y, d.class_names),
-            search=CFG,
-            seed=0,
-            execution=Execution(batch_size=8),
-            output_dir=run_dir,
-            **kw,
-            **roles(),
-        )
+    interrupted_run(d, 33, search=CFG, seed=0, execution=Execution(batch_size=8), output_dir=run_dir, **kw, **roles())
     return d
 
 
@@ -273,14 +257,7 @@ def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(t
 
 def test_an_unseeded_run_keeps_its_drawn_seed_when_resumed(tmp_path):
     d = toy_data(40)
-    with pytest.raises(OSError):
-        evaluate(
-            data=Broken(d.x, d.y, d.class_names),
-            search=CFG,
-            execution=Execution(batch_size=8),
-            output_dir=tmp_path,
-            **roles(),
-        )
+    interrupted_run(d, 33, search=CFG, execution=Execution(batch_size=8), output_dir=tmp_path, **roles())
     first = json.loads((tmp_path / "run.json").read_text())["identity"]["seed"]
     resumed = evaluate(data=d, search=CFG, execution=Execution(batch_size=8), output_dir=tmp_path, **roles())
     assert resumed.seed == first and resumed.seed_drawn

@@ -75,6 +75,30 @@ def toy_data(n: int = 40, seed: int = 0, classes: int = 3) -> ListDataset:
     return ListDataset(x, [i % classes for i in range(n)], [f"c{i}" for i in range(classes)])
 
 
+class FailsAt(ListDataset):
+    """``data`` whose source ``at`` cannot be read (``OSError: disk unplugged``): a run that stops there."""
+
+    def __init__(self, data: ListDataset, at: int):
+        super().__init__(data.x, data.y, data.class_names, data.name)
+        self.at = at
+
+    def __getitem__(self, i):
+        if i == self.at:
+            raise OSError("disk unplugged")
+        return super().__getitem__(i)
+
+
+def interrupted_run(data: ListDataset, at: int, **evaluate_kwargs) -> None:
+    """``genEval.evaluate(data=..., **evaluate_kwargs)`` stopped by an unreadable source ``at`` (it must stop there),
+    leaving what it finished in ``output_dir``'s samples.partial.jsonl."""
+    import pytest
+
+    from genEval import evaluate
+
+    with pytest.raises(OSError, match="disk unplugged"):
+        evaluate(data=FailsAt(data, at), **evaluate_kwargs)
+
+
 class AcceptAllOracle:
     """Accepts every image (predicts the label itself); isolates the classifier and generator in a test."""
 

@@ -129,14 +129,14 @@ def evaluate(
     positions = _positions(data, shard)
     components = _components(classifier, generator, oracle, data, mask.id)
     run_config = config if config is not None else _own_config(search, scoring, output, reference, execution)
-    identity = _identity(run_config, components, seed, data, positions, shard)
+    ids = source_ids(data, positions)  # hashed into the identity; a resume refuses records of other sources
+    identity = _identity(run_config, components, seed, data, positions, ids, shard)
     roles = _Roles.prepare(classifier, generator, oracle, data, execution)
     first = data[first_readable(data, positions)]
     roles.check_classifier(first, data)  # before anything is written
     batch = _batch_size(execution, first, roles)
     roles.log_start(seed, positions, shard, search)
     batch_size = batch["batch_size"]
-    ids = source_ids(data, positions)  # a resume refuses records of other sources
     with Recording.open(
         output, identity, generator=components["generator"], flush_every=batch_size, source_ids=ids
     ) as run:
@@ -267,10 +267,16 @@ def _without(config: Mapping, keys: Sequence[str]) -> dict:
 
 
 def _identity(
-    config: Mapping, components: dict, seed: int, data: ImageDataset, positions: list[int], shard: Shard
+    config: Mapping,
+    components: dict,
+    seed: int,
+    data: ImageDataset,
+    positions: list[int],
+    ids: list[str] | None,
+    shard: Shard,
 ) -> dict[str, Any]:
-    """What a run is: config minus execution settings, components, seed, the sources, the shard."""
-    ids = source_ids(data, positions)
+    """What a run is: config minus execution settings, components, seed, the sources (``ids``: their source ids in
+    position order, when the data name them), the shard."""
     sources = {"data": component_id(data), "n_total": len(data), "n": len(positions)}
     how = hook(data, "subset_info")  # how the sources were chosen (random subset: its seed)
     if callable(how) and how() is not None:
