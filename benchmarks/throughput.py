@@ -235,8 +235,8 @@ def measure_setting(
 
     ``T(1)`` and ``T(1 + k)`` (``k = args.steps``) are timed whole, the minimum of ``args.repeats`` each, after an
     untimed warm-up run (which compiles, under ``compile``): ``ms/step = (T(1 + k) - T(1)) / k`` and ``samples/s =
-    batch / (T(1) + (B - 1) * step)``, the full budget's time. ``first_run_s``: the warm-up run's seconds
-    (compilation included).
+    batch / (T(1) + (B - 1) * step)``, the full budget's time (``batch / T(1 + k)``, measured whole, when
+    ``k = B - 1``). ``first_run_s``: the warm-up run's seconds (compilation included).
     """
     *wrapped, effective = apply_setting(roles, SETTINGS[name], dev)
     sources = make_sources(batch, args.size)
@@ -251,10 +251,12 @@ def measure_setting(
     base = min(search(1) for _ in range(args.repeats))
     more = min(search(1 + args.steps) for _ in range(args.repeats))
     step = max(more - base, 0.0) / args.steps
+    # k = B - 1 times the whole budget, T(1 + k) = T(B): no extrapolation (the --smoke run does this)
+    whole = more if args.steps == args.budget - 1 else base + (args.budget - 1) * step
     row = {
         "setting": name,
         "batch": batch,
-        "samples_per_s": batch / (base + (args.budget - 1) * step),
+        "samples_per_s": batch / whole,
         "ms_per_step": 1e3 * step,
         "timed_s": more,
         "first_run_s": first,
@@ -715,7 +717,7 @@ SMOKE = {
     "size": 32,
     "batches": [1, 2],
     "budget": 2,
-    "steps": 2,
+    "steps": 1,  # k = B - 1: the whole budget is timed, samples/s = batch / T(B)
     "warmup": 0,
     "generators": ["taesd"],
     "settings": ["fp32", REFILL],

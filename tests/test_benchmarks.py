@@ -125,5 +125,5 @@ def test_cpu_smoke_run_prints_the_throughput_table(tmp_path):
     data = json.loads(out.read_text())
     result = data["results"][0]
     assert result["flops"]["total"] == pytest.approx(sum(v for k, v in result["flops"].items() if k != "total"))
-    for row in result["rows"]:  # smoke times the whole budget (k = B), so samples/s = batch / T(B)
+    for row in result["rows"]:  # smoke times the whole budget (k = B - 1, T(1 + k) = T(B)), so samples/s = batch / T(B)
         assert row["samples_per_s"] == pytest.approx(row["batch"] / row["timed_s"])
