@@ -329,9 +329,14 @@ def test_only_the_service_side_imports_the_service_stack():
     )
 
 
+# Imported inside the functions that use them (genEval/data/base.py): each costs about a second, which every command
+# line start (and `geneval --help`) would pay.
+SLOW_IMPORTS = ("torchvision", "matplotlib", "scipy.stats")
+
+
 def test_the_command_line_starts_without_the_service_stack():
     """`geneval --help` imports neither the web framework nor the database library (the import-time rule above,
-    checked in a fresh interpreter)."""
+    checked in a fresh interpreter), nor the slow libraries a run only needs when it draws or tests."""
     code = (
         "import sys\n"
         "sys.argv = ['geneval', '--help']\n"
@@ -341,7 +346,9 @@ def test_the_command_line_starts_without_the_service_stack():
         "except SystemExit:\n"
         "    pass\n"
         f"print('LOADED', sorted(m for m in {SERVICE_STACK!r} if m in sys.modules))\n"
+        f"print('SLOW', sorted(m for m in {SLOW_IMPORTS!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "LOADED []" in out.stdout, out.stdout[-2000:]
+    assert "SLOW []" in out.stdout, out.stdout[-2000:]

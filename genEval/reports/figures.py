@@ -12,10 +12,9 @@ import base64
 import io
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from genEval.comparisons.leaderboard import LeaderboardRow
 from genEval.comparisons.loading import LoadedRun
@@ -24,6 +23,9 @@ from genEval.runs.rundir import has_tensors, load_tensors
 from genEval.scores.definitions import SCORE
 from genEval.scores.effective_robustness import ERFit
 from genEval.scores.outcomes import SampleRecord
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 MAX_CLASSES = 60  # columns of the per-class heatmap; more classes: the ones with the lowest mean FMR
@@ -61,10 +63,14 @@ class ModelView:
 
 
 def _new(w: float, h: float) -> Figure:
+    from matplotlib.figure import Figure  # imported here: the command line starts without matplotlib (half a second)
+
     return Figure(figsize=(w, h), dpi=100, layout="constrained")
 
 
 def _png(fig: Figure, alt: str, kind: str = "plot") -> PNG:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})

@@ -46,7 +46,6 @@ import torch
 from PIL import Image
 from safetensors import safe_open
 from safetensors.torch import save as save_safetensors
-from torchvision.utils import make_grid
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir, to_json
 from genEval.interfaces import resize_images
@@ -440,6 +439,8 @@ def save_grid(path: Path, originals: torch.Tensor, perturbed: torch.Tensor, nrow
     both = torch.cat([a, b])
     if scale > 1:
         both = torch.nn.functional.interpolate(both, scale_factor=scale, mode="nearest")
+    from torchvision.utils import make_grid  # slow import (about a second): only where a grid is drawn
+
     grid = make_grid(both, nrow=k, padding=2, pad_value=1.0)
     arr = grid.clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
     buf = io.BytesIO()

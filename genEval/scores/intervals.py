@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE, score_values
 from genEval.scores.outcomes import COLUMN, COLUMNS, Outcomes
@@ -66,6 +65,8 @@ def proportion(k: int, n: int, method: str = "wilson", level: float = 0.95, what
         raise ValueError(f"unknown interval method {method!r}; choose one of {', '.join(INTERVALS)}.")
     if n == 0:
         return Estimate(None, None, None, 0, 0, method, f"no samples{(' for ' + what) if what else ''}")
+    from scipy import stats as sps  # slow import (about 0.8 s): kept out of the command line's start
+
     ci = sps.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method=INTERVALS[method])
     return Estimate(100.0 * k / n, 100.0 * ci.low, 100.0 * ci.high, int(n), int(k), method)
 

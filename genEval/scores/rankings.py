@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy import stats as sps
 
 from genEval.scores.definitions import COMPARED_SCORES, SCORE
 from genEval.scores.intervals import (
@@ -176,6 +175,8 @@ def rank(values: Sequence[float | None], descending: bool = True) -> list[int | 
     if not present:
         return [None] * len(vals)
     key = -np.asarray(present) if descending else np.asarray(present)
+    from scipy import stats as sps  # slow import (about 0.8 s): kept out of the command line's start
+
     ranks = iter(sps.rankdata(key, method="min").astype(int).tolist())
     return [None if v is None else next(ranks) for v in vals]
 
@@ -190,6 +191,8 @@ def kendall_tau(rank_a: Sequence[float], rank_b: Sequence[float]) -> float | Non
         raise ValueError(f"kendall_tau needs two rankings of the same items, got lengths {len(a)} and {len(b)}.")
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return None
+    from scipy import stats as sps  # slow import (about 0.8 s): kept out of the command line's start
+
     tau = float(sps.kendalltau(a, b, variant="b").statistic)
     return None if math.isnan(tau) else tau
 
@@ -281,5 +284,7 @@ def spearman(a: Sequence[float | None], b: Sequence[float | None]) -> float | No
     x, y = np.asarray(pairs, dtype=float).T
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
+    from scipy import stats as sps  # slow import (about 0.8 s): kept out of the command line's start
+
     rho = float(sps.spearmanr(x, y).statistic)
     return None if math.isnan(rho) else rho
