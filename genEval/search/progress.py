@@ -17,12 +17,19 @@ log = logging.getLogger(__name__)
 
 class Progress:
     """How far a run is: ``total`` sources, ``done`` of them finished before (a resume); ``show`` a bar (True), log
-    lines every ``interval`` seconds (False) or a bar on a terminal only (None)."""
+    lines every ``interval`` seconds (False) or a bar on a terminal only (None).
+
+    The logged rate (and the ETA from it) counts from the end of the first finished batch, once a second has passed
+    and more samples finished since: a compiled step's start-up (a minute or more) would otherwise hide the rate the
+    run keeps. The samples of one batch finish together (within ``BATCH_S`` of the first)."""
+
+    BATCH_S = 0.05
 
     def __init__(self, total: int, done: int, shard: Shard, show: bool | None, interval: float) -> None:
         self.total, self.done, self.shard, self.interval = total, done, shard, float(interval)
         self.validated = self.fooled = self.computed = 0
         self.t0 = self.last = time.perf_counter()
+        self.first: tuple[float, int] | None = None  # (time, samples computed) at the end of the first batch
         tty = sys.stderr.isatty() if show is None else bool(show)
         self.bar = tqdm(total=total, initial=done, desc="genEval", unit="img", disable=not tty, dynamic_ncols=True)
         self.log_lines = not tty
@@ -35,9 +42,11 @@ class Progress:
         self.bar.update(1)
         self.bar.set_postfix(validated=self.validated, fooled=self.fooled, refresh=False)
         now = time.perf_counter()
+        if self.first is None or now - self.first[0] < self.BATCH_S:  # still the first batch: its end moves on
+            self.first = (self.first[0] if self.first else now, self.computed)
         if self.log_lines and (now - self.last >= self.interval or self.done == self.total):
             self.last = now
-            rate = self.computed / max(now - self.t0, 1e-9)
+            rate = self.rate(now)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             log.info(
                 "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s",
@@ -50,6 +59,13 @@ class Progress:
                 rate,
                 time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown",
             )
+
+    def rate(self, now: float) -> float:
+        """Samples per second: since the first batch finished (see the class docstring), else since the start."""
+        t1, n1 = self.first or (self.t0, 0)
+        if self.computed > n1 and now - t1 >= 1.0:
+            return (self.computed - n1) / (now - t1)
+        return self.computed / max(now - self.t0, 1e-9)
 
     def skip(self) -> None:
         """A source that was skipped (unreadable) counts as done."""
