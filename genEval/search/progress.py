@@ -21,7 +21,9 @@ class Progress:
 
     The logged rate (and the ETA from it) counts from the end of the first finished batch, once a second has passed
     and more samples finished since: a compiled step's start-up (a minute or more) would otherwise hide the rate the
-    run keeps. The samples of one batch finish together (within ``BATCH_S`` of the first)."""
+    run keeps. Until then a line says ``ETA unknown`` and shows no rate (a rate counted from the start, through the
+    start-up, read "0.01 img/s, ETA 02:29:21" on a two-minute run). The samples of one batch finish together (within
+    ``BATCH_S`` of the first)."""
 
     BATCH_S = 0.05
 
@@ -46,26 +48,32 @@ class Progress:
             self.first = (self.first[0] if self.first else now, self.computed)
         if self.log_lines and (now - self.last >= self.interval or self.done == self.total):
             self.last = now
-            rate = self.rate(now)
-            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             log.info(
-                "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %.2f img/s, ETA %s",
+                "%s: %d/%d images (%.1f%%), validated %d, fooled %d, %s",
                 self.shard.name,
                 self.done,
                 self.total,
                 100 * self.done / max(1, self.total),
                 self.validated,
                 self.fooled,
-                rate,
-                time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 8.64e6 else "unknown",
+                self.pace(now),
             )
 
-    def rate(self, now: float) -> float:
-        """Samples per second: since the first batch finished (see the class docstring), else since the start."""
-        t1, n1 = self.first or (self.t0, 0)
-        if self.computed > n1 and now - t1 >= 1.0:
-            return (self.computed - n1) / (now - t1)
-        return self.computed / max(now - self.t0, 1e-9)
+    def rate(self, now: float) -> float | None:
+        """Samples per second since the first batch finished (see the class docstring); None while unknown."""
+        if self.first is None:
+            return None
+        t1, n1 = self.first
+        return (self.computed - n1) / (now - t1) if self.computed > n1 and now - t1 >= 1.0 else None
+
+    def pace(self, now: float) -> str:
+        """``"2.00 img/s, ETA 01:02:03"`` (hours past 24 go on counting), or ``"ETA unknown"`` while the rate is
+        unknown (``"ETA 00:00:00"`` once nothing is left)."""
+        rate, left = self.rate(now), self.total - self.done
+        if rate is None:
+            return "ETA 00:00:00" if left <= 0 else "ETA unknown"
+        minutes, seconds = divmod(round(left / rate), 60)
+        return f"{rate:.2f} img/s, ETA {minutes // 60:02d}:{minutes % 60:02d}:{seconds:02d}"
 
     def skip(self) -> None:
         """A source that was skipped (unreadable) counts as done."""
