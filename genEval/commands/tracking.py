@@ -13,13 +13,15 @@ and is fenced in this file.
   ``leaderboard.json`` plus ``leaderboard.csv`` / ``.md``, ``comparison.json``, ``report.html``; the ranking score as
   the tag ``rank_by``) with one child run per model and repetition, logged as above (tags ``model``, ``repetition``,
   ``rank``).
-* Where: ``tracking.uri`` (null: a local file store ``./mlruns``; ``http://host:5000`` a tracking server;
-  ``sqlite:///mlflow.db`` MLflow's local database), ``tracking.experiment``. The tracker is reached before the run
-  starts: one that cannot be reached stops the command with one line, or, with ``tracking.required=false``, is
-  skipped with a warning.
+* Where: ``tracking.uri`` (null: MLflow's own default, :func:`mlflow.get_tracking_uri`: ``MLFLOW_TRACKING_URI``, else
+  ``sqlite:///mlflow.db`` in the working folder, the store that ``mlflow ui`` started in that folder opens;
+  ``http://host:5000`` a tracking server; a plain path a file store there), ``tracking.experiment``. The tracker is
+  reached before the run starts: one that cannot be reached stops the command with one line, or, with
+  ``tracking.required=false``, is skipped with a warning.
 
-MLflow 3 keeps the file store in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``: a ``file:`` store sets it for
-this process (``MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri ./mlruns`` browses it).
+MLflow 3 keeps the file store (``./mlruns``, MLflow 2's default, and still MLflow's own default in a folder whose
+``./mlruns`` holds runs) in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``: a ``file:`` store sets it for this
+process and warns how to move to a database (issue 37: ``mlflow ui`` and ``MlflowClient()`` refuse it).
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ class MLflowTracker:
     """Logs runs to MLflow (the module docstring says what).
 
     Args:
-        uri: MLflow tracking URI; None: a file store in ``./mlruns``; a plain path is a file store there.
+        uri: MLflow tracking URI; None: MLflow's default (``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the
+            working folder); a plain path is a file store there.
         experiment: the experiment's name (created when missing).
         run_name: the run's name; None: the run directory's name (a comparison: ``compare <its name>``).
         required: False: a tracker that cannot be reached is skipped with a warning instead of stopping the run.
@@ -120,7 +123,7 @@ class MLflowTracker:
                 f"tracking=mlflow needs MLflow, an optional extra of genEval: {INSTALL} (or leave tracking off)."
             ) from err
         self.mlflow = mlflow
-        self.uri = _store_uri(uri)
+        self.uri = _store_uri(uri, mlflow)
         self.experiment, self.run_name, self.required = str(experiment), run_name, bool(required)
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self.client: Any = None
@@ -158,8 +161,16 @@ class MLflowTracker:
         if scheme in ("http", "https"):
             httpx.get(self.uri.rstrip("/") + "/health", timeout=5.0)
         elif scheme == "file":
+            store = Path(urlparse(self.uri).path)
+            log.warning(
+                "tracking in MLflow's file store %s, which MLflow 3 keeps in maintenance mode: `mlflow ui` and "
+                "MlflowClient() read it only with MLFLOW_ALLOW_FILE_STORE=true. `mlflow migrate-filestore --source %s "
+                "--target sqlite:///mlflow.db` moves its runs into a database; then set tracking.uri=sqlite:///mlflow.db",
+                store,
+                store,
+            )
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3: the file store is opt-in
-            ensure_writable_dir(Path(urlparse(self.uri).path))
+            ensure_writable_dir(store)
         elif scheme == "sqlite":
             database = Path(self.uri.split(":///", 1)[-1])
             ensure_writable_dir(database.parent if database.parent != Path("") else Path.cwd())
@@ -287,10 +298,12 @@ def _leaderboard(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _store_uri(uri: str | None) -> str:
-    """``None`` -> a file store ``./mlruns``; a plain path -> a file store there; anything else unchanged."""
+def _store_uri(uri: str | None, mlflow: Any) -> str:
+    """``None`` -> MLflow's own default, where ``mlflow ui`` and ``MlflowClient()`` look (``MLFLOW_TRACKING_URI``, else
+    ``sqlite:///<working folder>/mlflow.db``; ``./mlruns`` while that holds runs); a plain path -> a file store there;
+    anything else unchanged."""
     if uri is None or str(uri).strip() == "":
-        return Path("mlruns").resolve().as_uri()
+        return mlflow.get_tracking_uri()
     text = str(uri)
     if "://" not in text and not text.startswith(("file:", "databricks")):
         return Path(text).expanduser().resolve().as_uri()
