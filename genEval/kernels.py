@@ -163,9 +163,8 @@ def compile_regions(blocks: Iterable[nn.Module], **options: Any) -> int:
     is raised so that a decoder's shapes (several per block type) all compile instead of falling back to eager.
     Returns the number of blocks."""
     blocks = list(blocks)
-    config = torch._dynamo.config
-    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.7: old name
-    setattr(config, name, max(getattr(config, name), 64))
+    config = torch._dynamo.config  # cache_size_limit: recompile_limit's name in every torch >= 2.2 (an alias since 2.7)
+    config.cache_size_limit = max(config.cache_size_limit, 64)
     for b in blocks:
         b.compile(dynamic=False, **options)
     log.debug("compile_scope=regional: %d blocks of %d types", len(blocks), len({type(b) for b in blocks}))
@@ -175,5 +174,4 @@ def compile_regions(blocks: Iterable[nn.Module], **options: Any) -> int:
 def drop_compiled(module: nn.Module) -> None:
     """Undo :func:`compile_regions` on every submodule of ``module`` (they run eagerly again)."""
     for m in module.modules():
-        if getattr(m, "_compiled_call_impl", None) is not None:
-            m._compiled_call_impl = None
+        m._compiled_call_impl = None  # what nn.Module.compile() set
