@@ -31,7 +31,8 @@ decoder (:func:`repeated_blocks`: taming's ``ResnetBlock``/``AttnBlock``/``Upsam
 TAEF2's ``Block``) is compiled with ``module.compile()``; dynamo keys its cache on the block's code, so identical
 blocks (same class, shapes and grad mode) share one compiled graph and the decoder compiles once per block type
 and shape instead of once for the whole graph (PyTorch's recipe "Reducing torch.compile cold start compilation
-time with regional compilation").
+time with regional compilation"). On a CPU, with tiny decoders, that was not faster than the whole graph
+(``benchmarks/RESULTS.md``); on a GPU it is not measured yet.
 """
 
 from __future__ import annotations

@@ -111,7 +111,8 @@ def compiled_step(gen, execution: Execution, prepare=None):
         return make_boxed_func(gm.forward)
 
     step = torch.compile(search_forward, backend=aot_autograd(fw_compiler=keep, bw_compiler=keep), fullgraph=True)
-    z = gen.encode(torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))).requires_grad_(True)
+    z = gen.encode(torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(0)))
+    z = z.contiguous().requires_grad_(True)  # NCHW, as the loop may hold it: decode puts it in NHWC itself
     y = torch.tensor([0, 1])
     results = []
     with contract_checked_by_caller():

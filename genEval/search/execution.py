@@ -26,8 +26,9 @@ not yet (no GPU was lent to the session that wrote it; ``benchmarks/gpu_issue34.
 as one graph with ``torch.compile(fullgraph=True, dynamic=False)``; the backward to the latent is compiled with it
 by AOTAutograd. The batch keeps its size for the whole run (:class:`~genEval.search.perturb.SearchRows` pads
 instead of shrinking), so a run compiles once. ``compile_scope=regional`` compiles only the generator's repeated
-decoder blocks, each block type once (:func:`genEval.kernels.compile_regions`), for a shorter first compile; the
-classifier and the oracle then run eagerly. ``compile_mode=reduce-overhead`` adds CUDA graphs over the fixed-shape
+decoder blocks, each block type once (:func:`genEval.kernels.compile_regions`), meant to shorten the first
+compile (on a CPU it did not: ``benchmarks/RESULTS.md``; on a GPU not measured yet); the classifier and the oracle
+then run eagerly. ``compile_mode=reduce-overhead`` adds CUDA graphs over the fixed-shape
 step (measured: not yet, no GPU). Compiled artefacts are cached under ``$GENEVAL_CACHE/torch_compile``. On CUDA
 with fp32, TF32 matmuls and convolutions are switched on unless ``tf32=false`` (strict fp32). A setting that cannot
 work here (compile on a CPU, a torch without triton) falls back with one warning line and is recorded as not taken.
