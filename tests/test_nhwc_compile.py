@@ -252,3 +252,21 @@ def test_repeated_blocks_are_the_innermost_repeated_classes_of_each_decoder():
     names = [type(b).__name__ for b in kl.compile_regions()]
     assert names == ["ResnetBlock2D"] * 6  # mid block 2, up blocks 2 x 2 (its one Upsample2D is not repeated)
     assert repeated_blocks(torch.nn.Sequential(torch.nn.Conv2d(1, 1, 1), torch.nn.Conv2d(1, 1, 1))) == []
+
+
+def test_compile_mode_reaches_torch_compile_in_both_scopes(monkeypatch):
+    """``compile_mode=reduce-overhead`` (CUDA graphs; its speed is not measured yet) is handed to torch.compile for
+    the whole step and for every block of the regional scope."""
+    from genEval.kernels import drop_compiled
+    from genEval.search.perturb import step_function
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda fn=None, **kw: seen.append(kw) or fn)
+    gen = TAEF2Generator()
+    step_function({"mode": "reduce-overhead", "scope": "full"}, gen)
+    assert seen == [{"fullgraph": True, "dynamic": False, "mode": "reduce-overhead"}]
+    seen.clear()
+    step_function({"mode": "reduce-overhead", "scope": "regional"}, gen)
+    assert len(seen) == 10 and all(kw["mode"] == "reduce-overhead" and kw["dynamic"] is False for kw in seen)
+    drop_compiled(gen)
+    assert step_function(False, gen) is search_forward and step_function({"mode": "default"}, gen) is not search_forward
