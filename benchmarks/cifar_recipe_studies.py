@@ -1,6 +1,8 @@
 """The CIFAR-10 recipe studies reported in the closing notes (all offline, real shared assets).
 
     python benchmarks/cifar_recipe_studies.py --out runs/studies --n 100 [--only mask snapshots compare]
+    python benchmarks/cifar_recipe_studies.py --only tf32 --device cuda --n 1000 --out runs/tf32   # issue 34
+    python benchmarks/cifar_recipe_studies.py --only tf32 --device cpu --smoke --out /tmp/tf32     # the plumbing
 
 * mask: dense vs sparse-style-mask search at the same budget (paper 3.2.1 / App. I). The mask is fitted on
   a disjoint set of images (round-robin items n..2n-1), then the first n images are searched densely and
@@ -14,12 +16,21 @@
 * compare: the three ResNets compared with R repetitions under the recipe (TAEF2, ResNet-32+56 zoo):
   leaderboard, Kendall tau, effective-robustness fit. (ResNet-32/56 are oracle members: their PA is 100 by
   construction, which the leaderboard flags.)
+* tf32 (issue 34): the default precision's two readings on CUDA, TF32 matmuls and convolutions (``tf32=true``, what
+  fp32 runs get) against strict fp32 (``tf32=false``: ``torch.backends.cuda.matmul.allow_tf32`` and
+  ``torch.backends.cudnn.allow_tf32`` off), with the protocol of issue 26's bf16 study: the recipe (ResNet-20 under
+  test, the ResNet-32 + ResNet-56 zoo, TAEF2 at 64 px), 1,000 class-balanced sources, budget 50, seed 0; the share of
+  sources whose decisions differ (validated, fooled; and any step decision) and the PA difference with its paired
+  bootstrap interval. TF32 exists only on NVIDIA GPUs (Ampere and newer): on a CPU the study refuses, except
+  ``--smoke`` (20 sources, budget 2), which runs both settings to check the plumbing; both are strict fp32 there, so
+  it must find no difference.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -35,7 +46,7 @@ from oracles.classifier import ClassifierOracle
 from oracles.zoo import ZooOracle
 
 ROOT = Path(__file__).resolve().parents[1]
-A = ROOT.parent / "shared" / "assets"
+A = Path(os.environ.get("GENEVAL_ASSETS") or ROOT.parent / "shared" / "assets")  # the GPU machine: a carried copy
 BUDGET, STEP = 50, 0.001  # the paper preset (Adam); --budget / --step change them
 CKPT = {20: "resnet20-12fca82f.th", 32: "resnet32-d509ac18.th", 56: "resnet56-4bfd9763.th"}
 
@@ -203,6 +214,67 @@ def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
     print(comp.markdown(), flush=True)
 
 
+#: What a sample's search decided, as issue 26's bf16 study compared it: validated, and fooled (validated with a
+#: final prediction other than the label). ``STEP_DECISIONS``: every decision of the search, step by step.
+STEP_DECISIONS = ("start_ok", "validated", "accepted_steps", "rejected_at", "first_fooled", "final_pred")
+
+
+def decisions_differ(a, b) -> tuple[bool, bool]:
+    """(validated or fooled differ, any step decision differs) for two records of one source."""
+    fooled = lambda s: s.validated and s.final_pred != s.label  # noqa: E731
+    return (a.validated, fooled(a)) != (b.validated, fooled(b)), any(
+        getattr(a, k) != getattr(b, k) for k in STEP_DECISIONS
+    )
+
+
+def compare_runs(a, b, names: tuple[str, str], n_boot: int = 1000) -> dict:
+    """Two runs of the same sources (EvalResults): how many sources' decisions differ, and PA(a) - PA(b) with its
+    paired bootstrap interval over the sources (genEval.scores.rankings.metric_differences)."""
+    from genEval.scores.outcomes import Outcomes
+    from genEval.scores.rankings import metric_differences
+
+    by_id = {s.source_id: s for s in b.samples}
+    if set(by_id) != {s.source_id for s in a.samples}:
+        raise ValueError(f"{names[0]} and {names[1]} did not search the same sources; compare runs of one data set.")
+    diffs = [decisions_differ(s, by_id[s.source_id]) for s in a.samples]
+    pa = metric_differences([Outcomes.from_records(a.samples)], [Outcomes.from_records(b.samples)],
+                            len(CIFAR10_CLASSES), ("pa",), names=names, n_boot=n_boot)["pa"]  # fmt: skip
+    return {"n": len(diffs), "validated_or_fooled": sum(d[0] for d in diffs), "any_decision": sum(d[1] for d in diffs),
+            "pa_difference": pa.to_dict()}  # fmt: skip
+
+
+def study_tf32(out: Path, n: int, seed: int, device: str, smoke: bool) -> dict:
+    import torch
+
+    from genEval.scores.intervals import format_estimate
+
+    if not device.startswith("cuda") and not smoke:
+        raise SystemExit(
+            f"the TF32 study needs a CUDA device: TF32 exists only on NVIDIA GPUs (Ampere and newer), so on {device} "
+            "both runs would be strict fp32. Run it with --device cuda, or with --smoke to check the plumbing."
+        )
+    from dataclasses import replace
+
+    cfg = replace(search(), budget=2) if smoke else search()
+    runs = {}
+    for name, tf32 in (("tf32", True), ("strict-fp32", False)):
+        execution = Execution(device=device, batch_size=min(n, 500), tf32=tf32)
+        r = evaluate(resnet(20), data(n), taef2(), zoo([32, 56]), cfg, seed=seed, progress=False,
+                     execution=execution, output_dir=out / name)  # fmt: skip
+        kernels = r.extra["kernels"]
+        print(f"{name}: {line(r)} | {n / r.timings['loop_s']:.0f} img/s | tf32 took effect: {kernels['tf32']}",
+              flush=True)  # fmt: skip
+        runs[name] = r
+    res = compare_runs(runs["tf32"], runs["strict-fp32"], ("tf32", "strict-fp32"))
+    pa = res["pa_difference"]
+    print(f"decisions differing (validated or fooled): {res['validated_or_fooled']}/{res['n']}; any step decision: "
+          f"{res['any_decision']}/{res['n']}; PA(tf32) - PA(strict fp32) = {format_estimate(pa, with_reason=True)}",
+          flush=True)  # fmt: skip
+    res["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else device
+    res["runs"] = {k: {"scores": v.scores.to_dict(), "loop_s": v.timings["loop_s"]} for k, v in runs.items()}
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/studies")
@@ -212,7 +284,11 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--step", type=float, default=0.001)
     ap.add_argument("--only", nargs="*", default=["mask", "snapshots", "compare"])
+    ap.add_argument("--device", default="cpu", help="tf32: cuda (the study) or cpu (--smoke only)")
+    ap.add_argument("--smoke", action="store_true", help="tf32: 20 sources, budget 2, to check the plumbing")
     args = ap.parse_args()
+    if args.smoke:
+        args.n = min(args.n, 20)
     out = Path(args.out)
     global BUDGET, STEP
     BUDGET, STEP = args.budget, args.step
@@ -226,6 +302,9 @@ def main() -> None:
         (out / "start_noise" / "study.json").write_text(json.dumps(res, indent=2, default=str))
     if "compare" in args.only:
         study_compare(out / "compare", args.n, args.seed, args.reps)
+    if "tf32" in args.only:
+        res = study_tf32(out / "tf32", args.n, args.seed, args.device, args.smoke)
+        (out / "tf32" / "study.json").write_text(json.dumps(res, indent=2, default=str))
 
 
 if __name__ == "__main__":

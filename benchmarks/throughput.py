@@ -26,10 +26,13 @@ What a number means (issue 12, "What must land" 4-6):
   the paper's setting: VQGAN decode + gradient 506, ResNet-50 forward + input gradient 16.4, CLIP image tower
   8.8, about 531 GFLOP per sample-step, 26.6 TFLOP per sample at B = 50, so an H100's ~790 TFLOP/s of bf16
   caps it near 30 samples/s. ``% of FLOP limit`` = achieved FLOP/s (GFLOP per sample-step x 1e9 x batch /
-  step seconds) / the device's dense bf16 peak (:data:`PEAK_BF16_TFLOPS` x 1e12); empty on a CPU.
+  step seconds) / the device's dense bf16 peak (``roofline.PEAKS``, from the data sheets, x 1e12); empty on a CPU.
 * Settings (:data:`SETTINGS`, each a :class:`genEval.search.execution.Execution`, the object ``geneval`` passes
-  on): ``fp32`` (eager; TF32 on CUDA), ``bf16`` (bf16 weights), ``bf16-cl`` (+ channels_last), ``compile`` (bf16
-  weights + the step compiled as one graph), ``compile-cg`` (+ CUDA graphs: ``compile_mode=reduce-overhead``), and
+  on): ``fp32`` (eager; TF32 on CUDA), ``bf16`` (bf16 weights), ``bf16-cl`` (+ NHWC end to end, eager), ``compile``
+  (bf16 weights + the step compiled as one graph; NHWC on CUDA, ``memory_format=auto``), ``compile-nchw`` (the same
+  in NCHW: issue 26's compile row), ``compile-regional`` (only the decoder's repeated blocks compiled,
+  ``compile_scope=regional``), ``compile-cg`` (+ CUDA graphs: ``compile_mode=reduce-overhead``), ``fp32-compile``
+  (the default precision compiled: fp32 weights, TF32 on CUDA), ``fp32-strict-compile`` (the same, ``tf32=false``), and
   ``refill``: the setting before it with an oracle that rejects steps (each sample's rejection step drawn once
   from a seeded geometric law), comparing the refilled stream (one :func:`perturb` over all sources) with fixed
   chunks of ``batch`` sources (one :func:`perturb` per chunk, each running until all its samples stop).
@@ -39,6 +42,8 @@ What a number means (issue 12, "What must land" 4-6):
 * The per-phase breakdown of the best setting times decode forward, classifier forward, backward (through
   classifier and decoder to the latent) and oracle alone; "host syncs / bookkeeping" is the loop step minus
   their sum.
+* ``--roofline`` (on in ``--quick``): the top 10 kernels of the best compiled row with FLOPs or bytes and the share
+  of each kernel's own limit (``benchmarks/roofline.py``).
 """
 
 from __future__ import annotations
@@ -68,10 +73,12 @@ for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the si
         sys.path.insert(0, _p)
 
 from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
+from roofline import KernelRow, markdown, peak_for, rows_as_dicts, step_roofline  # noqa: E402
 
 from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
 from genEval.fileio import atomic_write_json  # noqa: E402
-from genEval.interfaces import Judgement  # noqa: E402
+from genEval.interfaces import Judgement, hook  # noqa: E402
+from genEval.kernels import drop_compiled, to_memory_format  # noqa: E402
 from genEval.search.execution import Execution, accelerate  # noqa: E402
 from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
 from oracles.clip import CLIPOracle  # noqa: E402
@@ -82,22 +89,15 @@ GENERATORS = ("vqgan-f16", "taesd", "sd-vae", "taef2")
 SETTINGS: dict[str, Execution] = {
     "fp32": Execution(),
     "bf16": Execution(precision="bf16"),
-    "bf16-cl": Execution(precision="bf16", channels_last=True),
+    "bf16-cl": Execution(precision="bf16", memory_format="channels_last"),
     "compile": Execution(precision="bf16", compile=True),
+    "compile-nchw": Execution(precision="bf16", compile=True, memory_format="contiguous"),
+    "compile-regional": Execution(precision="bf16", compile=True, compile_scope="regional"),
     "compile-cg": Execution(precision="bf16", compile=True, compile_mode="reduce-overhead"),
+    "fp32-compile": Execution(compile=True),
+    "fp32-strict-compile": Execution(compile=True, tf32=False),
 }
 REFILL = "refill"  # + the refilled stream, on the kernels of the setting listed before it
-# Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets; the first name that
-# occurs in torch.cuda.get_device_name() wins, so the more specific names come first.
-PEAK_BF16_TFLOPS = (
-    ("H100 PCIe", 756.0),
-    ("H100 NVL", 835.0),
-    ("H100", 989.0),
-    ("GH200", 989.0),
-    ("H200", 989.0),
-    ("A100", 312.0),
-    ("L40S", 362.0),
-)
 NUM_CLASSES = 1000  # ResNet-50's logits; labels double as sample ids in the refill comparison (< 1000)
 
 
@@ -160,10 +160,12 @@ def build_judges(args: argparse.Namespace, dev: torch.device) -> tuple[Any, Any,
 
 def apply_setting(roles: Roles, execution: Execution, dev: torch.device) -> tuple[Any, Any, Any, dict]:
     """Prepare the roles for one setting. ``accelerate`` converts weights (precision, memory format) in place, so
-    every setting starts from fp32 contiguous weights; compiled settings start from a clean dynamo cache, since a
-    new batch size is a new graph and the recompile limit would otherwise turn later batches eager."""
+    every setting starts from fp32 contiguous weights and torch's own modules (the NHWC ones swapped back, compiled
+    blocks uncompiled); compiled settings start from a clean dynamo cache, since a new batch size is a new graph and
+    the recompile limit would otherwise turn later batches eager."""
     for m in (roles.classifier, roles.generator, roles.oracle):
-        m.float().to(memory_format=torch.contiguous_format)
+        to_memory_format(m.float(), "contiguous", hook(m, "nhwc_classes"))
+        drop_compiled(m)
     if execution.compile:
         torch._dynamo.reset()
     return accelerate(roles.classifier, roles.generator, roles.oracle, execution, dev)
@@ -216,7 +218,8 @@ def run_search(
     """All outcomes of one :func:`perturb` run (paper Algorithm 1) over ``sources``, the step compiled when the
     setting's ``effective`` settings say so (as :func:`genEval.search.driver.evaluate` does)."""
     clf, gen = wrapped[0], wrapped[1]
-    compiled = {"mode": effective["compile_mode"]} if effective and effective.get("compile") else False
+    on = effective and effective.get("compile")
+    compiled = {"mode": effective["compile_mode"], "scope": effective["compile_scope"]} if on else False
     return list(
         perturb(sources, clf, gen, oracle, SearchConfig(budget=budget), batch_size=batch, device=dev, compile=compiled)
     )
@@ -273,7 +276,10 @@ def measure_setting(
 
 def describe(effective: dict) -> str:
     """What actually ran (compile falls back to eager on a CPU; TF32 follows fp32 on CUDA)."""
-    parts = [f"compiled ({effective.get('compile_mode', 'default')})" if effective.get("compile") else "eager"]
+    parts = [
+        f"compiled ({effective['compile_mode']}, {effective['compile_scope']})" if effective["compile"] else "eager"
+    ]
+    parts.append(effective["memory_format"])
     modes = {effective[r]["mode"] for r in ("classifier", "generator", "oracle")} - {None}
     return "; ".join(parts + [f"bf16 {m}" for m in sorted(modes)] + (["tf32"] if effective.get("tf32") else []))
 
@@ -410,7 +416,8 @@ def count_flops(roles: Roles, size: int, dev: torch.device) -> dict[str, float]:
 
 def peak_for_name(device_name: str) -> float | None:
     """Dense bf16 TFLOP/s of a GPU named like ``torch.cuda.get_device_name()``; None when not known."""
-    return next((tf for key, tf in PEAK_BF16_TFLOPS if key in device_name), None)
+    peak = peak_for(device_name)
+    return peak.bf16 if peak else None
 
 
 def peak_tflops(dev: torch.device, override: float | None) -> float | None:
@@ -544,6 +551,11 @@ def measure_generator(
         res["breakdown"] = phase_breakdown(roles, res["best"], args, dev)
         if args.profile:
             res["profile"] = profile_steps(roles, res["best"], args, dev)
+        if args.roofline:  # the best compiled row (the step this issue speeds up), else the best row
+            row = max((r for r in timed_rows if r["effective"]["compile"]), key=lambda r: r["samples_per_s"],
+                      default=res["best"])  # fmt: skip
+            kernels = step_roofline(roles, row["setting"], row["batch"], args, dev)
+            res["roofline"] = {"setting": row["setting"], "batch": row["batch"], "rows": rows_as_dicts(kernels)}
     del roles, gen
     free_memory(dev)
     return res
@@ -699,6 +711,10 @@ def report(results: list[dict], args: argparse.Namespace, device_name: str) -> s
         table(["generator", "setting @ batch", "phase", "ms", "% of loop step"], phase_rows),
     ]
     for res in results:
+        if res.get("roofline"):
+            rf = res["roofline"]
+            parts += ["", f"### Roofline, {res['generator']} {rf['setting']} @ {rf['batch']} ({args.steps} steps)", "",
+                      markdown([KernelRow(**r) for r in rf["rows"]], device_name, peak_for(device_name))]  # fmt: skip
         if res.get("profile"):
             best = res["best"]
             parts += [
@@ -735,7 +751,8 @@ SMOKE = {
 QUICK = {
     "generators": ["vqgan-f16", "taef2"],
     "batches": [64, 128],
-    "settings": ["bf16", "compile"],
+    "settings": ["bf16", "compile", "fp32-compile"],  # issue 34: the default precision compiled, and the roofline
+    "roofline": True,
     "budget": 50,
     "steps": 5,
     "warmup": 1,
@@ -752,6 +769,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--smoke", action="store_true", help=f"tiny sizes for a CPU check: {SMOKE}")
     ap.add_argument("--quick", action="store_true", help=f"issue 26's GPU table, < 5 min on one H100: {QUICK}")
     ap.add_argument("--profile", action="store_true", help="also list the top kernels of each generator's best row")
+    ap.add_argument(
+        "--roofline", action="store_true", help="roofline of the best compiled row (benchmarks/roofline.py)"
+    )
     ap.add_argument("--size", type=int, default=256, help="image side in px")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     ap.add_argument("--budget", type=int, default=50, help="search budget B (steps per sample)")

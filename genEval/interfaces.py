@@ -44,6 +44,10 @@ hook                    on                          default     what it does
                         role, data, mask                        size, latents) read before anything is built
 ``check_available``     the ``_target_`` of every   None        ``(config_key, settings)``: raises when its
                         role, data, mask                        weights or files are missing, before building
+``nhwc_classes``        classifier, generator,      None        ``{class: NHWC subclass}``: modules swapped
+                        oracle                                  in under ``memory_format=channels_last``
+``compile_regions``     generator                   None        ``() -> modules``: what ``compile_scope=
+                                                                regional`` compiles (its decoder's blocks)
 ======================  ==========================  ==========  ===========================================
 
 Two errors every layer shares: :class:`SettingError` (a setting with a value of the wrong type or range; the
@@ -144,6 +148,13 @@ HOOKS: dict[str, Hook] = {
             None,
             "settings -> genEval.declared.Declaration: the classes, image size and latents, before anything is built",
         ),
+        Hook(
+            "nhwc_classes",
+            ("classifier", "generator", "oracle"),
+            None,
+            "{class: subclass} swapped in under memory_format=channels_last (modules that would return NCHW)",
+        ),
+        Hook("compile_regions", ("generator",), None, "() -> the modules compile_scope=regional compiles"),
         Hook(
             "check_available",
             ("classifier", "generator", "oracle", "data", "mask"),

@@ -20,6 +20,7 @@ size means about the same thing across VAEs (and matches the latent space diffus
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ from torch import Tensor, nn
 
 from generators.common import prepare_generator_input, run_dtype
 from genEval.declared import Declaration, square
+from genEval.kernels import in_nhwc_graph, like_weight, nhwc_upsample_nearest, repeated_blocks
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,30 @@ _WEIGHT_FILES = (
     "diffusion_pytorch_model.fp16.bin",
 )
 _TRUTHY = ("1", "true", "yes", "on")
+
+
+@functools.cache
+def nhwc_classes() -> dict[type, type]:
+    """diffusers' modules that return NCHW from NHWC input, and their NHWC subclasses (``nhwc_classes`` hook)."""
+    from diffusers.models.upsampling import Upsample2D
+
+    class NHWCUpsample2D(Upsample2D):
+        """``Upsample2D`` NHWC both ways inside a compiled graph: nearest 2x on the NHWC memory
+        (:func:`genEval.kernels.nhwc_upsample_nearest`), without diffusers' ``.contiguous()`` at batch >= 64 (a
+        work-around for an eager CUDA NHWC up-sampling bug, diffusers#984, that turns NHWC into NCHW; inside a
+        graph inductor writes the kernel). Eager runs, and up-samplers with a norm, a transposed conv or an output
+        size, run diffusers' code."""
+
+        def forward(self, hidden_states: Tensor, output_size: int | None = None, *args, **kwargs) -> Tensor:
+            plain = self.interpolate and self.norm is None and not self.use_conv_transpose and output_size is None
+            if not (plain and in_nhwc_graph(hidden_states)) or args or kwargs:
+                return super().forward(hidden_states, output_size, *args, **kwargs)
+            x = nhwc_upsample_nearest(hidden_states, 2)
+            if not self.use_conv:
+                return x
+            return self.conv(x) if self.name == "conv" else self.Conv2d_0(x)
+
+    return {Upsample2D: NHWCUpsample2D}
 
 
 def _looks_like_path(pretrained: str) -> bool:
@@ -298,6 +324,15 @@ class DiffusersVAEGenerator(nn.Module):
     def device(self) -> torch.device:
         return next(self.vae.parameters()).device
 
+    @property
+    def nhwc_classes(self) -> dict[type, type]:
+        """The NHWC versions of diffusers' modules (hook: ``memory_format=channels_last``)."""
+        return nhwc_classes()
+
+    def compile_regions(self) -> list[nn.Module]:
+        """The decoder's repeated blocks (``ResnetBlock2D``, ``Upsample2D``...): ``compile_scope=regional``."""
+        return repeated_blocks(self.vae.decoder)
+
     def encode(self, images: Tensor) -> Tensor:
         """``(B, 3, H, W)`` in ``[0, 1]`` -> float32 latents ``(B, latent_channels, H/d, W/d)``."""
         images = prepare_generator_input(
@@ -317,8 +352,9 @@ class DiffusersVAEGenerator(nn.Module):
                 f"{self.name} decode expects latents shaped (B, {self.latent_channels}, h, w), "
                 f"got {tuple(latents.shape)}. Pass the output of encode()."
             )
-        z = latents.float() / self.scaling_factor + self.shift_factor
-        x = self.vae.decode(z.to(device=self.device, dtype=self.dtype)).sample
+        first_conv = next(p for p in self.vae.decoder.parameters() if p.dim() == 4)
+        z = like_weight(latents.float(), first_conv) / self.scaling_factor + self.shift_factor  # NHWC in when the
+        x = self.vae.decode(z.to(device=self.device, dtype=self.dtype)).sample  # weights are (memory_format)
         return ((x.float() + 1) / 2).clamp(0, 1)
 
     def forward(self, images: Tensor) -> Tensor:

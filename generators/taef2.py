@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from generators.common import prepare_generator_input, run_dtype, state_dict_digest
 from genEval.checkpoints import extract_state_dict, load_checkpoint, load_state_dict_into
 from genEval.declared import Declaration, square
+from genEval.kernels import like_weight, repeated_blocks
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +216,17 @@ class TAEF2Generator(nn.Module):
                 f"{tuple(latents.shape)}. Pass the output of encode()."
             )
         out_dtype = latents.dtype if torch.is_floating_point(latents) else torch.float32
-        x = self.decoder(latents.to(device=self.device, dtype=self.dtype))
+        z = like_weight(latents.to(device=self.device, dtype=self.dtype), self.decoder[1].weight)  # NHWC in, if its
+        x = self.decoder(z)  # weights are (memory_format=channels_last)
         return x.clamp(0, 1).to(out_dtype)
 
     def forward(self, images: Tensor) -> Tensor:
         """Reconstruction ``D(E(x))``."""
         return self.decode(self.encode(images))
+
+    def compile_regions(self) -> list[nn.Module]:
+        """The decoder's repeated ``Block``s (hook of ``compile_scope=regional``)."""
+        return repeated_blocks(self.decoder)
 
     def extra_repr(self) -> str:
         return (

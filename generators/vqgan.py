@@ -23,6 +23,7 @@ Images: ``[0, 1]`` in, mapped to ``[-1, 1]`` inside ``encode``; ``decode`` maps 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -38,6 +39,7 @@ from torch import Tensor, nn
 from generators.common import prepare_generator_input, warn_small_latent
 from genEval.checkpoints import cache_dir, extract_state_dict, load_checkpoint, load_state_dict_into
 from genEval.declared import Declaration, declared_by, square
+from genEval.kernels import in_nhwc_graph, is_channels_last, like_weight, nhwc_upsample_nearest, repeated_blocks
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,42 @@ def _taming_modules() -> tuple[type, type, type]:
             f"({type(err).__name__}: {err})."
         ) from err
     return Encoder, Decoder, VectorQuantizer2
+
+
+def _nhwc_attention(block: nn.Module, x: Tensor) -> Tensor:
+    """taming's ``AttnBlock`` on NHWC input, NHWC out: the same single-head attention over the ``h*w`` positions,
+    with the products ordered so that every operand is a view of the NHWC memory (taming's own order returns
+    ``(b, c, hw)``, NCHW, and the 1x1 projection after it would transpose)."""
+    h = block.norm(x)
+    q, k, v = (conv(h).permute(0, 2, 3, 1).flatten(1, 2) for conv in (block.q, block.k, block.v))  # (b, hw, c)
+    _, c, hh, ww = x.shape
+    attn = torch.softmax(torch.bmm(q, k.transpose(1, 2)) * (int(c) ** (-0.5)), dim=2)  # w[b, i, j] = q_i . k_j
+    out = torch.bmm(attn, v).unflatten(1, (hh, ww)).permute(0, 3, 1, 2)  # sum_j w[b, i, j] v_j: NHWC memory
+    return x + block.proj_out(out)
+
+
+@functools.cache
+def nhwc_classes() -> dict[type, type]:
+    """taming's modules that return NCHW from NHWC input, and their NHWC subclasses (``nhwc_classes`` hook)."""
+    from taming.modules.diffusionmodules.model import AttnBlock, Upsample
+
+    class NHWCAttnBlock(AttnBlock):
+        """``AttnBlock`` that keeps NHWC input NHWC (:func:`_nhwc_attention`); NCHW input runs taming's code."""
+
+        def forward(self, x: Tensor) -> Tensor:
+            return _nhwc_attention(self, x) if is_channels_last(x) else super().forward(x)
+
+    class NHWCUpsample(Upsample):
+        """taming's ``Upsample`` (nearest 2x, then a conv) NHWC both ways inside a compiled graph
+        (:func:`genEval.kernels.nhwc_upsample_nearest`); elsewhere taming's code."""
+
+        def forward(self, x: Tensor) -> Tensor:
+            if not in_nhwc_graph(x):
+                return super().forward(x)
+            x = nhwc_upsample_nearest(x, 2)
+            return self.conv(x) if self.with_conv else x
+
+    return {AttnBlock: NHWCAttnBlock, Upsample: NHWCUpsample}
 
 
 def _plain(obj: object) -> object:
@@ -276,6 +314,15 @@ class VQGANGenerator(nn.Module):
         return self.quant_conv.weight.dtype
 
     @property
+    def nhwc_classes(self) -> dict[type, type]:
+        """The NHWC versions of taming's modules (hook: ``memory_format=channels_last``)."""
+        return nhwc_classes()
+
+    def compile_regions(self) -> list[nn.Module]:
+        """The decoder's repeated blocks (``ResnetBlock``, ``AttnBlock``, ``Upsample``): ``compile_scope=regional``."""
+        return repeated_blocks(self.decoder)
+
+    @property
     def device(self) -> torch.device:
         return self.quant_conv.weight.device
 
@@ -332,7 +379,7 @@ class VQGANGenerator(nn.Module):
                 f"{tuple(latents.shape)}. Pass the output of encode()."
             )
         out_dtype = latents.dtype if torch.is_floating_point(latents) else torch.float32
-        z = latents.to(device=self.device, dtype=self.dtype)
+        z = like_weight(latents.to(device=self.device, dtype=self.dtype), self.post_quant_conv.weight)  # NHWC in
         if self.quantize_mode == "straight_through":
             z = self.snap(z)
         x = self.decoder(self.post_quant_conv(z))

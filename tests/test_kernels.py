@@ -105,6 +105,9 @@ def test_fp16_on_a_generator_not_known_to_be_safe_warns_naming_bf16(caplog):
         ({"batch_size": 0}, r"batch_size must be a whole number >= 1 or null, got 0"),
         ({"num_workers": -1}, r"num_workers must be a whole number >= 0"),
         ({"compile_mode": "fast"}, r"compile_mode must be one of default, reduce-overhead"),
+        ({"memory_format": "nhwc"}, r"memory_format must be one of auto, channels_last, contiguous, got 'nhwc'"),
+        ({"compile_scope": "blocks"}, r"compile_scope must be one of full, regional, got 'blocks'"),
+        ({"tf32": "off"}, r"tf32 must be true or false, got 'off'"),
     ],
 )
 def test_bad_execution_settings_are_refused_naming_the_key(kw, msg):
@@ -124,3 +127,34 @@ def test_precision_is_a_top_level_key_of_the_main_job_and_lands_in_results(tmp_p
         "generator": "bf16",
         "oracle": "bf16",
     }
+
+
+def test_the_old_channels_last_switch_is_read_as_memory_format_with_a_note():
+    with pytest.warns(FutureWarning, match="channels_last is deprecated: write memory_format=channels_last"):
+        assert Execution.coerce({"channels_last": True}).memory_format == "channels_last"
+    with pytest.warns(FutureWarning, match="memory_format=contiguous"):
+        assert Execution.coerce({"channels_last": False, "compile": True}).memory_format == "contiguous"
+    assert Execution.coerce({"channels_last": None}).memory_format == "auto"  # the config's default: no note
+    with pytest.raises(ValueError, match=r"channels_last must be true or false \(deprecated: use memory_format\)"):
+        Execution.coerce({"channels_last": "yes"})
+
+
+@pytest.fixture
+def tf32_flags():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.mark.parametrize(
+    "execution,tf32",
+    [(Execution(), True), (Execution(tf32=False), False), (Execution(precision="bf16"), False)],
+)
+def test_tf32_follows_the_setting_for_fp32_roles_on_cuda(tf32_flags, execution, tf32):
+    """On a CUDA device (the flags are process-wide, so a CPU can set them): fp32 roles get TF32 unless tf32=false
+    asks for strict fp32; with no fp32 role there is nothing for TF32 to do."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = not tf32
+    *_, eff = accelerate(LinearClassifier(), SigmoidGenerator(), AcceptAllOracle(), execution, torch.device("cuda"))
+    assert eff["tf32"] is tf32
+    assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
+    assert eff["memory_format"] == "contiguous"  # auto: channels_last only where the step is compiled on CUDA

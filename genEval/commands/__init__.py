@@ -255,8 +255,9 @@ def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
 
 def execution_from(cfg: DictConfig) -> Execution:
     """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
-    ``precision``, ``role_precision``, ``channels_last``, ``compile``, ``compile_mode`` at the top level) as the one
-    validated object every entry point passes on; a bad value is a SettingError naming its key."""
+    ``precision``, ``role_precision``, ``memory_format``, ``compile``, ``compile_mode``, ``compile_scope``, ``tf32`` at
+    the top level; the deprecated ``channels_last``) as the one validated object every entry point passes on; a bad
+    value is a SettingError naming its key."""
     return Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
 
 

@@ -105,7 +105,7 @@ def evaluate(
     ``search``: the search (paper preset when None). ``seed=None`` draws a fresh seed (a dynamic benchmark: new
     samples every run) and records it (a resumed run keeps the seed it started with); the same seed gives identical
     scores however the work is batched or sharded. ``execution``: device, batch size (None: chosen from the memory
-    one search step needs), DataLoader workers, precision (fp32 | bf16 | fp16, all or per role), channels_last,
+    one search step needs), DataLoader workers, precision (fp32 | bf16 | fp16, all or per role), memory_format,
     compile; recorded under ``execution``. ``mask``: None, a 0/1 tensor broadcastable to one latent, a fitted
     StyleMask, or a ``mask`` config (NoMask, SparseMask, AutoMask; paper 3.2.1). ``output``: a
     :class:`~genEval.runs.recording.RunOutput` (or a run directory). ``scoring``: a
@@ -401,7 +401,8 @@ def _search(
 ) -> float:
     """The loop over ``samples`` (:func:`~genEval.search.perturb.perturb`); every finished sample goes to the run's
     recording and to the progress. Returns the loop's seconds."""
-    compiled = {"mode": roles.kernels.get("compile_mode", "default")} if roles.kernels["compile"] else False
+    kernels = roles.kernels
+    compiled = {"mode": kernels["compile_mode"], "scope": kernels["compile_scope"]} if kernels["compile"] else False
     t0 = time.perf_counter()
     with roles.memory_guard(batch_size, first):
         for out in perturb(samples, roles.classifier, roles.generator, roles.oracle, search, batch_size=batch_size,

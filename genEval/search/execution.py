@@ -15,19 +15,30 @@ weights). Autocast is kept only where a role cannot take converted weights: a ro
 such as a ``torch.export`` graph whose constants stay fp32). fp16 is never a default: VAE and VQGAN decoders
 overflow in it, so it warns unless the generator declares ``fp16_safe = True``.
 
-``channels_last`` converts conv weights to NHWC. ``compile`` compiles the search step (decode, classify, loss,
-judge: :func:`genEval.search.perturb.search_forward`) as one graph with ``torch.compile(fullgraph=True,
-dynamic=False)``; the backward to the latent is compiled with it by AOTAutograd. The batch keeps its size for
-the whole run (:class:`~genEval.search.perturb.SearchRows` pads instead of shrinking), so a run compiles once.
-Compiled artefacts are cached under ``$GENEVAL_CACHE/torch_compile``. On CUDA with fp32, TF32 matmuls and
-convolutions are switched on. A setting that cannot work here (compile on a CPU, a torch without triton)
-falls back with one warning line and is recorded as not taken.
+``memory_format`` (``auto`` | ``channels_last`` | ``contiguous``, issue 34): ``channels_last`` runs the roles NHWC
+end to end (weights, latents in, activations, GroupNorm, images out: :mod:`genEval.kernels`); ``contiguous``
+leaves them as built (NCHW); ``auto`` is channels_last where the step is compiled on CUDA and contiguous elsewhere
+(eager CUDA GroupNorm converts NHWC back to NCHW, so eager NHWC pays transposes; a CPU gains nothing). Measured:
+not yet (no GPU was lent to the session that wrote it; ``benchmarks/gpu_issue34.sh`` measures it). The old
+``channels_last=true`` (weights only) is read as ``memory_format=channels_last``, with a deprecation note.
+
+``compile`` compiles the search step (decode, classify, loss, judge: :func:`genEval.search.perturb.search_forward`)
+as one graph with ``torch.compile(fullgraph=True, dynamic=False)``; the backward to the latent is compiled with it
+by AOTAutograd. The batch keeps its size for the whole run (:class:`~genEval.search.perturb.SearchRows` pads
+instead of shrinking), so a run compiles once. ``compile_scope=regional`` compiles only the generator's repeated
+decoder blocks, each block type once (:func:`genEval.kernels.compile_regions`), meant to shorten the first
+compile (on a CPU it did not: ``benchmarks/RESULTS.md``; on a GPU not measured yet); the classifier and the oracle
+then run eagerly. ``compile_mode=reduce-overhead`` adds CUDA graphs over the fixed-shape
+step (measured: not yet, no GPU). Compiled artefacts are cached under ``$GENEVAL_CACHE/torch_compile``. On CUDA
+with fp32, TF32 matmuls and convolutions are switched on unless ``tf32=false`` (strict fp32). A setting that cannot
+work here (compile on a CPU, a torch without triton) falls back with one warning line and is recorded as not taken.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -37,6 +48,7 @@ from torch import nn
 
 from genEval.fileio import cache_dir
 from genEval.interfaces import SettingError, check_batch_size, component_id, hook, is_whole, precision_name
+from genEval.kernels import COMPILE_SCOPES, MEMORY_FORMATS, compile_regions, repeated_blocks, to_memory_format
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +84,10 @@ class Execution:
     device: ``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``. batch_size: rows searched at once, or None (chosen from
     the memory one search step needs). num_workers: DataLoader workers decoding images. precision: ``fp32`` |
     ``bf16`` | ``fp16`` for every role; role_precision: per-role overrides (``{"generator": "bf16"}``; None =
-    ``precision``). channels_last: NHWC convolutions. compile: compile the search step (CUDA; elsewhere eager
-    with a warning). compile_mode: one of :data:`COMPILE_MODES`.
+    ``precision``). memory_format: ``auto`` | ``channels_last`` (NHWC end to end) | ``contiguous`` (as built).
+    compile: compile the search step (CUDA; elsewhere eager with a warning). compile_mode: one of
+    :data:`COMPILE_MODES`. compile_scope: ``full`` (the step as one graph) | ``regional`` (the decoder's repeated
+    blocks). tf32: TF32 matmuls and convolutions for fp32 roles on CUDA (false: strict fp32).
     """
 
     device: str = "auto"
@@ -81,9 +95,11 @@ class Execution:
     num_workers: int = 0
     precision: str = "fp32"
     role_precision: Mapping[str, str | None] = field(default_factory=dict)
-    channels_last: bool = False
+    memory_format: str = "auto"
     compile: bool = False
     compile_mode: str = "default"
+    compile_scope: str = "full"
+    tf32: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, (str, torch.device)):
@@ -106,11 +122,14 @@ class Execution:
             roles[role] = precision_name(p, f"role_precision.{role}", nullable=True)
         # canonical: only real overrides (None follows precision), so {} and {generator: null} are one identity
         object.__setattr__(self, "role_precision", {r: p for r, p in roles.items() if p is not None})
-        for key in ("channels_last", "compile"):
+        for key in ("compile", "tf32"):
             if not _is_bool(getattr(self, key)):
                 raise SettingError(key, getattr(self, key), "true or false", "true")
         if self.compile_mode not in COMPILE_MODES:
             raise SettingError("compile_mode", self.compile_mode, "one of " + ", ".join(COMPILE_MODES), "default")
+        for key, allowed in (("memory_format", MEMORY_FORMATS), ("compile_scope", COMPILE_SCOPES)):
+            if getattr(self, key) not in allowed:
+                raise SettingError(key, getattr(self, key), "one of " + ", ".join(allowed), allowed[0])
 
     @classmethod
     def coerce(cls, value: Execution | Mapping[str, Any] | None) -> Execution:
@@ -121,7 +140,15 @@ class Execution:
             return value
         if not isinstance(value, Mapping):
             raise ValueError(f"execution must be an Execution or a mapping of its fields, got {type(value).__name__}.")
-        return cls(**{f.name: value[f.name] for f in fields(cls) if f.name in value})
+        given = {f.name: value[f.name] for f in fields(cls) if f.name in value}
+        old = value.get("channels_last")  # issue 12's weights-only switch, replaced by memory_format (issue 34)
+        if old is not None:
+            if not _is_bool(old):
+                raise SettingError("channels_last", old, "true or false (deprecated: use memory_format)", "null")
+            new = "channels_last" if old else "contiguous"
+            warnings.warn(f"channels_last is deprecated: write memory_format={new}.", FutureWarning, stacklevel=2)
+            given.setdefault("memory_format", new)
+        return cls(**given)
 
     def precision_of(self, role: str) -> str:
         return self.role_precision.get(role) or self.precision
@@ -135,8 +162,16 @@ class Execution:
         return out
 
 
-#: The keys of :class:`Execution`, as they stand at the top level of a command's config.
-EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
+#: The keys of :class:`Execution`, as they stand at the top level of a command's config (and the deprecated
+#: ``channels_last``, which :meth:`Execution.coerce` reads as ``memory_format``).
+EXECUTION_FIELDS = (*(f.name for f in fields(Execution)), "channels_last")
+
+
+def resolve_memory_format(memory_format: str, device: torch.device, compiled: bool) -> str:
+    """``auto`` -> ``channels_last`` when the step is compiled on CUDA, else ``contiguous``; others as given."""
+    if memory_format != "auto":
+        return memory_format
+    return "channels_last" if compiled and device.type == "cuda" else "contiguous"
 
 
 # ------------------------------------------------------------------------------------------------ the roles
@@ -238,18 +273,22 @@ def accelerate(
     classifier: Any, generator: Any, oracle: Any, execution: Execution, device: torch.device
 ) -> tuple[Any, Any, Any, dict[str, Any]]:
     """The three roles prepared as ``execution`` asks (weights converted in place); returns them and the
-    settings that took effect (``compile`` is True only when the step will really be compiled)."""
-    effective: dict[str, Any] = {"channels_last": bool(execution.channels_last), "tf32": False, "compile": False}
+    settings that took effect (``compile`` is True only when the step will really be compiled; ``memory_format``
+    is ``auto`` resolved)."""
+    effective: dict[str, Any] = {"tf32": False, "compile": False}
     if execution.compile:
         why_not = compile_problem(device)
         if why_not:
             log.warning("compile=true ignored: %s; running eagerly.", why_not)
         else:
-            effective.update(compile=True, compile_mode=execution.compile_mode, compile_cache=use_compile_cache())
+            effective.update(compile=True, compile_mode=execution.compile_mode, compile_scope=execution.compile_scope,
+                             compile_cache=use_compile_cache())  # fmt: skip
+    effective["memory_format"] = resolve_memory_format(execution.memory_format, device, effective["compile"])
     if device.type == "cuda":
         fp32_somewhere = any(execution.precision_of(r) == "fp32" for r in ROLES)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = fp32_somewhere
-        effective["tf32"] = fp32_somewhere
+        tf32 = fp32_somewhere and execution.tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        effective["tf32"] = tf32
     if execution.precision_of("generator") == "fp16" and not hook(generator, "fp16_safe"):
         log.warning(
             "precision fp16 for generator %s: VAE/VQGAN decoders overflow in fp16 (NaN/inf images); "
@@ -259,8 +298,8 @@ def accelerate(
     out = {}
     for role, obj in {"classifier": classifier, "generator": generator, "oracle": oracle}.items():
         prec = execution.precision_of(role)
-        if execution.channels_last and isinstance(obj, nn.Module):
-            obj.to(memory_format=torch.channels_last)
+        if effective["memory_format"] == "channels_last" and isinstance(obj, nn.Module):
+            to_memory_format(obj, "channels_last", hook(obj, "nhwc_classes"))  # contiguous: the roles as built
         mode = None if prec == "fp32" else _mode(obj)
         if mode is None:
             out[role] = obj  # fp32, or nothing to convert: the role runs as built
@@ -270,3 +309,19 @@ def accelerate(
             out[role] = RoleRunner(obj, PRECISIONS[prec], mode, device.type)
         effective[role] = {"precision": prec if mode or prec == "fp32" else "fp32 (no weights)", "mode": mode}
     return out["classifier"], out["generator"], out["oracle"], effective
+
+
+def compile_generator_regions(generator: Any, options: Mapping[str, Any]) -> int:
+    """``compile_scope=regional``: compile the generator's repeated decoder blocks (its ``compile_regions`` hook,
+    else :func:`genEval.kernels.repeated_blocks` of the whole module) with ``torch.compile`` ``options``; returns
+    the number of blocks compiled (0, with a warning, when it has none)."""
+    regions = hook(generator, "compile_regions")
+    if regions is not None:
+        blocks = list(regions())
+    else:
+        blocks = repeated_blocks(generator) if isinstance(generator, nn.Module) else []
+    if not blocks:
+        log.warning("compile_scope=regional: generator %s has no repeated blocks; it runs eagerly.",
+                    component_id(generator))  # fmt: skip
+        return 0
+    return compile_regions(blocks, **options)

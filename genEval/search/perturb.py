@@ -45,7 +45,7 @@ from genEval.interfaces import (
     is_whole,
 )
 from genEval.scores.outcomes import SampleRecord
-from genEval.search.execution import check_batch_size
+from genEval.search.execution import check_batch_size, compile_generator_regions
 
 log = logging.getLogger(__name__)
 
@@ -220,8 +220,8 @@ class CompiledForward:
     ``torch.compile`` keywords (``mode``, ``backend``). A role whose code cannot be traced whole (a graph break in
     a plug-in) does not stop the run: the step is compiled in pieces instead, with one warning naming the break."""
 
-    def __init__(self, options: bool | Mapping[str, Any]) -> None:
-        self.options = {k: v for k, v in (options.items() if isinstance(options, Mapping) else ()) if v != "default"}
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
         self.fn = torch.compile(search_forward, fullgraph=True, dynamic=False, **self.options)
         self.whole = True
 
@@ -235,6 +235,19 @@ class CompiledForward:
             log.warning("compile: the search step does not compile as one graph (%s); compiling it in pieces.", reason)
             self.fn, self.whole = torch.compile(search_forward, dynamic=False, **self.options), False
             return self.fn(*args)
+
+
+def step_function(compile: bool | Mapping[str, Any], generator: Generator) -> Any:
+    """The forward half of the step as ``compile`` asks: eager (False); compiled as one graph (True, or
+    ``torch.compile`` options such as ``mode`` and ``backend``); or, with ``scope="regional"``, eager around the
+    generator's repeated decoder blocks, each compiled once per block type (:func:`compile_generator_regions`)."""
+    if not compile:
+        return search_forward
+    options = {k: v for k, v in (compile.items() if isinstance(compile, Mapping) else ()) if v != "default"}
+    if options.pop("scope", "full") == "regional":
+        compile_generator_regions(generator, options)
+        return search_forward
+    return CompiledForward(options)
 
 
 def perturb(
@@ -254,14 +267,15 @@ def perturb(
     as soon as it stops (not in input order). ``mask``: optional 0/1 tensor broadcastable to one latent
     (paper 3.2.1 sparse style dims); it limits both the update and the start noise. ``reference``: the class
     the oracle must keep seeing, the true ``label`` or its own verdict on the clean image. ``compile``: compile
-    the step (True, or ``torch.compile`` options); the batch then keeps its size to the end, so it compiles once.
+    the step (True, or ``torch.compile`` options and ``scope``: :func:`step_function`); the batch then keeps its size
+    to the end, so it compiles once.
 
     A step makes one host sync (:meth:`SearchRows.sync`: which rows go on, which stopped, what went wrong),
     plus one when samples stop (their records come back to the host in one transfer)."""
     rows = SearchRows(
         samples, classifier, generator, oracle, cfg, batch_size, mask, torch.device(device), reference, bool(compile)
     )
-    forward = CompiledForward(compile) if compile else search_forward
+    forward = step_function(compile, generator)
     while rows.refill():  # rows that stopped take the next sources: z_0 = E(x) + noise, t = 0
         with contract_checked_by_caller():  # the loop checks x itself, without a host sync (SearchRows.judge)
             x, logits, loss, accept, scores, preds = forward(
