@@ -52,7 +52,7 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor")
 
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
@@ -124,6 +124,7 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         settings=replace(settings, baselines=baselines),
         allow_self_judging=bool(cfg.get("allow_self_judging", False)),
         out_dir=out_dir,
+        executor=build(cfg.executor, "executor") if cfg.get("executor") is not None else None,
         **_evaluate_kwargs(cfg),
     )
     factories = classifier_factories(nodes, "classifiers")
