@@ -14,12 +14,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from compare_toys import ToyPool
+from compare_toys import ToyPool, verdicts
+from hydra import compose, initialize_config_dir
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate
+from genEval.commands import CONF_DIR, build, config_options
 from genEval.comparisons.aggregate import compare
-from genEval.comparisons.executors import EvalTask, EvaluationsFailed, RayExecutor, SlurmExecutor
+from genEval.comparisons.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
 from genEval.interfaces import SettingError
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -54,14 +56,6 @@ def run(out: Path, executor=None):
     )
 
 
-def verdicts(comp) -> tuple:
-    """Everything a comparison concludes (scores, ranks, differences, stability, per-class tables, seeds), without
-    run times and paths."""
-    d = comp.to_dict()
-    rows = [{k: v for k, v in r.items() if not k.startswith("time") and k != "run_dirs"} for r in d["leaderboard"]]
-    return rows, d["differences"], d["stability"], d["effective_robustness"], comp.per_class, comp.seeds
-
-
 def run_files(out: Path) -> dict[str, int]:
     """results.json of every run -> the time it was written (ns)."""
     return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted((out / "runs").rglob("results.json"))}
@@ -74,23 +68,23 @@ def local(tmp_path_factory):
 
 
 def test_submitit_jobs_give_the_comparison_of_the_local_run_and_a_rerun_only_fills_gaps(local, tmp_path):
-    comp, _ = local
+    _, local_out = local
     out = tmp_path / "slurm"
     remote = run(out, SlurmExecutor(cluster="debug", poll_s=0))
-    assert verdicts(remote) == verdicts(comp)
+    assert verdicts(out) == verdicts(local_out)
     assert remote.settings.data_seeds == SEEDS  # the data were re-drawn per repetition on the workers
     jobs = sorted((out / "submitit").glob("*_log.out"))
     assert len(jobs) == 4 and len(list((out / "submitit").glob("evaluate-*.pkl"))) == 1  # pickled once for all
     before = run_files(out)
     gone = out / "runs" / "lin1" / "rep0" / "results.json"
     gone.unlink()  # as if that job had died after its samples
-    again = run(out, SlurmExecutor(cluster="debug", poll_s=0))
+    run(out, SlurmExecutor(cluster="debug", poll_s=0))
     after = run_files(out)
     assert len(list((out / "submitit").glob("*_log.out"))) == 5  # one more job: the missing evaluation
     assert {k: v for k, v in after.items() if k != "runs/lin1/rep0/results.json"} == {
         k: v for k, v in before.items() if k != "runs/lin1/rep0/results.json"
     }  # the finished runs were not touched
-    assert gone.is_file() and verdicts(again) == verdicts(comp)
+    assert gone.is_file() and verdicts(out) == verdicts(local_out)
 
 
 @pytest.mark.slow  # about a minute: every job is a new process that imports torch
@@ -98,7 +92,7 @@ def test_failed_jobs_are_named_by_model_and_repetition_then_the_rerun_completes(
     """Real job processes (submitit's local cluster); one evaluation fails because its run directory holds another
     run. The others finish, the error names the failed one, and after the clash is removed the same command runs only
     that one and gives the local comparison."""
-    comp, _ = local
+    _, local_out = local
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "cmp"
     clash = out / "runs" / "lin0" / "rep1"
@@ -123,8 +117,8 @@ def test_failed_jobs_are_named_by_model_and_repetition_then_the_rerun_completes(
     )
     done = run_files(out)
     shutil.rmtree(clash)
-    again = run(out, executor)
-    assert verdicts(again) == verdicts(comp)
+    run(out, executor)
+    assert verdicts(out) == verdicts(local_out)
     assert {k: v for k, v in run_files(out).items() if k in done and "lin0/rep1" not in k} == {
         k: v for k, v in done.items() if "lin0/rep1" not in k
     }
@@ -153,3 +147,53 @@ def test_a_task_is_finished_only_with_the_same_seed_and_config(local):
 def test_bad_executor_settings_are_refused_by_name(make, msg):
     with pytest.raises(SettingError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         make()
+
+
+@pytest.mark.parametrize(
+    "name,kind,overrides,want",
+    [
+        ("local", LocalExecutor, [], {}),
+        ("ray", RayExecutor, ["executor.num_gpus=0", "executor.address=10.0.0.1:6379"],
+         {"num_gpus": 0, "address": "10.0.0.1:6379", "max_retries": 3}),
+        ("slurm", SlurmExecutor, ["executor.partition=gpu", "executor.additional_parameters={account: proj}"],
+         {"partition": "gpu", "additional_parameters": {"account": "proj"}, "gpus_per_node": 1, "cluster": "slurm"}),
+    ],
+)  # fmt: skip
+def test_every_executor_option_composes_and_builds_with_its_overrides(name, kind, overrides, want):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("compare", overrides=[f"executor={name}", *overrides])
+    built = build(cfg.executor, "executor")
+    assert type(built) is kind and {k: getattr(built, k) for k in want} == want
+    assert set(config_options("executor")) == {"local", "ray", "slurm"}
+
+
+def test_a_misspelt_executor_setting_is_refused_with_the_right_name():
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("compare", overrides=["executor=slurm", "+executor.partiton=gpu"])
+    with pytest.raises(
+        ValueError, match=r"executor.partiton is not a setting of .*SlurmExecutor.*Did you mean executor.partition\?"
+    ):
+        build(cfg.executor, "executor")
+
+
+def test_the_slurm_jobs_ask_for_what_the_settings_say(tmp_path, monkeypatch):
+    """The sbatch script submitit would submit (no Slurm here: without srun the error says so; a stand-in srun on PATH
+    lets submitit write the script, which is all that is checked)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(
+        OSError, match=r'executor=slurm found no Slurm here \(Could not detect "srun".*executor.cluster=local'
+    ):
+        SlurmExecutor().engine(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
+    settings = SlurmExecutor(
+        partition="gpu", cpus_per_task=4, mem_gb=32, timeout_min=60, additional_parameters={"account": "proj"}
+    )
+    text = settings.engine(tmp_path / "jobs")._executor._make_submission_file_text("python -m job", "uid")
+    lines = set(text.splitlines())
+    for want in ("--partition=gpu", "--gpus-per-node=1", "--cpus-per-task=4", "--mem=32GB", "--time=60",
+                 "--account=proj", "--signal=USR2@90", "--job-name=geneval-compare"):  # fmt: skip
+        assert f"#SBATCH {want}" in lines, want

@@ -363,11 +363,18 @@ class SlurmExecutor:
             f"executor=slurm ({self.cluster})", tasks, lambda todo: self._outcomes(evaluate, todo, folder), progress
         )
 
-    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], folder: Path) -> Outcomes:
+    def engine(self, folder: str | Path) -> Any:
+        """submitit's ``AutoExecutor`` for these settings, writing its job files into ``folder``."""
         submitit = _engine("submitit", "slurm")
-        executor = submitit.AutoExecutor(
-            folder=folder, cluster=self.cluster, slurm_max_num_timeout=self.max_num_timeout
-        )
+        try:
+            executor = submitit.AutoExecutor(
+                folder=folder, cluster=self.cluster, slurm_max_num_timeout=self.max_num_timeout
+            )
+        except RuntimeError as err:  # no srun on this machine
+            raise OSError(
+                f"executor=slurm found no Slurm here ({err}). Run geneval compare on a machine that submits to Slurm "
+                "(a login node), or set executor.cluster=local to run the jobs as processes on this machine."
+            ) from err
         executor.update_parameters(
             name="geneval-compare",
             timeout_min=self.timeout_min,
@@ -378,6 +385,11 @@ class SlurmExecutor:
             slurm_array_parallelism=self.array_parallelism,
             slurm_additional_parameters=dict(self.additional_parameters or {}),
         )
+        return executor
+
+    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], folder: Path) -> Outcomes:
+        submitit = _engine("submitit", "slurm")
+        executor = self.engine(folder)
         shared = ensure_writable_dir(folder) / f"evaluate-{secrets.token_hex(4)}.pkl"  # pickled once, read by every job
         atomic_write_bytes(shared, _engine("cloudpickle", "slurm").dumps(evaluate))
         job = _SubmititJob(str(shared))
