@@ -29,28 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the cluster helper and the equality checks the tests use
 
 from compare_toys import verdicts  # noqa: E402
-from ray_cluster import kill_mid_run, local_ray_cluster, start  # noqa: E402
+from ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start  # noqa: E402
 from test_scale_out import decisions, scores  # noqa: E402
 
-TINY = ["seed=0", "data.limit=20", "search.budget=1", "progress=false"]
-SHARDS = ["-m", "hydra/launcher=ray_cpus", "shard.count=2", "shard.index=range(2)", *TINY]
-COMPARE = [
-    "compare",
-    "classifiers=[digits_cnn,digits_mlp,digits_wide_cnn]",
-    "allow_self_judging=true",
-    "data.limit=12",
-    "search.budget=4",
-    "search.update=sign",
-    "search.step_size=0.1",
-    "repetitions=2",
-    "seed=0",
-    "n_boot=100",
-    "progress=false",
-    "report=false",
-]
 
-
-def timed(args: list[str], env: dict[str, str]) -> float:
+def timed(args: list[str] | tuple[str, ...], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "genEval.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:

@@ -26,6 +26,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: The offline digits default at its smallest (the unsharded run), and as 2 shards through the Ray launcher preset.
+TINY = ("seed=0", "data.limit=20", "search.budget=1", "progress=false")
+SHARDS = ("-m", "hydra/launcher=ray_cpus", "shard.count=2", "shard.index=range(2)", *TINY)
+#: A comparison of three digits models (two are the oracle's members: allowed, so that no model needs training) x 2
+#: repetitions.
+COMPARE = (
+    "compare",
+    "classifiers=[digits_cnn,digits_mlp,digits_wide_cnn]",
+    "allow_self_judging=true",
+    "data.limit=12",
+    "search.budget=4",
+    "search.update=sign",
+    "search.step_size=0.1",
+    "repetitions=2",
+    "seed=0",
+    "n_boot=100",
+    "progress=false",
+    "report=false",
+)
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -20,6 +20,7 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate
 from genEval.commands import CONF_DIR, build, config_options
+from genEval.commands.compare import run_compare
 from genEval.comparisons.aggregate import compare
 from genEval.comparisons.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
 from genEval.interfaces import SettingError
@@ -197,3 +198,18 @@ def test_the_slurm_jobs_ask_for_what_the_settings_say(tmp_path, monkeypatch):
     for want in ("--partition=gpu", "--gpus-per-node=1", "--cpus-per-task=4", "--mem=32GB", "--time=60",
                  "--account=proj", "--signal=USR2@90", "--job-name=geneval-compare"):  # fmt: skip
         assert f"#SBATCH {want}" in lines, want
+
+
+def test_geneval_compare_ships_what_the_command_line_built_to_its_jobs(digits_cache, tmp_path, monkeypatch):
+    """The command's classifier factories (over config nodes), data, generator and oracle pickle into the jobs
+    (submitit's debug cluster: each job reads them back from the one pickle), and the comparison equals
+    executor=local's."""
+    monkeypatch.setenv("GENEVAL_CACHE", str(digits_cache))
+    common = ["classifiers=[digits_cnn,digits_mlp]", "allow_self_judging=true", "data.limit=6", "search.budget=1",
+              "repetitions=1", "seed=0", "n_boot=20", "report=false", "progress=false"]  # fmt: skip
+    for name, executor in (("local", []), ("jobs", ["executor=slurm", "executor.cluster=debug", "executor.poll_s=0"])):
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            cfg = compose("compare", overrides=[*common, *executor, f"out_dir={tmp_path / name}"])
+        run_compare(cfg)
+    assert verdicts(tmp_path / "jobs") == verdicts(tmp_path / "local")
+    assert len(list((tmp_path / "jobs" / "submitit").glob("*_log.out"))) == 2

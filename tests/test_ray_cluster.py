@@ -19,28 +19,11 @@ from pathlib import Path
 
 import pytest
 from compare_toys import verdicts
-from ray_cluster import kill_mid_run, local_ray_cluster, start
+from ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start
 from test_scale_out import ROOT, decisions, geneval, scores
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'geneval-fmr[ray]'): no Ray cluster to test on")
 pytestmark = pytest.mark.slow
-
-TINY = ("seed=0", "data.limit=20", "search.budget=1", "progress=false")
-#: Three digits models (two are the oracle's members: allowed, so that no model needs training) x 2 repetitions.
-COMPARE = (
-    "compare",
-    "classifiers=[digits_cnn,digits_mlp,digits_wide_cnn]",
-    "allow_self_judging=true",
-    "data.limit=12",
-    "search.budget=4",
-    "search.update=sign",
-    "search.step_size=0.1",
-    "repetitions=2",
-    "seed=0",
-    "n_boot=100",
-    "progress=false",
-    "report=false",
-)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +59,7 @@ def compared_locally(local_env, tmp_path_factory) -> Path:
 def test_two_shards_on_the_cluster_merge_into_the_unsharded_run(cluster, unsharded, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="hydra-ray-launcher is not installed")
     sweep = tmp_path / "sweep"
-    r = geneval("-m", "hydra/launcher=ray_cpus", "shard.count=2", "shard.index=range(2)", *TINY,
-                f"hydra.sweep.dir={sweep}", env=cluster.env)  # fmt: skip
+    r = geneval(*SHARDS, f"hydra.sweep.dir={sweep}", env=cluster.env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Ray Launcher is launching 2 jobs" in r.stdout + r.stderr
     assert scores(sweep / "merged") == scores(unsharded)
@@ -87,8 +69,7 @@ def test_two_shards_on_the_cluster_merge_into_the_unsharded_run(cluster, unshard
 def test_a_killed_shard_worker_is_retried_and_the_merge_still_equals_the_unsharded_run(cluster, unsharded, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="hydra-ray-launcher is not installed")
     sweep = tmp_path / "sweep"
-    args = ["-m", "hydra/launcher=ray_cpus", "shard.count=2", "shard.index=range(2)", *TINY, "batch_size=2"]
-    proc = start([*args, f"hydra.sweep.dir={sweep}"], cluster.env, tmp_path / "sweep")
+    proc = start([*SHARDS, "batch_size=2", f"hydra.sweep.dir={sweep}"], cluster.env, tmp_path / "sweep")
     killed = kill_mid_run("*/shard-1-of-2", sweep, proc, samples=2)
     assert proc.wait(timeout=900) == 0, (tmp_path / "sweep.err").read_text()[-3000:]
     shard = next(sweep.glob("*/shard-1-of-2"))

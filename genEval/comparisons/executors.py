@@ -133,33 +133,45 @@ class LocalExecutor:
 Outcomes = Iterator[tuple[EvalTask, str | None]]
 
 
-def run_remote(
-    name: str, tasks: Sequence[EvalTask], outcomes: Callable[[list[EvalTask]], Outcomes], progress: bool
-) -> None:
-    """Submit the unfinished ``tasks`` through ``outcomes`` (an engine's submit-and-wait), follow them as they end,
-    and raise :class:`EvaluationsFailed` listing the failed ones once all have ended."""
-    todo = [t for t in tasks if not t.finished()]
-    if len(todo) < len(tasks):
-        log.info(
-            "%s: %d of %d evaluations are finished in their run directories; running the other %d",
-            name,
-            len(tasks) - len(todo),
-            len(tasks),
-            len(todo),
-        )
-    failures: dict[EvalTask, str] = {}
-    with _bar(len(tasks), progress, len(tasks) - len(todo)) as bar:
-        if todo:
-            log.info("%s: submitting %d evaluations", name, len(todo))
-            for task, why in outcomes(todo):
-                if why is None:
-                    log.info("%s: %s finished (%s)", name, task.label, task.run_dir)
-                else:
-                    failures[task] = why
-                    log.error("%s: %s failed: %s", name, task.label, why)
-                bar.update(1)
-    if failures:
-        raise EvaluationsFailed(failures, tasks)
+class ClusterExecutor:
+    """What the cluster executors share: :meth:`run` submits the unfinished tasks through the engine (``_outcomes``:
+    submit, then yield each task as it ends, with why when it failed), follows them, and raises
+    :class:`EvaluationsFailed` listing the failed ones once all have ended."""
+
+    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], workdir: Path) -> Outcomes:
+        raise NotImplementedError
+
+    def run(
+        self,
+        evaluate: Callable[[EvalTask], Any],
+        tasks: Sequence[EvalTask],
+        *,
+        workdir: str | Path,
+        progress: bool = False,
+    ) -> None:
+        name = f"executor={type(self).__name__.removesuffix('Executor').lower()}"
+        todo = [t for t in tasks if not t.finished()]
+        if len(todo) < len(tasks):
+            log.info(
+                "%s: %d of %d evaluations are finished in their run directories; running the other %d",
+                name,
+                len(tasks) - len(todo),
+                len(tasks),
+                len(todo),
+            )
+        failures: dict[EvalTask, str] = {}
+        with _bar(len(tasks), progress, len(tasks) - len(todo)) as bar:
+            if todo:
+                log.info("%s: submitting %d evaluations", name, len(todo))
+                for task, why in self._outcomes(evaluate, todo, Path(workdir)):
+                    if why is None:
+                        log.info("%s: %s finished (%s)", name, task.label, task.run_dir)
+                    else:
+                        failures[task] = why
+                        log.error("%s: %s failed: %s", name, task.label, why)
+                    bar.update(1)
+        if failures:
+            raise EvaluationsFailed(failures, tasks)
 
 
 def _engine(module: str, extra: str) -> ModuleType:
@@ -211,7 +223,7 @@ def _check_count(key: str, value: Any, low: float, example: str, whole: bool = F
 
 
 @dataclass(frozen=True)
-class RayExecutor:
+class RayExecutor(ClusterExecutor):
     """``executor=ray``: one Ray task per evaluation (see the module docstring).
 
     ``address``: the cluster to join (``auto``: the one ``ray start`` started on this machine, or ``RAY_ADDRESS``;
@@ -232,30 +244,17 @@ class RayExecutor:
         _check_count("num_cpus", self.num_cpus, 0, "8")
         _check_count("max_retries", self.max_retries, -1, "3", whole=True)
 
-    def run(
-        self,
-        evaluate: Callable[[EvalTask], Any],
-        tasks: Sequence[EvalTask],
-        *,
-        workdir: str | Path | None = None,
-        progress: bool = False,
-    ) -> None:
-        run_remote("executor=ray", tasks, lambda todo: self._outcomes(evaluate, todo), progress)
-
-    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask]) -> Outcomes:
+    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], workdir: Path) -> Outcomes:
         ray = _engine("ray", "ray")
         joined = not ray.is_initialized()
         if joined:
             self._connect(ray)
         try:
-            remote = ray.remote(_call)
-            opts = dict(
+            remote = ray.remote(  # max_calls=1: a fresh worker process per task (GPU memory is returned between tasks)
                 num_cpus=self.num_cpus, num_gpus=self._gpus(ray), max_retries=int(self.max_retries), max_calls=1
-            )
+            )(_call)
             shared = ray.put(evaluate)  # shipped once; every task gets it by reference
-            pending = {
-                remote.options(name=f"geneval {t.model} rep{t.repetition}", **opts).remote(shared, t): t for t in todo
-            }
+            pending = {remote.options(name=f"geneval {t.model} rep{t.repetition}").remote(shared, t): t for t in todo}
             try:
                 while pending:
                     ready, _ = ray.wait(list(pending), num_returns=1)
@@ -318,7 +317,7 @@ class _SubmititJob:
 
 
 @dataclass(frozen=True)
-class SlurmExecutor:
+class SlurmExecutor(ClusterExecutor):
     """``executor=slurm``: one job per evaluation through submitit's ``AutoExecutor`` (see the module docstring).
 
     ``cluster``: ``slurm``, or submitit's ``local`` (local processes) or ``debug`` (in this process) to try the
@@ -350,19 +349,6 @@ class SlurmExecutor:
         _check_count("mem_gb", self.mem_gb, 0, "64")
         _check_count("poll_s", self.poll_s, 0, "15")
 
-    def run(
-        self,
-        evaluate: Callable[[EvalTask], Any],
-        tasks: Sequence[EvalTask],
-        *,
-        workdir: str | Path,
-        progress: bool = False,
-    ) -> None:
-        folder = Path(self.folder).expanduser() if self.folder else Path(workdir) / "submitit"
-        run_remote(
-            f"executor=slurm ({self.cluster})", tasks, lambda todo: self._outcomes(evaluate, todo, folder), progress
-        )
-
     def engine(self, folder: str | Path) -> Any:
         """submitit's ``AutoExecutor`` for these settings, writing its job files into ``folder``."""
         submitit = _engine("submitit", "slurm")
@@ -387,8 +373,9 @@ class SlurmExecutor:
         )
         return executor
 
-    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], folder: Path) -> Outcomes:
+    def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], workdir: Path) -> Outcomes:
         submitit = _engine("submitit", "slurm")
+        folder = Path(self.folder).expanduser() if self.folder else workdir / "submitit"
         executor = self.engine(folder)
         shared = ensure_writable_dir(folder) / f"evaluate-{secrets.token_hex(4)}.pkl"  # pickled once, read by every job
         atomic_write_bytes(shared, _engine("cloudpickle", "slurm").dumps(evaluate))
