@@ -10,6 +10,10 @@ Which models: ``classifiers=null`` (default) compares the zoo (``conf/zoo/<name>
 its baselines (``zoo.baselines``) unless ``baselines=`` says otherwise; ``classifiers=[...]`` replaces both (ER is
 then fitted only on ``baselines=`` named explicitly).
 
+Where the evaluations run: ``executor=local`` (default), ``ray`` or ``slurm`` (``conf/executor/``), built here and
+handed to :func:`genEval.comparisons.aggregate.compare` (:mod:`genEval.comparisons.executors`); it is left out of each
+run's recorded config, so a comparison resumes and aggregates the same wherever its runs ran.
+
 Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its ``data.limit``
 subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.comparisons.repetitions` calls it with the
 repetition's seed, shared by every model of that repetition (and, in a generator ablation, by every generator).

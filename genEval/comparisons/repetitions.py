@@ -13,6 +13,10 @@ the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a
 get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
 comparison says so (its repetitions then share their sources; see :mod:`genEval.comparisons.aggregate`).
 
+Where the evaluations run is an executor's business (:mod:`genEval.comparisons.executors`): the models and seeds
+become one task per (model, repetition) (:class:`~genEval.comparisons.executors.EvalTask`), evaluated by a
+:class:`RepetitionRunner` one after the other here (the default), or as Ray tasks or Slurm jobs, with the same result.
+
 ``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
 (:func:`fit_comparison_mask`: :func:`genEval.search.driver.evaluate` with the :class:`~genEval.masks.AutoMask`
 into ``<out_dir>/mask``) and reused for every model and repetition; its fit samples are scored by no model.
