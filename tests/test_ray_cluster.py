@@ -104,7 +104,9 @@ def test_a_failed_ray_task_is_named_and_the_rerun_evaluates_only_it(cluster, com
     assert len(finished) == 5 and not (target / "results.json").exists()
     again = geneval(*COMPARE, "executor=ray", f"out_dir={out}", env=cluster.env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "5 of 6 evaluations are finished in their run directories; running the other 1" in again.stderr
+    assert (
+        "5 of 6 evaluations are finished in their run directories; running the other 1" in again.stdout + again.stderr
+    )
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # the finished runs were left alone
     assert json.loads((target / "results.json").read_text())["timings"]["samples_computed"] <= 10  # resumed
     assert verdicts(out) == verdicts(compared_locally)
