@@ -366,6 +366,14 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
     assert scores(tmp_path / "merged") == scores(tmp_path / "single")
 
 
+def joins_a_cluster(c) -> bool:
+    """The preset joins a running cluster and sets object_store_memory (the plugin's default of 75 MB is refused by
+    current Ray when joining a cluster; tests/test_ray_cluster.py runs the preset on one)."""
+    return (
+        c.ray.init.address == "auto" and "object_store_memory" in c.ray.init and c.ray.init.object_store_memory is None
+    )
+
+
 @pytest.mark.parametrize(
     "launcher,plugin,check",
     [
@@ -377,7 +385,12 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
         (
             "ray_gpus",
             "hydra_plugins.hydra_ray_launcher",
-            lambda c: c.ray.remote.num_gpus == 1 and c._target_.endswith("RayLauncher"),
+            lambda c: c.ray.remote.num_gpus == 1 and c._target_.endswith("RayLauncher") and joins_a_cluster(c),
+        ),
+        (
+            "ray_cpus",
+            "hydra_plugins.hydra_ray_launcher",
+            lambda c: c.ray.remote.num_gpus == 0 and c.ray.remote.max_retries == 3 and joins_a_cluster(c),
         ),
     ],
 )

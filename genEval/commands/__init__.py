@@ -41,6 +41,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
+from genEval.comparisons.executors import EvaluationsFailed
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError, component_id, hook
@@ -67,13 +68,15 @@ class BuildError(ValueError):
 
 
 #: Exceptions that mean "the user asked for something that cannot work": message, exit 2. OSError covers a
-#: missing file, a full disk and an unreachable host; ImportError a missing optional dependency.
+#: missing file, a full disk and an unreachable host; ImportError a missing optional dependency; EvaluationsFailed
+#: lists the evaluations of a comparison that failed on a cluster, and how to run only those again.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
     OSError,
     ImportError,
     NonFiniteError,
     BuildError,
+    EvaluationsFailed,
 )
 
 #: Command name -> (config name in conf/, function); filled by :func:`command`.

@@ -10,6 +10,10 @@ Which models: ``classifiers=null`` (default) compares the zoo (``conf/zoo/<name>
 its baselines (``zoo.baselines``) unless ``baselines=`` says otherwise; ``classifiers=[...]`` replaces both (ER is
 then fitted only on ``baselines=`` named explicitly).
 
+Where the evaluations run: ``executor=local`` (default), ``ray`` or ``slurm`` (``conf/executor/``), built here and
+handed to :func:`genEval.comparisons.aggregate.compare` (:mod:`genEval.comparisons.executors`); it is left out of each
+run's recorded config, so a comparison resumes and aggregates the same wherever its runs ran.
+
 Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its ``data.limit``
 subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.comparisons.repetitions` calls it with the
 repetition's seed, shared by every model of that repetition (and, in a generator ablation, by every generator).
@@ -52,7 +56,7 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor")
 
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
@@ -124,6 +128,7 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         settings=replace(settings, baselines=baselines),
         allow_self_judging=bool(cfg.get("allow_self_judging", False)),
         out_dir=out_dir,
+        executor=build(cfg.executor, "executor") if cfg.get("executor") is not None else None,
         **_evaluate_kwargs(cfg),
     )
     factories = classifier_factories(nodes, "classifiers")

@@ -13,6 +13,10 @@ the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a
 get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
 comparison says so (its repetitions then share their sources; see :mod:`genEval.comparisons.aggregate`).
 
+Where the evaluations run is an executor's business (:mod:`genEval.comparisons.executors`): the models and seeds
+become one task per (model, repetition) (:class:`~genEval.comparisons.executors.EvalTask`), evaluated by a
+:class:`RepetitionRunner` one after the other here (the default), or as Ray tasks or Slurm jobs, with the same result.
+
 ``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
 (:func:`fit_comparison_mask`: :func:`genEval.search.driver.evaluate` with the :class:`~genEval.masks.AutoMask`
 into ``<out_dir>/mask``) and reused for every model and repetition; its fit samples are scored by no model.
@@ -26,14 +30,14 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from genEval.comparisons.executors import EvalTask, Executor, LocalExecutor
 from genEval.data.base import SubsetData
 from genEval.interfaces import hook
 from genEval.masks import AutoMask, FixedMask, StyleMask
@@ -195,6 +199,53 @@ def build_entry(entry: Any) -> Any:
     return entry() if _is_factory(entry) else entry
 
 
+@dataclass
+class RepetitionRunner:
+    """Evaluates one task of a comparison (:class:`~genEval.comparisons.executors.EvalTask`): ``genEval.evaluate`` of
+    the task's model on the data drawn from its repetition's seed (:func:`data_for_seed`; without the mask's fit
+    samples under ``mask``), into the task's run directory.
+
+    An executor ships it (pickled) to its workers, where each task builds its classifier from its factory and
+    re-draws its data. In one process, consecutive tasks of one model share one build, released before the next
+    model is built (one model in memory at a time).
+    """
+
+    classifiers: Mapping[str, Any]
+    data: Any
+    generator: Any
+    oracle: Any
+    search: SearchConfig
+    mask: ComparisonMask | None
+    evaluate_kwargs: dict[str, Any]
+    _built: tuple[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def __call__(self, task: EvalTask) -> str:
+        data, _ = data_for_seed(self.data, task.seed)
+        if self.mask is not None:
+            data = self.mask.scored_part(data)
+        evaluate(
+            self._classifier(task.model),
+            data,
+            self.generator,
+            self.oracle,
+            self.search,
+            seed=task.seed,
+            output_dir=task.run_dir,
+            config=task.config,
+            **self.evaluate_kwargs,
+        )
+        return task.run_dir
+
+    def _classifier(self, name: str) -> Any:
+        if self._built is None or self._built[0] != name:
+            self._built = None  # the previous model goes before the next one is built
+            self._built = (name, build_entry(self.classifiers[name]))
+        return self._built[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_built": None}  # a worker builds its own model
+
+
 def evaluate_repetitions(
     classifiers: Mapping[str, Any | Callable[[], Any]],
     data: Any,
@@ -209,6 +260,7 @@ def evaluate_repetitions(
     mask: Any = None,
     mask_reference: str | None = None,
     record: Mapping | None = None,
+    executor: Executor | None = None,
     **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
@@ -218,7 +270,9 @@ def evaluate_repetitions(
     is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
     ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
-    ``config.comparison`` record. Other keyword arguments go to :func:`genEval.evaluate`.
+    ``config.comparison`` record. ``executor``: where the (model, repetition) evaluations run
+    (:mod:`genEval.comparisons.executors`; None: one after the other in this process). Other keyword arguments go to
+    :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
@@ -256,36 +310,17 @@ def evaluate_repetitions(
             out_dir,
             **evaluate_kwargs,
         )
-        parts: dict[int, SubsetData] = {}  # data that were not re-drawn are one object: split it once
-        for d in datas:
-            if id(d) not in parts:
-                parts[id(d)] = fitted.scored_part(d)
-        datas = [parts[id(d)] for d in datas]
         evaluate_kwargs["mask"] = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
     elif mask is not None:
         evaluate_kwargs["mask"] = mask
-    dirs: dict[str, list[str]] = {}
-    with tqdm(total=len(names) * len(seeds), desc="compare", unit="run", disable=not show, dynamic_ncols=True) as bar:
-        for name, entry in zip(names, classifiers.values()):
-            clf = build_entry(entry)
-            for r, seed in enumerate(seeds):
-                bar.set_postfix(model=name, rep=r)
-                run_dir = Path(out_dir) / "runs" / name / f"rep{r}"
-                config = _record(
-                    name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted, record
-                )
-                evaluate(
-                    clf,
-                    datas[r],
-                    generator,
-                    oracle,
-                    search,
-                    seed=seed,
-                    output_dir=run_dir,
-                    config=config,
-                    **evaluate_kwargs,
-                )
-                dirs.setdefault(name, []).append(str(run_dir))
-                bar.update(1)
-            del clf
-    return dirs
+    runner = RepetitionRunner(
+        dict(zip(names, classifiers.values())), data, generator, oracle, search, fitted, evaluate_kwargs
+    )
+    tasks = [
+        EvalTask(name, r, seed, str(Path(out_dir) / "runs" / name / f"rep{r}"), _record(
+            name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted, record))
+        for name in names
+        for r, seed in enumerate(seeds)
+    ]  # fmt: skip
+    (executor or LocalExecutor()).run(runner, tasks, workdir=out_dir, progress=show)
+    return {name: [t.run_dir for t in tasks if t.model == name] for name in names}

@@ -57,7 +57,7 @@ from genEval.search.perturb import SearchConfig, perturb
 from genEval.search.progress import Progress
 from genEval.search.sources import first_readable, sample_seed, skips_unreadable, source_ids, source_stream
 
-__all__ = ["EXECUTION_KEYS", "SHORTHAND", "evaluate", "sample_seed", "skips_unreadable"]
+__all__ = ["EXECUTION_KEYS", "SHORTHAND", "evaluate", "identity_config", "sample_seed", "skips_unreadable"]
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,11 @@ def _components(classifier: Any, generator: Any, oracle: Any, data: Any, mask_id
     }
 
 
+def identity_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run's recorded config that is part of its identity: ``config`` without :data:`EXECUTION_KEYS`."""
+    return _without(config, EXECUTION_KEYS)
+
+
 def _without(config: Mapping, keys: Sequence[str]) -> dict:
     """``config`` without ``keys``; a dotted key (``data.skip_unreadable``) removes a nested entry."""
     out = {k: v for k, v in config.items() if k not in keys}
@@ -284,7 +289,7 @@ def _identity(
     if ids is not None:
         sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
     return {
-        "config": _without(config, EXECUTION_KEYS),
+        "config": identity_config(config),
         "components": components,
         "seed": seed,
         "sources": sources,
