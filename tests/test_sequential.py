@@ -110,7 +110,7 @@ def test_verdicts_and_sources_needed():
     assert n3 < n2
     assert test.sources_to_settle(0.5, 40.0)[1] == "show equivalence"
     assert SequentialTest(margin=0).sources_to_settle(0.0, 40.0) == (None, "order")
-    with pytest.raises(ValueError, match="confidence=1.5"):
+    with pytest.raises(ValueError, match="confidence must be a number in \\(0, 1\\), got 1.5"):
         SequentialTest(confidence=1.5)
 
 

@@ -15,7 +15,9 @@ fresh runs (``../seeds/digest.md`` 5.3.5, S0 App. A.2). :func:`aggregate` turns 
   (:func:`genEval.scores.rankings.pairwise_differences`);
 * stability (:mod:`genEval.comparisons.stability`): Kendall tau-b between the rankings (by ``rank_by``) of every
   pair of repetitions, its bootstrap distribution over source images, FMR-vs-SA tau and order flips;
-* the per-class table of every model, the settings that made the comparison, and its warnings.
+* the per-class table of every model, the settings that made the comparison, and its warnings;
+* whether the ranking is settled (:mod:`genEval.comparisons.settled`): anytime-valid verdicts on the adjacent pairs
+  from the rounds (repetitions) so far, tied ranks, and the sources that would settle an open pair.
 
 :func:`compare` first refuses models that are part of the oracle (:mod:`genEval.comparisons.judging`), runs the
 models (:func:`genEval.comparisons.repetitions.evaluate_repetitions`), then aggregates. With ``out_dir`` the
@@ -58,6 +60,7 @@ from genEval.comparisons.rows import (
     score_entries,
 )
 from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settled import settle_comparison
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
@@ -111,6 +114,11 @@ def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
     if len(found) != 1 or not (names := list(next(iter(found)))) or not set(names) <= set(runs):
         return None
     return names
+
+
+def recorded_rule(runs: Mapping[str, list[LoadedRun]]) -> Mapping | None:
+    """The stop rule the comparison that made ``runs`` ran with (``config.comparison.sequential``), if recorded."""
+    return _comparison_record(runs)[0].sequential
 
 
 def _settings(
@@ -197,7 +205,12 @@ def build_comparison(
     order, ranks = order_models(dict(zip(models, values)), entries)
     idx = [models.index(m) for m in order]
     er = er.select(idx)
-    rows = leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
+    rule = settings.sequential.filled(recorded_rule(runs))
+    settled = settle_comparison(runs, rank_by, num_classes, rule.test(), rule.to_dict(), sources_resampled(runs))
+    rows = [
+        replace(row, tied_rank=settled.tied_ranks.get(row.model))
+        for row in leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
+    ]
     diffs = pairwise_differences(order, outcomes, num_classes, n_boot, seed, level)
     score_point = np.array([np.nan if v is None else v for v in values], dtype=float)[idx]
     stab = stability(
@@ -229,6 +242,7 @@ def build_comparison(
         settings=_settings(runs, num_classes, settings, base),
         warnings=warnings,
         label_free=_label_free(rows),
+        settled=settled,
     )
 
 

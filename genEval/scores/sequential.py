@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from genEval.interfaces import SettingError
 from genEval.scores.definitions import score_values
 from genEval.scores.intervals import source_sums
 from genEval.scores.outcomes import COLUMNS, Outcomes
@@ -63,14 +64,16 @@ class SequentialTest:
     power: float = 0.8
 
     def __post_init__(self) -> None:
-        for name, v, ok, allowed in (
-            ("confidence", self.confidence, 0 < self.confidence < 1, "a number in (0, 1), e.g. 0.95"),
-            ("margin", self.margin, self.margin >= 0, "a number of points >= 0, e.g. 1 (0: no equivalence verdict)"),
-            ("t_star", self.t_star, self.t_star >= 1, "a number of sources >= 1"),
-            ("power", self.power, 0.5 <= self.power < 1, "a number in [0.5, 1), e.g. 0.8"),
+        for name, low, high, allowed, example in (
+            ("confidence", 0, 1, "a number in (0, 1)", "0.95"),
+            ("margin", 0, math.inf, "a number of points >= 0 (0: no equivalence verdict)", "1"),
+            ("t_star", 1, math.inf, "a number of sources >= 1", "1000"),
+            ("power", 0.5, 1, "a number in [0.5, 1)", "0.8"),
         ):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok:
-                raise ValueError(f"{name}={v!r} is not allowed for the sequential comparison; use {allowed}.")
+            v = getattr(self, name)
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if not number or not (low <= v < high) or (name == "confidence" and v == 0):
+                raise SettingError(name, v, allowed, example, "the sequential comparison, genEval/scores/sequential.py")
 
     @property
     def alpha(self) -> float:
