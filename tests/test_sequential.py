@@ -53,7 +53,9 @@ def test_boundary_known_value():
 
 def test_sa_difference_and_spread_are_the_paired_known_answer():
     """For SA (a proportion) the influence of a source is 100 (c_a - c_b) - d, so the spread is the plain standard
-    deviation of the paired differences of correctness: computed here without the module."""
+    deviation of the paired differences of correctness, with the documented pseudo-unit at the largest influence of a
+    pairing of the units each model showed (a right where b is wrong or the reverse: 100 (1 +- (p_a - p_b)), p the
+    shares correct) weighted 1 / (n + 1): computed here without the module."""
     rng = np.random.default_rng(0)
     ids = [f"s{i:04d}" for i in range(400)]  # pair_units orders units by id
     ca, cb = rng.random(400) < 0.8, rng.random(400) < 0.7
@@ -63,7 +65,9 @@ def test_sa_difference_and_spread_are_the_paired_known_answer():
     assert n.tolist() == [150, 400]
     diff = 100.0 * (ca.astype(float) - cb)
     assert d[-1] == pytest.approx(diff.mean())
-    assert sd[-1] == pytest.approx(diff.std(), rel=1e-4)
+    worst = 100.0 * (1 + abs(ca.mean() - cb.mean()))
+    assert sd[-1] == pytest.approx(math.sqrt((400 * diff.var() + worst**2) / 401), rel=1e-4)
+    assert sd[-1] == pytest.approx(diff.std(), rel=0.01)  # the pseudo-unit weighs 1 / 401
     assert d[0] == pytest.approx(diff[:150].mean())
 
 

@@ -26,6 +26,7 @@ comparison's files are written there (:func:`genEval.comparisons.leaderboard.wri
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,7 @@ from genEval.comparisons.ranking import (
     rank_values,
 )
 from genEval.comparisons.repetitions import build_entry, check_model_names, evaluate_repetitions, repetition_seeds
+from genEval.comparisons.rounds import run_until_settled
 from genEval.comparisons.rows import (
     baseline_set,
     effective_robustness,
@@ -59,9 +61,10 @@ from genEval.comparisons.rows import (
     order_models,
     score_entries,
 )
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import settle_comparison
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
+from genEval.masks import AutoMask
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
@@ -317,7 +320,7 @@ def compare(
     given = {k: evaluate_kwargs.pop(k) for k in _SETTING_KEYS if k in evaluate_kwargs}
     settings = ComparisonSettings.coerce(settings, **given)
     check_model_names(list(classifiers))
-    seeds_used = repetition_seeds(seeds, repetitions)
+    rule = settings.sequential.filled()
     baselines = settings.baseline_list
     if baselines is not None:
         unknown = set(baselines) - set(map(str, classifiers))
@@ -330,25 +333,52 @@ def compare(
             "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
             f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
         )
+    if rule.settled_mode:
+        _check_settled(rule, settings, seeds, mask)
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
     scoring = replace(Scoring.coerce(evaluate_kwargs.pop("scoring", None)), n_boot=settings.n_boot)
-    dirs = evaluate_repetitions(
+    record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
+    run = functools.partial(
+        evaluate_repetitions,
         classifiers,
         data,
         build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
         oracle,
         search,
-        seeds_used,
-        out_dir,
+        out_dir=out_dir,
         progress=progress,
         run_configs=run_configs,
         scoring=scoring,
         mask=mask,
         mask_reference=mask_reference,
-        record={**(record or {}), **({"baselines": baselines} if baselines else {})},
+        record=record,
         **evaluate_kwargs,
     )
-    return aggregate(dirs, settings.with_seeds(seeds_used), out_dir=out_dir)
+    if rule.settled_mode:  # rounds of fresh sources until the ranking is settled (genEval/comparisons/rounds.py)
+        one_round = lambda r, seed: {m: d[0] for m, d in run([seed], first_repetition=r).items()}
+        look = lambda dirs, seeds: aggregate(dirs, settings.with_seeds(seeds), out_dir=out_dir)
+        return run_until_settled(one_round, look, rule, seeds, out_dir)
+    seeds_used = repetition_seeds(seeds, repetitions)
+    return aggregate(run(seeds_used), settings.with_seeds(seeds_used), out_dir=out_dir)
+
+
+def _check_settled(rule: StopRule, settings: ComparisonSettings, seeds: Any, mask: Any) -> None:
+    """What ``stop=settled`` cannot run with, refused before any evaluation."""
+    if seeds is not None and not isinstance(seeds, int):
+        raise ValueError(
+            f"stop=settled derives one seed per round from seed=<int> (or a fresh one); seeds={list(seeds)} fixes "
+            "the repetitions of stop=fixed. Pass seed=<int>, or stop=fixed."
+        )
+    if isinstance(mask, AutoMask):
+        raise ValueError(
+            "stop=settled with mask=auto would fit a mask on the first round's sources, which later rounds may draw "
+            "again; fit the mask first (geneval fit_mask ...) and pass it as mask=<its path>, or use stop=fixed."
+        )
+    if settings.rank_by == "er":
+        raise ValueError(
+            "stop=settled judges pairs by a per-source score, and rank_by=er is fitted across models; rank by a "
+            f"score (e.g. rank_by={DEFAULT_RANK_BY}) or use stop=fixed."
+        )
 
 
 #: ComparisonSettings fields compare() also takes as keywords.

@@ -209,6 +209,7 @@ def evaluate_repetitions(
     mask: Any = None,
     mask_reference: str | None = None,
     record: Mapping | None = None,
+    first_repetition: int = 0,
     **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
@@ -218,7 +219,9 @@ def evaluate_repetitions(
     is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
     ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
-    ``config.comparison`` record. Other keyword arguments go to :func:`genEval.evaluate`.
+    ``config.comparison`` record. ``first_repetition``: the index of the first seed's repetition (a round of
+    ``stop=settled`` runs one repetition at a time: ``rep<r>``). Other keyword arguments go to
+    :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
@@ -268,15 +271,25 @@ def evaluate_repetitions(
     with tqdm(total=len(names) * len(seeds), desc="compare", unit="run", disable=not show, dynamic_ncols=True) as bar:
         for name, entry in zip(names, classifiers.values()):
             clf = build_entry(entry)
-            for r, seed in enumerate(seeds):
+            for i, seed in enumerate(seeds):
+                r = first_repetition + i
                 bar.set_postfix(model=name, rep=r)
                 run_dir = Path(out_dir) / "runs" / name / f"rep{r}"
                 config = _record(
-                    name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted, record
+                    name,
+                    r,
+                    seed,
+                    names,
+                    r + len(seeds) - i,
+                    (run_configs or {}).get(name),
+                    search,
+                    seeded,
+                    fitted,
+                    record,
                 )
                 evaluate(
                     clf,
-                    datas[r],
+                    datas[i],
                     generator,
                     oracle,
                     search,

@@ -12,7 +12,8 @@ sum(validated & perturbed correct) / sum(validated & clean correct); :mod:`genEv
 smooth function ``g`` of the mean column vector over source units. The difference ``d = g(m_a) - g(m_b)`` of two
 models evaluated on the *same* sources (paired) is estimated by the plug-in ``d_n``, whose influence per source is
 ``psi_i = J_a (x_ia - m_a) - J_b (x_ib - m_b)`` (``J`` the gradient of ``g``: the delta method). With ``sigma_n``
-the standard deviation of ``psi``, the sequence::
+the standard deviation of ``psi`` (with one pseudo-unit at the largest influence seen, so that a look where every unit
+agrees is not read as zero variance: :func:`looks_of`), the sequence::
 
     d_n +- sigma_n * sqrt( 2 (n eta^2 + 1) / (n^2 eta^2) * log( sqrt(n eta^2 + 1) / alpha ) )
 
@@ -174,9 +175,32 @@ class PairVerdict:
         return head + f": open ({self.reason or 'no estimate of the sources needed'})"
 
 
+def _first_rows(x: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row of (U, K) small non-negative integer counts (per-source
+    column sums), fast: each row as one integer key in base ``max + 1`` (``np.unique(axis=0)`` where the keys would
+    overflow)."""
+    if not len(x):
+        return np.zeros(0, dtype=np.int64)
+    base = int(x.max()) + 1
+    if base ** x.shape[1] >= 2**62 or x.min() < 0 or not np.all(x == np.round(x)):
+        return np.unique(x, axis=0, return_index=True)[1]
+    return np.unique(x.astype(np.int64) @ (base ** np.arange(x.shape[1], dtype=np.int64)), return_index=True)[1]
+
+
 def _moments(units: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """(count, column sums (P,), outer-product sums (P, P)) of units (U, P)."""
     return units.shape[0], units.sum(0), units.T @ units
+
+
+def _extremes(rounds: Sequence[np.ndarray], coef: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per look ``t``, the largest and smallest ``coef[t] . (x - mean[t])`` over the distinct unit rows ``x`` seen in
+    rounds up to ``t`` (rounds: [(U_r, K)], coef and mean: (L, K)); -inf/inf before any row."""
+    rows = np.concatenate(rounds)
+    seen = np.repeat(np.arange(len(rounds)), [len(u) for u in rounds])
+    first = _first_rows(rows)  # the earliest round each distinct row appears in (rows are in round order)
+    values = rows[first] @ coef.T - (coef * mean).sum(1)[None]  # (T, L)
+    shown = seen[first][:, None] <= np.arange(len(rounds))[None]
+    return np.where(shown, values, -np.inf).max(0), np.where(shown, values, np.inf).min(0)
 
 
 def pair_units(a: Outcomes, b: Outcomes) -> np.ndarray:
@@ -198,28 +222,40 @@ def _gradient(mean: np.ndarray, key: str, num_classes: int, h: float = 1e-6) -> 
 
 def looks_of(rounds: Sequence[np.ndarray], key: str, num_classes: int) -> tuple[np.ndarray, ...]:
     """After each round (cumulative): units ``n`` (L,), difference ``d`` (L,) and influence spread ``sd`` (L,) of
-    ``key`` for paired units per round ``rounds`` [(U_r, 2K)]."""
+    ``key`` for paired units per round ``rounds`` [(U_r, 2K)].
+
+    ``sd`` includes one pseudo-unit at the largest influence that a pairing of the units each model has shown so far
+    can have: a look where every unit agrees (two models with the same decisions on the first 60 sources) has a
+    sample variance of 0, which would read as certainty; the pseudo-unit keeps it honest, and its weight vanishes
+    as 1 / n (the estimate stays consistent, as the sequence requires)."""
     k = len(COLUMNS)
-    counts, s1, s2 = zip(*(_moments(np.asarray(u, dtype=float).reshape(-1, 2 * k)) for u in rounds))
+    rounds = [np.asarray(u, dtype=float).reshape(-1, 2 * k) for u in rounds]
+    counts, s1, s2 = zip(*(_moments(u) for u in rounds))
     n = np.cumsum(counts).astype(float)
     m = np.cumsum(np.stack(s1), 0) / np.maximum(n, 1)[:, None]  # (L, 2K)
     cov = np.cumsum(np.stack(s2), 0) / np.maximum(n, 1)[:, None, None] - m[:, :, None] * m[:, None, :]
     ga, ja = _gradient(m[:, :k], key, num_classes)
     gb, jb = _gradient(m[:, k:], key, num_classes)
     j = np.concatenate([ja, -jb], axis=1)  # (L, 2K): the influence of a unit is j . (x - m)
-    var = np.einsum("lp,lpq,lq->l", j, cov, j)
-    return n, ga - gb, np.sqrt(np.maximum(var, 0.0))
+    var = np.maximum(np.einsum("lp,lpq,lq->l", j, cov, j), 0.0)
+    hi_a, lo_a = _extremes([u[:, :k] for u in rounds], ja, m[:, :k])
+    hi_b, lo_b = _extremes([u[:, k:] for u in rounds], jb, m[:, k:])
+    with np.errstate(invalid="ignore"):
+        worst = np.nan_to_num(np.maximum(np.abs(hi_a - lo_b), np.abs(lo_a - hi_b)), posinf=0.0)
+    var = (n * var + worst**2) / (n + 1.0)
+    return n, ga - gb, np.sqrt(var)
 
 
 def running_bounds(n: np.ndarray, d: np.ndarray, sd: np.ndarray, test: SequentialTest) -> tuple[np.ndarray, ...]:
     """The anytime-valid interval after each look, intersected with the earlier looks' (``-inf, inf`` until
-    :data:`MIN_UNITS` units with a defined difference): ``low`` (L,), ``high`` (L,) from :func:`looks_of`'s
-    ``n``, ``d``, ``sd``. A look whose interval is disjoint from the running one (the sequence's assumptions
-    failed) restarts the intersection from that look rather than giving an empty interval."""
+    :data:`MIN_UNITS` units with a defined difference and a spread above 0: a look where both models gave one
+    outcome on every source judges nothing): ``low`` (L,), ``high`` (L,) from :func:`looks_of`'s ``n``, ``d``,
+    ``sd``. A look whose interval is disjoint from the running one (the sequence's assumptions failed) restarts the
+    intersection from that look rather than giving an empty interval."""
     low, high = np.full(len(n), -np.inf), np.full(len(n), np.inf)
     lo, hi = -np.inf, np.inf
     for t in range(len(n)):
-        if n[t] >= MIN_UNITS and np.isfinite(d[t]) and np.isfinite(sd[t]):
+        if n[t] >= MIN_UNITS and np.isfinite(d[t]) and np.isfinite(sd[t]) and sd[t] > 0:
             half = sd[t] * float(test.width(n[t]))
             lo_t, hi_t = d[t] - half, d[t] + half
             lo, hi = (lo_t, hi_t) if max(lo, lo_t) > min(hi, hi_t) else (max(lo, lo_t), min(hi, hi_t))
@@ -253,7 +289,10 @@ def settle_pair(
         return PairVerdict(a, b, key, None, None, None, units, looks, None, "open", conf, margin, reason=why)
     value, spread = float(d[-1]), float(sd[-1])
     if not np.isfinite(low):
-        why = f"fewer than {MIN_UNITS} paired sources: too few for the sequence's central limit theorem"
+        why = (
+            f"fewer than {MIN_UNITS} paired sources (too few for the sequence's central limit theorem), or every "
+            "source so far gave both models one outcome (no spread to judge by)"
+        )
         return PairVerdict(a, b, key, value, None, None, units, looks, spread, "open", conf, margin, reason=why)
     verdict = verdict_of(low, high, margin)
     more, kind, why = None, "", ""
