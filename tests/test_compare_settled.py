@@ -17,6 +17,7 @@ from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.reports.report import write_report
 from genEval.runs.rundir import read_results, read_samples
 from genEval.search.perturb import SearchConfig
 
@@ -53,6 +54,8 @@ def test_stops_after_the_round_that_orders_every_adjacent_pair(tmp_path):
     assert on_disk.settled == s and on_disk.row("reader").tied_rank == "1"
     md = (tmp_path / "leaderboard.md").read_text()
     assert "settled ranking by SA" in md and "reader vs always0: SA difference" in md
+    html = Path(write_report(comp)).read_text()
+    assert 'id="settled"' in html and "reader vs always0: SA difference" in html and "<td>2</td></tr>" in html
 
 
 def test_an_open_pair_runs_to_max_sources_with_fresh_rounds_and_an_estimate(tmp_path):
