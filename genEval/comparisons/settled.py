@@ -18,7 +18,7 @@ import numpy as np
 
 from genEval.comparisons.loading import LoadedRun
 from genEval.scores.definitions import SCORE, score_values
-from genEval.scores.sequential import PairVerdict, SequentialTest, pair_units, settle_pair
+from genEval.scores.sequential import PairVerdict, SequentialTest, pair_units, points, settle_pair
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Settled:
         )
         return (
             f"settled ranking by {label} (anytime-valid {conf:.0%} confidence sequences, margin "
-            f"{self.rule.get('margin'):g} points) after {self.rounds} round(s), {self.sources:,} sources per model: "
+            f"{points(self.rule.get('margin'))}) after {self.rounds} round(s), {self.sources:,} sources per model: "
             f"{state}" + (f"; stopped: {self.stopped}" if self.stopped else "")
         )
 

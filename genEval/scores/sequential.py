@@ -12,8 +12,8 @@ sum(validated & perturbed correct) / sum(validated & clean correct); :mod:`genEv
 smooth function ``g`` of the mean column vector over source units. The difference ``d = g(m_a) - g(m_b)`` of two
 models evaluated on the *same* sources (paired) is estimated by the plug-in ``d_n``, whose influence per source is
 ``psi_i = J_a (x_ia - m_a) - J_b (x_ib - m_b)`` (``J`` the gradient of ``g``: the delta method). With ``sigma_n``
-the standard deviation of ``psi`` (with one pseudo-unit at the largest influence seen, so that a look where every unit
-agrees is not read as zero variance: :func:`looks_of`), the sequence::
+the standard deviation of ``psi`` (with one pseudo-unit at the largest possible influence, so that a look where every
+unit agrees, or a rare outcome was seen once, is not read as certainty: :func:`looks_of`), the sequence::
 
     d_n +- sigma_n * sqrt( 2 (n eta^2 + 1) / (n^2 eta^2) * log( sqrt(n eta^2 + 1) / alpha ) )
 
@@ -169,38 +169,22 @@ class PairVerdict:
         if self.verdict == "ordered":
             return head + f": ordered ({self.a if self.value > 0 else self.b} higher)"
         if self.verdict == "equivalent":
-            return head + f": equivalent within {self.margin:g} points"
+            return head + f": equivalent within {points(self.margin)}"
         if self.more_sources is not None:
             return head + f": open, ≈ {self.more_sources:,} more to {self.more_kind} at the rule's power"
         return head + f": open ({self.reason or 'no estimate of the sources needed'})"
 
 
-def _first_rows(x: np.ndarray) -> np.ndarray:
-    """Indices of the first occurrence of each distinct row of (U, K) small non-negative integer counts (per-source
-    column sums), fast: each row as one integer key in base ``max + 1`` (``np.unique(axis=0)`` where the keys would
-    overflow)."""
-    if not len(x):
-        return np.zeros(0, dtype=np.int64)
-    base = int(x.max()) + 1
-    if base ** x.shape[1] >= 2**62 or x.min() < 0 or not np.all(x == np.round(x)):
-        return np.unique(x, axis=0, return_index=True)[1]
-    return np.unique(x.astype(np.int64) @ (base ** np.arange(x.shape[1], dtype=np.int64)), return_index=True)[1]
+def points(x: float) -> str:
+    """``1 point``, ``0.5 points``, ``2 points``."""
+    return f"{x:g} point" + ("" if x == 1 else "s")
 
 
-def _moments(units: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """(count, column sums (P,), outer-product sums (P, P)) of units (U, P)."""
-    return units.shape[0], units.sum(0), units.T @ units
-
-
-def _extremes(rounds: Sequence[np.ndarray], coef: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per look ``t``, the largest and smallest ``coef[t] . (x - mean[t])`` over the distinct unit rows ``x`` seen in
-    rounds up to ``t`` (rounds: [(U_r, K)], coef and mean: (L, K)); -inf/inf before any row."""
-    rows = np.concatenate(rounds)
-    seen = np.repeat(np.arange(len(rounds)), [len(u) for u in rounds])
-    first = _first_rows(rows)  # the earliest round each distinct row appears in (rows are in round order)
-    values = rows[first] @ coef.T - (coef * mean).sum(1)[None]  # (T, L)
-    shown = seen[first][:, None] <= np.arange(len(rounds))[None]
-    return np.where(shown, values, -np.inf).max(0), np.where(shown, values, np.inf).min(0)
+def _moments(units: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(count, column sums (P,), outer-product sums (P, P), column minima and maxima (P,)) of units (U, P)."""
+    if not len(units):
+        return 0, units.sum(0), units.T @ units, np.full(units.shape[1], np.inf), np.full(units.shape[1], -np.inf)
+    return units.shape[0], units.sum(0), units.T @ units, units.min(0), units.max(0)
 
 
 def pair_units(a: Outcomes, b: Outcomes) -> np.ndarray:
@@ -224,13 +208,15 @@ def looks_of(rounds: Sequence[np.ndarray], key: str, num_classes: int) -> tuple[
     """After each round (cumulative): units ``n`` (L,), difference ``d`` (L,) and influence spread ``sd`` (L,) of
     ``key`` for paired units per round ``rounds`` [(U_r, 2K)].
 
-    ``sd`` includes one pseudo-unit at the largest influence that a pairing of the units each model has shown so far
-    can have: a look where every unit agrees (two models with the same decisions on the first 60 sources) has a
-    sample variance of 0, which would read as certainty; the pseudo-unit keeps it honest, and its weight vanishes
-    as 1 / n (the estimate stays consistent, as the sequence requires)."""
+    ``sd`` includes one pseudo-unit at the largest influence a unit can have, every column anywhere in the range it
+    took so far (``sum_k |J_k| max(high_k - m_k, m_k - low_k)`` over both models): a look where every unit agrees
+    (two models with the same decisions on the first 60 sources) has a sample variance of 0, and one where a rare
+    outcome was seen once (one disagreement in 600 sources) a variance far below its uncertainty, both of which
+    would read as certainty. The pseudo-unit keeps them honest, and its weight vanishes as 1 / n (the estimate stays
+    consistent, as the sequence requires); measured cost: 3-5% more sources to settle a pair (benchmarks/RESULTS.md)."""
     k = len(COLUMNS)
     rounds = [np.asarray(u, dtype=float).reshape(-1, 2 * k) for u in rounds]
-    counts, s1, s2 = zip(*(_moments(u) for u in rounds))
+    counts, s1, s2, lows, highs = zip(*(_moments(u) for u in rounds))
     n = np.cumsum(counts).astype(float)
     m = np.cumsum(np.stack(s1), 0) / np.maximum(n, 1)[:, None]  # (L, 2K)
     cov = np.cumsum(np.stack(s2), 0) / np.maximum(n, 1)[:, None, None] - m[:, :, None] * m[:, None, :]
@@ -238,10 +224,9 @@ def looks_of(rounds: Sequence[np.ndarray], key: str, num_classes: int) -> tuple[
     gb, jb = _gradient(m[:, k:], key, num_classes)
     j = np.concatenate([ja, -jb], axis=1)  # (L, 2K): the influence of a unit is j . (x - m)
     var = np.maximum(np.einsum("lp,lpq,lq->l", j, cov, j), 0.0)
-    hi_a, lo_a = _extremes([u[:, :k] for u in rounds], ja, m[:, :k])
-    hi_b, lo_b = _extremes([u[:, k:] for u in rounds], jb, m[:, k:])
+    low, high = np.minimum.accumulate(np.stack(lows), 0), np.maximum.accumulate(np.stack(highs), 0)
     with np.errstate(invalid="ignore"):
-        worst = np.nan_to_num(np.maximum(np.abs(hi_a - lo_b), np.abs(lo_a - hi_b)), posinf=0.0)
+        worst = np.nansum(np.abs(j) * np.maximum(high - m, m - low), axis=1)
     var = (n * var + worst**2) / (n + 1.0)
     return n, ga - gb, np.sqrt(var)
 
