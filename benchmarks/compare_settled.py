@@ -37,8 +37,10 @@ def run(args: list[str], out: Path) -> tuple[Comparison, float]:
 def describe(name: str, comp: Comparison, seconds: float) -> list[str]:
     s = comp.settled
     separated = sum(d.excludes_zero for d in comp.differences if d.metric == comp.rank_by)
+    run_s = sum((r.time_s or 0.0) * r.repetitions for r in comp.leaderboard)  # the runs' own recorded times
     lines = [
-        f"{name}: {s.sources} sources per model in {s.rounds} round(s), {seconds:.0f} s wall; leaderboard order "
+        f"{name}: {s.sources} sources per model in {s.rounds} round(s), {seconds:.0f} s wall (runs {run_s:.0f} s); "
+        "leaderboard order "
         f"{', '.join(comp.models)}; {s.headline()}",
         f"  settled order: {' > '.join(f'{m} ({s.tied_ranks[m]})' for m in s.order)}",
         *(f"  {p.describe(comp.rank_by)}" for p in s.pairs),
@@ -72,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"overrides: {' '.join(common)}; round_sources {a.round_sources}, max_sources {a.max_sources}")
     print("\n".join(describe("stop=settled", settled, t_settled)))
     print("\n".join(describe(f"stop=fixed ({reps} repetitions)", fixed, t_fixed)))
+    run_s = [sum((r.time_s or 0.0) * r.repetitions for r in c.leaderboard) for c in (settled, fixed)]
     print(
-        f"settled / fixed: sources {settled.settled.sources / fixed.settled.sources:.2f}, "
-        f"wall time {t_settled / t_fixed:.2f}; comparisons in {out}"
+        f"settled / fixed: sources {settled.settled.sources / fixed.settled.sources:.2f}, wall time "
+        f"{t_settled / t_fixed:.2f}, run time {run_s[0] / run_s[1]:.2f} (a resumed comparison's wall time counts only "
+        f"what this call ran; the run times are each run's own); comparisons in {out}"
     )
     return 0
 
