@@ -51,3 +51,46 @@ def verdicts(out_dir: str | Path) -> dict:
     d["leaderboard"] = [{k: v for k, v in row.items() if k not in paths} for row in d["leaderboard"]]
     d["settings"].pop("created")
     return {k: v for k, v in d.items() if k not in ("runs", "out_dir")}
+
+
+class LabelPool(ToyPool):
+    """A :class:`ToyPool` whose images carry their label in their first pixel (label / 2), so that
+    :class:`PixelReader` is right on every clean image: comparisons with a known order."""
+
+    def __getitem__(self, i: int):
+        x, y, sid = super().__getitem__(i)
+        x = x.clone()
+        x[0, 0, 0] = y / 2
+        return x, y, sid
+
+    def with_seed(self, seed: int) -> LabelPool:
+        return LabelPool(self.pool, self.limit, seed)
+
+
+class PixelReader(torch.nn.Module):
+    """Reads the class from the first pixel of a :class:`LabelPool` image (SA 100), differentiably."""
+
+    num_classes = 3
+
+    def __init__(self, name: str = "reader") -> None:
+        super().__init__()
+        self.name = name
+        self.scale = torch.nn.Parameter(torch.tensor(20.0))
+
+    def forward(self, x):
+        v = 2 * x[:, 0, 0, 0:1]
+        return -self.scale * (v - torch.arange(3.0)) ** 2
+
+
+class ConstantClass(torch.nn.Module):
+    """Always answers class ``k`` (SA 33.3 on class-balanced data)."""
+
+    num_classes = 3
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k, self.name = k, f"always{k}"
+        self.bias = torch.nn.Parameter(torch.nn.functional.one_hot(torch.tensor(k), 3).float() * 5)
+
+    def forward(self, x):
+        return self.bias.expand(len(x), 3) + 0 * x.flatten(1).sum(1, keepdim=True)

@@ -61,9 +61,9 @@ def test_default_ranks_by_fmr_v_where_fmr_puts_the_weaker_model_first(tmp_path):
     s = comp.stability
     assert s.score == "fmr_validated" and s.tau_rank_fmr == pytest.approx(1 / 3)
     assert s.tau_bootstrap.score == "fmr_validated"
-    # leaderboard.csv keeps its columns, in leaderboard order, with the rank and its score last
+    # leaderboard.csv keeps its columns, in leaderboard order, with the rank and its score last (then the settled rank)
     head, rows = _csv((tmp_path / "v" / "leaderboard.csv").read_text())
-    assert head[: len(OLD_COLUMNS)] == OLD_COLUMNS and head[-2:] == ["rank", "rank_by"]
+    assert head[: len(OLD_COLUMNS)] == OLD_COLUMNS and head[-3:] == ["rank", "rank_by", "tied_rank"]
     assert "fmr" in head and "fmr_validated" in head and head.index("fmr") < head.index("er")
     assert [(r["model"], r["rank"], r["rank_fmr"], r["rank_by"]) for r in rows] == [
         ("mid", "1", "1", "fmr_validated"),

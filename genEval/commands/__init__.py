@@ -42,7 +42,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.comparisons.executors import EvaluationsFailed
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import STOP_DEFAULTS, ComparisonSettings, StopRule
 from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError, component_id, hook
 from genEval.runs.recording import RunOutput
@@ -250,10 +250,12 @@ def output_from(cfg: DictConfig, run_dir: str | Path | None) -> RunOutput:
 
 
 def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
-    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``n_boot``, ``rank_by``; the bootstrap seed
-    and level at their defaults) as the one object compare, ablation and re-ranking take."""
+    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``n_boot``, ``rank_by``, and the stop rule:
+    ``stop``, ``round_sources``, ``max_sources``, ``confidence``, ``margin``; the bootstrap seed and level at their
+    defaults) as the one object compare, ablation and re-ranking take."""
     given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
-    return ComparisonSettings(**given)
+    rule = {k: plain(cfg[k]) for k in STOP_DEFAULTS if cfg.get(k) is not None}
+    return ComparisonSettings(**given, sequential=StopRule(**rule))
 
 
 def execution_from(cfg: DictConfig) -> Execution:

@@ -19,6 +19,10 @@ subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.compar
 repetition's seed, shared by every model of that repetition (and, in a generator ablation, by every generator).
 ``data.subset=first`` or a fixed ``data.subset_seed`` keeps the same sources in every repetition (the comparison then
 says so).
+
+``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (``data.limit`` is set to it) until every
+adjacent pair of the ranking is ordered or equivalent within ``margin`` (:mod:`genEval.comparisons.rounds`); rerun
+with ``out_dir=<its folder>`` to continue a stopped one.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, open_dict
 
 from genEval.commands import (
     build,
@@ -105,9 +109,21 @@ def _evaluate_kwargs(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> Comparison | GeneratorAblation:
-    """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), then compare."""
+    """Evaluate every classifier ``cfg.repetitions`` times (under every generator of ``generators=``), or in rounds
+    until the ranking is settled (``stop=settled``), then compare."""
     nodes, baselines = _models(cfg)
     generators = _generators(cfg)
+    rule = settings.sequential.filled()
+    if rule.settled_mode:
+        if generators is not None:
+            raise ValueError(
+                "stop=settled runs one comparison in rounds; a generator ablation (generators=[...]) runs a fixed "
+                "design: use stop=fixed with it, or compare under one generator."
+            )
+        if cfg.data.get("limit") not in (None, rule.round_sources):
+            log.info("stop=settled: data.limit=%s replaced by round_sources=%d", cfg.data.limit, rule.round_sources)
+        with open_dict(cfg):
+            cfg.data.limit = rule.round_sources  # every round draws round_sources fresh sources
     models_key = "classifiers" if cfg.get("classifiers") is not None else "zoo.classifiers"
     check_run(  # every model, generator and the oracle against the data, before anything is built
         cfg,

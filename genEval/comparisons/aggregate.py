@@ -15,7 +15,9 @@ fresh runs (``../seeds/digest.md`` 5.3.5, S0 App. A.2). :func:`aggregate` turns 
   (:func:`genEval.scores.rankings.pairwise_differences`);
 * stability (:mod:`genEval.comparisons.stability`): Kendall tau-b between the rankings (by ``rank_by``) of every
   pair of repetitions, its bootstrap distribution over source images, FMR-vs-SA tau and order flips;
-* the per-class table of every model, the settings that made the comparison, and its warnings.
+* the per-class table of every model, the settings that made the comparison, and its warnings;
+* whether the ranking is settled (:mod:`genEval.comparisons.settled`): anytime-valid verdicts on the adjacent pairs
+  from the rounds (repetitions) so far, tied ranks, and the sources that would settle an open pair.
 
 :func:`compare` first refuses models that are part of the oracle (:mod:`genEval.comparisons.judging`), runs the
 models (:func:`genEval.comparisons.repetitions.evaluate_repetitions`), then aggregates. With ``out_dir`` the
@@ -24,6 +26,7 @@ comparison's files are written there (:func:`genEval.comparisons.leaderboard.wri
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +53,7 @@ from genEval.comparisons.ranking import (
     rank_values,
 )
 from genEval.comparisons.repetitions import build_entry, check_model_names, evaluate_repetitions, repetition_seeds
+from genEval.comparisons.rounds import run_until_settled
 from genEval.comparisons.rows import (
     baseline_set,
     effective_robustness,
@@ -57,8 +61,10 @@ from genEval.comparisons.rows import (
     order_models,
     score_entries,
 )
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.comparisons.settled import settle_comparison
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
+from genEval.masks import AutoMask
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
@@ -111,6 +117,11 @@ def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
     if len(found) != 1 or not (names := list(next(iter(found)))) or not set(names) <= set(runs):
         return None
     return names
+
+
+def recorded_rule(runs: Mapping[str, list[LoadedRun]]) -> Mapping | None:
+    """The stop rule the comparison that made ``runs`` ran with (``config.comparison.sequential``), if recorded."""
+    return _comparison_record(runs)[0].sequential
 
 
 def _settings(
@@ -197,7 +208,12 @@ def build_comparison(
     order, ranks = order_models(dict(zip(models, values)), entries)
     idx = [models.index(m) for m in order]
     er = er.select(idx)
-    rows = leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
+    rule = settings.sequential.filled(recorded_rule(runs))
+    settled = settle_comparison(runs, rank_by, num_classes, rule.test(), rule.to_dict(), sources_resampled(runs))
+    rows = [
+        replace(row, tied_rank=settled.tied_ranks.get(row.model))
+        for row in leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
+    ]
     diffs = pairwise_differences(order, outcomes, num_classes, n_boot, seed, level)
     score_point = np.array([np.nan if v is None else v for v in values], dtype=float)[idx]
     stab = stability(
@@ -229,6 +245,7 @@ def build_comparison(
         settings=_settings(runs, num_classes, settings, base),
         warnings=warnings,
         label_free=_label_free(rows),
+        settled=settled,
     )
 
 
@@ -303,7 +320,7 @@ def compare(
     given = {k: evaluate_kwargs.pop(k) for k in _SETTING_KEYS if k in evaluate_kwargs}
     settings = ComparisonSettings.coerce(settings, **given)
     check_model_names(list(classifiers))
-    seeds_used = repetition_seeds(seeds, repetitions)
+    rule = settings.sequential.filled()
     baselines = settings.baseline_list
     if baselines is not None:
         unknown = set(baselines) - set(map(str, classifiers))
@@ -316,25 +333,52 @@ def compare(
             "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
             f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
         )
+    if rule.settled_mode:
+        _check_settled(rule, settings, seeds, mask)
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
     scoring = replace(Scoring.coerce(evaluate_kwargs.pop("scoring", None)), n_boot=settings.n_boot)
-    dirs = evaluate_repetitions(
+    record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
+    run = functools.partial(
+        evaluate_repetitions,
         classifiers,
         data,
         build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
         oracle,
         search,
-        seeds_used,
-        out_dir,
+        out_dir=out_dir,
         progress=progress,
         run_configs=run_configs,
         scoring=scoring,
         mask=mask,
         mask_reference=mask_reference,
-        record={**(record or {}), **({"baselines": baselines} if baselines else {})},
+        record=record,
         **evaluate_kwargs,
     )
-    return aggregate(dirs, settings.with_seeds(seeds_used), out_dir=out_dir)
+    if rule.settled_mode:  # rounds of fresh sources until the ranking is settled (genEval/comparisons/rounds.py)
+        one_round = lambda r, seed: {m: d[0] for m, d in run([seed], first_repetition=r).items()}
+        look = lambda dirs, seeds: aggregate(dirs, settings.with_seeds(seeds), out_dir=out_dir)
+        return run_until_settled(one_round, look, rule, seeds, out_dir)
+    seeds_used = repetition_seeds(seeds, repetitions)
+    return aggregate(run(seeds_used), settings.with_seeds(seeds_used), out_dir=out_dir)
+
+
+def _check_settled(rule: StopRule, settings: ComparisonSettings, seeds: Any, mask: Any) -> None:
+    """What ``stop=settled`` cannot run with, refused before any evaluation."""
+    if seeds is not None and not isinstance(seeds, int):
+        raise ValueError(
+            f"stop=settled derives one seed per round from seed=<int> (or a fresh one); seeds={list(seeds)} fixes "
+            "the repetitions of stop=fixed. Pass seed=<int>, or stop=fixed."
+        )
+    if isinstance(mask, AutoMask):
+        raise ValueError(
+            "stop=settled with mask=auto would fit a mask on the first round's sources, which later rounds may draw "
+            "again; fit the mask first (geneval fit_mask ...) and pass it as mask=<its path>, or use stop=fixed."
+        )
+    if settings.rank_by == "er":
+        raise ValueError(
+            "stop=settled judges pairs by a per-source score, and rank_by=er is fitted across models; rank by a "
+            f"score (e.g. rank_by={DEFAULT_RANK_BY}) or use stop=fixed."
+        )
 
 
 #: ComparisonSettings fields compare() also takes as keywords.

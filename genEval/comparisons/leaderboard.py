@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from genEval.comparisons.settled import Settled
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE
 from genEval.scores.effective_robustness import ERFit
@@ -121,6 +122,7 @@ class LeaderboardRow:
     run_dirs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rank: int | None = None
+    tied_rank: str | None = None
 
     def __getitem__(self, key: str) -> MetricEntry:
         return self.scores[key]
@@ -256,6 +258,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     out_dir: str | None = None
     label_free: LabelFree | None = None
+    settled: Settled | None = None
 
     @property
     def models(self) -> list[str]:
@@ -295,6 +298,7 @@ class Comparison:
             "warnings": self.warnings,
             "out_dir": self.out_dir,
             "label_free": None if self.label_free is None else asdict(self.label_free),
+            "settled": None if self.settled is None else self.settled.to_dict(),
         }
 
     @classmethod
@@ -306,13 +310,22 @@ class Comparison:
             effective_robustness=ERFit.from_dict(d["effective_robustness"]),
             settings=Settings(**_fields(Settings, d["settings"])),
             label_free=LabelFree(**d["label_free"]) if d.get("label_free") else None,
+            settled=Settled.from_dict(d["settled"]) if d.get("settled") else None,
             **_fields(
                 cls,
                 {
                     k: v
                     for k, v in d.items()
                     if k
-                    not in ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free")
+                    not in (
+                        "leaderboard",
+                        "differences",
+                        "stability",
+                        "effective_robustness",
+                        "settings",
+                        "label_free",
+                        "settled",
+                    )
                 },
             ),
         )
@@ -339,7 +352,7 @@ class Comparison:
         report)."""
         s = self.stability
         label = score_label(s.score)
-        out = [self.ranking_note()]
+        out = [self.ranking_note(), *(self.settled.notes() if self.settled is not None else [])]
         if s.tau_reps_mean is not None:
             out.append(
                 f"rank stability: Kendall tau between repetitions' {label} rankings mean {s.tau_reps_mean:.3f}, "
@@ -397,12 +410,15 @@ class Comparison:
         lines = [
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
             f"(95% intervals: {self.settings.interval_note})",
-            f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA",
+            f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA; "
+            "settled = the rank the anytime-valid verdicts support (a range: an adjacent pair is open or equivalent)",
         ]
         with_er = any(r.er is not None for r in self.leaderboard)
         head = (
             f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
-            f"{'VR_cond':>7}" + (f" {'ER':>24}" if with_er else "") + f" {'rankFMR':>7} {'rankSA':>6} {'diff':>5}"
+            f"{'VR_cond':>7}"
+            + (f" {'ER':>24}" if with_er else "")
+            + f" {'rankFMR':>7} {'rankSA':>6} {'diff':>5} {'settled':>7}"
         )
         lines += [head, "-" * len(head)]
         for r in self.leaderboard:
@@ -412,7 +428,7 @@ class Comparison:
                 f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
                 f"{_num(r['vr_conditional'].value):>7}"
                 + (f" {er_cell(r) or ('baseline' if r.baseline else ''):>24}" if with_er else "")
-                + f" {_rank(r.rank_fmr):>7} {_rank(r.rank_sa):>6} {signed(r.rank_diff):>5}"
+                + f" {_rank(r.rank_fmr):>7} {_rank(r.rank_sa):>6} {signed(r.rank_diff):>5} {r.tied_rank or '-':>7}"
             )
         cost = f"{'':>2} {'model':<20} {'rejected/sample':>15} {'steps/sample':>12} {'s/run':>9} {'s/sample':>9}"
         lines += ["", cost, "-" * len(cost)]
@@ -436,6 +452,7 @@ class Comparison:
             "rank FMR",
             "rank SA",
             "rank_diff",
+            "settled rank",
         ]
         lines = [
             "# genEval leaderboard",
@@ -447,7 +464,9 @@ class Comparison:
             "FMR_v = 100 PA / SA_v with SA_v over the validated samples (the population of PA); "
             "VR_cond = validated / passed the start check. "
             "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
-            "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted).",
+            "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted). "
+            "Settled rank: the rank by the ranking score pooled over every round, a range (2–3) where an adjacent "
+            "pair is not yet ordered by the anytime-valid rule (see Notes).",
             "",
             "| " + " | ".join(cols) + " |",
             "|" + "---|" * len(cols),
@@ -461,6 +480,7 @@ class Comparison:
                 _rank(r.rank_fmr),
                 _rank(r.rank_sa),
                 signed(r.rank_diff),
+                r.tied_rank or "-",
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines += [
@@ -508,10 +528,13 @@ class Comparison:
         tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST, "rank"]
         scores = [c for k in LEADERBOARD_SCORES for c in (k, f"{k}_low", f"{k}_high", f"{k}_std")]
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by"], lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by", "tied_rank"], lineterminator="\n")
         w.writeheader()
         for r in self.leaderboard:
-            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail} | {"rank_by": self.rank_by}
+            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail} | {
+                "rank_by": self.rank_by,
+                "tied_rank": r.tied_rank,
+            }
             for k in LEADERBOARD_SCORES:
                 e = r[k]
                 row.update({k: e.value, f"{k}_low": e.low, f"{k}_high": e.high, f"{k}_std": e.std})

@@ -261,6 +261,7 @@ def evaluate_repetitions(
     mask_reference: str | None = None,
     record: Mapping | None = None,
     executor: Executor | None = None,
+    first_repetition: int = 0,
     **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
@@ -271,7 +272,9 @@ def evaluate_repetitions(
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
     ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
     ``config.comparison`` record. ``executor``: where the (model, repetition) evaluations run
-    (:mod:`genEval.comparisons.executors`; None: one after the other in this process). Other keyword arguments go to
+    (:mod:`genEval.comparisons.executors`; None: one after the other in this process). ``first_repetition``: the
+    index of the first seed's repetition (a round of ``stop=settled`` runs one repetition at a time: ``rep<r>``).
+    Other keyword arguments go to
     :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
@@ -316,11 +319,12 @@ def evaluate_repetitions(
     runner = RepetitionRunner(
         dict(zip(names, classifiers.values())), data, generator, oracle, search, fitted, evaluate_kwargs
     )
+    total = first_repetition + len(seeds)
     tasks = [
         EvalTask(name, r, seed, str(Path(out_dir) / "runs" / name / f"rep{r}"), _record(
-            name, r, seed, names, len(seeds), (run_configs or {}).get(name), search, seeded, fitted, record))
+            name, r, seed, names, total, (run_configs or {}).get(name), search, seeded, fitted, record))
         for name in names
-        for r, seed in enumerate(seeds)
+        for r, seed in enumerate(seeds, start=first_repetition)
     ]  # fmt: skip
     (executor or LocalExecutor()).run(runner, tasks, workdir=out_dir, progress=show)
     return {name: [t.run_dir for t in tasks if t.model == name] for name in names}

@@ -10,12 +10,73 @@ ablation (:mod:`genEval.comparisons.ablation`) and the service's stored standing
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by
 from genEval.interfaces import SettingError, is_whole
+from genEval.scores.sequential import SequentialTest
+
+STOPS = ("fixed", "settled")
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a comparison has seen enough (issue 33): ``stop=fixed`` runs its repetitions; ``stop=settled`` runs
+    rounds of ``round_sources`` fresh, paired sources until every adjacent pair of the ranking is ordered or
+    equivalent within ``margin`` points at ``confidence`` (anytime-valid, :mod:`genEval.scores.sequential`), or
+    ``max_sources`` per model. ``power``: what the sources-needed estimate of an open pair aims at.
+
+    A field left None takes the value the runs recorded (a re-rank keeps the design a comparison ran with), else
+    :data:`STOP_DEFAULTS` (:meth:`filled`). The sequence is tightest at ``sqrt(round_sources * max_sources)``
+    sources per model, fixed by the design before any data (:meth:`test`)."""
+
+    stop: str | None = None
+    round_sources: int | None = None
+    max_sources: int | None = None
+    confidence: float | None = None
+    margin: float | None = None
+    power: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.stop is not None and self.stop not in STOPS:
+            raise SettingError("stop", self.stop, " | ".join(STOPS), "settled", "when a comparison has seen enough")
+        for key in ("round_sources", "max_sources"):
+            v = getattr(self, key)
+            if v is not None and not is_whole(v, 1):
+                raise SettingError(key, v, "a whole number of sources per model >= 1", str(STOP_DEFAULTS[key]))
+        if self.round_sources and self.max_sources and self.max_sources < self.round_sources:
+            raise SettingError(
+                "max_sources", self.max_sources, f">= round_sources ({self.round_sources})", str(self.round_sources)
+            )
+        if all(getattr(self, k) is not None for k in ("confidence", "margin", "power")):
+            self.test()  # checks confidence, margin and power, naming the bad one
+
+    def filled(self, recorded: Mapping[str, Any] | None = None) -> StopRule:
+        """Every field set: this rule's, else ``recorded`` (what the runs recorded), else the defaults."""
+        base = {**STOP_DEFAULTS, **{k: v for k, v in (recorded or {}).items() if k in STOP_DEFAULTS and v is not None}}
+        return StopRule(**{k: base[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS})
+
+    def test(self) -> SequentialTest:
+        """The anytime-valid test of this (filled) rule."""
+        rule = self.filled() if None in (self.round_sources, self.max_sources) else self
+        t_star = math.sqrt(rule.round_sources * rule.max_sources)
+        return SequentialTest(rule.confidence, rule.margin, t_star, rule.power)
+
+    @property
+    def settled_mode(self) -> bool:
+        return self.stop == "settled"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in STOP_DEFAULTS}
+
+
+#: The defaults of :class:`StopRule` (``stop=fixed`` stays the default until the settled mode is measured).
+STOP_DEFAULTS: dict[str, Any] = dict(
+    stop="fixed", round_sources=200, max_sources=5000, confidence=0.95, margin=1.0, power=0.8
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +87,9 @@ class ComparisonSettings:
     out). ``er_min_r2``: ER is reported only when the baselines' fit reaches this R^2. ``n_boot``, ``seed``,
     ``level``: the bootstrap over source images behind every interval, difference and rank stability.
     ``repetition_seeds``: the seeds of the repetitions, recorded (None: read from the runs). ``rank_by``: the score
-    that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v).
+    that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v). ``sequential``:
+    the :class:`StopRule` whose verdicts on adjacent pairs every comparison reports (and, with ``stop=settled``,
+    stops on).
     """
 
     baselines: tuple[str, ...] | None = None
@@ -36,8 +99,11 @@ class ComparisonSettings:
     level: float = 0.95
     repetition_seeds: tuple[int, ...] | None = None
     rank_by: str = DEFAULT_RANK_BY
+    sequential: StopRule = StopRule()
 
     def __post_init__(self) -> None:
+        if isinstance(self.sequential, Mapping):
+            object.__setattr__(self, "sequential", StopRule(**self.sequential))
         if self.baselines is not None:
             if isinstance(self.baselines, str):
                 raise SettingError("baselines", self.baselines, "a list of model names or null", "[resnet20,resnet32]")

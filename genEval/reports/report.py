@@ -431,7 +431,11 @@ def render_report(
         per_rep_label=score_label(_per_rep_key(comp)),
         max_classes=MAX_CLASSES,
         n_classes=len(comp.class_names),
-        notes=[n for n in comp.notes() if not n.startswith("effective robustness")],
+        notes=[
+            n
+            for n in comp.notes()
+            if not n.startswith("effective robustness") and not (comp.settled and n in comp.settled.notes())
+        ],
         written=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
     return html, n_figures

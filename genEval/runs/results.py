@@ -47,8 +47,9 @@ def check_schema(version: Any, where: str) -> None:
 class ComparisonRecord:
     """What a comparison recorded about one of its runs (results.json ``config.comparison``): the ``model`` and
     ``repetition``, the repetition's ``seed``, all ``models`` and the number of ``repetitions``, the ``data_seed``
-    the sources were drawn with (None: not re-drawn), the comparison's ``mask``, the ER ``baselines``, and in a
-    generator ablation the ``generator`` and all ``generators``."""
+    the sources were drawn with (None: not re-drawn), the comparison's ``mask``, the ER ``baselines``, in a
+    generator ablation the ``generator`` and all ``generators``, and the ``sequential`` stop rule it ran with
+    (:class:`~genEval.comparisons.settings.StopRule` as a dict; None before issue 33)."""
 
     model: str | None = None
     repetition: int | None = None
@@ -60,6 +61,7 @@ class ComparisonRecord:
     baselines: tuple[str, ...] = ()
     generator: str | None = None
     generators: tuple[str, ...] = ()
+    sequential: Mapping[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ComparisonRecord:
@@ -75,6 +77,7 @@ class ComparisonRecord:
             baselines=tuple(str(b) for b in get("baselines") or ()),
             generator=get("generator"),
             generators=tuple(str(g) for g in get("generators") or ()),
+            sequential=get("sequential"),
         )
 
 

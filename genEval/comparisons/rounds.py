@@ -1,0 +1,96 @@
+"""``stop=settled``: a comparison in rounds of fresh, paired sources until its ranking is settled (issue 33).
+
+Round ``r`` is repetition ``r`` of a comparison (``runs/<model>/rep<r>``): ``round_sources`` fresh sources drawn
+with the round's seed, the same for every model (paired). After each round the comparison is aggregated and its
+adjacent pairs judged by the anytime-valid rule (:mod:`genEval.comparisons.settled`), which holds at every look;
+the run stops when every adjacent pair is ordered or equivalent, or when ``max_sources`` per model are spent.
+
+The round seeds derive from one base seed (``seed=``, else a fresh one), written to ``<out_dir>/rounds.json`` before
+the first round: a stopped comparison rerun into the same ``out_dir`` continues from its last finished round (a
+finished round's runs are read back, an interrupted one resumes) and reaches the verdicts an uninterrupted run with
+that seed reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from genEval.comparisons.leaderboard import Comparison, write_comparison
+from genEval.comparisons.settings import StopRule
+from genEval.fileio import atomic_write_json, ensure_writable_dir
+
+log = logging.getLogger(__name__)
+
+ROUNDS = "rounds.json"
+
+
+def round_seed(base: int, r: int) -> int:
+    """Round ``r``'s seed, derived from ``base`` (the same for every model of the round; independent of how many
+    rounds run)."""
+    return int(np.random.SeedSequence([int(base), int(r)]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def base_seed(seed: int | None, out_dir: str | Path, rule: StopRule) -> int:
+    """The comparison's base seed: the one ``<out_dir>/rounds.json`` recorded (a resumed comparison), else ``seed``,
+    else a fresh one; recorded there with the rule before the first round."""
+    path = Path(out_dir) / ROUNDS
+    if path.is_file():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if seed is not None and int(seed) != recorded["seed"]:
+            raise ValueError(
+                f"'{out_dir}' holds a stop=settled comparison with seed {recorded['seed']}, not seed={seed}: rerun "
+                f"with seed={recorded['seed']} (or seed=null) to continue it, or choose another out_dir."
+            )
+        return int(recorded["seed"])
+    base = int(seed) if seed is not None else secrets.randbits(31)
+    ensure_writable_dir(out_dir)
+    atomic_write_json(path, {"seed": base, "seed_drawn": seed is None, "rule": rule.to_dict()})
+    return base
+
+
+def run_until_settled(
+    run_round: Callable[[int, int], Mapping[str, str]],
+    look: Callable[[Mapping[str, list[str]], list[int]], Comparison],
+    rule: StopRule,
+    seed: int | None,
+    out_dir: str | Path,
+) -> Comparison:
+    """Rounds until the ranking is settled or ``rule.max_sources`` per model are spent.
+
+    ``run_round(r, seed)`` evaluates every model on round ``r``'s draw and returns model -> its run directory;
+    ``look(dirs, seeds)`` aggregates the runs so far (model -> run directories in round order) into a
+    :class:`Comparison` written to ``out_dir``. Returns the last look, with why it stopped recorded in its
+    ``settled`` verdicts (and the comparison files rewritten)."""
+    rule = rule.filled()
+    base = base_seed(seed, out_dir, rule)
+    dirs: dict[str, list[str]] = {}
+    seeds: list[int] = []
+    sources, r = 0, 0
+    while True:
+        seeds.append(round_seed(base, r))
+        for model, run_dir in run_round(r, seeds[-1]).items():
+            dirs.setdefault(model, []).append(run_dir)
+        comp = look(dirs, seeds)
+        settled = comp.settled
+        if settled.sources <= sources:
+            raise ValueError(
+                f"round {r} added no sources (data.limit too small or the data set exhausted?); the comparison "
+                f"stops at {sources} sources per model."
+            )
+        sources, r = settled.sources, r + 1
+        log.info("compare stop=settled: round %d, %d sources per model: %s", r, sources, settled.headline())
+        if settled.done:
+            stopped = f"every adjacent pair settled after {r} round(s)"
+            break
+        if sources >= rule.max_sources:
+            stopped = f"max_sources={rule.max_sources} reached with {len(settled.open_pairs)} pair(s) still open"
+            break
+    comp = replace(comp, settled=replace(settled, stopped=stopped))
+    return write_comparison(comp, comp.out_dir or out_dir)
