@@ -30,7 +30,14 @@ ALIASES = {"genEval.style_mask": "masks"}
 #: The longest a module may be (lines), and the stricter limit of the jobs split one module a job (issue 28).
 MAX_LINES, MAX_LINES_IN = 900, {"masks": 400}
 # The bottom of the house: contracts and small helpers every layer may use.
-FOUNDATION = {"genEval.interfaces", "genEval.declared", "genEval.checkpoints", "genEval.fileio", "genEval.assets"}
+FOUNDATION = {
+    "genEval.interfaces",
+    "genEval.declared",
+    "genEval.checkpoints",
+    "genEval.fileio",
+    "genEval.assets",
+    "genEval.sandbox",
+}
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
     (

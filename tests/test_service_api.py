@@ -48,8 +48,20 @@ def _auth(svc, role="submitter", name="alice"):
     return {"Authorization": f"Bearer {svc.db.create_token(name, role)[0]}"}
 
 
-def test_fresh_service_answers(client):
-    assert client.get("/api/health").status_code == 200
+def test_fresh_service_answers(client, svc):
+    health = client.get("/api/health")  # no worker yet: queued jobs would wait
+    assert health.status_code == 503 and health.json()["status"] == "degraded"
+    assert health.json()["problems"] == ["no worker is alive: queued jobs wait until one starts (geneval worker)"]
+    svc.db.register_worker("w:1:abcdef01", "w", 1, "cpu", lease_s=60)
+    assert client.get("/api/health").json() | {"version": None} == {
+        "status": "ok",
+        "problems": [],
+        "version": None,
+        "database": "sqlite",
+        "benchmarks": list(svc.benchmarks),
+        "jobs": dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0),
+        "workers": 1,
+    }
     page = client.get("/")
     assert page.status_code == 200 and "leaderboard" in page.text.lower()
     assert "No finished submissions yet" in page.text

@@ -16,6 +16,7 @@ from service_support import (  # noqa: F401  (fixtures)
     db_url,
     failing_runner,
     pg_url,
+    postgres_cluster,
     postgres_server,
     record_runner,
     slow_runner,

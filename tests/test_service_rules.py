@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from service_support import db, db_url, free_port, leaky_runner, pg_url, postgres_server  # noqa: F401 (fixtures)
+from service_support import db, db_url, free_port, leaky_runner, pg_url, postgres_cluster, postgres_server  # noqa: F401 (fixtures)
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 

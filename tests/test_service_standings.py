@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from service_support import db, db_url, pg_url, postgres_server, toy_eval_runner  # noqa: F401 - fixtures
+from service_support import db, db_url, pg_url, postgres_cluster, postgres_server, toy_eval_runner  # noqa: F401 - fixtures
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 import genEval

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from service_support import pg_url, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
+from service_support import pg_url, postgres_cluster, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
 from torch import nn
 
 from genEval.commands.serve import build_components, job_runner

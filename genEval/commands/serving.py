@@ -17,10 +17,24 @@ from omegaconf import DictConfig
 from genEval.commands import execution_from, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
+from genEval.sandbox import stop_all
 from genEval.service.api import create_app
 from genEval.service.core import MiB, Service, Settings
 from genEval.service.db import Database, sqlite_url
-from genEval.service.worker import Worker, run_worker_in_thread, stop_worker_on_signals, stopped_by
+from genEval.service.slow_clients import timed_h11
+from genEval.service.supervisor import Supervisor
+from genEval.service.worker import Worker, stop_worker_on_signals, stopped_by
+
+#: The limits of conf/serve.yaml that go to :class:`~genEval.service.core.Settings` as they are.
+LIMITS = (
+    "check_timeout_s",
+    "check_memory_mb",
+    "max_checks",
+    "max_active_jobs",
+    "max_uploads_per_hour",
+    "max_auth_failures",
+    "auth_window_s",
+)
 
 
 def open_db(cfg: DictConfig) -> tuple[Path, Database]:
@@ -55,6 +69,7 @@ def _db_arg(cfg: DictConfig) -> str:
 def serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
     home, db = open_db(cfg)
+    limits = {k: cfg.get(k) for k in LIMITS if cfg.get(k) is not None}
     settings = Settings(
         home=home,
         max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
@@ -62,6 +77,7 @@ def serve(cfg: DictConfig) -> None:
         n_boot=int(cfg.n_boot),
         max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
         worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
+        **{k: type(getattr(Settings, k))(v) for k, v in limits.items()},
     )
     server = {k: cfg.get(k) for k in SERVER_ENV}
     benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
@@ -78,16 +94,34 @@ def serve(cfg: DictConfig) -> None:
         + ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)")
     )
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
-    workers = [_worker(cfg, db, home) for _ in range(int(cfg.workers))]
-    threads = [run_worker_in_thread(w) for w in workers]
+    lease_s = float(cfg.lease_s)
+    upkeep = Supervisor(db, lambda: _worker(cfg, db, home), int(cfg.workers), int(cfg.max_attempts), lease_s / 4)
+    protocol = timed_h11(float(cfg.get("header_timeout_s", 10)), float(cfg.get("body_timeout_s", 30)))
+    config = uvicorn.Config(
+        app,
+        host=str(cfg.host),
+        port=int(cfg.port),
+        log_level=str(cfg.log_level),
+        http=protocol,
+        timeout_keep_alive=int(cfg.get("keep_alive_s", 5)),
+        timeout_graceful_shutdown=int(cfg.get("shutdown_timeout_s", 10)),
+    )
+    upkeep.start()
     try:
-        uvicorn.run(app, host=str(cfg.host), port=int(cfg.port), log_level=str(cfg.log_level))
+        _Server(config).run()
     finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(timeout=60)
+        stop_all()
+        upkeep.stop()
         db.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which on SIGINT/SIGTERM also kills the upload checks running in child processes (a request
+    waiting for one then answers 503 at once, and the server stops without waiting out the check's time limit)."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        stop_all()
+        super().handle_exit(sig, frame)
 
 
 def worker(cfg: DictConfig) -> int:

@@ -12,7 +12,8 @@ Public: ``GET /api/health``, ``/api/benchmarks``, ``/api/classifiers``, ``/api/l
 What a request can never do: name a ``_target_`` or any config key outside the benchmark's override
 allowlist (422 naming the key), send a pickle or a file that is neither safetensors nor TorchScript (415),
 send a body above its limit (413 before it is read or its token checked: :mod:`genEval.service.limits`), have
-its body echoed back (a 422 names keys and rules, never the values sent), or choose where a file is stored
+its body echoed back (a 422 names keys and rules, never the values sent, and lists at most 20 of them, each cut
+short), or choose where a file is stored
 (uploads are stored under ``home/uploads/<sha256>``, whatever the client calls them). A job's ``error`` is its
 reason alone; an admin token also sees ``error_detail`` and the worker.
 """
@@ -25,11 +26,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from genEval import __version__
+from genEval.sandbox import CheckStopped
 from genEval.service.core import Service
 from genEval.service.limits import BodyLimit
 from genEval.service.models import UploadRefused
 from genEval.service.pages import router as pages
-from genEval.service.refusals import Refused
+from genEval.service.refusals import Refused, clip
 from genEval.service.responses import Refusal
 from genEval.service.routes import ROUTERS
 from genEval.service.routes.jobs import JobIn, ModelIn
@@ -40,7 +42,7 @@ from genEval.service.routes.tokens import TokenIn
 __all__ = ["MULTIPART_SLACK", "REFUSALS", "JobIn", "ModelIn", "TokenIn", "create_app"]
 
 #: The refusals every API route may answer with, in the OpenAPI docs (the routes' own answers are their models).
-REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 415, 422)}
+REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 415, 422, 429)}
 
 
 def create_app(service: Service) -> FastAPI:
@@ -73,18 +75,39 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Refused)
     async def _refused(_request: Request, err: Refused) -> JSONResponse:
-        return JSONResponse(status_code=err.status, content=err.body())
+        return JSONResponse(status_code=err.status, content=err.body(), headers=err.headers)
 
     @app.exception_handler(UploadRefused)
     async def _upload_refused(_request: Request, err: UploadRefused) -> JSONResponse:
-        return JSONResponse(status_code=415, content={"detail": f"upload refused: {err}"})
+        return JSONResponse(status_code=err.status, content={"detail": f"upload refused: {err}"})
+
+    @app.exception_handler(CheckStopped)
+    async def _stopping(_request: Request, err: CheckStopped) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": f"{err} Retry later."}, headers={"Retry-After": "30"})
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
-        # keys, rules and messages only: the values sent ("input", "ctx") are never echoed back
-        errors = [{k: e[k] for k in ("type", "loc", "msg") if k in e} for e in err.errors()]
-        keys = [".".join(str(p) for p in e["loc"] if p != "body")[:200] for e in errors]
-        message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, errors))[:2000]
-        return JSONResponse(
-            status_code=422, content={"detail": jsonable_encoder(errors), "message": message, "keys": keys}
-        )
+        return JSONResponse(status_code=422, content=validation_answer(err.errors()))
+
+
+#: The most validation errors a 422 lists, and the longest key (per path part) and rule it shows: a request with 60,000
+#: bad keys, or a key of a megabyte, gets an answer of a few kilobytes, not its own size back.
+MAX_ERRORS, MAX_PART, MAX_MSG = 20, 64, 200
+
+
+def validation_answer(errors: list[dict]) -> dict:
+    """A 422's body: each error's type, place (``loc``) and rule (``msg``), never the value sent (``input``,
+    ``ctx``), and bounded: the first :data:`MAX_ERRORS` errors, each part of a place and each rule cut short
+    (:func:`~genEval.service.refusals.clip`), with ``count`` giving how many there were."""
+    shown = [
+        {
+            "type": clip(str(e.get("type", "")), MAX_PART),
+            "loc": [p if isinstance(p, int) else clip(str(p), MAX_PART) for p in e.get("loc", ())],
+            "msg": clip(str(e.get("msg", "")), MAX_MSG),
+        }
+        for e in errors[:MAX_ERRORS]
+    ]
+    keys = [".".join(str(p) for p in e["loc"] if p != "body") for e in shown]
+    more = f"; and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    message = "; ".join(f"{k}: {e['msg']}" for k, e in zip(keys, shown)) + more
+    return {"detail": jsonable_encoder(shown), "message": message, "keys": keys, "count": len(errors)}

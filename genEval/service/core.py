@@ -15,7 +15,6 @@ import os
 import secrets
 import tarfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,28 @@ from typing import Any
 from genEval import __version__
 from genEval.fileio import atomic_write, ensure_writable_dir
 from genEval.reports.report import write_report
+from genEval.sandbox import Limits
 from genEval.service.benchmarks import Benchmark, OverrideRefused
-from genEval.service.db import FINAL, WORKER_RETENTION_S, Database, JobInfo, NameTaken, TokenInfo, UploadInfo
+from genEval.service.db import (
+    FINAL,
+    WORKER_RETENTION_S,
+    Database,
+    JobInfo,
+    NameTaken,
+    QuotaExceeded,
+    TokenInfo,
+    UploadInfo,
+)
 from genEval.service.leaderboard import SORT_KEYS, Standings, read_standings
-from genEval.service.models import KINDS, ModelRefused, UploadRefused, classifier_config, sniff_upload
-from genEval.service.refusals import Conflict, Forbidden, Invalid, NotFound
+from genEval.service.limits import RateLimit
+from genEval.service.models import KINDS, ModelRefused, classifier_config, sniff_upload
+from genEval.service.outages import UNREACHABLE, short
+from genEval.service.refusals import Conflict, Forbidden, Invalid, NotFound, TooMany, clip
 from genEval.snapshots.format import SnapshotError, export_snapshot
 
 MiB = 1024 * 1024
+#: What a token over its job quota is told to wait (seconds): jobs take minutes, and one may finish any time.
+QUOTA_RETRY_S = 60
 
 
 class UnknownVersion(NotFound):
@@ -42,7 +55,13 @@ class Settings:
     """Server settings. ``home``: the service directory (database file for SQLite, uploads, run directories,
     snapshots). ``max_upload_bytes``: the largest model file accepted. ``n_boot``: bootstrap resamples of the
     leaderboard's intervals and marks, used by the server's in-process workers. ``max_json_bytes``: the largest
-    request body other than an upload. ``worker_retention_s``: how long stopped or gone workers stay listed."""
+    request body other than an upload. ``worker_retention_s``: how long stopped or gone workers stay listed.
+
+    Limits (``conf/serve.yaml`` says why each default): an upload's check, in a child process, may take
+    ``check_timeout_s`` seconds and ``check_memory_mb`` MiB, and at most ``max_checks`` run at once; a submitter
+    token may have ``max_active_jobs`` jobs queued or running and make ``max_uploads_per_hour`` uploads (admins
+    neither); a client address may fail ``max_auth_failures`` authentications per ``auth_window_s`` seconds. A limit
+    of 0 is no limit."""
 
     home: Path
     max_upload_bytes: int = 512 * MiB
@@ -50,6 +69,13 @@ class Settings:
     n_boot: int = 1000
     max_json_bytes: int = MiB
     worker_retention_s: float = WORKER_RETENTION_S
+    check_timeout_s: float = 60.0
+    check_memory_mb: int = 4096
+    max_checks: int = 2
+    max_active_jobs: int = 20
+    max_uploads_per_hour: int = 20
+    max_auth_failures: int = 20
+    auth_window_s: float = 60.0
 
 
 @dataclass
@@ -62,6 +88,8 @@ class Service:
     benchmarks: dict[str, Benchmark]
     classifiers: dict[str, dict]
     _export_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    auth_failures: RateLimit = field(init=False)
+    uploads: RateLimit = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.benchmarks:
@@ -72,6 +100,11 @@ class Service:
                 f"default benchmark {default!r} is not among the loaded ones: {', '.join(self.benchmarks)}."
             )
         ensure_writable_dir(self.home / "uploads")
+        limits = self.settings
+        self.auth_failures = RateLimit(limits.max_auth_failures, limits.auth_window_s)
+        self.uploads = RateLimit(limits.max_uploads_per_hour, 3600.0)
+        self._checks = threading.BoundedSemaphore(max(1, limits.max_checks))
+        self.check_limits = Limits(limits.check_timeout_s, limits.check_memory_mb)
         for b in self.benchmarks.values():
             self.db.register_benchmark(b.name, b.version, b.title, b.record())
 
@@ -85,20 +118,28 @@ class Service:
 
     # ------------------------------------------------------------------ the service and its benchmarks
     def health(self) -> dict[str, Any]:
-        """Version, database kind, benchmarks, job counts by status and live workers (the database is pinged)."""
-        self.db.ping()
+        """Version, database kind, benchmarks, job counts by status and live workers, and ``status``: ``ok``, or
+        ``degraded`` with the ``problems`` (the database is unreachable; no worker is alive, so queued jobs wait)."""
+        problems, jobs, workers = [], None, None
+        try:
+            jobs, workers = self.db.count_jobs(), self.db.live_workers()
+        except UNREACHABLE as err:
+            problems.append(f"the database is unreachable ({short(err)})")
+        if workers == 0:
+            problems.append("no worker is alive: queued jobs wait until one starts (geneval worker)")
         return {
-            "status": "ok",
+            "status": "degraded" if problems else "ok",
+            "problems": problems,
             "version": __version__,
             "database": self.db.dialect,
             "benchmarks": list(self.benchmarks),
-            "jobs": self.db.count_jobs(),
-            "workers": self.db.live_workers(),
+            "jobs": jobs,
+            "workers": workers,
         }
 
     def benchmark(self, name: str) -> Benchmark:
         if name not in self.benchmarks:
-            raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(self.benchmarks)}.")
+            raise KeyError(f"unknown benchmark {clip(name, 64)!r}; available: {', '.join(self.benchmarks)}.")
         return self.benchmarks[name]
 
     def offered(self, name: str) -> Benchmark:
@@ -154,7 +195,7 @@ class Service:
 
     def revoke_token(self, token_id: str) -> None:
         if not self.db.revoke_token(token_id):
-            raise NotFound(f"no live token {token_id!r}.")
+            raise NotFound(f"no live token {clip(token_id, 64)!r}.")
 
     # ------------------------------------------------------------------ uploads and jobs
     @property
@@ -162,12 +203,37 @@ class Service:
         """Where uploads arrive (as temp files) and are kept (as ``<sha256>.<ext>``)."""
         return self.home / "uploads"
 
+    def may_upload(self, owner: TokenInfo) -> None:
+        """Count an upload of ``owner``'s, or refuse it (:class:`TooMany`, before its body is read) when the token
+        made ``max_uploads_per_hour`` in the last hour (refused ones count too: each costs a check)."""
+        if owner.role == "admin":
+            return
+        wait = self.uploads.retry_after(owner.id)
+        if wait is not None:
+            raise TooMany(
+                f"token {owner.name!r} made {self.uploads.limit} uploads in the last hour, its limit (server setting "
+                f"max_uploads_per_hour); retry in {wait:.0f} s.",
+                wait,
+            )
+        self.uploads.add(owner.id)
+
     def add_upload(self, owner: TokenInfo, tmp: Path, sha256: str, size: int, filename: str) -> UploadInfo:
-        """Identify the received file ``tmp`` (refusing pickles and unknown formats: :class:`UploadRefused`),
-        move it to ``home/uploads/<sha256>.<ext>`` and record it as ``owner``'s."""
+        """Identify the received file ``tmp`` (refusing pickles and unknown formats: :class:`UploadRefused`; a check
+        past its limits: :class:`UploadTooCostly`), move it to ``home/uploads/<sha256>.<ext>`` and record it as
+        ``owner``'s. The temp file is removed whatever refuses it. At most ``max_checks`` checks run at once; one more
+        is :class:`TooMany`."""
         try:
-            kind = sniff_upload(tmp)
-        except UploadRefused:
+            if not self._checks.acquire(blocking=False):
+                raise TooMany(
+                    f"the server is checking {self.settings.max_checks} uploads already (server setting max_checks); "
+                    "retry in a few seconds.",
+                    5,
+                )
+            try:
+                kind = sniff_upload(tmp, self.check_limits)
+            finally:
+                self._checks.release()
+        except BaseException:  # refused, over a limit, or the server stopping: nothing is left behind
             tmp.unlink(missing_ok=True)
             raise
         rel = f"uploads/{sha256}.{'safetensors' if kind == 'safetensors' else 'pt'}"
@@ -211,14 +277,17 @@ class Service:
                 overrides=overrides,
                 seeds=[secrets.randbits(31) for _ in range(bench.repetitions)],  # fresh per submission, recorded
                 upload_path=upload and upload.path,
+                max_active=0 if owner.role == "admin" else self.settings.max_active_jobs,
             )
         except NameTaken as err:
             raise Conflict(str(err), key="name") from None
+        except QuotaExceeded as err:
+            raise TooMany(str(err), QUOTA_RETRY_S) from None
 
     def job(self, job_id: str) -> JobInfo:
         job = self.db.get_job(job_id)
         if job is None:
-            raise NotFound(f"no job {job_id!r}.")
+            raise NotFound(f"no job {clip(job_id, 64)!r}.")
         return job
 
     def jobs(self, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[JobInfo]:
@@ -304,5 +373,5 @@ class Service:
         ``worker_retention_s`` are dropped first."""
         retention = self.settings.worker_retention_s
         self.db.prune_workers(retention)
-        now = time.time()
+        now = self.db.now()
         return [vars(w) | {"state": w.state(now)} for w in self.db.list_workers(retention)]

@@ -35,12 +35,14 @@ within its lease is ``gone``, and one stopped or gone for ``retention_s`` is dro
 A job's ``error`` is the reason its submitter sees (no paths, hosts, pids or tracebacks:
 :func:`genEval.service.errors.public_reason`); ``error_detail`` keeps the full text for admins.
 
-Times are UNIX seconds from each process's clock (leases are tens of seconds; keep clocks NTP-synced).
+Times are UNIX seconds from one clock, the database's (:meth:`Database.now`: PostgreSQL's ``now()``, SQLite's
+``julianday('now')``), never a worker's own: a worker whose clock runs ahead cannot see another worker's live lease
+as expired (issue 37: a worker 30 s ahead took live jobs from the others), and every lease, heartbeat, job and worker
+time compares with times taken on the same clock.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields, replace
@@ -64,6 +66,7 @@ from genEval.service.records import (  # noqa: F401 (the views and names callers
     BoardRow,
     JobInfo,
     NameTaken,
+    QuotaExceeded,
     StandingInfo,
     TokenInfo,
     UploadInfo,
@@ -85,6 +88,18 @@ from genEval.service.schema import (
 
 def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
     return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
+
+
+#: The database's clock in UNIX seconds, per dialect (PostgreSQL: the transaction's start; SQLite: the statement's).
+_CLOCK = {
+    "postgresql": func.extract("epoch", func.now()),
+    "sqlite": (func.julianday("now") - 2440587.5) * 86400.0,
+}
+
+
+def _at(now: float) -> float:
+    """A value of :meth:`Database._holder_update` that is the database's time itself."""
+    return now
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -123,12 +138,15 @@ class Database:
             self.engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
             _sqlite_setup(self.engine)
         elif url.startswith("postgresql"):
-            self.engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+            self.engine = create_engine(
+                url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args={"connect_timeout": 5}
+            )
         else:
             raise ValueError(
                 f"unsupported database {url.split('://')[0]!r}; use sqlite:///... or postgresql+psycopg://..."
             )
         self._writer = self.engine.execution_options(geneval_write=True)
+        self._clock = _CLOCK[self.dialect]
         Base.metadata.create_all(self._writer)
         upgrade(self._writer)
 
@@ -157,6 +175,14 @@ class Database:
         with self._read() as s:
             s.execute(select(1))
 
+    def _now(self, s: Session) -> float:
+        return float(s.execute(select(self._clock)).scalar_one())
+
+    def now(self) -> float:
+        """The database's clock: UNIX seconds (the one clock every stored time is taken on)."""
+        with self._read() as s:
+            return self._now(s)
+
     # -------------------------------------------------------------------------------------- tokens
     def create_token(self, name: str, role: str) -> tuple[str, TokenInfo]:
         """A new token for ``name`` with ``role``: returns the secret (show it once) and its record."""
@@ -164,8 +190,9 @@ class Database:
         if not name or len(name) > 200:
             raise ValueError("a token needs a name (who holds it), at most 200 characters.")
         secret = new_token()
-        row = TokenRow(id=new_id(), name=name, role=role, token_sha256=hash_token(secret), created_at=time.time())
+        row = TokenRow(id=new_id(), name=name, role=role, token_sha256=hash_token(secret))
         with self._write() as s:
+            row.created_at = self._now(s)
             s.add(row)
         return secret, _view(TokenInfo, row)
 
@@ -184,7 +211,7 @@ class Database:
             res = s.execute(
                 update(TokenRow)
                 .where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
-                .values(revoked_at=time.time())
+                .values(revoked_at=self._now(s))
             )
             return res.rowcount == 1
 
@@ -194,7 +221,7 @@ class Database:
         with self._write() as s:
             row = s.get(BenchmarkRow, (name, version))
             if row is None:
-                row = BenchmarkRow(name=name, version=version, title=title, config=config, registered_at=time.time())
+                row = BenchmarkRow(name=name, version=version, title=title, config=config, registered_at=self._now(s))
                 s.add(row)
             return _view(BenchmarkVersion, row)
 
@@ -216,9 +243,9 @@ class Database:
             size=size,
             filename=filename,
             path=path,
-            created_at=time.time(),
         )
         with self._write() as s:
+            row.created_at = self._now(s)
             s.add(row)
         return _view(UploadInfo, row)
 
@@ -240,9 +267,12 @@ class Database:
         overrides: dict,
         seeds: list[int],
         upload_path: str | None,
+        max_active: int = 0,
     ) -> JobInfo:
         """Queue a job. Raises :class:`NameTaken` when ``name`` already has a queued, running or finished job
-        in this benchmark version (one leaderboard row per model)."""
+        in this benchmark version (one leaderboard row per model), and :class:`QuotaExceeded` when ``owner`` already
+        has ``max_active`` jobs queued or running (0: no limit; counted in the same transaction, with the token's row
+        locked on PostgreSQL, so simultaneous submits cannot pass it together)."""
         job_id = new_id()
         row = JobRow(
             id=job_id,
@@ -258,19 +288,33 @@ class Database:
             run_dir=f"runs/{benchmark}/{job_id}",
             upload_path=upload_path,
             status="queued",
-            created_at=time.time(),
             attempts=0,
             images_done=0,
         )
         try:
             with self._write() as s:
+                if max_active:
+                    self._check_quota(s, owner, max_active)
                 self._check_name(s, benchmark, benchmark_version, name)
+                row.created_at = self._now(s)
                 s.add(row)
         except IntegrityError:  # submitted at the same instant elsewhere: the unique index of names refused it
             with self._read() as s:
                 self._check_name(s, benchmark, benchmark_version, name)
             raise
         return _view(JobInfo, row)
+
+    def _check_quota(self, s: Session, owner: TokenInfo, max_active: int) -> None:
+        if self.dialect == "postgresql":  # one submit of a token at a time (SQLite's writers are serial already)
+            s.execute(select(TokenRow.id).where(TokenRow.id == owner.id).with_for_update())
+        active = s.execute(
+            select(func.count()).select_from(JobRow).where(JobRow.owner_id == owner.id, JobRow.status.in_(ACTIVE))
+        ).scalar_one()
+        if active >= max_active:
+            raise QuotaExceeded(
+                f"token {owner.name!r} has {active} jobs queued or running, its limit (server setting "
+                "max_active_jobs); submit more once some have finished."
+            )
 
     @staticmethod
     def _check_name(s: Session, benchmark: str, version: str, name: str, but: str | None = None) -> None:
@@ -330,7 +374,7 @@ class Database:
                 ).first()
                 if row is None:
                     return None
-                now = time.time()
+                now = self._now(s)
                 row.status, row.worker_id, row.started_at = "running", worker_id, now
                 row.heartbeat_at, row.lease_expires_at, row.attempts = now, now + lease_s, row.attempts + 1
                 row.images_done, row.eta_s, row.error = 0, None, None
@@ -342,7 +386,7 @@ class Database:
                 cand = next((j for j in s.scalars(q.limit(len(skipped) + 1)) if j not in skipped), None)
                 if cand is None:
                     return None
-                now = time.time()
+                now = self._now(s)
                 res = s.execute(
                     update(JobRow)
                     .where(JobRow.id == cand, JobRow.status == "queued")
@@ -364,12 +408,13 @@ class Database:
 
     def _holder_update(self, job_id: str, holder: str, **values: Any) -> bool:
         """Update a running job only while worker ``holder`` still holds it; False when it lost the job (it was
-        cancelled, or re-queued after its lease ran out)."""
+        cancelled, or re-queued after its lease ran out). A callable value is called with the database's time."""
         with self._write() as s:
+            now = self._now(s)
             res = s.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id, JobRow.worker_id == holder, JobRow.status == "running")
-                .values(**values)
+                .values(**{k: v(now) if callable(v) else v for k, v in values.items()})
             )
             return res.rowcount == 1
 
@@ -383,8 +428,7 @@ class Database:
         eta_s: float | None = None,
     ) -> bool:
         """Renew the lease and record progress; False when the worker no longer holds the job."""
-        now = time.time()
-        values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + lease_s, "eta_s": eta_s}
+        values: dict[str, Any] = {"heartbeat_at": _at, "lease_expires_at": lambda now: now + lease_s, "eta_s": eta_s}
         if images_done is not None:
             values["images_done"] = images_done
         if images_total is not None:
@@ -404,8 +448,8 @@ class Database:
         its leaderboard row in the same transaction and add its name under each metric of ``beaten_by`` (job id
         -> metrics) to those jobs' rows. False (and nothing stored) when the worker no longer holds the job."""
         extra = {} if images is None else {"images_done": images, "images_total": images}
-        now = time.time()
         with self._write() as s:
+            now = self._now(s)
             job = s.get(JobRow, job_id)
             if job is None:
                 return False
@@ -572,7 +616,7 @@ class Database:
             job_id,
             worker_id,
             status="failed",
-            finished_at=time.time(),
+            finished_at=_at,
             error=error,
             error_detail=detail if detail is not None else error,
             eta_s=None,
@@ -598,7 +642,7 @@ class Database:
             s.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id, JobRow.status.in_(ACTIVE))
-                .values(status="cancelled", finished_at=time.time(), eta_s=None, lease_expires_at=None)
+                .values(status="cancelled", finished_at=self._now(s), eta_s=None, lease_expires_at=None)
             )
             row = s.get(JobRow, job_id)
             return None if row is None else _view(JobInfo, row)
@@ -639,9 +683,9 @@ class Database:
     def requeue_expired(self, max_attempts: int) -> list[tuple[str, str]]:
         """Jobs whose worker stopped renewing its lease go back to the queue (same seeds, same run
         directory), or fail once they used ``max_attempts``. Returns ``(job id, new status)`` pairs."""
-        now = time.time()
         out = []
         with self._write() as s:
+            now = self._now(s)
             rows = s.scalars(select(JobRow).where(JobRow.status == "running", JobRow.lease_expires_at < now)).all()
             for row in rows:
                 lost = row.worker_id
@@ -663,8 +707,8 @@ class Database:
     # ------------------------------------------------------------------------------------- workers
     def register_worker(self, worker_id: str, host: str, pid: int, device: str, lease_s: float | None = None) -> None:
         """Record a worker that starts; ``lease_s``: it counts as gone when not seen for this long."""
-        now = time.time()
         with self._write() as s:
+            now = self._now(s)
             s.merge(
                 WorkerRow(
                     id=worker_id,
@@ -681,28 +725,28 @@ class Database:
 
     def worker_seen(self, worker_id: str, job_id: str | None) -> None:
         with self._write() as s:
-            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(last_seen=time.time(), job_id=job_id))
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(last_seen=self._now(s), job_id=job_id))
 
     def worker_stopped(self, worker_id: str) -> None:
         with self._write() as s:
-            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(stopped_at=time.time(), job_id=None))
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(stopped_at=self._now(s), job_id=None))
 
     def list_workers(self, retention_s: float = WORKER_RETENTION_S) -> list[WorkerInfo]:
         """Workers seen within ``retention_s`` (stopped and gone ones included: :meth:`WorkerInfo.state` tells),
         oldest first."""
-        q = select(WorkerRow).where(WorkerRow.last_seen >= time.time() - retention_s)
         with self._read() as s:
+            q = select(WorkerRow).where(WorkerRow.last_seen >= self._now(s) - retention_s)
             return [_view(WorkerInfo, r) for r in s.scalars(q.order_by(WorkerRow.started_at))]
 
     def live_workers(self) -> int:
-        """How many workers are neither stopped nor gone."""
-        now = time.time()
+        """How many workers are neither stopped nor gone (by the database's clock)."""
+        now = self.now()
         return sum(w.state(now) in ("busy", "idle") for w in self.list_workers())
 
     def prune_workers(self, retention_s: float = WORKER_RETENTION_S) -> int:
         """Drop the workers that stopped, or were last seen, more than ``retention_s`` ago; returns how many."""
-        cutoff = time.time() - retention_s
         with self._write() as s:
+            cutoff = self._now(s) - retention_s
             res = s.execute(
                 delete(WorkerRow).where(
                     or_(WorkerRow.last_seen < cutoff, WorkerRow.stopped_at < cutoff),

@@ -26,6 +26,10 @@ class NameTaken(ValueError):
     """A submission's name is already used by an active or finished job of that benchmark version."""
 
 
+class QuotaExceeded(ValueError):
+    """A token already has as many jobs queued or running as a token may."""
+
+
 def new_id() -> str:
     """A random, unguessable id (job and upload ids double as capability URLs for their results)."""
     return secrets.token_hex(16)

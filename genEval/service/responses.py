@@ -21,16 +21,18 @@ class Refusal(BaseModel):
     detail: Any = Field(description="the reason (a list of errors for a request that fails validation)")
     key: str | None = Field(None, description="the request key at fault")
     message: str | None = Field(None, description="validation errors: every key at fault and its rule, in one line")
-    keys: list[str] | None = Field(None, description="validation errors: the keys at fault")
+    keys: list[str] | None = Field(None, description="validation errors: the keys at fault (the first 20)")
+    count: int | None = Field(None, description="validation errors: how many there were")
 
 
 class Health(BaseModel):
-    status: str = Field(description='"ok"')
+    status: str = Field(description='"ok", or "degraded" (HTTP 503) with the problems')
+    problems: list[str] = Field(description="why the service is degraded: the database, the workers")
     version: str = Field(description="genEval's version")
     database: str = Field(description="sqlite or postgresql")
     benchmarks: list[str]
-    jobs: dict[str, int] = Field(description="jobs by status")
-    workers: int = Field(description="workers seen within their lease")
+    jobs: dict[str, int] | None = Field(description="jobs by status (null while the database is unreachable)")
+    workers: int | None = Field(description="workers seen within their lease (null while the database is unreachable)")
 
 
 class BenchmarkInfo(BaseModel):

@@ -3,7 +3,7 @@
 ``Facade`` is the :class:`~genEval.service.core.Service` the app serves (``app.state.service``, set by
 :func:`genEval.service.api.create_app`); ``MaybeToken`` the request's live token or None; ``Viewer``, ``Submitter``
 and ``Admin`` a token with at least that role (roles: :mod:`genEval.service.auth`), else 401 (no or an unknown
-token) or 403 (a lower role).
+token) or 403 (a lower role). Failed authentications are counted per client address (:func:`authenticate`).
 """
 
 from __future__ import annotations
@@ -30,15 +30,34 @@ Credentials = Annotated[
 ]
 
 
-def maybe_token(svc: Facade, creds: Credentials) -> TokenInfo | None:
+def authenticate(svc: Service, request: Request, secret: str) -> TokenInfo | None:
+    """The live token whose secret is ``secret``, or None; a client address that failed ``max_auth_failures`` times
+    within ``auth_window_s`` is answered 429 (with Retry-After) before its token is even looked up."""
+    address = request.client.host if request.client else "unknown"
+    wait = svc.auth_failures.retry_after(address)
+    if wait is not None:
+        raise HTTPException(
+            429,
+            f"too many failed authentications from your address ({svc.auth_failures.limit} in "
+            f"{svc.auth_failures.window_s:g} s, server setting max_auth_failures); retry in {wait:.0f} s.",
+            headers={"Retry-After": str(max(1, int(wait + 0.999)))},
+        )
+    token = svc.token_for(secret)
+    if token is None:
+        svc.auth_failures.add(address)
+    return token
+
+
+def maybe_token(svc: Facade, request: Request, creds: Credentials) -> TokenInfo | None:
     """The request's live token when it sends one, else None (public routes that show admins more)."""
-    return None if creds is None else svc.token_for(creds.credentials)
+    return None if creds is None else authenticate(svc, request, creds.credentials)
 
 
 def needs(role: str):
-    """A dependency that yields the request's token when it has at least ``role`` (401/403 otherwise)."""
+    """A dependency that yields the request's token when it has at least ``role`` (401/403 otherwise; 429 for an
+    address that failed too often: :func:`authenticate`)."""
 
-    def check(svc: Facade, creds: Credentials) -> TokenInfo:
+    def check(svc: Facade, request: Request, creds: Credentials) -> TokenInfo:
         if creds is None:
             raise HTTPException(
                 401,
@@ -46,7 +65,7 @@ def needs(role: str):
                 "creates one with `geneval token`).",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        token = svc.token_for(creds.credentials)
+        token = authenticate(svc, request, creds.credentials)
         if token is None:
             raise HTTPException(401, "unknown or revoked API token.", headers={"WWW-Authenticate": "Bearer"})
         if not role_allows(token.role, role):

@@ -50,7 +50,10 @@ def classifiers(svc: Facade) -> dict:
 
 @router.post("/api/uploads", status_code=201, response_model=Upload, openapi_extra=UPLOAD_BODY)
 async def upload(request: Request, svc: Facade, token: Submitter) -> dict:
-    """Upload a model file (safetensors weights or a TorchScript archive; never a pickle)."""
+    """Upload a model file (safetensors weights, a torch.export program or a TorchScript archive; never a pickle). It
+    is checked in a child process with a time and a memory limit (422 naming the limit past either); a token may
+    make ``max_uploads_per_hour`` uploads (429 with Retry-After beyond)."""
+    svc.may_upload(token)
     tmp, sha, size, filename = await receive(request, svc.upload_dir, svc.settings.max_upload_bytes)
     info = await run_in_threadpool(svc.add_upload, token, tmp, sha, size, filename)
     return {"id": info.id, "kind": info.kind, "sha256": sha, "size": size, "filename": filename}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from genEval.service.responses import Health, Worker
 from genEval.service.routes.deps import Facade, Viewer
@@ -17,7 +17,12 @@ def workers(svc: Facade, _token: Viewer) -> list[dict]:
     return svc.workers()
 
 
-@router.get("/api/health", response_model=Health)
-def health(svc: Facade) -> dict:
-    """The service is up: its version, database kind, benchmarks, job counts by status and live workers."""
-    return svc.health()
+@router.get("/api/health", response_model=Health, responses={503: {"model": Health, "description": "degraded"}})
+def health(svc: Facade, response: Response) -> dict:
+    """Whether the service works: ``ok`` (200), or ``degraded`` (503) while the database is unreachable or no worker
+    is alive, naming the ``problems``; its version, database kind, benchmarks, job counts by status and live
+    workers (null while the database is unreachable)."""
+    answer = svc.health()
+    if answer["status"] != "ok":
+        response.status_code = 503
+    return answer
