@@ -109,6 +109,8 @@ def serve(cfg: DictConfig) -> None:
     upkeep.start()
     try:
         _Server(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled once it has shut down: a clean stop
+        pass
     finally:
         stop_all()
         upkeep.stop()

@@ -16,6 +16,10 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
    the result summary and that row in one transaction, so the leaderboard pages only read; or store ``failed``
    with the error the evaluation raised.
 
+Every database call of the loop goes through :class:`~genEval.service.outages.Outage`: during a database restart or
+a lost connection it is retried with backoff (one warning when the outage starts, one line when it ends), so a
+worker never dies of one; its evaluation runs on meanwhile, and the heartbeat that follows renews the lease.
+
 At start (and every ``backfill_s`` while idle) a worker also stores the rows of done jobs that have none (jobs
 finished by a worker from before standings were stored), and drops the workers gone for ``retention_s``.
 
