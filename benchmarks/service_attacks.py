@@ -279,8 +279,12 @@ WORKER = textwrap.dedent(
         real, real_ns = time.time, time.time_ns
         time.time = lambda: real() + skew
         time.time_ns = lambda: real_ns() + int(skew * 1e9)
-    from genEval.service.db import Database
-    from genEval.service.worker import Worker
+    try:  # the server's package since the service was cut into slices
+        from genEval.service.server.database import Database
+        from genEval.service.server.worker import Worker
+    except ImportError:  # a checkout from before
+        from genEval.service.db import Database
+        from genEval.service.worker import Worker
     from service_attacks import sleeping_runner
     w = Worker(Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
     w.run()
@@ -295,20 +299,28 @@ def sleeping_runner(job, home, report) -> dict:
     return {"slept": 40}
 
 
+#: Opens the database of ``sys.argv[1]`` as ``db`` with the code of either layout (before or after the slices).
+OPEN_DB = (
+    "import importlib.util as u; m = 'genEval.service.server.database' if u.find_spec('genEval.service.server') "
+    "else 'genEval.service.db'; db = __import__(m, fromlist=['Database']).Database(sys.argv[1])"
+)
+
+
 def attack_skew(code: Path, work: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{ROOT / 'benchmarks'}"}
     home = Path(tempfile.mkdtemp(prefix="geneval-skew-"))
     url = f"sqlite:///{home / 'geneval.db'}"
     sys.path.insert(0, str(code))
     code_check = (
-        "import sys; from genEval.service.db import Database; from genEval.service.records import TokenInfo;"
-        "db = Database(sys.argv[1]); t = TokenInfo('o', 'o', 'submitter', 0.0, None);"
-        "print(db.submit_job(benchmark='b', benchmark_version='v', name='live', owner=t, model={}, config={},"
+        f"import sys; {OPEN_DB}; from genEval.service.records import TokenInfo;"
+        "t = TokenInfo('o', 'o', 'submitter', 0.0, None);"
+        "submit = db.jobs.submit if hasattr(db, 'jobs') else db.submit_job;"
+        "print(submit(benchmark='b', benchmark_version='v', name='live', owner=t, model={}, config={},"
         " overrides={}, seeds=[1], upload_path=None).id)"
     )
     job = subprocess.run([sys.executable, "-c", code_check, url], env=env, capture_output=True, text=True, check=True)
     job_id = job.stdout.strip().splitlines()[-1]
-    read = "import sys; from genEval.service.db import Database; j = Database(sys.argv[1]).get_job(sys.argv[2]);" + (
+    read = f"import sys; {OPEN_DB}; j = (db.jobs.get if hasattr(db, 'jobs') else db.get_job)(sys.argv[2]);" + (
         "print(j.status, j.attempts, j.worker_id)"
     )
 
@@ -407,32 +419,12 @@ def attack_quota(code: Path, work: Path) -> dict:
 def _slow_client(server: Server, head: bytes, every_s: float, cap_s: float) -> dict:
     """Send ``head`` one byte every ``every_s`` seconds (nothing when empty): how long the server keeps the connection
     (capped at ``cap_s``) and what it answered."""
-    t0 = time.monotonic()
-    sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.settimeout(1.0)
-    got, sent = b"", 0
-    try:
-        while time.monotonic() - t0 < cap_s:
-            if head and every_s and sent < len(head) and time.monotonic() - t0 >= sent * every_s:
-                try:
-                    sock.sendall(head[sent : sent + 1])
-                except OSError:
-                    break
-                sent += 1
-            try:
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            got += chunk
-        else:
-            return {"held_s": f">= {cap_s:.0f}", "bytes_sent": sent}
-    finally:
-        sock.close()
-    return {"closed_after_s": round(time.monotonic() - t0, 1), "bytes_sent": sent, "answer": got[:40].decode("latin-1")}
+    from service_support import hold_connection
+
+    held, said = hold_connection(server.port, [head[i : i + 1] for i in range(len(head))], every_s, cap_s)
+    if held >= cap_s:
+        return {"held_s": f">= {cap_s:.0f}", "bytes_sent": min(len(head), int(cap_s / every_s) + 1 if every_s else 0)}
+    return {"closed_after_s": round(held, 1), "answer": said[:40].decode("latin-1")}
 
 
 def attack_echo(code: Path, work: Path) -> dict:

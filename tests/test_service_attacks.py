@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from service_support import (  # noqa: F401 (fixtures)
     db,
     db_url,
     free_port,
+    hold_connection,
     napping_runner,
     own_postgres,
     pg_url,
@@ -39,12 +39,12 @@ from test_sandbox import Looping
 
 from genEval.checkpoints import MAX_SAFETENSORS_TENSORS
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.service.api import create_app
-from genEval.service.core import Service, Settings
-from genEval.service.db import Database, sqlite_url
-from genEval.service.slow_clients import timed_h11
-from genEval.service.supervisor import Supervisor
-from genEval.service.worker import Worker, run_worker_in_thread
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import Service, Settings
+from genEval.service.server.slow_clients import timed_h11
+from genEval.service.server.supervisor import Supervisor
+from genEval.service.server.worker import Worker, run_worker_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -65,12 +65,12 @@ def _client(tmp_path, presets, url=None, **settings) -> tuple[TestClient, Servic
 
 
 def _auth(svc: Service, role: str = "submitter", name: str = "alice") -> dict:
-    return {"Authorization": f"Bearer {svc.db.create_token(name, role)[0]}"}
+    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
 
 
 def _submit(db: Database, name: str) -> str:
-    owner = db.create_token(name, "submitter")[1]
-    return db.submit_job(
+    owner = db.tokens.create(name, "submitter")[1]
+    return db.jobs.submit(
         benchmark="b", benchmark_version="v", name=name, owner=owner, model={}, config={}, overrides={}, seeds=[1],
         upload_path=None,
     ).id  # fmt: skip
@@ -98,9 +98,9 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
     worker = Worker(db, tmp_path, napping_runner, lease_s=4, heartbeat_s=0.3, poll_s=0.2)
     thread = run_worker_in_thread(worker)
     try:
-        _wait(lambda: db.get_job(jobs[0]).status == "running", 120, "the first job's start")
+        _wait(lambda: db.jobs.get(jobs[0]).status == "running", 120, "the first job's start")
         assert client.get("/api/health").json()["status"] == "ok"
-        caplog.set_level(logging.INFO, logger="genEval.service.outages")
+        caplog.set_level(logging.INFO, logger="genEval.service.server.outages")
         own_postgres.stop()
         time.sleep(3)  # heartbeats fail meanwhile
         health = client.get("/api/health")
@@ -108,13 +108,13 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
         assert health.json()["problems"][0].startswith("the database is unreachable")
         assert thread.is_alive()
         own_postgres.start()
-        _wait(lambda: all(db.get_job(j).status == "done" for j in jobs), 180, "both jobs' end")
-        assert thread.is_alive() and [db.get_job(j).attempts for j in jobs] == [1, 1]
+        _wait(lambda: all(db.jobs.get(j).status == "done" for j in jobs), 180, "both jobs' end")
+        assert thread.is_alive() and [db.jobs.get(j).attempts for j in jobs] == [1, 1]
     finally:
         worker.stop()
         thread.join(timeout=60)
         db.close()
-    said = [r for r in caplog.records if r.name == "genEval.service.outages"]
+    said = [r for r in caplog.records if r.name == "genEval.service.server.outages"]
     assert [r.levelno for r in said] == [logging.WARNING, logging.INFO], [r.getMessage() for r in said]
     assert "the database is unreachable" in said[0].getMessage() and "is back after" in said[1].getMessage()
 
@@ -122,7 +122,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
 def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path, caplog):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = _submit(db, "lost")
-    assert db.claim_job("gone:1:deadbeef", lease_s=0.2).id == job  # a worker that then died
+    assert db.queue.claim("gone:1:deadbeef", lease_s=0.2).id == job  # a worker that then died
     time.sleep(0.5)
     made: list[Worker] = []
 
@@ -142,9 +142,9 @@ def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path,
         assert upkeep.restarts == 1 and upkeep.alive() == 1 and isinstance(upkeep.workers[0], Worker)
         assert "in-process worker" in caplog.text and "a bug in the worker loop" in caplog.text
         # no worker took the lost job back: the server did (the new worker may already be running it)
-        assert db.get_job(job).status in ("queued", "running", "done")
+        assert db.jobs.get(job).status in ("queued", "running", "done")
         assert f"job {job} lost its worker" in caplog.text
-        _wait(lambda: db.get_job(job).status == "done", 60, "the lost job's end")
+        _wait(lambda: db.jobs.get(job).status == "done", 60, "the lost job's end")
     finally:
         upkeep.stop()
         db.close()
@@ -155,14 +155,14 @@ def test_a_worker_whose_clock_runs_ahead_takes_no_live_job(db, monkeypatch):
     """Issue 37: a worker 30 s ahead saw another's live lease as expired and took the job (attempts 1 -> 2). Leases
     are on the database's clock now, whatever the worker's says."""
     job = _submit(db, "live")
-    assert db.claim_job("fair:1:aaaaaaaa", lease_s=10).id == job
+    assert db.queue.claim("fair:1:aaaaaaaa", lease_s=10).id == job
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 30)  # this process's clock runs 30 s ahead
-    assert db.requeue_expired(3) == []
-    assert db.claim_job("ahead:2:bbbbbbbb", lease_s=10) is None
-    assert db.heartbeat(job, "fair:1:aaaaaaaa", 10)
+    assert db.queue.requeue_expired(3) == []
+    assert db.queue.claim("ahead:2:bbbbbbbb", lease_s=10) is None
+    assert db.queue.heartbeat(job, "fair:1:aaaaaaaa", 10)
     monkeypatch.undo()
-    held = db.get_job(job)
+    held = db.jobs.get(job)
     assert held.status == "running" and held.attempts == 1 and held.worker_id == "fair:1:aaaaaaaa"
     assert abs(held.lease_expires_at - (db.now() + 10)) < 5  # a lease on the database's clock, not ours + 30
 
@@ -178,7 +178,7 @@ def test_a_token_over_its_job_quota_is_answered_429_with_retry_after(tmp_path, p
     assert "2 jobs queued or running, its limit (server setting max_active_jobs)" in over.json()["detail"]
     assert client.post("/api/jobs", json={**JOB, "name": "c"}, headers=_auth(svc, name="bob")).status_code == 201
     assert client.post("/api/jobs", json={**JOB, "name": "d"}, headers=admin).status_code == 201  # admins: no quota
-    svc.cancel(svc.jobs(status="queued")[-1].id, by=svc.token_for(alice["Authorization"][7:]))
+    svc.jobs.cancel(svc.jobs.jobs(status="queued")[-1].id, by=svc.db.tokens.find(alice["Authorization"][7:]))
     assert client.post("/api/jobs", json={**JOB, "name": "c2"}, headers=alice).status_code == 201  # room again
 
 
@@ -245,32 +245,6 @@ async def _echo_app(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def _held(port: int, pieces: list[bytes], every_s: float, cap_s: float = 15.0) -> tuple[float, bytes]:
-    """Send ``pieces`` one every ``every_s`` seconds (then nothing): how long until the server closes the connection,
-    and what it answered."""
-    t0 = time.monotonic()
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.settimeout(0.05)
-        got, sent = b"", 0
-        while time.monotonic() - t0 < cap_s:
-            if sent < len(pieces) and time.monotonic() - t0 >= sent * every_s:
-                try:
-                    sock.sendall(pieces[sent])
-                except OSError:
-                    break
-                sent += 1
-            try:
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                return time.monotonic() - t0, got
-            got += chunk
-    return cap_s, got
-
-
 def test_slow_clients_are_timed_out():
     """Issue 37: a client that sent nothing, or its request head a byte every 2 s, was still connected after 90 s."""
     port = free_port()
@@ -280,15 +254,17 @@ def test_slow_clients_are_timed_out():
     thread.start()
     _wait(lambda: server.started, 30, "the server's start")
     try:
-        silent, said = _held(port, [], 0)
+        silent, said = hold_connection(port, [], 0)
         assert 0.8 < silent < 5 and said.startswith(b"HTTP/1.1 408 Request Timeout")
         head = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-        dribble, said = _held(port, [bytes([b]) for b in head], 0.3)  # 8 s for the head, were it let through
+        dribble, said = hold_connection(port, [bytes([b]) for b in head], 0.3)  # 8 s for the head, were it let through
         assert 0.8 < dribble < 5 and said.startswith(b"HTTP/1.1 408")
         post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-        stalled, said = _held(port, [post, b"x" * 10], 0.1)  # 10 bytes of 100, then nothing
+        stalled, said = hold_connection(port, [post, b"x" * 10], 0.1)  # 10 bytes of 100, then nothing
         assert 0.8 < stalled < 5 and said == b""
-        fine, said = _held(port, [head, head], 0.5, cap_s=4)  # a kept-alive connection answers twice, then idles out
+        fine, said = hold_connection(
+            port, [head, head], 0.5, cap_s=4
+        )  # a kept-alive connection answers twice, then idles out
         assert said.count(b"HTTP/1.1 200") == 2
     finally:
         server.should_exit = True

@@ -1,8 +1,7 @@
-"""What the service refuses, as exceptions the facade (:class:`genEval.service.core.Service`) raises and the API turns
-into answers (:mod:`genEval.service.api`): ``{"detail": message}``, plus ``"key"`` naming the offending request key
-when there is one. Each kind carries its HTTP status, so the facade says *what* went wrong and the API only how
-to answer it; nothing here needs the web framework.
-"""
+"""What the service refuses, as exceptions the server (:mod:`genEval.service.server`) raises and its API turns into
+answers (:mod:`genEval.service.server.app`): ``{"detail": message}``, plus ``"key"`` naming the offending request key
+when there is one. Each kind carries its HTTP status, so the server says *what* went wrong and the API only how to
+answer it; nothing here needs the web framework."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """The server's own upkeep: it re-queues jobs whose lease ran out, and keeps its in-process workers alive.
 
-Workers re-queue expired jobs when they look for work, but a server whose workers all died (or that has none, with
-only external workers that were lost) would leave a job ``running`` with an expired lease forever, and the jobs
-behind it queued (issue 37). :class:`Supervisor` runs in ``geneval serve``: every ``every_s`` it re-queues the
-expired jobs itself (by the database's clock: :meth:`genEval.service.db.Database.requeue_expired`), and starts a
-new in-process worker for each one whose thread died (a worker lives through database outages, so a dead thread
-means a bug; its traceback is logged). A database outage is logged once (:class:`~genEval.service.outages.Outage`)
-and the upkeep goes on when the database is back.
-"""
+Workers re-queue expired jobs when they look for work, but a server whose workers all died (or that has none, with only
+external workers that were lost) would leave a job ``running`` with an expired lease forever, and the jobs behind it
+queued (issue 37). :class:`Supervisor` runs in ``geneval serve``: every ``every_s`` it re-queues the expired jobs itself
+(by the database's clock: :meth:`genEval.service.server.jobs.queue.JobQueue.requeue_expired`), and starts a new
+in-process worker for each one whose thread died (a worker lives through database outages, so a dead thread means a bug;
+its traceback is logged). A database outage is logged once (:class:`~genEval.service.server.outages.Outage`) and the
+upkeep goes on when the database is back."""
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from genEval.service.db import Database
-from genEval.service.outages import UNREACHABLE, Outage
-from genEval.service.worker import Worker
+from genEval.service.server.database import Database
+from genEval.service.server.outages import UNREACHABLE, Outage
+from genEval.service.server.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ class Supervisor:
                 log.error("in-process worker %s is not running; starting another", self.workers[slot].id)
                 self._start_worker(slot)
         try:
-            requeued = self.db.requeue_expired(self.max_attempts)
+            requeued = self.db.queue.requeue_expired(self.max_attempts)
         except UNREACHABLE as err:
             self.outage.failed(err)
             return

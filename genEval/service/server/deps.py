@@ -1,10 +1,9 @@
 """What the routes take through FastAPI's dependency injection: the service facade and the caller's token.
 
-``Facade`` is the :class:`~genEval.service.core.Service` the app serves (``app.state.service``, set by
-:func:`genEval.service.api.create_app`); ``MaybeToken`` the request's live token or None; ``Viewer``, ``Submitter``
-and ``Admin`` a token with at least that role (roles: :mod:`genEval.service.auth`), else 401 (no or an unknown
-token) or 403 (a lower role). Failed authentications are counted per client address (:func:`authenticate`).
-"""
+``Facade`` is the :class:`~genEval.service.server.facade.Service` the app serves (``app.state.service``, set by
+:func:`genEval.service.server.app.create_app`); ``MaybeToken`` the request's live token or None; ``Viewer``,
+``Submitter`` and ``Admin`` a token with at least that role (roles: :mod:`genEval.service.auth`), else 401 (no or an
+unknown token) or 403 (a lower role). Failed authentications are counted per client address (:func:`authenticate`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from genEval.service.auth import ROLES, role_allows
-from genEval.service.core import Service
 from genEval.service.records import TokenInfo
+from genEval.service.server.facade import Service
 
 
 def service(request: Request) -> Service:
@@ -42,7 +41,7 @@ def authenticate(svc: Service, request: Request, secret: str) -> TokenInfo | Non
             f"{svc.auth_failures.window_s:g} s, server setting max_auth_failures); retry in {wait:.0f} s.",
             headers={"Retry-After": str(max(1, int(wait + 0.999)))},
         )
-    token = svc.token_for(secret)
+    token = svc.db.tokens.find(secret)
     if token is None:
         svc.auth_failures.add(address)
     return token

@@ -2,8 +2,8 @@
 
 One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The loop:
 
-1. put back jobs whose lease ran out (their worker died: ``Database.requeue_expired``);
-2. claim the oldest queued job atomically (``Database.claim_job``);
+1. put back jobs whose lease ran out (their worker died: ``JobQueue.requeue_expired``);
+2. claim the oldest queued job atomically (``JobQueue.claim``);
 3. run it in a *child process* (``multiprocessing`` spawn) so that a model that crashes, leaks memory or
    has to be cancelled takes only the child with it; the child dies with its worker (Linux
    ``PR_SET_PDEATHSIG``, with a parent-watching thread elsewhere), so a killed worker never leaves an
@@ -12,13 +12,13 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
    directories; when the heartbeat finds the job no longer held (cancelled, or re-queued after a
    stall), stop the child;
 5. compute the job's leaderboard row (its scores and its significance marks against every stored model:
-   :class:`genEval.service.leaderboard.StandingsBuilder`) while still renewing the lease, and store ``done`` with
-   the result summary and that row in one transaction, so the leaderboard pages only read; or store ``failed``
-   with the error the evaluation raised.
+   :class:`genEval.service.server.standings.compute.StandingsBuilder`) while still renewing the lease, and store
+   ``done`` with the result summary and that row in one transaction, so the leaderboard pages only read; or store
+   ``failed`` with the error the evaluation raised.
 
-Every database call of the loop goes through :class:`~genEval.service.outages.Outage`: during a database restart or
-a lost connection it is retried with backoff (one warning when the outage starts, one line when it ends), so a
-worker never dies of one; its evaluation runs on meanwhile, and the heartbeat that follows renews the lease.
+Every database call of the loop goes through :class:`~genEval.service.server.outages.Outage`: during a database restart
+or a lost connection it is retried with backoff (one warning when the outage starts, one line when it ends), so a worker
+never dies of one; its evaluation runs on meanwhile, and the heartbeat that follows renews the lease.
 
 At start (and every ``backfill_s`` while idle) a worker also stores the rows of done jobs that have none (jobs
 finished by a worker from before standings were stored), and drops the workers gone for ``retention_s``.
@@ -52,10 +52,11 @@ from typing import Any
 from genEval.runs import lock as run_lock
 from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.sandbox import die_with_parent
-from genEval.service.db import WORKER_RETENTION_S, Database, JobInfo, new_id
 from genEval.service.errors import public_reason
-from genEval.service.leaderboard import StandingsBuilder, StandingUpdate, record_finished
-from genEval.service.outages import UNREACHABLE, Outage, Stopped, short
+from genEval.service.records import WORKER_RETENTION_S, JobInfo, new_id
+from genEval.service.server.database import Database
+from genEval.service.server.outages import UNREACHABLE, Outage, Stopped, short
+from genEval.service.server.standings.compute import StandingsBuilder, StandingUpdate, record_finished
 
 log = logging.getLogger(__name__)
 
@@ -183,10 +184,10 @@ class Worker:
 
     def run(self) -> int:
         """The worker loop; returns the number of jobs it ran to an end (done or failed). Every database call in it
-        is retried through an outage (:class:`~genEval.service.outages.Outage`), so the loop ends only when it is
+        is retried through an outage (:class:`~genEval.service.server.outages.Outage`), so the loop ends only when it is
         stopped (or idle, or at ``max_jobs``)."""
         try:
-            self._db(self.db.register_worker, self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
+            self._db(self.db.workers.register, self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
             log.info("worker %s polling %s", self.id, self.db.display_url())
             self._backfill()
             while not self._stop.is_set():
@@ -195,7 +196,7 @@ class Worker:
                     self._backfill()
                     if self.exit_when_idle:
                         break
-                    self._db(self.db.worker_seen, self.id, None)
+                    self._db(self.db.workers.seen, self.id, None)
                     self._stop.wait(self.poll_s)
                     continue
                 self.run_claimed(job)
@@ -205,16 +206,16 @@ class Worker:
             log.warning("worker %s stopped while the database was unreachable", self.id)
         finally:
             try:
-                self.db.worker_stopped(self.id)
+                self.db.workers.stopped(self.id)
             except UNREACHABLE as err:  # its lease tells the others it is gone
                 log.warning("worker %s: could not record that it stopped (%s)", self.id, short(err))
         return self.jobs_run
 
     def _claim(self) -> JobInfo | None:
         """Put back the jobs whose lease ran out (by the database's clock), then claim the oldest queued one."""
-        for job_id, status in self.db.requeue_expired(self.max_attempts):
+        for job_id, status in self.db.queue.requeue_expired(self.max_attempts):
             log.warning("job %s lost its worker: now %s", job_id, status)
-        return self.db.claim_job(self.id, self.lease_s)
+        return self.db.queue.claim(self.id, self.lease_s)
 
     def _backfill(self) -> None:
         """Rows for done jobs that have none, at most every ``backfill_s`` (a cheap query when there are none)."""
@@ -223,7 +224,7 @@ class Worker:
         self._next_backfill = time.time() + self.backfill_s
         try:
             self._db(self.standings.backfill)
-            self._db(self.db.prune_workers, self.retention_s)
+            self._db(self.db.workers.prune, self.retention_s)
         except Stopped:
             raise
         except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
@@ -248,7 +249,7 @@ class Worker:
         while thread.is_alive():
             thread.join(self.heartbeat_s)
             if thread.is_alive() and not self._db(
-                self.db.heartbeat, job.id, self.id, self.lease_s, progress.total, progress.total, None
+                self.db.queue.heartbeat, job.id, self.id, self.lease_s, progress.total, progress.total, None
             ):
                 return None
         return box.get("update")
@@ -257,7 +258,7 @@ class Worker:
         """Run one claimed job to its end (see the module docstring). Stopped while the database is unreachable, the
         evaluation is stopped and the job left to its lease (the server re-queues it once that has run out)."""
         log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
-        self._db(self.db.worker_seen, self.id, job.id)
+        self._db(self.db.workers.seen, self.id, job.id)
         ctx = multiprocessing.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
         child = ctx.Process(
@@ -294,13 +295,13 @@ class Worker:
             if time.time() >= next_beat:
                 done = progress.done()
                 beat = (job.id, self.id, self.lease_s, done, progress.total, progress.eta(done))
-                if not self._db(self.db.heartbeat, *beat):
+                if not self._db(self.db.queue.heartbeat, *beat):
                     self._end_child(child, self.stop_timeout_s)
                     log.warning(
                         "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
                     )
                     return
-                self._db(self.db.worker_seen, self.id, job.id)
+                self._db(self.db.workers.seen, self.id, job.id)
                 next_beat = time.time() + self.heartbeat_s
         child.join()
         if outcome[0] == "error" and (self._stop.is_set() or outcome[1] == "Interrupted"):
@@ -348,13 +349,13 @@ class Worker:
             )
             detail = f"{reason} (worker {self.id})"
             log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
-        self._db(self.db.fail_job, job.id, self.id, reason, detail)
+        self._db(self.db.queue.fail, job.id, self.id, reason, detail)
 
     def _release(self, job: JobInfo) -> None:
         """Hand a job back to the queue when stopping: one try (a worker that stops does not wait out an outage;
         the job's lease runs out instead and the server re-queues it)."""
         try:
-            self.db.release_job(job.id, self.id)
+            self.db.queue.release(job.id, self.id)
         except UNREACHABLE as err:
             log.warning(
                 "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)

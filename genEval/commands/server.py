@@ -1,5 +1,6 @@
-"""What runs ``geneval serve``, ``geneval worker`` and ``geneval token``: the service stack (FastAPI, uvicorn,
-SQLAlchemy: the ``[service]`` extra).
+"""What runs ``geneval serve``, ``geneval worker`` and ``geneval token``: the service's server
+(:mod:`genEval.service.server`: FastAPI, uvicorn, SQLAlchemy, the ``[service]`` extra). Like every module named
+``server``, it needs the extra; every other module imports without it (``tests/test_layers.py``).
 
 Only :func:`genEval.commands.serve.service_stack` imports this module, when one of those commands runs, so that
 ``geneval`` itself, and every other command, starts without the stack (and works where it is not installed).
@@ -18,14 +19,14 @@ from genEval.commands import execution_from, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
 from genEval.sandbox import stop_all
-from genEval.service.api import create_app
-from genEval.service.core import MiB, Service, Settings
-from genEval.service.db import Database, sqlite_url
-from genEval.service.slow_clients import timed_h11
-from genEval.service.supervisor import Supervisor
-from genEval.service.worker import Worker, stop_worker_on_signals, stopped_by
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import MiB, Service, Settings
+from genEval.service.server.slow_clients import timed_h11
+from genEval.service.server.supervisor import Supervisor
+from genEval.service.server.worker import Worker, stop_worker_on_signals, stopped_by
 
-#: The limits of conf/serve.yaml that go to :class:`~genEval.service.core.Settings` as they are.
+#: The limits of conf/serve.yaml that go to :class:`~genEval.service.server.facade.Settings` as they are.
 LIMITS = (
     "check_timeout_s",
     "check_memory_mb",
@@ -151,15 +152,15 @@ def token(cfg: DictConfig) -> None:
     """Create (name=, role=), list (list=true) or revoke (revoke=<id>) API tokens."""
     _, db = open_db(cfg)
     if cfg.get("list"):
-        for t in db.list_tokens():
+        for t in db.tokens.all():
             print(f"{t.id}  {t.role:<9}  {t.name}" + ("  (revoked)" if t.revoked_at else ""))
     elif cfg.get("revoke"):
-        if not db.revoke_token(str(cfg.revoke)):
+        if not db.tokens.revoke(str(cfg.revoke)):
             raise ValueError(f"no live token with id {cfg.revoke!r}; see `geneval token list=true`.")
         print(f"revoked token {cfg.revoke}")
     else:
         name = require(cfg, "name", "token", "name=alice role=submitter")
-        secret, info = db.create_token(str(name), str(cfg.role))
+        secret, info = db.tokens.create(str(name), str(cfg.role))
         print(
             f"API token for {info.name} (role {info.role}, id {info.id}). It is shown only now; only its sha256 "
             f"is stored:\n{secret}"

@@ -36,7 +36,7 @@ def unreachable(err: BaseException) -> bool:
 
 def short(err: BaseException) -> str:
     """The first line of an error's message (a driver's message runs over several lines and names the query)."""
-    text = str(getattr(err, "orig", None) or err)
+    text = str(err.orig if isinstance(err, DBAPIError) and err.orig is not None else err)
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), type(err).__name__)[:200]
 
 

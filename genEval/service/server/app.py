@@ -1,7 +1,7 @@
 """The HTTP API (FastAPI; OpenAPI docs at ``/docs``, the schema at ``/openapi.json``) and the app that also serves
-the leaderboard pages: :func:`create_app` puts together the routers of :mod:`genEval.service.routes` (one per
-resource), the pages (:mod:`genEval.service.pages`), the body limit and the error answers, around one service
-facade (:class:`genEval.service.core.Service`).
+the leaderboard pages: :func:`create_app` puts together the router of each slice (:data:`ROUTERS`), the pages
+(:mod:`~genEval.service.server.pages`), the body limit (:mod:`genEval.service.limits`) and the error answers, around
+one :class:`~genEval.service.server.facade.Service`.
 
 Public: ``GET /api/health``, ``/api/benchmarks``, ``/api/classifiers``, ``/api/leaderboard/{benchmark}``,
 ``/api/jobs/{id}`` (+ ``/results.json``, ``/snapshot``), and the HTML pages. With a token
@@ -27,19 +27,22 @@ from fastapi.responses import JSONResponse
 
 from genEval import __version__
 from genEval.sandbox import CheckStopped
-from genEval.service.core import Service
 from genEval.service.limits import BodyLimit
 from genEval.service.models import UploadRefused
-from genEval.service.pages import router as pages
 from genEval.service.refusals import Refused, clip
-from genEval.service.responses import Refusal
-from genEval.service.routes import ROUTERS
-from genEval.service.routes.jobs import JobIn, ModelIn
-from genEval.service.routes.models import MULTIPART_SLACK
-from genEval.service.routes.tokens import TokenIn
+from genEval.service.server.benchmarks import routes as benchmarks
+from genEval.service.server.facade import Service
+from genEval.service.server.jobs import routes as jobs
+from genEval.service.server.pages import router as pages
+from genEval.service.server.standings import routes as standings
+from genEval.service.server.tokens import routes as tokens
+from genEval.service.server.uploads import routes as uploads
+from genEval.service.server.uploads.routes import MULTIPART_SLACK
+from genEval.service.server.views import Refusal
+from genEval.service.server.workers import routes as workers
 
-#: ``create_app``, and the request models by their old address (they live with their routers).
-__all__ = ["MULTIPART_SLACK", "REFUSALS", "JobIn", "ModelIn", "TokenIn", "create_app"]
+#: Every API router, one per slice, in the order the OpenAPI docs list them.
+ROUTERS = (benchmarks.router, standings.router, uploads.router, jobs.router, tokens.router, workers.router)
 
 #: The refusals every API route may answer with, in the OpenAPI docs (the routes' own answers are their models).
 REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 415, 422, 429)}
