@@ -13,8 +13,8 @@
 ``fill`` makes one real run (``geneval data.limit=20 search.budget=5``: digits_smoke's data, generator, oracle and
 search) and writes N jobs whose run directories hold its records with a share of final predictions changed per job
 (seeded by the job's number), so the models differ; each ``results.json`` is scored again from those records by the
-driver's own ``summarize``. Each job is submitted, claimed and finished through the database, and, when the
-checkout stores standings (``genEval.service.leaderboard.record_finished``), with its standings row, exactly as a
+driver's own ``summarize``. Each job is submitted, claimed and finished through the database, and, when the checkout
+stores standings (``genEval.service.server.standings.compute.record_finished``), with its standings row, exactly as a
 worker finishes a job; the time of those last finishes is printed (the cost moved from page views to workers).
 
 ``measure`` starts ``geneval serve workers=0`` of ``--code`` (default: this checkout) on 127.0.0.1 against the
@@ -100,10 +100,10 @@ def _variant(template: Path, out: Path, k: int) -> None:
 
 def fill(args: argparse.Namespace) -> None:
     from genEval.commands.serve import load_benchmarks
-    from genEval.service.db import Database, sqlite_url
+    from genEval.service.server.database import Database, sqlite_url
 
     try:
-        from genEval.service.leaderboard import StandingsBuilder, record_finished
+        from genEval.service.server.standings.compute import StandingsBuilder, record_finished
     except ImportError:  # a checkout from before standings were stored
         StandingsBuilder = record_finished = None  # noqa: N806
 
@@ -112,13 +112,13 @@ def fill(args: argparse.Namespace) -> None:
     template = _template(home / "template")
     bench = load_benchmarks([BENCHMARK])[BENCHMARK]
     db = Database(sqlite_url(home / "geneval.db"))
-    db.register_benchmark(bench.name, bench.version, bench.title, bench.record())
-    owner = db.create_token("latency", "submitter")[1]
+    db.benchmarks.register(bench.name, bench.version, bench.title, bench.record())
+    owner = db.tokens.create("latency", "submitter")[1]
     builder = None if StandingsBuilder is None else StandingsBuilder(db, home, n_boot=args.n_boot)
-    done = len(db.list_jobs(status="done", limit=10**6))
+    done = len(db.jobs.list(status="done", limit=10**6))
     t_start, recent = time.perf_counter(), []
     for k in range(done, args.jobs):
-        job = db.submit_job(
+        job = db.jobs.submit(
             benchmark=bench.name,
             benchmark_version=bench.version,
             name=f"model-{k:04d}",
@@ -129,12 +129,12 @@ def fill(args: argparse.Namespace) -> None:
             seeds=[k],
             upload_path=None,
         )
-        claimed = db.claim_job("latency", 3600)
+        claimed = db.queue.claim("latency", 3600)
         _variant(template, job.rep_dir(home, 0), k)
         result = {"repetitions": [{"repetition": 0, "seed": k, "run_dir": str(Path(job.run_dir) / "rep0")}]}
         t0 = time.perf_counter()
         if builder is None:
-            assert db.finish_job(claimed.id, "latency", result)
+            assert db.queue.finish(claimed.id, "latency", result)
         else:
             assert record_finished(db, builder, claimed, "latency", result)
         recent = (recent + [time.perf_counter() - t0])[-20:]
@@ -152,18 +152,18 @@ def next_job(args: argparse.Namespace) -> None:
     """Time the worker's standings computation for one more finished job against the filled database (on a copy of
     it, so nothing is stored), repeated ``--repeat`` times with a fresh builder (its runs read from disk)."""
     from genEval.commands.serve import load_benchmarks
-    from genEval.service.db import Database, sqlite_url
-    from genEval.service.leaderboard import StandingsBuilder
+    from genEval.service.server.database import Database, sqlite_url
+    from genEval.service.server.standings.compute import StandingsBuilder
 
     home = Path(args.dir).resolve()
     bench = load_benchmarks([BENCHMARK])[BENCHMARK]
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(home / "geneval.db", Path(tmp) / "geneval.db")
         db = Database(sqlite_url(Path(tmp) / "geneval.db"))
-        ranked = len(db.standings(bench.name, bench.version))
-        owner = db.create_token("latency-next", "submitter")[1]
+        ranked = len(db.standings.rows(bench.name, bench.version))
+        owner = db.tokens.create("latency-next", "submitter")[1]
         k = 10**6
-        job = db.submit_job(
+        job = db.jobs.submit(
             benchmark=bench.name,
             benchmark_version=bench.version,
             name="model-next",
@@ -174,7 +174,7 @@ def next_job(args: argparse.Namespace) -> None:
             seeds=[k],
             upload_path=None,
         )
-        claimed = db.claim_job("latency", 3600)
+        claimed = db.queue.claim("latency", 3600)
         _variant(home / "template", job.rep_dir(home, 0), k)
         try:
             for _ in range(args.repeat):
@@ -228,7 +228,7 @@ def _copy_tables(src_url: str, dst_url: str) -> None:
     """Every table of the service database, row for row (SQLAlchemy reflection; the schema is the checkout's)."""
     from sqlalchemy import MetaData, create_engine, insert, select
 
-    from genEval.service.db import Database
+    from genEval.service.server.database import Database
 
     Database(dst_url).close()  # creates the tables of this checkout
     src, dst = create_engine(src_url), create_engine(dst_url)
@@ -256,7 +256,7 @@ def _get(client, path: str, timeout: float) -> tuple[float, int, int]:
 def measure(args: argparse.Namespace) -> None:
     import httpx
 
-    from genEval.service.db import sqlite_url
+    from genEval.service.server.database import sqlite_url
 
     home = Path(args.dir).resolve()
     code = Path(args.code).resolve()

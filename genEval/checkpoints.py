@@ -17,6 +17,7 @@ from torch import nn
 
 from genEval.assets import is_asset, resolve
 from genEval.fileio import cache_dir
+from genEval.sandbox import Limits, run_isolated
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,15 @@ __all__ = [
     "load_checkpoint",
     "load_state_dict_into",
     "require_file",
+    "check_model_file",
+    "check_safetensors_header",
 ]
 ZIP_MAGIC = b"PK\x03\x04"
+#: The largest safetensors header read (bytes) and the most tensors it may list, checked before it is parsed: the
+#: biggest classifiers need far less (EfficientNet-B7: 1,200 tensors in a 114 KB header; ResNet-152: 932 in 87 KB;
+#: ViT-L/16: 296 in 28 KB), while the format itself allows 100 MB (1.15 M empty tensors took 2.3 GB to parse).
+MAX_SAFETENSORS_HEADER = 4 * 1024 * 1024
+MAX_SAFETENSORS_TENSORS = 10_000
 _RESAVE = "It is truncated or corrupt (an interrupted download or copy?): download or save it again."
 
 
@@ -46,6 +54,55 @@ def _refused_pickle(err: BaseException) -> bool:
     """Whether ``torch.load(weights_only=True)`` refused a pickled object (not a file it could not read)."""
     text = str(err)
     return isinstance(err, pickle.UnpicklingError) and "Unsupported" in text and "truncated" not in text
+
+
+def check_safetensors_header(path: str | Path, what: str = "safetensors file") -> int:
+    """Refuse a safetensors file whose header is larger than :data:`MAX_SAFETENSORS_HEADER` bytes or lists more than
+    :data:`MAX_SAFETENSORS_TENSORS` tensors, before the safetensors library parses it (its own limit is 100 MB of
+    JSON, gigabytes of memory to parse). The header is a little-endian u64 length and that many bytes of JSON, read
+    here into at most the limit and counted as it is decoded (the decoder stops at the first object past the count).
+    Returns the number of tensors; raises ValueError naming the bound."""
+    import json
+    import struct
+
+    p = Path(path)
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        head = fh.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        if not 2 <= n <= size - 8:
+            raise ValueError(f"{what} '{p.name}' is not a safetensors file: its 8-byte header length is out of range.")
+        if n > MAX_SAFETENSORS_HEADER:
+            raise ValueError(
+                f"{what} '{p.name}' has a safetensors header of {n} bytes; the limit is {MAX_SAFETENSORS_HEADER} "
+                "bytes (a real classifier's header is under 200 KB), so it is not read."
+            )
+        header = fh.read(n)
+    objects = 0
+
+    def count(pairs: list) -> dict:
+        nonlocal objects
+        objects += 1
+        if objects > MAX_SAFETENSORS_TENSORS + 2:  # every tensor, plus the header itself and its __metadata__
+            raise OverflowError
+        return dict(pairs)
+
+    too_many = ValueError(
+        f"{what} '{p.name}' lists more than {MAX_SAFETENSORS_TENSORS} tensors, the limit (the biggest classifiers "
+        "have under 2,000), so it is not read."
+    )
+    try:
+        meta = json.loads(header, object_pairs_hook=count)
+    except OverflowError:
+        raise too_many from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as err:
+        raise ValueError(f"{what} '{p.name}' is not a safetensors file: its header is not JSON ({err}).") from None
+    tensors = sum(k != "__metadata__" for k in meta) if isinstance(meta, dict) else 0
+    if not tensors:
+        raise ValueError(f"{what} '{p.name}' holds no tensors.")
+    if tensors > MAX_SAFETENSORS_TENSORS:
+        raise too_many
+    return tensors
 
 
 def require_file(path: str | Path, what: str, hint: str = "") -> Path:
@@ -65,6 +122,7 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bo
     if p.suffix == ".safetensors":
         from safetensors.torch import load_file
 
+        check_safetensors_header(p, what)
         try:
             return load_file(str(p), device="cpu")
         except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for every bad file
@@ -148,6 +206,7 @@ def load_state_dict_into(
 TORCHSCRIPT = "torchscript"
 TORCH_EXPORT = "torch.export"
 TORCH_SAVE = "torch.save"
+SAFETENSORS = "safetensors"
 _PICKLE_FREE_HELP = (
     "Save the model with torch.export (torch.export.save(torch.export.export(model, (example,)), 'model.pt2')) "
     "or TorchScript (torch.jit.save(torch.jit.script(model), 'model.pt')), or its weights with safetensors."
@@ -173,8 +232,11 @@ def model_archive_kind(path: str | Path) -> str | None:
             inner = {n.split("/", 1)[1] for n in names if "/" in n}
             if "archive_format" in inner:
                 fmt = next(n for n in names if n.split("/", 1)[-1] == "archive_format")
-                if zf.read(fmt).decode("utf-8", "replace").strip() == "pt2" and any(
-                    n.startswith("models/") and n.endswith(".json") for n in inner
+                small = zf.getinfo(fmt).file_size <= 64  # a marker of a few bytes, never a decompression bomb
+                if (
+                    small
+                    and zf.read(fmt).decode("utf-8", "replace").strip() == "pt2"
+                    and any(n.startswith("models/") and n.endswith(".json") for n in inner)
                 ):
                     return TORCH_EXPORT
     except zipfile.BadZipFile as err:
@@ -267,6 +329,54 @@ def load_exported_program(path: str | Path, what: str = "torch.export program"):
             f"'{p}' is a torch.export archive that does not load with this torch ({torch.__version__}): "
             f"{type(err).__name__}: {error_reason(err)}"
         ) from err
+
+
+def probe_model_file(path: str, kind: str | None = None) -> dict:
+    """Open a model file the way genEval will and say what it holds; run only in a sandbox
+    (:func:`check_model_file`): loading TorchScript runs code from the file.
+
+    ``kind`` None: a zip archive, told apart by its layout first (:func:`model_archive_kind`): a ``torch.save``
+    archive or an unknown layout is answered without loading anything (``{"kind": "torch.save"}``, ``{"kind": None,
+    "refused": reason}``). Then ``torchscript`` is loaded with ``torch.jit.load`` (``{"forward": bool}``),
+    ``torch.export`` checked and loaded (``{"inputs": n}``) and ``safetensors`` opened (``{"tensors": n}``); the
+    answer always holds ``kind``. A file that does not load raises ValueError with the reason."""
+    import warnings
+
+    if kind is None:
+        try:
+            kind = model_archive_kind(path)
+        except ValueError as err:
+            return {"kind": None, "refused": str(err)}
+        if kind in (TORCH_SAVE, None):
+            return {"kind": kind}
+    if kind == SAFETENSORS:
+        from safetensors import safe_open
+
+        check_safetensors_header(path)
+        try:
+            with safe_open(path, framework="pt") as fh:  # validates every tensor's dtype, shape and offsets
+                return {"kind": kind, "tensors": len(list(fh.keys()))}
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for every bad file
+            raise ValueError(f"invalid safetensors file: {error_reason(err)}") from None
+    if kind == TORCH_EXPORT:
+        return {"kind": kind, "inputs": len(list(load_exported_program(path).graph_signature.user_inputs))}
+    with warnings.catch_warnings():  # torch >= 2.9 deprecates jit in favour of export; jit still works
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            module = torch.jit.load(path, map_location="cpu")
+        except Exception as err:  # torch raises RuntimeError and friends with the reason
+            raise ValueError(f"'{path}' is not a loadable TorchScript archive ({error_reason(err, 200)}).") from None
+    return {"kind": kind, "forward": hasattr(module, "forward")}
+
+
+def check_model_file(
+    path: str | Path, kind: str | None = None, limits: Limits | None = None, what: str = "the model file's check"
+) -> dict:
+    """:func:`probe_model_file` in a child process with a time limit, a memory limit and no network
+    (:func:`genEval.sandbox.run_isolated`; ``limits`` default 60 s and 4 GiB),
+    so that a file whose loading never returns or fills the memory stops the child, not this process. Raises
+    :class:`genEval.sandbox.LimitExceeded` or :class:`genEval.sandbox.CheckFailed` (ValueErrors) with the reason."""
+    return run_isolated("genEval.checkpoints:probe_model_file", str(path), kind, limits=limits or Limits(), what=what)
 
 
 class WeightsUnavailable(FileNotFoundError):

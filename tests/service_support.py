@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from genEval.service.db import Database, JobInfo, sqlite_url
+from genEval.service.records import JobInfo
+from genEval.service.server.database import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,6 +54,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def hold_connection(port: int, pieces: list[bytes], every_s: float, cap_s: float = 15.0) -> tuple[float, bytes]:
+    """A slow client of the server on ``port``: sends ``pieces`` one every ``every_s`` seconds (then nothing). Returns
+    how long until the server closed the connection (``cap_s`` when it kept it that long) and what it answered."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(0.05)
+        got, sent = b"", 0
+        while time.monotonic() - t0 < cap_s:
+            if sent < len(pieces) and time.monotonic() - t0 >= sent * every_s:
+                try:
+                    sock.sendall(pieces[sent])
+                except OSError:
+                    break
+                sent += 1
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                return time.monotonic() - t0, got
+            got += chunk
+    return cap_s, got
+
+
 def _pg_bin() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
@@ -61,65 +88,92 @@ def _pg_bin() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth), started by the tests and removed after.
+class PgCluster:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth) in a temporary folder: :meth:`start`, :meth:`stop`
+    (and start again: a database outage), :meth:`remove`. ``url`` is its server URL (add ``/<database>``).
 
     postgres refuses to run as root, so as root the cluster belongs to the ``postgres`` user (``runuser``).
     """
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not installed (Debian: apt-get install postgresql)")
-    as_user: list[str] = []
-    root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
-    if os.geteuid() == 0:
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no postgres user to own the test cluster")
-        os.chown(root, pw.pw_uid, pw.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", free_port()
-    subprocess.run(
-        [*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *as_user,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(root / "log"),
-            "-w",
-            "-o",
-            f"-p {port} -h 127.0.0.1 -k {root} -F -c max_connections=200",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
+
+    def __init__(self) -> None:
+        bindir = _pg_bin()
+        if bindir is None:
+            raise FileNotFoundError("PostgreSQL server binaries not installed (Debian: apt-get install postgresql)")
+        self.bin, self.as_user = bindir, []
+        self.root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")  # KeyError: no user to own the cluster
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.data, self.port = self.root / "data", free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        initdb = [str(bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8"]
+        subprocess.run([*self.as_user, *initdb, "--no-sync"], check=True, capture_output=True)
+
+    def _ctl(self, *args: str, check: bool = True) -> None:
+        ctl = [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log")]
+        subprocess.run([*ctl, *args], check=check, capture_output=True)
+
+    def start(self) -> PgCluster:
+        self._ctl("-w", "-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -F -c max_connections=200", "start")
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("-w", "-m", mode, "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def create_database(self) -> str:
+        """A fresh, empty database on the cluster: its URL."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"{self.url}/{name}"
+
+
+def _cluster() -> PgCluster:
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+        return PgCluster()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    except KeyError:
+        pytest.skip("running as root and there is no postgres user to own the test cluster")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """The session's PostgreSQL cluster (:class:`PgCluster`), started by the tests and removed after."""
+    cluster = _cluster().start()
+    try:
+        yield cluster
     finally:
-        subprocess.run(
-            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
-        )
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(postgres_cluster):
+    """The URL of the session's PostgreSQL server."""
+    return postgres_cluster.url
 
 
 @pytest.fixture
-def pg_url(postgres_server):
-    """A fresh, empty database on the test cluster."""
-    import psycopg
+def own_postgres():
+    """A PostgreSQL cluster of this test alone (a test that stops and restarts it: a database outage)."""
+    cluster = _cluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.remove()
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    dsn = postgres_server.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return f"{postgres_server}/{name}"
+
+@pytest.fixture
+def pg_url(postgres_cluster):
+    """A fresh, empty database on the test cluster."""
+    return postgres_cluster.create_database()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -157,6 +211,13 @@ def record_runner(job: JobInfo, home: Path, report) -> dict:
         fh.write(f"{job.id} {os.getpid()}\n")
     time.sleep(0.3)
     return {"ran": job.id}
+
+
+def napping_runner(job: JobInfo, home: Path, report) -> dict:
+    """Takes 5 s (long enough for a database to be stopped and started under it)."""
+    report("total", 1)
+    time.sleep(5)
+    return {"napped": job.id}
 
 
 def slow_runner(job: JobInfo, home: Path, report) -> dict:

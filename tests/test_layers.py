@@ -37,6 +37,7 @@ FOUNDATION = {
     "genEval.fileio",
     "genEval.assets",
     "genEval.kernels",  # NHWC modules and regional compilation: the generators and the execution settings share them
+    "genEval.sandbox",
 }
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
@@ -46,13 +47,14 @@ LOCAL_IMPORTS_ALLOWED = {
     ): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
     (
         "genEval.commands.serve",
-        "genEval.commands.serving",
+        "genEval.commands.server",
     ): "the service stack is the [service] extra: loaded when serve, worker or token runs (and named if missing)",
 }
-#: The service stack (the ``[service]`` extra and what comes only with it) and the modules that may import it when
-#: they are imported: the service library and the command module that runs it (genEval.commands.serve, the
-#: commands as the CLI registers them, imports that one only when a service command runs). Every other module,
-#: and whatever it imports when it is imported, must load without the stack: `pip install geneval-fmr` evaluates.
+#: The service stack (the ``[service]`` extra and what comes only with it). The rule is by place, not by a list: a
+#: module named ``server``, or in a package named so (the service's server, genEval/service/server/, and the command
+#: module that runs it, genEval.commands.server, which genEval.commands.serve imports only when a service command
+#: runs), may import it; every other module, and whatever it imports when it is imported, must load without it:
+#: `pip install geneval-fmr` evaluates.
 SERVICE_STACK = (
     "fastapi",
     "uvicorn",
@@ -63,7 +65,12 @@ SERVICE_STACK = (
     "starlette",
     "pydantic",
 )
-SERVICE_SIDE = ("genEval.service", "genEval.commands.serving")
+SERVER = "server"
+
+
+def _server_side(module: str) -> bool:
+    """Whether ``module`` is (in) a package named ``server``: the place of everything that needs the [service] extra."""
+    return SERVER in module.split(".")
 
 
 def _modules() -> dict[str, Path]:
@@ -319,21 +326,32 @@ def _loaded_with(module: str) -> dict[str, str]:
     return seen
 
 
-def test_only_the_service_side_imports_the_service_stack():
-    """A module outside SERVICE_SIDE imports no service-stack package when it is imported, directly or through the
-    project modules it imports (`pip install geneval-fmr`, without the [service] extra, evaluates)."""
+def test_only_server_packages_import_the_service_stack():
+    """A module outside a package named ``server`` imports no service-stack package when it is imported, directly or
+    through the project modules it imports (`pip install geneval-fmr`, without the [service] extra, evaluates)."""
     stack = {m: _stack_imports(m) for m in MODULES}
     bad = set()
     for m in MODULES:
-        if _in(m, SERVICE_SIDE):
+        if _server_side(m):
             continue
         for loaded, by in _loaded_with(m).items():
             for package, line in stack[loaded]:
                 via = "" if loaded == m else f" (through {loaded}, imported by {by})"
                 bad.add(f"{m} loads {package}{via}: {loaded} line {line}")
-    assert not bad, "the service stack is the [service] extra; import it only in SERVICE_SIDE:\n" + "\n".join(
+    assert not bad, "the service stack is the [service] extra; import it only in a `server` package:\n" + "\n".join(
         sorted(bad)
     )
+
+
+def test_server_packages_hold_only_what_needs_the_stack():
+    """The other half of the rule: every module of a ``server`` package (its package files aside) loads the stack, so
+    what needs no extra lives outside it, where `geneval submit` and the job runner can import it; and the service's
+    server is such a package."""
+    stack = {m: _stack_imports(m) for m in MODULES}
+    server = [m for m in MODULES if _server_side(m) and MODULES[m].name != "__init__.py"]
+    assert "genEval.service.server.app" in server and "genEval.commands.server" in server
+    free = [m for m in server if not any(stack[loaded] for loaded in _loaded_with(m))]
+    assert not free, f"these need no [service] extra; move them out of the server package: {free}"
 
 
 # Imported inside the functions that use them (genEval/data/base.py): each costs about a second, which every command

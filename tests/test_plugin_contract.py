@@ -125,8 +125,8 @@ SCRIPT = textwrap.dedent(
     from genEval.reports.report import write_report
     from genEval.runs import read_results
     from genEval.search.perturb import SearchConfig
-    from genEval.service import leaderboard
-    from genEval.service.pages import _row
+    from genEval.service.server.pages import _row
+    from genEval.service.server.standings import board, compute
 
     runs = {}
     for name, seed in (("lin0", 0), ("lin1", 1)):
@@ -135,8 +135,8 @@ SCRIPT = textwrap.dedent(
                        SearchConfig(budget=4, step_size=0.3), seed=3, output_dir=out / name, n_boot=20, progress=False)
         runs[name] = [out / name]
     comp = aggregate(runs, n_boot=20, out_dir=out / "comparison")
-    standing = leaderboard.aggregate(runs, n_boot=20).models["lin0"]
-    row = leaderboard.Row("job", "lin0", None, standing, {k: {"count": 0, "first": []} for k in leaderboard.MARKED})
+    standing = compute.aggregate(runs, n_boot=20).models["lin0"]
+    row = board.Row("job", "lin0", None, standing, {k: {"count": 0, "first": []} for k in compute.MARKED})
     report = write_report(comp).read_text()
     print(json.dumps({
         "summary": run.summary(),
@@ -146,8 +146,8 @@ SCRIPT = textwrap.dedent(
         "leaderboard_md": (out / "comparison" / "leaderboard.md").read_text(),
         "leaderboard_csv": (out / "comparison" / "leaderboard.csv").read_text().splitlines()[0],
         "report_has_column": "<th>REJ</th>" in report,
-        "service_columns": list(leaderboard.COLUMNS),
-        "service_label": leaderboard.LABELS.get("rejected_share"),
+        "service_columns": list(compute.COLUMNS),
+        "service_label": compute.LABELS.get("rejected_share"),
         "service_stored": standing.scores.get("rejected_share"),
         "service_page_cell": _row(1, row)["cells"].get("rejected_share"),
         "differences": sorted({d.metric for d in comp.differences}),

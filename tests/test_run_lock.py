@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -66,6 +68,47 @@ def test_a_lock_whose_heartbeat_is_older_than_its_lease_is_taken_over_from_any_h
         lock.release()
     assert not (tmp_path / LOCK).exists()
     assert not list(tmp_path.glob(f"{LOCK}.*")), "takeover markers and temporary files are cleaned up"
+
+
+def test_a_heartbeat_from_the_future_is_suspect_and_taken_over_after_one_lease(tmp_path, caplog):
+    """Issue 37: a lock stamped an hour ahead (a clock running ahead, or a forged file) blocked a takeover for 3,775 s.
+    Past the tolerance it is judged by when its file was last written: taken over one lease later, naming the skew."""
+    ahead = time.time() + 3600
+    _write(tmp_path, _owner(host="node-a", pid=4242, boot_id="other", heartbeat=ahead, lease_s=0.5))
+    with pytest.raises(RunDirectoryBusy, match="taken over automatically"):
+        RunLock(tmp_path).acquire()  # at once: the file was written a moment ago
+    t0 = time.monotonic()
+    lock = RunLock(tmp_path, wait_s=30)
+    previous = lock.acquire()
+    try:
+        assert previous.pid == 4242 and time.monotonic() - t0 < 10
+        skew = r"heartbeat is 3\d{3}s in the future \(the clock of host 'node-a' is 3\d{3}s ahead"
+        assert re.search(skew, caplog.text)
+        assert "not been rewritten for" in caplog.text
+    finally:
+        lock.release()
+
+
+def test_a_live_owner_whose_clock_runs_ahead_keeps_its_lock(tmp_path):
+    """The file's time is the judge, not our clock against theirs: an owner that keeps rewriting its lock (every quarter
+    lease) keeps it, however far ahead its heartbeat is."""
+    owner = _owner(host="node-a", pid=4242, boot_id="other", heartbeat=time.time() + 3600, lease_s=0.5)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.1):
+            _write(tmp_path, owner)
+
+    _write(tmp_path, owner)
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        with pytest.raises(RunDirectoryBusy, match="process 4242 on host 'node-a'"):
+            RunLock(tmp_path, wait_s=2).acquire()
+    finally:
+        stop.set()
+        beating.join()
+    assert _token(tmp_path) == "f" * 32
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b"null", b'{"pid": 1}', b"\x00\x00\x00"])

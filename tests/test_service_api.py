@@ -17,10 +17,10 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 import genEval
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.service.api import create_app
-from genEval.service.core import Service, Settings
-from genEval.service.db import Database, sqlite_url
-from genEval.service.leaderboard import StandingsBuilder, record_finished
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import Service, Settings
+from genEval.service.server.standings.compute import StandingsBuilder, record_finished
 
 LIMIT = 64 * 1024
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -45,11 +45,23 @@ def client(svc):
 
 
 def _auth(svc, role="submitter", name="alice"):
-    return {"Authorization": f"Bearer {svc.db.create_token(name, role)[0]}"}
+    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
 
 
-def test_fresh_service_answers(client):
-    assert client.get("/api/health").status_code == 200
+def test_fresh_service_answers(client, svc):
+    health = client.get("/api/health")  # no worker yet: queued jobs would wait
+    assert health.status_code == 503 and health.json()["status"] == "degraded"
+    assert health.json()["problems"] == ["no worker is alive: queued jobs wait until one starts (geneval worker)"]
+    svc.db.workers.register("w:1:abcdef01", "w", 1, "cpu", lease_s=60)
+    assert client.get("/api/health").json() | {"version": None} == {
+        "status": "ok",
+        "problems": [],
+        "version": None,
+        "database": "sqlite",
+        "benchmarks": list(svc.benchmarks),
+        "jobs": dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0),
+        "workers": 1,
+    }
     page = client.get("/")
     assert page.status_code == 200 and "leaderboard" in page.text.lower()
     assert "No finished submissions yet" in page.text
@@ -103,14 +115,14 @@ def test_requests_cannot_reach_code_or_unlisted_keys(client, svc, body, key):
     got = r.json()
     assert key == got.get("key") or key in got.get("keys", []), got
     assert key.split(".")[-1] in json.dumps(got)
-    assert svc.db.list_jobs() == []
+    assert svc.db.jobs.list() == []
 
 
 def test_allowlisted_override_and_name_conflict(client, svc):
     h = _auth(svc)
     r = client.post("/api/jobs", json={**JOB, "overrides": {"batch_size": 4}}, headers=h)
     assert r.status_code == 201
-    job = svc.db.get_job(r.json()["id"])
+    job = svc.db.jobs.get(r.json()["id"])
     assert job.config["batch_size"] == 4 and job.overrides == {"batch_size": 4}
     assert job.config["classifier"]["_target_"] == "genEval.classifiers.digits_classifier"
     assert len(job.seeds) == svc.benchmarks["digits_smoke"].repetitions
@@ -156,7 +168,7 @@ def test_uploads(client, svc, tmp_path):
     assert client.post("/api/jobs", json=body, headers=_auth(svc, name="mallory")).status_code == 422
     r = client.post("/api/jobs", json=body, headers=h)
     assert r.status_code == 201
-    job = svc.db.get_job(r.json()["id"])
+    job = svc.db.jobs.get(r.json()["id"])
     assert job.upload_path == f"uploads/{info['sha256']}.safetensors"
     assert job.config["classifier"]["_target_"] == "genEval.classifiers.torchvision_classifier"
 
@@ -176,9 +188,9 @@ def test_cancel_and_requeue_permissions(client, svc):
 # ------------------------------------------------------------------------------- leaderboard
 def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
     """A job whose run is made by genEval.evaluate with toy components, then recorded as done."""
-    owner = svc.db.create_token(name, "submitter")[1]
+    owner = svc.db.tokens.create(name, "submitter")[1]
     bench = svc.benchmarks["digits_smoke"]
-    job = svc.db.submit_job(
+    job = svc.db.jobs.submit(
         benchmark=bench.name,
         benchmark_version=bench.version,
         name=name,
@@ -189,7 +201,7 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
         seeds=[seed],
         upload_path=None,
     )
-    while (claimed := svc.db.claim_job("w", 60)).id != job.id:
+    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
         pass
     res = genEval.evaluate(
         classifier=classifier,
@@ -248,7 +260,7 @@ def test_leaderboard_rows_sorting_and_significance(client, svc, board):
     assert row["good"]["scores"]["sa"]["low"] < 100.0 <= row["good"]["scores"]["sa"]["high"]
     assert row["good"]["better_than"]["sa"] == ["poor"] and row["poor"]["better_than"]["sa"] == []
     for name in ("good", "poor"):  # FMR_v (same population as PA) beside the paper's FMR, with its interval
-        res = json.loads((svc.rep_dir(svc.db.get_job(board[name]), 0) / "results.json").read_text())
+        res = json.loads((svc.files.rep_dir(svc.db.jobs.get(board[name]), 0) / "results.json").read_text())
         assert row[name]["scores"]["fmr_validated"]["value"] == pytest.approx(res["scores"]["fmr_validated"]["value"])
     assert ">FMR_v</a></th>" in page and page.index(">FMR</a></th>") < page.index(">FMR_v</a></th>")
 

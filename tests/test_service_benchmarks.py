@@ -22,11 +22,11 @@ from genEval.commands import CONF_DIR
 from genEval.commands.evaluate import run_evaluate
 from genEval.commands.serve import build_components, job_runner, load_benchmarks, registered_classifiers
 from genEval.search.execution import Execution
-from genEval.service.api import create_app
 from genEval.service.benchmarks import Benchmark
-from genEval.service.core import Service, Settings
-from genEval.service.db import Database, sqlite_url
-from genEval.service.worker import Worker
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import Service, Settings
+from genEval.service.server.worker import Worker
 
 SUBSET = 10  # sources of the small copy of the cifar10 benchmark
 
@@ -113,7 +113,7 @@ def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches,
     home.mkdir()
     svc = _service(home, {"cifar10": bench}, registered)
     client = TestClient(create_app(svc))
-    auth = {"Authorization": f"Bearer {svc.db.create_token('alice', 'submitter')[0]}"}
+    auth = {"Authorization": f"Bearer {svc.db.tokens.create('alice', 'submitter')[0]}"}
     model = _resnet20_pt2(tmp_path / "resnet20.pt2")
     up = client.post("/api/uploads", files={"file": ("resnet20.pt2", model, "application/octet-stream")}, headers=auth)
     assert up.status_code == 201 and up.json()["kind"] == "torch.export", up.text
@@ -126,7 +126,7 @@ def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches,
     assert job.status_code == 201, job.text
     worker = Worker(svc.db, home, job_runner(Execution(device="cpu")), poll_s=0.1, exit_when_idle=True, n_boot=100)
     assert worker.run() == 1
-    done = svc.db.get_job(job.json()["id"])
+    done = svc.db.jobs.get(job.json()["id"])
     assert done.status == "done", done.error
     (row,) = client.get("/api/leaderboard/cifar10").json()["rows"]
     # the command line on the same sources (the fixed first images of every class) and seed

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from genEval.service.auth import hash_token
-from genEval.service.db import Database, sqlite_url
+from genEval.service.server.database import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +29,12 @@ def test_token_create_list_revoke(tmp_path):
     stored = "".join(p.read_bytes().decode("latin-1") for p in tmp_path.glob("geneval.db*"))
     assert secret not in stored and hash_token(secret) in stored
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    (info,) = db.list_tokens()
-    assert info.name == "alice" and info.role == "admin" and db.token_for(secret).id == info.id
+    (info,) = db.tokens.all()
+    assert info.name == "alice" and info.role == "admin" and db.tokens.find(secret).id == info.id
     listed = _geneval("token", "list=true", home=tmp_path)
     assert info.id in listed.stdout and "alice" in listed.stdout and secret not in listed.stdout
     assert _geneval("token", f"revoke={info.id}", home=tmp_path).returncode == 0
-    assert db.token_for(secret) is None
+    assert db.tokens.find(secret) is None
     bad = _geneval("token", "name=bob", "role=root", home=tmp_path)
     assert bad.returncode == 2 and "unknown role 'root'" in bad.stderr
     db.close()

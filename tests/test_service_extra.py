@@ -23,9 +23,9 @@ from hydra import compose, initialize_config_dir
 from genEval.commands import CONF_DIR
 from genEval.commands import serve as serve_commands
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.service.api import create_app
-from genEval.service.core import Service, Settings
-from genEval.service.db import Database, sqlite_url
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import Service, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = 'pip install "geneval-fmr[service]"'

@@ -15,15 +15,16 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from service_support import db, db_url, free_port, leaky_runner, pg_url, postgres_server  # noqa: F401 (fixtures)
+from service_support import db, db_url, free_port, leaky_runner, pg_url, postgres_cluster, postgres_server  # noqa: F401 (fixtures)
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.service.api import create_app
-from genEval.service.core import Service, Settings
-from genEval.service.db import Database, NameTaken, sqlite_url
-from genEval.service.worker import Worker
+from genEval.service.records import NameTaken
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import Service, Settings
+from genEval.service.server.worker import Worker
 
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
 
@@ -38,12 +39,12 @@ def _service(db: Database, home, presets, **settings) -> Service:
 
 
 def _auth(db: Database, role: str = "submitter", name: str = "alice") -> dict:
-    return {"Authorization": f"Bearer {db.create_token(name, role)[0]}"}
+    return {"Authorization": f"Bearer {db.tokens.create(name, role)[0]}"}
 
 
 def _submit(db: Database, name: str = "m", benchmark: str = "b"):
-    owner = db.create_token("alice", "submitter")[1]
-    return db.submit_job(
+    owner = db.tokens.create("alice", "submitter")[1]
+    return db.jobs.submit(
         benchmark=benchmark,
         benchmark_version="v1",
         name=name,
@@ -102,7 +103,7 @@ def test_twenty_concurrent_submits_of_one_name_on_postgresql_accept_exactly_one(
             statuses = sorted(c for c, _ in codes)
             assert statuses == [201] + [409] * 19, statuses
             assert all(body["key"] == "name" for c, body in codes if c == 409)
-    assert database.count_jobs()["queued"] == 5
+    assert database.jobs.count()["queued"] == 5
     with database.engine.connect() as conn:  # the rule is the database's own, not only the server's check
         cols = list(conn.execute(text("SELECT * FROM jobs LIMIT 1")).keys())
         picked = ", ".join("'" + "0" * 32 + "'" if c == "id" else c for c in cols)
@@ -113,11 +114,11 @@ def test_twenty_concurrent_submits_of_one_name_on_postgresql_accept_exactly_one(
 
 def test_a_requeue_keeps_the_unique_name_rule(db, tmp_path, presets):
     first = _submit(db)
-    assert db.cancel_job(first.id).status == "cancelled"
+    assert db.jobs.cancel(first.id).status == "cancelled"
     second = _submit(db)  # the name is free again once its job is cancelled
     with pytest.raises(NameTaken, match=rf"already has a model named 'm' \(job {second.id}\)"):
-        db.requeue_job(first.id)
-    assert db.get_job(first.id).status == "cancelled"
+        db.jobs.requeue(first.id)
+    assert db.jobs.get(first.id).status == "cancelled"
     # through the API: 409 naming the key, the job unchanged
     service = _service(db, tmp_path, presets)
     client = TestClient(create_app(service))
@@ -131,16 +132,16 @@ def test_a_requeue_keeps_the_unique_name_rule(db, tmp_path, presets):
     client.post(f"/api/jobs/{b.json()['id']}/cancel", headers=admin)
     assert client.post(f"/api/jobs/{a['id']}/requeue", headers=admin).json()["status"] == "queued"
     # an automatic re-queue (lease expired) keeps the name the job already holds
-    claimed = db.claim_job("w", lease_s=0.05)
+    claimed = db.queue.claim("w", lease_s=0.05)
     time.sleep(0.2)
-    assert (claimed.id, "queued") in db.requeue_expired(max_attempts=3)
+    assert (claimed.id, "queued") in db.queue.requeue_expired(max_attempts=3)
 
 
 def test_workers_not_seen_within_their_lease_are_gone_and_dropped_after_the_retention(db, tmp_path, presets):
-    db.register_worker("node-a:11:aaaaaaaa", "node-a", 11, "cpu", lease_s=0.3)
-    db.register_worker("node-b:12:bbbbbbbb", "node-b", 12, "cpu", lease_s=60)
-    db.register_worker("node-c:13:cccccccc", "node-c", 13, "cpu", lease_s=60)
-    db.worker_stopped("node-c:13:cccccccc")
+    db.workers.register("node-a:11:aaaaaaaa", "node-a", 11, "cpu", lease_s=0.3)
+    db.workers.register("node-b:12:bbbbbbbb", "node-b", 12, "cpu", lease_s=60)
+    db.workers.register("node-c:13:cccccccc", "node-c", 13, "cpu", lease_s=60)
+    db.workers.stopped("node-c:13:cccccccc")
     service = _service(db, tmp_path, presets, worker_retention_s=1.5)
     client = TestClient(create_app(service))
     viewer = _auth(db, "viewer", "v")
@@ -149,10 +150,10 @@ def test_workers_not_seen_within_their_lease_are_gone_and_dropped_after_the_rete
     assert states == {"node-a": "gone", "node-b": "idle", "node-c": "stopped"}
     assert client.get("/api/health").json()["workers"] == 1
     time.sleep(1.5)
-    db.worker_seen("node-b:12:bbbbbbbb", None)
+    db.workers.seen("node-b:12:bbbbbbbb", None)
     listed = client.get("/api/workers", headers=viewer).json()
     assert [w["host"] for w in listed] == ["node-b"]  # gone and stopped ones dropped after the retention
-    assert len(db.list_workers(retention_s=1e9)) == 1  # deleted, not only hidden
+    assert len(db.workers.list(retention_s=1e9)) == 1  # deleted, not only hidden
 
 
 def test_an_unknown_leaderboard_version_is_not_found(db, tmp_path, presets):
@@ -194,7 +195,7 @@ def test_the_leaderboard_tells_jobs_apart_by_id_not_by_name(tmp_path):
     from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
     import genEval
-    from genEval.service.leaderboard import StandingsBuilder, significance_marks
+    from genEval.service.server.standings.compute import StandingsBuilder, significance_marks
 
     truth = LinearClassifier(seed=0)
     x = torch.rand(60, 3, 2, 2, generator=torch.Generator().manual_seed(7))
@@ -236,10 +237,10 @@ def test_an_older_database_is_upgraded_and_duplicate_names_are_reported_not_fata
     engine.dispose()
     again = Database(url)  # starts, with an error naming the duplicates instead of the index
     assert "several active jobs share a name (b v1 'twin' x2)" in caplog.text
-    assert again.get_job("0" * 32).error_detail is None
-    again.register_worker("w", "h", 1, "cpu", lease_s=5)
-    assert again.list_workers()[0].lease_s == 5
-    again.cancel_job("0" * 32)
+    assert again.jobs.get("0" * 32).error_detail is None
+    again.workers.register("w", "h", 1, "cpu", lease_s=5)
+    assert again.workers.list()[0].lease_s == 5
+    again.jobs.cancel("0" * 32)
     again.close()
     fixed = Database(url)  # once the admin cancelled one, the next start makes the index
     with pytest.raises(NameTaken):

@@ -1,7 +1,7 @@
 # ruff: noqa: F811  (pytest fixtures imported from service_support are redefined as test arguments)
 """Leaderboard standings are computed when a job finishes and stored: equal to one comparison of all finished
 jobs, complete when jobs finish concurrently or finished before standings were stored, and page views compute
-nothing (genEval.service.leaderboard, genEval.service.db standings)."""
+nothing (genEval.service.server.standings.compute, genEval.service.server.database standings)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from service_support import db, db_url, pg_url, postgres_server, toy_eval_runner  # noqa: F401 - fixtures
+from service_support import db, db_url, pg_url, postgres_cluster, postgres_server, toy_eval_runner  # noqa: F401 - fixtures
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 import genEval
-import genEval.service.leaderboard as leaderboard
+import genEval.service.server.standings.compute as leaderboard
 from genEval.commands.serve import load_benchmarks
-from genEval.service.api import create_app
-from genEval.service.core import Service, Settings
-from genEval.service.leaderboard import MARKED, StandingsBuilder, aggregate, read_standings, record_finished
-from genEval.service.worker import Worker
+from genEval.service.server.app import create_app
+from genEval.service.server.facade import Service, Settings
+from genEval.service.server.standings.board import read_standings
+from genEval.service.server.standings.compute import MARKED, StandingsBuilder, aggregate, record_finished
+from genEval.service.server.worker import Worker
 
 N_BOOT = 200
 
@@ -42,8 +43,8 @@ MODELS = {"truth": (0, "toy"), "m3": (3, "toy"), "m5": (5, "toy"), "m8": (8, "to
 
 
 def _submit_and_run(db, home: Path, smoke, name: str):
-    owner = db.create_token(name, "submitter")[1]
-    job = db.submit_job(
+    owner = db.tokens.create(name, "submitter")[1]
+    job = db.jobs.submit(
         benchmark=smoke.name,
         benchmark_version=smoke.version,
         name=name,
@@ -54,7 +55,7 @@ def _submit_and_run(db, home: Path, smoke, name: str):
         seeds=[11],
         upload_path=None,
     )
-    while (claimed := db.claim_job("w", 600)).id != job.id:
+    while (claimed := db.queue.claim("w", 600)).id != job.id:
         pass
     seed, data = MODELS[name]
     genEval.evaluate(
@@ -73,7 +74,7 @@ def _submit_and_run(db, home: Path, smoke, name: str):
 
 def _reference(db, home: Path, smoke) -> dict[str, tuple[dict, dict]]:
     """name -> (scores, better_than as sets) from one aggregate over every finished job at once."""
-    done = db.list_jobs(status="done", benchmark=smoke.name)
+    done = db.jobs.list(status="done", benchmark=smoke.name)
     comp = aggregate({j.name: [j.rep_dir(home, 0)] for j in done}, n_boot=N_BOOT)
     return {m: (s.scores, {k: set(v) for k, v in s.better_than.items()}) for m, s in comp.models.items()}
 
@@ -109,7 +110,7 @@ def test_jobs_that_finish_while_the_other_is_being_compared_are_compared_afterwa
 def test_jobs_finished_without_a_stored_row_are_backfilled(db, tmp_path, smoke):
     for name in ("truth", "m5", "m8"):
         job = _submit_and_run(db, tmp_path, smoke, name)
-        assert db.finish_job(job.id, "w", {})  # as a worker from before standings were stored did
+        assert db.queue.finish(job.id, "w", {})  # as a worker from before standings were stored did
     assert read_standings(db, smoke.name, smoke.version).pending == 3
     assert StandingsBuilder(db, tmp_path, n_boot=N_BOOT).backfill() == 3
     st = read_standings(db, smoke.name, smoke.version)
@@ -151,12 +152,12 @@ def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke
 
 
 def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
-    from genEval.service.db import Database, sqlite_url
+    from genEval.service.server.database import Database, sqlite_url
 
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    owner = db.create_token("t", "submitter")[1]
+    owner = db.tokens.create("t", "submitter")[1]
     for name in ("aa", "bbbbb"):  # the toy runner seeds each classifier by the name's length
-        db.submit_job(
+        db.jobs.submit(
             benchmark=smoke.name,
             benchmark_version=smoke.version,
             name=name,
@@ -170,15 +171,15 @@ def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
     worker = Worker(db, tmp_path, toy_eval_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, n_boot=N_BOOT)
     assert worker.run() == 2
     assert _stored(db, smoke) == _reference(db, tmp_path, smoke)
-    assert {j.status for j in db.list_jobs()} == {"done"}
+    assert {j.status for j in db.jobs.list()} == {"done"}
     db.close()
 
 
 def test_the_page_and_the_api_are_paged_by_the_database(db, tmp_path, smoke, monkeypatch):
-    import genEval.service.db as database
-    import genEval.service.pages as pages
+    import genEval.service.server.pages as pages
+    import genEval.service.server.standings.store as store
 
-    monkeypatch.setattr(database, "MARK_NAMES", 1)  # a page names this many beaten models per metric
+    monkeypatch.setattr(store, "MARK_NAMES", 1)  # a page names this many beaten models per metric
     builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
     for name in ("truth", "m3", "m5"):
         assert record_finished(db, builder, _submit_and_run(db, tmp_path, smoke, name), "w", {})

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from service_support import pg_url, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
+from service_support import pg_url, postgres_cluster, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
 from torch import nn
 
 from genEval.commands.serve import build_components, job_runner
 from genEval.search.execution import Execution
-from genEval.service.db import Database, JobInfo, sqlite_url
 from genEval.service.execute import run_job
 from genEval.service.models import classifier_config
-from genEval.service.worker import Worker
+from genEval.service.records import JobInfo
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,8 +55,8 @@ def _alive(pid: int) -> bool:
 def _submit(
     db: Database, name: str, config: dict, seed: int, upload_path: str | None = None, model: dict | None = None
 ) -> JobInfo:
-    owner = db.create_token(name, "submitter")[1]
-    return db.submit_job(
+    owner = db.tokens.create(name, "submitter")[1]
+    return db.jobs.submit(
         benchmark="digits_smoke",
         benchmark_version="test",
         name=name,
@@ -105,12 +106,12 @@ def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
-            if partial.is_file() and partial.read_text().count("\n") >= 3 and db.get_job(job.id).images_done:
+            if partial.is_file() and partial.read_text().count("\n") >= 3 and db.jobs.get(job.id).images_done:
                 break
             assert worker_a.poll() is None, "worker A exited before the job got going"
             time.sleep(0.05)
         children = _children(worker_a.pid)
-        running = db.get_job(job.id)
+        running = db.jobs.get(job.id)
         os.kill(worker_a.pid, signal.SIGKILL)
         worker_a.wait(timeout=30)
     finally:
@@ -125,7 +126,7 @@ def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
     while any(_alive(c) for c in children) and time.monotonic() < end:
         time.sleep(0.1)
     assert not any(_alive(c) for c in children), "the evaluation must die with its worker"
-    killed = db.get_job(job.id)
+    killed = db.jobs.get(job.id)
     assert killed.status == "running" and not (job.rep_dir(home, 0) / "results.json").exists()
 
     time.sleep(max(0.0, killed.lease_expires_at - time.time()) + 0.2)
@@ -141,7 +142,7 @@ def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
         host="node-b",
     )
     assert worker_b.run() == 1
-    done = db.get_job(job.id)
+    done = db.jobs.get(job.id)
     assert done.status == "done" and done.attempts == 2 and done.worker_id == worker_b.id, done.error_detail
     err = capfd.readouterr().err
     assert "taking over the stale lock of process" in err and "on host 'node-a'" in err  # naming the old owner
@@ -182,10 +183,10 @@ def test_wrong_output_size_fails_the_job_not_the_worker(tmp_path, smoke_config):
         exit_when_idle=True,
     )
     assert worker.run() == 2
-    failed = db.get_job(bad.id)
+    failed = db.jobs.get(bad.id)
     assert failed.status == "failed"
     assert "it has 7 classes and the data 10" in failed.error  # refused by the cheap checks, before the search
-    assert db.get_job(good.id).status == "done"
+    assert db.jobs.get(good.id).status == "done"
     db.close()
 
 

@@ -21,7 +21,7 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, t
 from genEval import evaluate
 from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.search.execution import Execution
-from genEval.service.db import Database, sqlite_url
+from genEval.service.server.database import Database, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = ("seed=0", "data.limit=16", "search.budget=6", "batch_size=2", "progress=false")
@@ -133,8 +133,8 @@ def test_a_stopped_run_exits_143_or_130_with_the_samples_kept_and_the_lock_relea
 def test_a_worker_stopped_with_sigterm_hands_its_job_back_and_is_marked_stopped(tmp_path, smoke_config, digits_cache):
     home = tmp_path
     db = Database(sqlite_url(home / "geneval.db"))
-    owner = db.create_token("alice", "submitter")[1]
-    job = db.submit_job(
+    owner = db.tokens.create("alice", "submitter")[1]
+    job = db.jobs.submit(
         benchmark="digits_smoke",
         benchmark_version="test",
         name="cnn",
@@ -160,17 +160,17 @@ def test_a_worker_stopped_with_sigterm_hands_its_job_back_and_is_marked_stopped(
         assert worker.poll() is None, worker.communicate()
         time.sleep(0.05)
     lock = job.rep_dir(home, 0) / "run.lock"
-    assert lock.is_file() and db.get_job(job.id).status == "running"
+    assert lock.is_file() and db.jobs.get(job.id).status == "running"
     t0 = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     out, err = worker.communicate(timeout=120)
     stopped_in = time.monotonic() - t0
     assert worker.returncode == 143, err
     assert stopped_in < 20 + 10  # within stop_timeout_s (and the database writes)
-    back = db.get_job(job.id)
+    back = db.jobs.get(job.id)
     assert back.status == "queued" and back.attempts == 0 and back.worker_id is None  # not a failed attempt
     assert not lock.exists()  # the evaluation released its lock
     assert _lines(partial) >= 3  # and kept its samples for the next worker
-    (record,) = db.list_workers()
+    (record,) = db.workers.list()
     assert record.stopped_at is not None and record.state(time.time()) == "stopped"
     db.close()

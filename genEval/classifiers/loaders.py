@@ -19,10 +19,10 @@ from genEval.checkpoints import (
     TORCH_EXPORT,
     TORCH_SAVE,
     WeightsUnavailable,
+    check_model_file,
     error_reason,
     hub_problem,
     load_exported_program,
-    model_archive_kind,
     require_file,
 )
 from genEval.classifiers.architectures import CifarResNet
@@ -38,6 +38,7 @@ from genEval.classifiers.base import (
 from genEval.data.standard import CIFAR10_CLASSES
 from genEval.declared import ClassSet, Declaration, declared_by
 from genEval.interfaces import SettingError
+from genEval.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
@@ -351,11 +352,18 @@ def torchscript_classifier(
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
     input_size: int | Sequence[int] | None = None,
+    check_timeout_s: float = 300.0,
+    check_memory_mb: int = 16384,
 ) -> ImageClassifier:
     """A model file taking normalised images: a ``torch.export`` program (``torch.export.save``, ``.pt2``) or a
     TorchScript module (``torch.jit.save``), told apart by the archive's layout, not its name; a plain
     ``torch.save`` pickle is refused. ``mean``/``std``/``input_size`` describe the preprocessing it was
     trained with.
+
+    The file is first opened in a child process with a time limit (``check_timeout_s``), a memory limit
+    (``check_memory_mb``) and no network (:func:`genEval.checkpoints.check_model_file`): loading TorchScript runs the
+    archive's code, and a file whose loading never returns or fills the memory is refused there, naming the limit,
+    instead of freezing this process. Only a file that loaded there is loaded here.
 
     Without ``mean``/``std`` the channel count is read from the model (an exported program's input shape; a
     script's first convolution weight, or a forward probe): 3 channels get ImageNet's mean/std, 1 channel mean 0 /
@@ -367,7 +375,11 @@ def torchscript_classifier(
         "model file (torch.export or TorchScript)",
         "Set classifier.path to a file saved with torch.export.save (.pt2) or torch.jit.save.",
     )
-    kind = model_archive_kind(p)
+    limits = Limits(check_timeout_s, check_memory_mb, "classifier.check_timeout_s", "classifier.check_memory_mb")
+    checked = check_model_file(p, None, limits, what=f"the check of model file '{p.name}'")
+    kind = checked["kind"]
+    if "refused" in checked:
+        raise ValueError(checked["refused"])
     if kind == TORCH_SAVE or kind is None:
         raise ValueError(
             f"'{p}' is {'a torch.save archive (a pickle)' if kind == TORCH_SAVE else 'not a zip archive'}, neither a "

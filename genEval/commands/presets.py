@@ -3,7 +3,7 @@
 The benchmark presets of ``conf/benchmark/`` composed and checked (:func:`load_benchmarks`), the classifier configs a
 submission may name (:func:`registered_classifiers`), and the one builder that turns a job's stored config into the
 objects ``genEval.evaluate`` takes (:func:`build_components`, run in a worker's child process through the command
-layer's :func:`build`). ``geneval serve`` and ``geneval worker`` (:mod:`genEval.commands.serving`) use them; so can
+layer's :func:`build`). ``geneval serve`` and ``geneval worker`` (:mod:`genEval.commands.server`) use them; so can
 a notebook or a test that has no service installed.
 """
 

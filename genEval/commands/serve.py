@@ -2,7 +2,7 @@
 ``geneval submit``, registered here without loading the service stack.
 
 ``serve``, ``worker`` and ``token`` need FastAPI, uvicorn and SQLAlchemy, which come with the ``[service]`` extra
-(``pip install "geneval-fmr[service]"``): their work is in :mod:`genEval.commands.serving`, imported by
+(``pip install "geneval-fmr[service]"``): their work is in :mod:`genEval.commands.server`, imported by
 :func:`service_stack` only when one of them runs, so that ``geneval`` and every other command start without the
 stack and work where it is not installed; without it these three say, in one line, what to install. ``submit`` is
 a client (httpx) and needs no extra.
@@ -54,14 +54,14 @@ SERVICE_STACK = ("fastapi", "uvicorn", "sqlalchemy", "python_multipart")
 
 
 def service_stack(cfg: DictConfig | None = None) -> ModuleType:
-    """:mod:`genEval.commands.serving`, imported now; where a package of the ``[service]`` extra that ``cfg`` needs is
+    """:mod:`genEval.commands.server`, imported now; where a package of the ``[service]`` extra that ``cfg`` needs is
     missing, an ImportError naming it and the one line that installs the extra (the command prints it, exit 2)."""
     postgres = cfg is not None and str(cfg.get("db") or "").startswith("postgresql")
     needed = (*SERVICE_STACK, "psycopg") if postgres else SERVICE_STACK
     missing = next((name for name in needed if not _installed(name)), None)
     if missing is None:
         try:
-            return importlib.import_module("genEval.commands.serving")
+            return importlib.import_module("genEval.commands.server")
         except ModuleNotFoundError as err:
             if (err.name or "").split(".")[0] not in needed:
                 raise

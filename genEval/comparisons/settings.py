@@ -5,7 +5,7 @@
 ``repetition_seeds`` recorded with it, and ``rank_by``, the score that orders the leaderboard. It is validated
 once, here. :func:`genEval.comparisons.aggregate.compare` / ``aggregate`` / ``build_comparison``, the generator
 ablation (:mod:`genEval.comparisons.ablation`) and the service's stored standings
-(:mod:`genEval.service.leaderboard`) all take it.
+(:mod:`genEval.service.server.standings.compute`) all take it.
 """
 
 from __future__ import annotations

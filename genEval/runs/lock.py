@@ -12,6 +12,9 @@ The owner refreshes ``heartbeat`` from a background thread every ``lease_s / 4``
 holds the lock. Another process judges a lock it finds:
 
 * **stale** when its heartbeat is older than its lease (from any host: the owner stopped, or its machine was lost);
+  when its heartbeat is more than :data:`FUTURE_TOLERANCE_S` in the future (a clock running ahead, or a forged
+  lock, would otherwise block a takeover for as long as it is ahead) and the file itself has not been rewritten for
+  a lease (a live owner rewrites it every quarter lease, whatever its clock says), with a warning naming the skew;
   when it is empty or unreadable (a full disk or a crash while it was created); or, on the same host, kernel boot
   and pid namespace, when its process is gone or its pid now belongs to another process;
 * **live** otherwise: it is refused with the owner named (:class:`RunDirectoryBusy`), after waiting up to
@@ -62,6 +65,9 @@ DEFAULT_LEASE_S = 180.0
 ENV_LEASE = "GENEVAL_LOCK_LEASE_S"
 #: A takeover marker older than this belongs to a process that died mid-takeover; the next one is used.
 MARKER_TIMEOUT_S = 30.0
+#: A heartbeat further in the future than this is suspect (a clock ahead of ours, or a forged lock): the lock is then
+#: judged by when its file was last rewritten instead (see :func:`stale_reason`).
+FUTURE_TOLERANCE_S = 10.0
 _NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
 
 
@@ -153,6 +159,7 @@ class LockOwner:
     pidns: str | None = None
     proc_start: str | None = None
     beats: bool = True  # False: a lock of an older genEval, which never refreshes a heartbeat
+    file_time: float | None = None  # when the lock file was last written (its mtime), where it was read from a file
 
     @classmethod
     def me(cls, token: str, lease_s: float, started: float | None = None) -> LockOwner:
@@ -190,10 +197,11 @@ class LockOwner:
             boot_id=d.get("boot_id"),
             pidns=d.get("pidns"),
             proc_start=d.get("proc_start"),
+            file_time=mtime,
         )
 
     def to_bytes(self) -> bytes:
-        fields = {k: v for k, v in asdict(self).items() if k != "beats"}
+        fields = {k: v for k, v in asdict(self).items() if k not in ("beats", "file_time")}
         return (json.dumps({"version": 1, **fields}, indent=1) + "\n").encode()
 
     def describe(self, now: float | None = None) -> str:
@@ -236,7 +244,16 @@ def stale_reason(owner: LockOwner | None, now: float | None = None) -> str | Non
     if owner is None:
         return "it is empty or unreadable (left by a full disk or a crash while it was written)"
     here = owner.same_machine()
-    if (owner.beats or not here) and now - owner.heartbeat > owner.lease_s:  # an older genEval's lock: its pid
+    ahead = owner.heartbeat - now
+    if ahead > FUTURE_TOLERANCE_S and owner.file_time is not None:  # a skewed clock: trust the file's time instead
+        quiet = now - owner.file_time
+        if quiet > owner.lease_s:
+            return (
+                f"its heartbeat is {ahead:.0f}s in the future (the clock of host {owner.host!r} is {ahead:.0f}s ahead "
+                f"of this one's, or the lock was forged), and the file has not been rewritten for {quiet:.0f}s, longer "
+                f"than its lease of {owner.lease_s:g}s"
+            )
+    elif (owner.beats or not here) and now - owner.heartbeat > owner.lease_s:  # an older genEval's lock: its pid
         return f"its heartbeat is {now - owner.heartbeat:.0f}s old, older than its lease of {owner.lease_s:g}s"
     if owner.token and owner.token in _HELD:
         return None  # this very process holds it (through another writer)
@@ -387,7 +404,9 @@ class RunLock:
                 f"run directory '{self.dir}' is already being written by this process (another writer holds its "
                 f"{LOCK}); finish or close that run first, or use another directory."
             )
-        stale_in = owner.lease_s - (time.time() - owner.heartbeat)
+        now = time.time()
+        future = owner.heartbeat - now > FUTURE_TOLERANCE_S and owner.file_time is not None
+        stale_in = owner.lease_s - (now - (owner.file_time if future else owner.heartbeat))
         return (
             f"run directory '{self.dir}' is being written by {owner.describe()} (its {LOCK}). Wait for it, or use "
             f"another hydra.run.dir; if that process has stopped, its lock is taken over automatically once its "

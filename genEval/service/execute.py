@@ -1,6 +1,6 @@
 """One job's evaluation: every repetition through the same ``genEval.evaluate`` the CLI uses.
 
-Runs inside a worker's child process (:mod:`genEval.service.worker`). Repetition ``r`` of a job uses the
+Runs inside a worker's child process (:mod:`genEval.service.server.worker`). Repetition ``r`` of a job uses the
 seed recorded at submission (``job.seeds[r]``) and writes a normal run directory
 ``<home>/<job.run_dir>/rep<r>/`` (results.json, samples.jsonl, grid.png, images.safetensors for the
 snapshot export) plus its ``report.html`` (genEval.reports.report). A re-queued job calls ``evaluate`` again with

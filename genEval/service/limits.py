@@ -1,4 +1,5 @@
-"""Request bodies are bounded before anything reads, parses or authenticates them.
+"""Request bodies are bounded before anything reads, parses or authenticates them; requests are counted per token
+and per client address (:class:`RateLimit`).
 
 :class:`BodyLimit` is a plain ASGI middleware in front of every route (FastAPI reads and parses a JSON body before
 it checks the request's token, so a limit inside a route comes too late). A request whose ``Content-Length`` is
@@ -14,6 +15,9 @@ other request ``max_request_kb`` (JSON; 1 MiB by default).
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -91,3 +95,42 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class RateLimit:
+    """At most ``limit`` events per key (a token's uploads, a client address's failed authentications) in any
+    ``window_s`` seconds, counted in this process (a sliding window; monotonic clock). ``limit`` 0: no limit. At
+    most ``max_keys`` keys are remembered (the least recently seen are forgotten first), so a flood of addresses
+    cannot grow it without bound."""
+
+    def __init__(self, limit: int, window_s: float, max_keys: int = 10_000) -> None:
+        if int(limit) < 0 or not float(window_s) > 0:
+            raise ValueError(f"a rate limit needs limit >= 0 and window_s > 0, got {limit!r} and {window_s!r}.")
+        self.limit, self.window_s, self.max_keys = int(limit), float(window_s), int(max_keys)
+        self._events: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        events = self._events.setdefault(key, deque())
+        self._events.move_to_end(key)
+        while events and events[0] <= now - self.window_s:
+            events.popleft()
+        while len(self._events) > self.max_keys:
+            self._events.popitem(last=False)
+        return events
+
+    def retry_after(self, key: str) -> float | None:
+        """Seconds until ``key`` may have one more event (None: now)."""
+        if not self.limit:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            events = self._recent(key, now)
+            return None if len(events) < self.limit else events[0] + self.window_s - now
+
+    def add(self, key: str) -> None:
+        """Count one event of ``key``."""
+        if self.limit:
+            now = time.monotonic()
+            with self._lock:
+                self._recent(key, now).append(now)

@@ -14,30 +14,30 @@ names, numbers and an upload id. Uploads are identified by their bytes, not thei
 that is neither a valid safetensors file, a torch.export archive nor a TorchScript archive. Zip archives are told
 apart by their layout (:func:`genEval.checkpoints.model_archive_kind`) before anything loads them: a torch.export
 archive is checked to hold no pickled payload (:func:`genEval.checkpoints.check_exported_archive`) and then
-loaded, a TorchScript archive (``code/`` and ``constants.pkl``) is handed to ``torch.jit.load``.
+loaded, a TorchScript archive (``code/`` and ``constants.pkl``) is handed to ``torch.jit.load``; all of that in a
+child process with a time limit, a memory limit and no network (:mod:`genEval.sandbox`), since loading TorchScript
+runs code from the file. A safetensors header is bounded in bytes and tensors before anything parses it.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import re
-import struct
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from genEval.checkpoints import (
+    SAFETENSORS,
     TORCH_EXPORT,
     TORCH_SAVE,
     TORCHSCRIPT,
     ZIP_MAGIC,
-    error_reason,
-    load_exported_program,
-    model_archive_kind,
+    check_model_file,
+    check_safetensors_header,
 )
+from genEval.sandbox import CheckFailed, LimitExceeded, Limits
 
-SAFETENSORS = "safetensors"
 KINDS = ("config", "timm", "torchvision", "torchscript")
 #: The classifier factory of each kind that takes a file (the only _target_s a submission can reach).
 TARGETS = {
@@ -48,11 +48,19 @@ TARGETS = {
 #: Which upload formats each kind takes, and the config key the stored file's path goes to.
 UPLOAD_KIND = {"timm": (SAFETENSORS,), "torchvision": (SAFETENSORS,), "torchscript": (TORCH_EXPORT, TORCHSCRIPT)}
 UPLOAD_KEY = {"timm": "checkpoint", "torchvision": "checkpoint", "torchscript": "path"}
-MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the safetensors format's own limit
 
 
 class UploadRefused(ValueError):
-    """An uploaded file that the service will not load (the message says why and what to send instead)."""
+    """An uploaded file that the service will not load (the message says why and what to send instead); ``status``:
+    the HTTP answer (415: not a format the service loads)."""
+
+    status = 415
+
+
+class UploadTooCostly(UploadRefused):
+    """An upload whose check ran past its time or memory limit (the message names the limit and its setting)."""
+
+    status = 422
 
 
 class ModelRefused(ValueError):
@@ -80,74 +88,27 @@ def safe_filename(name: str | None, default: str = "upload") -> str:
     return base or default
 
 
-def _check_safetensors(path: Path, size: int) -> None:
-    """The header is a little-endian u64 length followed by that many bytes of JSON; the safetensors
-    library then checks every tensor's dtype, shape and offsets."""
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        (n,) = struct.unpack("<Q", head)
-        if not 2 <= n <= min(MAX_SAFETENSORS_HEADER, size - 8):
-            raise UploadRefused("not a safetensors file: its 8-byte header length is out of range.")
-        header = fh.read(n)
+def _checked(path: Path, kind: str | None, limits: Limits | None) -> dict:
+    """:func:`genEval.checkpoints.check_model_file` (in a sandboxed child) with its refusals as :class:`UploadRefused`
+    (a limit passed: :class:`UploadTooCostly`); the file's path is never part of a message."""
     try:
-        meta = json.loads(header)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UploadRefused(f"not a safetensors file: its header is not JSON ({err}).") from None
-    if not isinstance(meta, dict) or not any(k != "__metadata__" for k in meta):
-        raise UploadRefused("safetensors file holds no tensors.")
-    from safetensors import SafetensorError, safe_open  # validates offsets against the file size
-
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            list(fh.keys())
-    except (SafetensorError, OSError, ValueError) as err:
-        raise UploadRefused(f"invalid safetensors file: {err}") from None
+        return check_model_file(path, kind, limits, what="the upload's check")
+    except LimitExceeded as err:
+        raise UploadTooCostly(str(err)) from None
+    except CheckFailed as err:
+        raise UploadRefused(str(err).replace(f"'{path}' ", "the file ").replace(str(path), "the file")) from None
 
 
-def _zip_kind(path: Path) -> str:
-    """TorchScript or torch.export archive, or refuse: a ``torch.save`` zip (a pickle) or some other zip."""
-    try:
-        kind = model_archive_kind(path)
-    except ValueError:
-        raise UploadRefused(
-            "this zip archive is not a TorchScript model (no code/ and constants.pkl) nor a torch.export program "
-            "(no archive_format and models/). " + _PICKLE_HELP
-        ) from None
-    if kind == TORCH_SAVE:
-        raise UploadRefused("this is a torch.save archive (a zip holding a pickle), not a model. " + _PICKLE_HELP)
-    return kind
+def sniff_upload(path: str | Path, limits: Limits | None = None) -> str:
+    """``"safetensors"``, ``"torch.export"`` or ``"torchscript"`` for a file that is one; :class:`UploadRefused` with
+    the reason for anything else, pickles first.
 
-
-def _check_exported(path: Path) -> None:
-    """Prove a torch.export archive holds no pickled payload and loads as a program with one image input."""
-    try:
-        program = load_exported_program(path)
-    except ValueError as err:
-        raise UploadRefused(str(err).replace(f"'{path}' ", "the archive ")) from None
-    inputs = list(program.graph_signature.user_inputs)
-    if len(inputs) != 1:
-        raise UploadRefused(f"the torch.export program takes {len(inputs)} inputs; a classifier takes one image batch.")
-
-
-def _check_torchscript(path: Path) -> None:
-    """Load the (already layout-checked) archive with ``torch.jit.load`` to prove it is a scripted module."""
-    import warnings
-
-    import torch
-
-    with warnings.catch_warnings():  # torch >= 2.9 deprecates jit in favour of export; jit still works
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            module = torch.jit.load(str(path), map_location="cpu")
-        except Exception as err:  # torch raises RuntimeError and friends with the reason
-            raise UploadRefused(f"TorchScript archive does not load: {error_reason(err)}") from None
-    if not hasattr(module, "forward"):
-        raise UploadRefused("TorchScript archive has no forward method.")
-
-
-def sniff_upload(path: str | Path) -> str:
-    """``"safetensors"``, ``"torch.export"`` or ``"torchscript"`` for a file that is one (checked as described in
-    the module docstring); :class:`UploadRefused` with the reason for anything else, pickles first."""
+    This process reads only the first bytes (a pickle's opcode, a zip's magic, a safetensors header's length) and a
+    safetensors header of at most :data:`~genEval.checkpoints.MAX_SAFETENSORS_HEADER` bytes and
+    :data:`~genEval.checkpoints.MAX_SAFETENSORS_TENSORS` tensors. Everything else (a zip's layout, loading the model)
+    happens in a child process within ``limits`` (:class:`genEval.sandbox.Limits`: time, memory, no network), so a
+    file whose loading never returns or fills the memory is refused (:class:`UploadTooCostly`) and this process never
+    runs its code."""
     p = Path(path)
     size = p.stat().st_size
     with open(p, "rb") as fh:
@@ -156,16 +117,32 @@ def sniff_upload(path: str | Path) -> str:
         raise UploadRefused("the file is empty.")
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:  # PROTO opcode: a pickle (protocol 2-5)
         raise UploadRefused("this file is a Python pickle (e.g. torch.save). " + _PICKLE_HELP)
-    if head[:4] == ZIP_MAGIC and not zipfile.is_zipfile(p):
-        raise UploadRefused(
-            "the file is an incomplete zip archive (its end is missing): the upload or the file was cut short."
-        )
-    if zipfile.is_zipfile(p):
-        kind = _zip_kind(p)
-        (_check_exported if kind == TORCH_EXPORT else _check_torchscript)(p)
-        return kind
+    if head[:4] == ZIP_MAGIC:
+        if not zipfile.is_zipfile(p):
+            raise UploadRefused(
+                "the file is an incomplete zip archive (its end is missing): the upload or the file was cut short."
+            )
+        found = _checked(p, None, limits)
+        if found["kind"] is None:
+            raise UploadRefused(
+                "this zip archive is not a TorchScript model (no code/ and constants.pkl) nor a torch.export program "
+                "(no archive_format and models/). " + _PICKLE_HELP
+            )
+        if found["kind"] == TORCH_SAVE:
+            raise UploadRefused("this is a torch.save archive (a zip holding a pickle), not a model. " + _PICKLE_HELP)
+        if found["kind"] == TORCH_EXPORT and found["inputs"] != 1:
+            raise UploadRefused(
+                f"the torch.export program takes {found['inputs']} inputs; a classifier takes one image batch."
+            )
+        if found["kind"] == TORCHSCRIPT and not found["forward"]:
+            raise UploadRefused("TorchScript archive has no forward method.")
+        return found["kind"]
     if size > 9 and head[8:9] == b"{":
-        _check_safetensors(p, size)
+        try:
+            check_safetensors_header(p, "the upload")
+        except ValueError as err:
+            raise UploadRefused(str(err).replace(f" '{p.name}'", "")) from None
+        _checked(p, SAFETENSORS, limits)
         return SAFETENSORS
     raise UploadRefused("the file is neither safetensors nor TorchScript nor a torch.export program. " + _PICKLE_HELP)
 

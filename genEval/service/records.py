@@ -1,7 +1,8 @@
-"""The service's plain records: job statuses and the frozen views the database returns (:mod:`genEval.service.db`).
+"""The service's plain records: job statuses and the frozen records the database's stores return
+(:mod:`genEval.service.server.database`), of which the API's answers are views (:mod:`genEval.service.server.views`).
 
 Plain dataclasses and constants, no database library: the HTTP client, the job runner and the command layer use
-them without the service stack (the ``[service]`` extra); :mod:`genEval.service.schema` maps them onto tables.
+them without the service stack (the ``[service]`` extra); the server's stores map them onto tables.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ WORKER_RETENTION_S = 24 * 3600.0
 
 class NameTaken(ValueError):
     """A submission's name is already used by an active or finished job of that benchmark version."""
+
+
+class QuotaExceeded(ValueError):
+    """A token already has as many jobs queued or running as a token may."""
 
 
 def new_id() -> str:

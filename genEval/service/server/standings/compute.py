@@ -12,7 +12,7 @@ the models in the library's order, :func:`genEval.comparisons.rows.order_models`
 comparison of ``n`` models costs ``n(n-1)/2`` paired bootstraps (measured in ``benchmarks/RESULTS.md``: about two
 hours for 1,000 models on a 2-core CPU), so it is never run per page view: when a job finishes, its worker
 (:class:`StandingsBuilder`) computes the new model's row and its ``n - 1`` pairs, and the database stores them with
-the job (:meth:`genEval.service.db.Database.finish_job`). The stored standings equal those of one
+the job (:meth:`genEval.service.server.jobs.queue.JobQueue.finish`). The stored standings equal those of one
 :func:`aggregate` over all finished jobs (``tests/test_service_standings.py``).
 """
 
@@ -28,12 +28,13 @@ from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import TABLE_SCORES
 from genEval.comparisons.loading import LoadedRun, load_runs
-from genEval.comparisons.ranking import DEFAULT_RANK_BY, rank_reason
+from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
-from genEval.service.db import Database, JobInfo, StandingInfo
+from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.server.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class StandingsBuilder:
     def prepare(self, job: JobInfo) -> StandingUpdate:
         """The row of ``job`` (done or about to be) and its marks against every model already stored."""
         t0 = time.perf_counter()
-        others = [r for r in self.db.standings(job.benchmark, job.benchmark_version) if r.job_id != job.id]
+        others = [r for r in self.db.standings.rows(job.benchmark, job.benchmark_version) if r.job_id != job.id]
         dirs = self.run_dirs(job)
         me = self._load(job.id, job.name, dirs)
         base = dict(
@@ -251,7 +252,7 @@ class StandingsBuilder:
         marked once."""
         rows = [
             r
-            for r in self.db.standings(job.benchmark, job.benchmark_version)
+            for r in self.db.standings.rows(job.benchmark, job.benchmark_version)
             if r.job_id != job.id and r.job_id not in compared
         ]
         me = self._load(job.id, job.name, self.run_dirs(job))
@@ -263,16 +264,16 @@ class StandingsBuilder:
             for metric, winner in significance_marks(me, them, self.n_boot):
                 loser = them if winner == me.job_id else me
                 marks.append((winner, metric, loser.name))
-        self.db.add_marks(job.benchmark, job.benchmark_version, marks)
+        self.db.standings.add_marks(job.benchmark, job.benchmark_version, marks)
         return len(rows)
 
     def backfill(self) -> int:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
         worker); returns how many were added."""
         added = 0
-        for job in self.db.unranked_jobs():
+        for job in self.db.standings.unranked_jobs():
             update = self.prepare(job)
-            if self.db.add_standing(update.row, update.beaten_by):
+            if self.db.standings.add(update.row, update.beaten_by):
                 self.reconcile(job, update.compared)
                 added += 1
         if added:
@@ -292,97 +293,10 @@ def record_finished(
     """Finish ``job`` with its standings row (computed now unless ``update`` is given), then compare it with the
     models that finished meanwhile. False when the worker no longer held the job (nothing stored)."""
     update = update if update is not None else builder.prepare(job)
-    if not db.finish_job(job.id, worker_id, result, images, standing=update.row, beaten_by=update.beaten_by):
+    if not db.queue.finish(job.id, worker_id, result, images, standing=update.row, beaten_by=update.beaten_by):
         return False
     try:
         builder.reconcile(job, update.compared)
     except Exception:  # noqa: BLE001 - the job is done; a missing mark is logged, not a failed job
         log.exception("standings of %s: comparing with the models that finished meanwhile failed", job.name)
     return True
-
-
-# ---------------------------------------------------------------------------------- reading (the pages)
-@dataclass(frozen=True)
-class Row:
-    """A leaderboard row: the job and its standing; ``marks``: metric -> count and first names of the models it is
-    significantly better than (``standing.better_than`` holds every name only when they were read)."""
-
-    job_id: str
-    name: str
-    finished_at: float | None
-    standing: ModelStanding
-    marks: dict = field(default_factory=dict)
-
-    def sort_value(self, key: str):
-        if key == "name":
-            return self.name.lower()
-        if key == "date":
-            return self.finished_at or 0.0
-        if key == "repetitions":
-            return self.standing.repetitions
-        return (self.standing.scores.get(key) or {}).get("value")  # a row stored before the score existed: none
-
-
-@dataclass(frozen=True)
-class Standings:
-    """Stored standings of one benchmark version: ``rows`` (one page of them when read with a limit, already in
-    the order asked for), ``total`` ranked rows, ``pending`` finished jobs whose row is not stored yet."""
-
-    benchmark: str
-    version: str
-    rows: list[Row]
-    interval_note: str
-    warnings: list[str]
-    pending: int = 0
-    total: int = 0
-    offset: int = 0
-    rank_by: str = "fmr_validated"  # the score rows are ranked by unless a column is chosen, and why
-    rank_reason: str = ""
-
-
-def read_standings(
-    db: Database,
-    benchmark: str,
-    version: str,
-    sort: str | None = None,
-    descending: bool = True,
-    limit: int | None = None,
-    offset: int = 0,
-    every_mark: bool = True,
-) -> Standings:
-    """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
-    only the counts and first names of the marks (what a page shows), not every name. ``sort`` None: the
-    comparison library's ranking score (:data:`RANK_BY`, FMR_v), as ``geneval compare`` orders its leaderboard."""
-    sort = sort or RANK_BY
-    if sort not in SORT_KEYS:
-        raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
-    total, board = db.board(benchmark, version, sort, descending, limit, offset, every_mark)
-    rows = [
-        Row(
-            b.job_id,
-            b.name,
-            b.finished_at,
-            ModelStanding(
-                b.name,
-                b.repetitions,
-                b.scores,
-                {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
-            ),
-            {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED},
-        )
-        for b in board
-    ]
-    notes, warnings = db.board_notes(benchmark, version)
-    note = max(set(notes), key=notes.count) if notes else ""
-    return Standings(
-        benchmark,
-        version,
-        rows,
-        note,
-        list(dict.fromkeys(warnings)),
-        db.count_unranked(benchmark, version),
-        total,
-        offset,
-        RANK_BY,
-        rank_reason(RANK_BY),
-    )

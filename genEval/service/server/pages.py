@@ -14,10 +14,11 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from genEval.scores.intervals import format_estimate
-from genEval.service.core import Service
-from genEval.service.leaderboard import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS, Row
 from genEval.service.refusals import Invalid
-from genEval.service.routes.deps import Facade
+from genEval.service.server.deps import Facade
+from genEval.service.server.facade import Service
+from genEval.service.server.standings.board import Row, standings
+from genEval.service.server.standings.compute import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS
 
 router = APIRouter(tags=["pages"], default_response_class=HTMLResponse)
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -63,16 +64,15 @@ def _row(rank: int, row: Row) -> dict:
 def _leaderboard(
     request: Request, service: Service, name: str, sort: str | None, order: str, version: str | None, page: int = 1
 ):
-    bench = service.offered(name)
+    bench = service.catalog.offered(name)
     if (sort is not None and sort not in SORT_KEYS) or order not in ("asc", "desc"):
         raise Invalid(f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
     if page < 1:
         raise Invalid(f"page must be 1 or more, got {page}.")
     sort = sort or RANK_BY  # the comparison library's ranking score (FMR_v) unless a column is chosen
     offset = (page - 1) * PAGE_ROWS
-    st = service.standings(
-        name, version, sort=sort, descending=order == "desc", limit=PAGE_ROWS, offset=offset, every_mark=False
-    )
+    paging = {"sort": sort, "descending": order == "desc", "limit": PAGE_ROWS, "offset": offset, "every_mark": False}
+    st = standings(service.db, service.catalog, name, version, **paging)
     rows = [_row(offset + i + 1, r) for i, r in enumerate(st.rows)]
     here = f"?sort={sort}&order={order}" + (f"&version={version}" if version else "")
     pages = {
@@ -91,7 +91,7 @@ def _leaderboard(
         }
         for k in (*COLUMNS, "repetitions", "date", "name")
     ]
-    counts = service.job_counts(benchmark=name, version=st.version)
+    counts = service.db.jobs.count(benchmark=name, version=st.version)
     context = {
         "bench": bench,
         "version": st.version,
@@ -110,7 +110,7 @@ def _leaderboard(
         "pages": pages,
         "queued": counts["queued"],
         "running": counts["running"],
-        "versions": service.versions(name),
+        "versions": service.catalog.versions(name),
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
 
@@ -125,7 +125,7 @@ def index(
     page: int = 1,
 ):
     """The leaderboard of the default benchmark."""
-    return _leaderboard(request, svc, svc.default_benchmark, sort, order, version, page)
+    return _leaderboard(request, svc, svc.catalog.default, sort, order, version, page)
 
 
 @router.get("/leaderboard/{name}")
@@ -145,7 +145,7 @@ def leaderboard(
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, svc: Facade):
     """A job's status page (progress while it runs, its reports once done)."""
-    job = svc.job(job_id)
+    job = svc.jobs.job(job_id)
     pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
     context = {
         "job": job,
@@ -161,4 +161,4 @@ def job_page(request: Request, job_id: str, svc: Facade):
 @router.get("/jobs/{job_id}/report")
 def report(job_id: str, svc: Facade, rep: int = 0):
     """The run's self-contained report (genEval.reports.report)."""
-    return FileResponse(svc.report_file(job_id, rep), media_type="text/html")
+    return FileResponse(svc.files.report_file(job_id, rep), media_type="text/html")

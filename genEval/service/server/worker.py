@@ -2,8 +2,8 @@
 
 One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The loop:
 
-1. put back jobs whose lease ran out (their worker died: ``Database.requeue_expired``);
-2. claim the oldest queued job atomically (``Database.claim_job``);
+1. put back jobs whose lease ran out (their worker died: ``JobQueue.requeue_expired``);
+2. claim the oldest queued job atomically (``JobQueue.claim``);
 3. run it in a *child process* (``multiprocessing`` spawn) so that a model that crashes, leaks memory or
    has to be cancelled takes only the child with it; the child dies with its worker (Linux
    ``PR_SET_PDEATHSIG``, with a parent-watching thread elsewhere), so a killed worker never leaves an
@@ -12,9 +12,13 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
    directories; when the heartbeat finds the job no longer held (cancelled, or re-queued after a
    stall), stop the child;
 5. compute the job's leaderboard row (its scores and its significance marks against every stored model:
-   :class:`genEval.service.leaderboard.StandingsBuilder`) while still renewing the lease, and store ``done`` with
-   the result summary and that row in one transaction, so the leaderboard pages only read; or store ``failed``
-   with the error the evaluation raised.
+   :class:`genEval.service.server.standings.compute.StandingsBuilder`) while still renewing the lease, and store
+   ``done`` with the result summary and that row in one transaction, so the leaderboard pages only read; or store
+   ``failed`` with the error the evaluation raised.
+
+Every database call of the loop goes through :class:`~genEval.service.server.outages.Outage`: during a database restart
+or a lost connection it is retried with backoff (one warning when the outage starts, one line when it ends), so a worker
+never dies of one; its evaluation runs on meanwhile, and the heartbeat that follows renews the lease.
 
 At start (and every ``backfill_s`` while idle) a worker also stores the rows of done jobs that have none (jobs
 finished by a worker from before standings were stored), and drops the workers gone for ``retention_s``.
@@ -45,13 +49,14 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
 from genEval.runs import lock as run_lock
 from genEval.runs.stopping import Interrupted, stop_on_signals
-from genEval.service.db import WORKER_RETENTION_S, Database, JobInfo, new_id
+from genEval.sandbox import die_with_parent
 from genEval.service.errors import public_reason
-from genEval.service.leaderboard import StandingsBuilder, StandingUpdate, record_finished
+from genEval.service.records import WORKER_RETENTION_S, JobInfo, new_id
+from genEval.service.server.database import Database
+from genEval.service.server.outages import UNREACHABLE, Outage, Stopped, short
+from genEval.service.server.standings.compute import StandingsBuilder, StandingUpdate, record_finished
 
 log = logging.getLogger(__name__)
 
@@ -62,29 +67,10 @@ Report = Callable[[str, Any], None]
 Runner = Callable[[JobInfo, Path, Report], dict]
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make this process end when its parent does (no orphan evaluations)."""
-    try:
-        import ctypes  # Linux: the kernel sends SIGKILL when the parent exits
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-
-        def watch() -> None:  # elsewhere: poll for re-parenting
-            while os.getppid() == parent_pid:
-                time.sleep(1.0)
-            os._exit(1)
-
-        threading.Thread(target=watch, daemon=True).start()
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
-        os._exit(1)
-
-
 def _child_main(runner: Runner, job: JobInfo, home: str, conn: Any, parent_pid: int, lock: dict) -> None:
     """The child's main: run ``job``; SIGTERM (the worker stopping, or the job cancelled) stops it cleanly, keeping
     the samples finished and releasing the run's lock. ``lock``: the run lock settings (lease, wait, host)."""
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     run_lock.configure(**lock)
     try:
@@ -180,6 +166,9 @@ class Worker:
         self.standings = StandingsBuilder(db, self.home, n_boot=n_boot)
         self.backfill_s, self._next_backfill = float(backfill_s), 0.0
         self._stop = threading.Event()
+        # every database call of the loop lives through outages (one log line each way)
+        self.outage = Outage(f"worker {self.id}", self._stop, first_s=min(self.poll_s, 0.5), max_s=self.lease_s / 4)
+        self._db = self.outage.call
         self.jobs_run = 0
         self.signal: int | None = None  # the signal that stopped this worker (stop_worker_on_signals)
 
@@ -194,33 +183,39 @@ class Worker:
         return {"lease_s": self.lease_s, "wait_s": 2 * self.lease_s + self.heartbeat_s, "host": self.host}
 
     def run(self) -> int:
-        """The worker loop; returns the number of jobs it ran to an end (done or failed)."""
-        self.db.register_worker(self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
-        log.info("worker %s polling %s", self.id, self.db.display_url())
-        self._backfill()
+        """The worker loop; returns the number of jobs it ran to an end (done or failed). Every database call in it
+        is retried through an outage (:class:`~genEval.service.server.outages.Outage`), so the loop ends only when it is
+        stopped (or idle, or at ``max_jobs``)."""
         try:
+            self._db(self.db.workers.register, self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
+            log.info("worker %s polling %s", self.id, self.db.display_url())
+            self._backfill()
             while not self._stop.is_set():
-                try:
-                    for job_id, status in self.db.requeue_expired(self.max_attempts):
-                        log.warning("job %s lost its worker: now %s", job_id, status)
-                    job = self.db.claim_job(self.id, self.lease_s)
-                except OperationalError as err:  # the database is restarting or unreachable: try again later
-                    log.warning("worker %s: database unavailable (%s); retrying", self.id, str(err).splitlines()[0])
-                    self._stop.wait(self.poll_s)
-                    continue
+                job = self._db(self._claim)
                 if job is None:
                     self._backfill()
                     if self.exit_when_idle:
                         break
-                    self.db.worker_seen(self.id, None)
+                    self._db(self.db.workers.seen, self.id, None)
                     self._stop.wait(self.poll_s)
                     continue
                 self.run_claimed(job)
                 if self.max_jobs is not None and self.jobs_run >= self.max_jobs:
                     break
+        except Stopped:
+            log.warning("worker %s stopped while the database was unreachable", self.id)
         finally:
-            self.db.worker_stopped(self.id)
+            try:
+                self.db.workers.stopped(self.id)
+            except UNREACHABLE as err:  # its lease tells the others it is gone
+                log.warning("worker %s: could not record that it stopped (%s)", self.id, short(err))
         return self.jobs_run
+
+    def _claim(self) -> JobInfo | None:
+        """Put back the jobs whose lease ran out (by the database's clock), then claim the oldest queued one."""
+        for job_id, status in self.db.queue.requeue_expired(self.max_attempts):
+            log.warning("job %s lost its worker: now %s", job_id, status)
+        return self.db.queue.claim(self.id, self.lease_s)
 
     def _backfill(self) -> None:
         """Rows for done jobs that have none, at most every ``backfill_s`` (a cheap query when there are none)."""
@@ -228,8 +223,10 @@ class Worker:
             return
         self._next_backfill = time.time() + self.backfill_s
         try:
-            self.standings.backfill()
-            self.db.prune_workers(self.retention_s)
+            self._db(self.standings.backfill)
+            self._db(self.db.workers.prune, self.retention_s)
+        except Stopped:
+            raise
         except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
             log.exception("worker %s: storing the standings of earlier jobs failed", self.id)
 
@@ -240,7 +237,9 @@ class Worker:
 
         def work() -> None:
             try:
-                box["update"] = self.standings.prepare(job)
+                box["update"] = self._db(self.standings.prepare, job)
+            except Stopped:
+                box["update"] = None
             except Exception as err:  # noqa: BLE001 - stored as the row's warning; the job itself is done
                 log.exception("worker %s: computing the standings of job %s failed", self.id, job.id)
                 box["update"] = self.standings.unranked(job, f"{type(err).__name__}: {err}")
@@ -249,16 +248,17 @@ class Worker:
         thread.start()
         while thread.is_alive():
             thread.join(self.heartbeat_s)
-            if thread.is_alive() and not self.db.heartbeat(
-                job.id, self.id, self.lease_s, progress.total, progress.total, None
+            if thread.is_alive() and not self._db(
+                self.db.queue.heartbeat, job.id, self.id, self.lease_s, progress.total, progress.total, None
             ):
                 return None
-        return box["update"]
+        return box.get("update")
 
     def run_claimed(self, job: JobInfo) -> None:
-        """Run one claimed job to its end (see the module docstring)."""
+        """Run one claimed job to its end (see the module docstring). Stopped while the database is unreachable, the
+        evaluation is stopped and the job left to its lease (the server re-queues it once that has run out)."""
         log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
-        self.db.worker_seen(self.id, job.id)
+        self._db(self.db.workers.seen, self.id, job.id)
         ctx = multiprocessing.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
         child = ctx.Process(
@@ -268,6 +268,15 @@ class Worker:
         )
         child.start()
         send.close()
+        try:
+            self._follow(job, child, recv)
+        except Stopped:
+            self._end_child(child, self.stop_timeout_s)
+            raise
+
+    def _follow(self, job: JobInfo, child: Any, recv: Any) -> None:
+        """Heartbeat a running child until it ends, then record how (or stop it when the job was lost or the worker
+        is stopping)."""
         progress = Progress(self.home, job)
         outcome: tuple | None = None
         next_beat = time.time() + self.heartbeat_s
@@ -280,22 +289,23 @@ class Worker:
                 break
             if self._stop.is_set():
                 self._end_child(child, self.stop_timeout_s)
-                self.db.release_job(job.id, self.id)
+                self._release(job)
                 log.warning("worker %s stopping: job %s put back in the queue", self.id, job.id)
                 return
             if time.time() >= next_beat:
                 done = progress.done()
-                if not self.db.heartbeat(job.id, self.id, self.lease_s, done, progress.total, progress.eta(done)):
+                beat = (job.id, self.id, self.lease_s, done, progress.total, progress.eta(done))
+                if not self._db(self.db.queue.heartbeat, *beat):
                     self._end_child(child, self.stop_timeout_s)
                     log.warning(
                         "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
                     )
                     return
-                self.db.worker_seen(self.id, job.id)
+                self._db(self.db.workers.seen, self.id, job.id)
                 next_beat = time.time() + self.heartbeat_s
         child.join()
         if outcome[0] == "error" and (self._stop.is_set() or outcome[1] == "Interrupted"):
-            self.db.release_job(job.id, self.id)  # stopped, not failed: the next worker resumes it
+            self._release(job)  # stopped, not failed: the next worker resumes it
             log.warning("worker %s: job %s was stopped and put back in the queue", self.id, job.id)
             return
         self._record(job, outcome, child.exitcode, progress)
@@ -317,8 +327,8 @@ class Worker:
         self.jobs_run += 1
         if outcome[0] == "done":
             update = self._standing(job, progress)
-            if update is None or not record_finished(
-                self.db, self.standings, job, self.id, outcome[1], progress.total, update=update
+            if update is None or not self._db(
+                record_finished, self.db, self.standings, job, self.id, outcome[1], progress.total, update=update
             ):
                 log.warning("worker %s: job %s finished after it was cancelled or re-queued", self.id, job.id)
                 return
@@ -339,7 +349,17 @@ class Worker:
             )
             detail = f"{reason} (worker {self.id})"
             log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
-        self.db.fail_job(job.id, self.id, reason, detail)
+        self._db(self.db.queue.fail, job.id, self.id, reason, detail)
+
+    def _release(self, job: JobInfo) -> None:
+        """Hand a job back to the queue when stopping: one try (a worker that stops does not wait out an outage;
+        the job's lease runs out instead and the server re-queues it)."""
+        try:
+            self.db.queue.release(job.id, self.id)
+        except UNREACHABLE as err:
+            log.warning(
+                "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)
+            )
 
     @staticmethod
     def _end_child(child: Any, timeout_s: float = 30.0) -> None:

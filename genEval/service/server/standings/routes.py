@@ -5,10 +5,42 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
-from genEval.service.leaderboard import RANK_BY
-from genEval.service.responses import Leaderboard
-from genEval.service.routes.deps import Facade
+from genEval.service.server.deps import Facade
+from genEval.service.server.standings.board import standings
+from genEval.service.server.standings.compute import RANK_BY
+
+
+class Estimate(BaseModel):
+    """A score with its 95% interval (all null when the runs could not be read)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class LeaderboardRow(BaseModel):
+    job: str
+    name: str
+    repetitions: int
+    finished_at: float | None
+    scores: dict[str, Estimate]
+    better_than: dict[str, list[str]] = Field(description="score -> every model this one is significantly better than")
+
+
+class Leaderboard(BaseModel):
+    benchmark: str
+    version: str
+    interval_note: str
+    warnings: list[str]
+    pending: int = Field(description="finished jobs whose row is not stored yet")
+    total: int = Field(description="ranked rows in all (rows holds one page of them when limit is given)")
+    offset: int
+    rank_by: str = Field(description="the score rows are ranked by unless sort names another")
+    rank_reason: str
+    rows: list[LeaderboardRow]
+
 
 router = APIRouter(tags=["leaderboard"])
 
@@ -26,7 +58,8 @@ def leaderboard(
     """The stored standings, ordered by ``sort`` (a score, ``name``, ``date`` or ``repetitions``; default the
     ranking score ``rank_by``, FMR_v, whose reason ``rank_reason`` states), every row or
     ``limit`` rows from ``offset``; ``better_than`` lists every model a row is significantly better than."""
-    st = svc.standings(benchmark, version, sort=sort, descending=order == "desc", limit=limit, offset=offset)
+    page = {"sort": sort, "descending": order == "desc", "limit": limit, "offset": offset}
+    st = standings(svc.db, svc.catalog, benchmark, version, **page)
     return {
         "benchmark": benchmark,
         "version": st.version,

@@ -1,10 +1,9 @@
-"""Models a submission may name: ``GET /api/classifiers`` (the kinds and registered configs, public) and
-``POST /api/uploads`` (a model file, submitter).
+"""``POST /api/uploads`` (submitter): a model file.
 
-An upload is streamed to a temp file under ``home/uploads`` and counted as it arrives (a file over
-``max_upload_mb`` is refused with 413 as soon as it passes the limit), then identified by its bytes and kept as
-``home/uploads/<sha256>.<ext>``, whatever the client calls it (:meth:`genEval.service.core.Service.add_upload`).
-"""
+An upload is streamed to a temp file under ``home/uploads`` and counted as it arrives (a file over ``max_upload_mb`` is
+refused with 413 as soon as it passes the limit), then identified by its bytes and kept as
+``home/uploads/<sha256>.<ext>``, whatever the client calls it
+(:class:`~genEval.service.server.uploads.desk.UploadDesk`)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from genEval.service.models import safe_filename
+from genEval.service.records import UploadInfo
 from genEval.service.refusals import Invalid, Refused
-from genEval.service.responses import Classifiers, Upload
-from genEval.service.routes.deps import Facade, Submitter
+from genEval.service.server.deps import Facade, Submitter
+from genEval.service.server.views import view_of
 
 router = APIRouter(tags=["models"])
 CHUNK = 1024 * 1024
@@ -42,18 +42,23 @@ UPLOAD_BODY = {
 }
 
 
-@router.get("/api/classifiers", response_model=Classifiers)
-def classifiers(svc: Facade) -> dict:
-    """The model kinds a submission may use and the classifier configs ``kind=config`` may name."""
-    return svc.classifier_choices()
+Upload = view_of(
+    UploadInfo,
+    "Upload",
+    "A model file kept by the service.",
+    exclude=("owner_id", "path", "created_at"),
+    describe={"id": "what a submission names as model.upload", "kind": "safetensors, torchscript or torch.export"},
+)
 
 
 @router.post("/api/uploads", status_code=201, response_model=Upload, openapi_extra=UPLOAD_BODY)
-async def upload(request: Request, svc: Facade, token: Submitter) -> dict:
-    """Upload a model file (safetensors weights or a TorchScript archive; never a pickle)."""
-    tmp, sha, size, filename = await receive(request, svc.upload_dir, svc.settings.max_upload_bytes)
-    info = await run_in_threadpool(svc.add_upload, token, tmp, sha, size, filename)
-    return {"id": info.id, "kind": info.kind, "sha256": sha, "size": size, "filename": filename}
+async def upload(request: Request, svc: Facade, token: Submitter) -> UploadInfo:
+    """Upload a model file (safetensors weights, a torch.export program or a TorchScript archive; never a pickle). It
+    is checked in a child process with a time and a memory limit (422 naming the limit past either); a token may
+    make ``max_uploads_per_hour`` uploads (429 with Retry-After beyond)."""
+    svc.uploads.may_upload(token)
+    tmp, sha, size, filename = await receive(request, svc.uploads.folder, svc.settings.max_upload_bytes)
+    return await run_in_threadpool(svc.uploads.accept, token, tmp, sha, size, filename)
 
 
 async def receive(request: Request, folder: Path, limit: int) -> tuple[Path, str, int, str]:

@@ -1,5 +1,6 @@
-"""What runs ``geneval serve``, ``geneval worker`` and ``geneval token``: the service stack (FastAPI, uvicorn,
-SQLAlchemy: the ``[service]`` extra).
+"""What runs ``geneval serve``, ``geneval worker`` and ``geneval token``: the service's server
+(:mod:`genEval.service.server`: FastAPI, uvicorn, SQLAlchemy, the ``[service]`` extra). Like every module named
+``server``, it needs the extra; every other module imports without it (``tests/test_layers.py``).
 
 Only :func:`genEval.commands.serve.service_stack` imports this module, when one of those commands runs, so that
 ``geneval`` itself, and every other command, starts without the stack (and works where it is not installed).
@@ -17,10 +18,24 @@ from omegaconf import DictConfig
 from genEval.commands import execution_from, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
-from genEval.service.api import create_app
-from genEval.service.core import MiB, Service, Settings
-from genEval.service.db import Database, sqlite_url
-from genEval.service.worker import Worker, run_worker_in_thread, stop_worker_on_signals, stopped_by
+from genEval.sandbox import stop_all
+from genEval.service.server.app import create_app
+from genEval.service.server.database import Database, sqlite_url
+from genEval.service.server.facade import MiB, Service, Settings
+from genEval.service.server.slow_clients import timed_h11
+from genEval.service.server.supervisor import Supervisor
+from genEval.service.server.worker import Worker, stop_worker_on_signals, stopped_by
+
+#: The limits of conf/serve.yaml that go to :class:`~genEval.service.server.facade.Settings` as they are.
+LIMITS = (
+    "check_timeout_s",
+    "check_memory_mb",
+    "max_checks",
+    "max_active_jobs",
+    "max_uploads_per_hour",
+    "max_auth_failures",
+    "auth_window_s",
+)
 
 
 def open_db(cfg: DictConfig) -> tuple[Path, Database]:
@@ -55,6 +70,7 @@ def _db_arg(cfg: DictConfig) -> str:
 def serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
     home, db = open_db(cfg)
+    limits = {k: cfg.get(k) for k in LIMITS if cfg.get(k) is not None}
     settings = Settings(
         home=home,
         max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
@@ -62,6 +78,7 @@ def serve(cfg: DictConfig) -> None:
         n_boot=int(cfg.n_boot),
         max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
         worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
+        **{k: type(getattr(Settings, k))(v) for k, v in limits.items()},
     )
     server = {k: cfg.get(k) for k in SERVER_ENV}
     benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
@@ -78,16 +95,36 @@ def serve(cfg: DictConfig) -> None:
         + ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)")
     )
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
-    workers = [_worker(cfg, db, home) for _ in range(int(cfg.workers))]
-    threads = [run_worker_in_thread(w) for w in workers]
+    lease_s = float(cfg.lease_s)
+    upkeep = Supervisor(db, lambda: _worker(cfg, db, home), int(cfg.workers), int(cfg.max_attempts), lease_s / 4)
+    protocol = timed_h11(float(cfg.get("header_timeout_s", 10)), float(cfg.get("body_timeout_s", 30)))
+    config = uvicorn.Config(
+        app,
+        host=str(cfg.host),
+        port=int(cfg.port),
+        log_level=str(cfg.log_level),
+        http=protocol,
+        timeout_keep_alive=int(cfg.get("keep_alive_s", 5)),
+        timeout_graceful_shutdown=int(cfg.get("shutdown_timeout_s", 10)),
+    )
+    upkeep.start()
     try:
-        uvicorn.run(app, host=str(cfg.host), port=int(cfg.port), log_level=str(cfg.log_level))
+        _Server(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled once it has shut down: a clean stop
+        pass
     finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(timeout=60)
+        stop_all()
+        upkeep.stop()
         db.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which on SIGINT/SIGTERM also kills the upload checks running in child processes (a request
+    waiting for one then answers 503 at once, and the server stops without waiting out the check's time limit)."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        stop_all()
+        super().handle_exit(sig, frame)
 
 
 def worker(cfg: DictConfig) -> int:
@@ -115,15 +152,15 @@ def token(cfg: DictConfig) -> None:
     """Create (name=, role=), list (list=true) or revoke (revoke=<id>) API tokens."""
     _, db = open_db(cfg)
     if cfg.get("list"):
-        for t in db.list_tokens():
+        for t in db.tokens.all():
             print(f"{t.id}  {t.role:<9}  {t.name}" + ("  (revoked)" if t.revoked_at else ""))
     elif cfg.get("revoke"):
-        if not db.revoke_token(str(cfg.revoke)):
+        if not db.tokens.revoke(str(cfg.revoke)):
             raise ValueError(f"no live token with id {cfg.revoke!r}; see `geneval token list=true`.")
         print(f"revoked token {cfg.revoke}")
     else:
         name = require(cfg, "name", "token", "name=alice role=submitter")
-        secret, info = db.create_token(str(name), str(cfg.role))
+        secret, info = db.tokens.create(str(name), str(cfg.role))
         print(
             f"API token for {info.name} (role {info.role}, id {info.id}). It is shown only now; only its sha256 "
             f"is stored:\n{secret}"

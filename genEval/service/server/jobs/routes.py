@@ -3,7 +3,7 @@ list the queue (viewer), and read a done job's results.json and snapshot (public
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
@@ -11,14 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from genEval.service.benchmarks import NAME_RE
 from genEval.service.records import JobInfo, TokenInfo
-from genEval.service.responses import Job
-from genEval.service.routes.deps import Admin, Facade, MaybeToken, Submitter, Viewer
+from genEval.service.server.deps import Admin, Facade, MaybeToken, Submitter, Viewer
+from genEval.service.server.views import view_of
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
 
 class ModelIn(BaseModel):
-    """The model of a submission (see genEval.service.models): never code, only names and numbers."""
+    """The model of a submission (:mod:`genEval.service.models`): never code, only names and numbers."""
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["config", "timm", "torchvision", "torchscript"]
@@ -45,6 +45,32 @@ class JobIn(BaseModel):
     )
 
 
+class JobLinks(BaseModel):
+    self: str
+    page: str = Field(description="the job's HTML page")
+    results: list[str] | None = Field(None, description="each repetition's results.json (done jobs)")
+    report: list[str] | None = Field(None, description="each repetition's HTML report (done jobs)")
+    snapshot: list[str] | None = Field(None, description="each repetition's snapshot tar (done jobs)")
+
+
+#: What a caller sees of a job (:meth:`JobInfo.public`; an admin token also the worker and the error's full text).
+Job = view_of(
+    JobInfo,
+    "Job",
+    "A submission and its evaluation. ``error`` is the reason alone; an admin token also sees ``worker_id`` and "
+    "``error_detail`` (the full text).",
+    exclude=("owner_id", "config", "upload_path", "lease_expires_at"),
+    optional=("worker_id", "error_detail"),
+    types={"model": dict[str, Any], "overrides": dict[str, Any], "seeds": list[int], "result": dict[str, Any] | None},
+    describe={
+        "status": "queued, running, done, failed or cancelled",
+        "worker_id": "admin tokens only",
+        "error_detail": "admin tokens only",
+    },
+    extra={"links": (JobLinks, Field())},
+)
+
+
 def job_view(job: JobInfo, token: TokenInfo | None = None) -> dict:
     """What a caller sees of ``job`` (an admin token more: :meth:`JobInfo.for_admin`) with its links."""
     view = job.for_admin() if token is not None and token.role == "admin" else job.public()
@@ -60,14 +86,14 @@ def job_view(job: JobInfo, token: TokenInfo | None = None) -> dict:
     return view
 
 
-#: A job view keeps only the fields its caller may see (see genEval.service.responses).
+#: A job view keeps only the fields its caller may see (admin-only ones are absent, not null, for others).
 AS_JOB = {"response_model": Job, "response_model_exclude_unset": True}
 
 
 @router.post("", status_code=201, **AS_JOB)
 def submit(body: JobIn, svc: Facade, token: Submitter) -> dict:
     """Submit a model for evaluation on a benchmark (fresh recorded seeds, one run per repetition)."""
-    job = svc.submit(body.benchmark, body.name, body.model.model_dump(), body.overrides, owner=token)
+    job = svc.jobs.submit(body.benchmark, body.name, body.model.model_dump(), body.overrides, owner=token)
     return job_view(job)
 
 
@@ -76,25 +102,25 @@ def jobs(
     svc: Facade, token: Viewer, status: str | None = None, benchmark: str | None = None, limit: int = 200
 ) -> list[dict]:
     """The queue, newest first (at most ``limit`` jobs, up to 1000)."""
-    return [job_view(j, token) for j in svc.jobs(status=status, benchmark=benchmark, limit=limit)]
+    return [job_view(j, token) for j in svc.jobs.jobs(status=status, benchmark=benchmark, limit=limit)]
 
 
 @router.get("/{job_id}", **AS_JOB)
 def job(job_id: str, svc: Facade, token: MaybeToken) -> dict:
     """A job's status; ``error`` is the reason only (an admin token also gets ``error_detail`` and the worker)."""
-    return job_view(svc.job(job_id), token)
+    return job_view(svc.jobs.job(job_id), token)
 
 
 @router.post("/{job_id}/cancel", **AS_JOB)
 def cancel(job_id: str, svc: Facade, token: Submitter) -> dict:
     """Cancel a queued or running job (its submitter or an admin)."""
-    return job_view(svc.cancel(job_id, by=token))
+    return job_view(svc.jobs.cancel(job_id, by=token))
 
 
 @router.post("/{job_id}/requeue", **AS_JOB)
 def requeue(job_id: str, svc: Facade, token: Admin) -> dict:
     """Put a failed or cancelled job back in the queue with its seeds (admin)."""
-    return job_view(svc.requeue(job_id), token)
+    return job_view(svc.jobs.requeue(job_id), token)
 
 
 def file_answer(media_type: str, schema: dict, description: str) -> dict:
@@ -110,7 +136,7 @@ def file_answer(media_type: str, schema: dict, description: str) -> dict:
 )
 def results(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
     """Repetition ``rep``'s results.json, as the run wrote it (a file of the run format, not a model here)."""
-    return FileResponse(svc.results_file(job_id, rep), media_type="application/json")
+    return FileResponse(svc.files.results_file(job_id, rep), media_type="application/json")
 
 
 @router.get(
@@ -120,5 +146,5 @@ def results(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
 def snapshot(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
     """The run's validated perturbed images (and originals) as a snapshot (image folder + metadata.jsonl +
     manifest.json with sha256 sums; `geneval verify` checks it), in one tar."""
-    found, path = svc.snapshot(job_id, rep)
+    found, path = svc.files.snapshot(job_id, rep)
     return FileResponse(path, media_type="application/x-tar", filename=f"{found.name}-rep{rep}-snapshot.tar")

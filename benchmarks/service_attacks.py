@@ -1,0 +1,487 @@
+"""Issue 37's attacks on the genEval service (a measurement, not a test): for each, the answer's status, its time and
+the server's memory (RSS), against any checkout of the code, so that one script measures before and after.
+
+    python benchmarks/service_attacks.py --code /path/to/checkout --out before.json   # e.g. an export of main
+    python benchmarks/service_attacks.py --out after.json                           # this checkout
+    python benchmarks/service_attacks.py --only bomb,skew                           # some of them
+
+Each attack starts the real ``geneval serve`` of ``--code`` (``python -m genEval.cli serve``, PYTHONPATH set to the
+checkout) in a temporary service directory on 127.0.0.1, and measures the server process's RSS from
+``/proc/<pid>/status`` (``VmRSS`` now, ``VmHWM`` its peak). Attacks (the numbers of issue 37's list):
+
+* ``loop`` (1): a 2 KB TorchScript archive whose ``__setstate__`` never returns, uploaded; ``/api/health`` asked
+  meanwhile; then SIGINT: does the server stop, and is a ``.incoming-*`` file left?
+* ``bomb`` (3): a safetensors file whose header lists 1.15 M zero-size tensors (69 MB), uploaded; health meanwhile.
+* ``outage`` (2): a real PostgreSQL stopped for 10 s under ``geneval serve workers=1`` running a digits_smoke job;
+  health during the outage; do the running and the queued job finish afterwards?
+* ``skew`` (4): a worker whose clock runs 30 s ahead starts while another worker runs a job (lease 10 s): does it
+  take the live job (attempts 1 -> 2)? And a run.lock whose heartbeat is 1 h in the future (lease 2 s): how long
+  until another process takes it over?
+* ``quota`` (5): one token queues 500 jobs; 2,000 wrong tokens from one address; a client that sends its request
+  head one byte every 2 s, and one that sends nothing: how long does the server keep each?
+* ``echo`` (6): a 422 for a request with a 1 MB key, and for one with 60,000 keys (840 KB): the answer's size.
+
+Traffic goes only to 127.0.0.1; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> dict[str, float]:
+    """The process's resident memory now and at its peak (MiB), from /proc."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+class Server:
+    """``geneval serve`` of checkout ``code`` in a temporary home, with ``overrides``."""
+
+    def __init__(self, code: Path, *overrides: str) -> None:
+        self.code = code
+        self.home = Path(tempfile.mkdtemp(prefix="geneval-attack-"))
+        self.env = {**os.environ, "PYTHONPATH": str(code), "GENEVAL_SERVICE_HOME": str(self.home)}
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(self.home / "serve.log", "w")
+        cmd = [sys.executable, "-m", "genEval.cli", "serve", f"port={self.port}", "log_level=warning", *overrides]
+        self.proc = subprocess.Popen(cmd, env=self.env, cwd=self.home, stdout=self.log, stderr=subprocess.STDOUT)
+        self.overrides = overrides
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                said = (self.home / "serve.log").read_text()[-3000:]
+                raise RuntimeError(f"serve exited {self.proc.returncode}: {said}")
+            try:
+                httpx.get(f"{self.base}/api/health", timeout=5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+
+    def token(self, role: str = "submitter", name: str = "attacker") -> str:
+        db = [o for o in self.overrides if o.startswith("db=")]
+        out = subprocess.run(
+            [sys.executable, "-m", "genEval.cli", "token", f"home={self.home}", f"name={name}", f"role={role}", *db],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    def rss(self) -> dict[str, float]:
+        return rss_mb(self.proc.pid)
+
+    def health(self, timeout: float = 10.0) -> dict:
+        t0 = time.perf_counter()
+        try:
+            r = httpx.get(f"{self.base}/api/health", timeout=timeout)
+            said = r.json().get("status") if r.headers.get("content-type", "").startswith("application/json") else None
+            return {"status": r.status_code, "s": round(time.perf_counter() - t0, 3), "said": said or r.text[:40]}
+        except httpx.HTTPError as err:
+            return {"status": f"no answer ({type(err).__name__})", "s": round(time.perf_counter() - t0, 3)}
+
+    def stop(self, wait_s: float = 20.0) -> dict:
+        """SIGINT, then SIGKILL if it has not exited within ``wait_s``."""
+        t0 = time.perf_counter()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(wait_s)
+            how = f"exited {self.proc.returncode} after SIGINT"
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            how = f"ignored SIGINT for {wait_s:.0f}s: SIGKILL"
+        self.log.close()
+        return {"stop": how, "stop_s": round(time.perf_counter() - t0, 2)}
+
+
+def _upload(server: Server, token: str, path: Path, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    try:
+        with open(path, "rb") as fh:
+            r = httpx.post(
+                f"{server.base}/api/uploads",
+                files={"file": (path.name, fh)},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=timeout,
+            )
+        said = r.text[:160]
+        return {"status": r.status_code, "s": round(time.perf_counter() - t0, 2), "answer": said}
+    except httpx.HTTPError as err:
+        status = f"no answer in {timeout:.0f}s ({type(err).__name__})"
+        return {"status": status, "s": round(time.perf_counter() - t0, 2)}
+
+
+def _upload_attack(code: Path, path: Path, timeout: float) -> dict:
+    server = Server(code, "workers=0")
+    try:
+        token = server.token()
+        before = server.rss()
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.update(_upload(server, token, path, timeout)))
+        thread.start()
+        time.sleep(3.0)
+        health = server.health()
+        thread.join()
+        out = {"upload": box, "health_during": health, "rss_before": before, "rss_after": server.rss()}
+    finally:
+        out_stop = server.stop()
+    left = sorted(p.name for p in (server.home / "uploads").glob(".incoming-*"))
+    return {**out, **out_stop, "incoming_left": left}
+
+
+LOOPING = textwrap.dedent(
+    """
+    import sys
+    from typing import Tuple
+    import torch
+
+    class Loop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def forward(self, x):
+            return x
+
+        @torch.jit.export
+        def __getstate__(self) -> Tuple[int, bool]:
+            return (self.n, self.training)
+
+        @torch.jit.export
+        def __setstate__(self, state: Tuple[int, bool]) -> None:
+            self.training = state[1]
+            n = state[0]
+            while n >= 0:
+                n = n + 1
+            self.n = n
+
+    torch.jit.save(torch.jit.script(Loop()), sys.argv[1])
+    """
+)
+
+
+def attack_loop(code: Path, work: Path) -> dict:
+    path, source = work / "looping.pt", work / "make_looping.py"
+    source.write_text(LOOPING)  # torch.jit.script reads the class's source from its file
+    subprocess.run([sys.executable, str(source), str(path)], check=True, capture_output=True)
+    return {"file_bytes": path.stat().st_size, **_upload_attack(code, path, timeout=90)}
+
+
+def header_bomb(path: Path, tensors: int = 1_150_000) -> Path:
+    """A safetensors file of ``tensors`` zero-size tensors (a header of about 60 bytes per tensor, no data)."""
+    entry = '"t{}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}'
+    header = ("{" + ",".join(entry.format(i) for i in range(tensors)) + "}").encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def attack_bomb(code: Path, work: Path) -> dict:
+    path = header_bomb(work / "bomb.safetensors")
+    return {"file_bytes": path.stat().st_size, **_upload_attack(code, path, timeout=120)}
+
+
+def _job(server: Server, token: str, name: str) -> str:
+    body = {"benchmark": "digits_smoke", "name": name, "model": {"kind": "config", "name": "digits_cnn"}}
+    r = httpx.post(f"{server.base}/api/jobs", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    r.raise_for_status()
+    return r.json()["id"]
+
+
+def _status(server: Server, job: str) -> dict:
+    try:
+        r = httpx.get(f"{server.base}/api/jobs/{job}", timeout=30)
+        return r.json() if r.status_code == 200 else {"status": f"HTTP {r.status_code}", "attempts": None}
+    except (httpx.HTTPError, ValueError) as err:
+        return {"status": f"no answer ({type(err).__name__})", "attempts": None}
+
+
+def attack_outage(code: Path, work: Path) -> dict:
+    from service_support import PgCluster
+
+    cluster = PgCluster().start()
+    try:
+        url = cluster.create_database()
+        server = Server(code, f"db={url}", "workers=1", "lease_s=10", "heartbeat_s=1", "poll_s=1", "n_boot=100")
+        out: dict = {}
+        try:
+            token = server.token()
+            first, second = _job(server, token, "first"), _job(server, token, "second")
+            deadline = time.monotonic() + 600
+            while _status(server, first)["status"] != "running" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            cluster.stop()
+            t0 = time.monotonic()
+            during = []
+            while time.monotonic() - t0 < 10:
+                during.append(server.health(timeout=5))
+                time.sleep(2)
+            cluster.start()
+            back = time.monotonic()
+            states = {}
+            while time.monotonic() - back < 240:
+                states = {n: _status(server, j)["status"] for n, j in (("first", first), ("second", second))}
+                if all(s in ("done", "failed", "cancelled") for s in states.values()):
+                    break
+                time.sleep(2)
+            out |= {
+                "health_during_outage": sorted({f"{h['status']} {h.get('said')}" for h in during}),
+                "after_s": round(time.monotonic() - back, 1),
+                "jobs_after": states,
+                "attempts": {n: _status(server, j)["attempts"] for n, j in (("first", first), ("second", second))},
+                "health_after": server.health(),
+                "rss_after": server.rss(),
+            }
+        finally:
+            out.update(server.stop())
+        return out
+    finally:
+        cluster.remove()
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, sys.argv[3])
+    if float(sys.argv[4]):
+        skew = float(sys.argv[4])
+        real, real_ns = time.time, time.time_ns
+        time.time = lambda: real() + skew
+        time.time_ns = lambda: real_ns() + int(skew * 1e9)
+    try:  # the server's package since the service was cut into slices
+        from genEval.service.server.database import Database
+        from genEval.service.server.worker import Worker
+    except ImportError:  # a checkout from before
+        from genEval.service.db import Database
+        from genEval.service.worker import Worker
+    from service_attacks import sleeping_runner
+    w = Worker(Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
+    w.run()
+    """
+)
+
+
+def sleeping_runner(job, home, report) -> dict:
+    """A job that takes 40 s (the skew attack's live job)."""
+    report("total", 1)
+    time.sleep(40)
+    return {"slept": 40}
+
+
+#: Opens the database of ``sys.argv[1]`` as ``db`` with the code of either layout (before or after the slices).
+OPEN_DB = (
+    "import importlib.util as u; m = 'genEval.service.server.database' if u.find_spec('genEval.service.server') "
+    "else 'genEval.service.db'; db = __import__(m, fromlist=['Database']).Database(sys.argv[1])"
+)
+
+
+def attack_skew(code: Path, work: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{ROOT / 'benchmarks'}"}
+    home = Path(tempfile.mkdtemp(prefix="geneval-skew-"))
+    url = f"sqlite:///{home / 'geneval.db'}"
+    sys.path.insert(0, str(code))
+    code_check = (
+        f"import sys; {OPEN_DB}; from genEval.service.records import TokenInfo;"
+        "t = TokenInfo('o', 'o', 'submitter', 0.0, None);"
+        "submit = db.jobs.submit if hasattr(db, 'jobs') else db.submit_job;"
+        "print(submit(benchmark='b', benchmark_version='v', name='live', owner=t, model={}, config={},"
+        " overrides={}, seeds=[1], upload_path=None).id)"
+    )
+    job = subprocess.run([sys.executable, "-c", code_check, url], env=env, capture_output=True, text=True, check=True)
+    job_id = job.stdout.strip().splitlines()[-1]
+    read = f"import sys; {OPEN_DB}; j = (db.jobs.get if hasattr(db, 'jobs') else db.get_job)(sys.argv[2]);" + (
+        "print(j.status, j.attempts, j.worker_id)"
+    )
+
+    def state() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", read, url, job_id], env=env, capture_output=True, text=True
+        ).stdout.strip()
+
+    logs = [open(home / f"w{i}.log", "w") for i in range(2)]
+    fair = subprocess.Popen(
+        [sys.executable, "-c", WORKER, url, str(home), str(ROOT / "benchmarks"), "0"],
+        env=env,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while not state().startswith("running") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    first = state()
+    ahead = subprocess.Popen(
+        [sys.executable, "-c", WORKER, url, str(home), str(ROOT / "benchmarks"), "30"],
+        env=env,
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
+    )
+    time.sleep(15)
+    second = state()
+    for p in (fair, ahead):
+        p.kill()
+        p.wait()
+    lock = _lock_attack(code, home)
+    return {"job_with_fair_worker": first, "job_15s_after_skewed_worker_started": second, "run_lock": lock}
+
+
+LOCK_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from genEval.runs.lock import LOCK, RunDirectoryBusy, RunLock
+    d = Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    (d / LOCK).write_text(json.dumps({"version": 1, "host": "elsewhere", "pid": 12345, "token": "t" * 32,
+        "started": now, "heartbeat": now + 3600, "lease_s": 2.0}))
+    t0 = time.monotonic()
+    try:
+        RunLock(d, lease_s=2, wait_s=60).acquire()
+        print(json.dumps({"taken_over_after_s": round(time.monotonic() - t0, 1)}))
+    except RunDirectoryBusy as err:
+        print(json.dumps({"refused_after_s": round(time.monotonic() - t0, 1), "said": str(err)[-160:]}))
+    """
+)
+
+
+def _lock_attack(code: Path, home: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    cmd = [sys.executable, "-c", LOCK_SCRIPT, str(home / "run")]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr[-300:]}
+
+
+def attack_quota(code: Path, work: Path) -> dict:
+    server = Server(code, "workers=0")
+    out: dict = {}
+    try:
+        token = server.token()
+        head = {"Authorization": f"Bearer {token}"}
+        codes: dict[int, int] = {}
+        t0 = time.perf_counter()
+        with httpx.Client(base_url=server.base, timeout=30) as http:
+            for i in range(500):
+                body = {"benchmark": "digits_smoke", "name": f"m{i}", "model": {"kind": "config", "name": "digits_cnn"}}
+                r = http.post("/api/jobs", json=body, headers=head)
+                codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                if r.status_code == 429 and "retry_after" not in out:
+                    out["retry_after"] = r.headers.get("retry-after")
+            out["500_submits"] = {"answers": codes, "s": round(time.perf_counter() - t0, 2)}
+            codes = {}
+            t0 = time.perf_counter()
+            for i in range(2000):
+                r = http.get("/api/jobs", headers={"Authorization": f"Bearer gev_guess{i}"})
+                codes[r.status_code] = codes.get(r.status_code, 0) + 1
+            wall = time.perf_counter() - t0
+            out["2000_guesses"] = {
+                "answers": codes,
+                "s": round(wall, 2),
+                "guesses_checked_per_s": round(codes.get(401, 0) / wall, 1),
+            }
+        out["slow_head"] = _slow_client(server, b"GET /api/health HTTP/1.1\r\nHost: x\r\n", 2.0, 90)
+        out["silent"] = _slow_client(server, b"", 0.0, 90)
+        out["rss_after"] = server.rss()
+    finally:
+        out.update(server.stop())
+    return out
+
+
+def _slow_client(server: Server, head: bytes, every_s: float, cap_s: float) -> dict:
+    """Send ``head`` one byte every ``every_s`` seconds (nothing when empty): how long the server keeps the connection
+    (capped at ``cap_s``) and what it answered."""
+    from service_support import hold_connection
+
+    held, said = hold_connection(server.port, [head[i : i + 1] for i in range(len(head))], every_s, cap_s)
+    if held >= cap_s:
+        return {"held_s": f">= {cap_s:.0f}", "bytes_sent": min(len(head), int(cap_s / every_s) + 1 if every_s else 0)}
+    return {"closed_after_s": round(held, 1), "answer": said[:40].decode("latin-1")}
+
+
+def attack_echo(code: Path, work: Path) -> dict:
+    server = Server(code, "workers=0")
+    out: dict = {}
+    try:
+        head = {"Authorization": f"Bearer {server.token()}", "content-type": "application/json"}
+        job = {"benchmark": "digits_smoke", "name": "x", "model": {"kind": "config", "name": "digits_cnn"}}
+        bodies = {
+            "1MB_key": json.dumps({**job, "k" * 1_000_000: 1}),
+            "60k_keys": json.dumps({**job, **{f"k{i:05d}": 1 for i in range(60_000)}}),
+            "1MB_override_key": json.dumps({**job, "overrides": {"o" * 1_000_000: 1}}),
+        }
+        for name, body in bodies.items():
+            t0 = time.perf_counter()
+            r = httpx.post(f"{server.base}/api/jobs", content=body.encode(), headers=head, timeout=60)
+            out[name] = {
+                "sent_bytes": len(body),
+                "status": r.status_code,
+                "answer_bytes": len(r.content),
+                "s": round(time.perf_counter() - t0, 2),
+            }
+        out["rss_after"] = server.rss()
+    finally:
+        out.update(server.stop())
+    return out
+
+
+ATTACKS = {
+    "loop": attack_loop,
+    "bomb": attack_bomb,
+    "outage": attack_outage,
+    "skew": attack_skew,
+    "quota": attack_quota,
+    "echo": attack_echo,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose server is attacked")
+    ap.add_argument("--only", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
+    ap.add_argument("--out", type=Path, help="write the results as JSON here too")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="geneval-attacks-"))
+    results = {}
+    for name in args.only.split(","):
+        t0 = time.perf_counter()
+        try:
+            results[name] = ATTACKS[name](args.code.resolve(), work)
+        except Exception as err:  # noqa: BLE001 - a measurement reports what broke and goes on
+            results[name] = {"error": f"{type(err).__name__}: {err}"[:2000], "where": traceback.format_exc()[-1500:]}
+        results[name]["attack_s"] = round(time.perf_counter() - t0, 1)
+        print(f"== {name}\n{json.dumps(results[name], indent=1)}", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

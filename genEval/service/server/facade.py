@@ -1,0 +1,82 @@
+"""The service as one object: what a server process works with, composed of the slices.
+
+:class:`Service` holds the database (the session factory and each slice's store:
+:class:`~genEval.service.server.database.Database`), the service directory and the settings, and the slices' desks:
+what this server offers (``catalog``: benchmarks and classifier configs), what submissions go through (``jobs``),
+a finished job's files (``files``), uploads (``uploads``) and the failed authentications counted per client address
+(``auth_failures``). The routes reach it through :mod:`~genEval.service.server.deps`; every slice owns its store, its
+router and its answers (:mod:`genEval.service.server`), and everything durable is in the database and under
+``home``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from genEval.service.benchmarks import Benchmark
+from genEval.service.limits import RateLimit
+from genEval.service.records import WORKER_RETENTION_S
+from genEval.service.server.benchmarks.catalog import Catalog
+from genEval.service.server.database import Database
+from genEval.service.server.jobs.desk import JobDesk
+from genEval.service.server.jobs.files import RunFiles
+from genEval.service.server.uploads.desk import UploadDesk
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Server settings. ``home``: the service directory (database file for SQLite, uploads, run directories,
+    snapshots). ``max_upload_bytes``: the largest model file accepted. ``n_boot``: bootstrap resamples of the
+    leaderboard's intervals and marks, used by the server's in-process workers. ``max_json_bytes``: the largest
+    request body other than an upload. ``worker_retention_s``: how long stopped or gone workers stay listed.
+
+    Limits (``conf/serve.yaml`` says why each default): an upload's check, in a child process, may take
+    ``check_timeout_s`` seconds and ``check_memory_mb`` MiB, and at most ``max_checks`` run at once; a submitter
+    token may have ``max_active_jobs`` jobs queued or running and make ``max_uploads_per_hour`` uploads (admins
+    neither); a client address may fail ``max_auth_failures`` authentications per ``auth_window_s`` seconds. A limit
+    of 0 is no limit."""
+
+    home: Path
+    max_upload_bytes: int = 512 * MiB
+    default_benchmark: str | None = None
+    n_boot: int = 1000
+    max_json_bytes: int = MiB
+    worker_retention_s: float = WORKER_RETENTION_S
+    check_timeout_s: float = 60.0
+    check_memory_mb: int = 4096
+    max_checks: int = 2
+    max_active_jobs: int = 20
+    max_uploads_per_hour: int = 20
+    max_auth_failures: int = 20
+    auth_window_s: float = 60.0
+
+
+@dataclass
+class Service:
+    """The service of one server process (see the module docstring): ``benchmarks`` name -> current preset,
+    ``classifiers`` the registered classifier configs a submission may name (name -> resolved config)."""
+
+    db: Database
+    settings: Settings
+    benchmarks: dict[str, Benchmark]
+    classifiers: dict[str, dict]
+    catalog: Catalog = field(init=False)
+    jobs: JobDesk = field(init=False)
+    files: RunFiles = field(init=False)
+    uploads: UploadDesk = field(init=False)
+    auth_failures: RateLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.catalog = Catalog(self.db.benchmarks, self.benchmarks, self.classifiers, s.default_benchmark)
+        self.jobs = JobDesk(self.db, self.catalog, s.max_active_jobs)
+        self.files = RunFiles(self.jobs, self.home)
+        self.uploads = UploadDesk(self.db.uploads, self.home, s)
+        self.auth_failures = RateLimit(s.max_auth_failures, s.auth_window_s)
+
+    @property
+    def home(self) -> Path:
+        return self.settings.home

@@ -1,0 +1,185 @@
+"""The ``standings`` table and its store: one leaderboard row per finished job (its scores and whom it is
+significantly better than), computed by the worker that finished it (:mod:`~genEval.service.server.standings.compute`)
+and read, ordered and paged by the database (:mod:`~genEval.service.server.standings.board`).
+
+The transactions that write one benchmark version's rows are serialised (PostgreSQL: a row lock on the version's
+``benchmarks`` row; SQLite: one writer at a time), so a job that finishes while another is being compared sees it as
+done and compares itself with it afterwards (:meth:`StandingStore.add_marks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+
+from sqlalchemy import JSON, Float, Integer, String, Text, func, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from genEval.service.records import MARK_NAMES, BoardRow, JobInfo, StandingInfo
+from genEval.service.server.benchmarks.store import BenchmarkStore
+from genEval.service.server.jobs.rows import JobRow
+from genEval.service.server.session import Base, Sessions, record
+
+
+class StandingRow(Base):
+    __tablename__ = "standings"
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    version: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    run_dirs: Mapped[list] = mapped_column(JSON)
+    repetitions: Mapped[int] = mapped_column(Integer)
+    scores: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)  # None: SQL NULL
+    better_than: Mapped[dict] = mapped_column(JSON)
+    warnings: Mapped[list] = mapped_column(JSON)
+    interval_note: Mapped[str] = mapped_column(Text)
+    computed_at: Mapped[float] = mapped_column(Float)
+    #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
+    #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
+    marks: Mapped[dict] = mapped_column(JSON)
+
+
+def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
+    return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
+
+
+class StandingStore:
+    """The ``standings`` table (and the done jobs that have no row yet)."""
+
+    def __init__(self, sessions: Sessions, benchmarks: BenchmarkStore) -> None:
+        self.sessions, self.lock = sessions, benchmarks.lock
+
+    @staticmethod
+    def _add_names(s: Session, job_id: str, metric: str, names: Sequence[str]) -> None:
+        row = s.get(StandingRow, job_id)
+        if row is None:
+            return
+        better = {k: list(v) for k, v in (row.better_than or {}).items()}
+        have = better.setdefault(metric, [])
+        have += [n for n in names if n not in have]  # idempotent: a pair compared twice is marked once
+        row.better_than = better  # a new object: SQLAlchemy's JSON type does not see in-place changes
+        row.marks = _marks(better)
+
+    def store_in(self, s: Session, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]]) -> None:
+        values = {f.name: getattr(standing, f.name) for f in fields(StandingInfo)}
+        s.merge(StandingRow(**values, marks=_marks(standing.better_than)))
+        for other, metrics in beaten_by.items():
+            for metric in metrics:
+                self._add_names(s, other, metric, [standing.name])
+
+    def add(self, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]] | None = None) -> bool:
+        """Store the row of a job that is already done (a job finished before standings were stored); False when
+        the job is not done."""
+        with self.sessions.write() as s:
+            self.lock(s, standing.benchmark, standing.version)
+            job = s.get(JobRow, standing.job_id)
+            if job is None or job.status != "done":
+                return False
+            self.store_in(s, replace(standing, finished_at=job.finished_at), beaten_by or {})
+            return True
+
+    def add_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str]]) -> None:
+        """Add significance marks ``(winner job id, metric, loser name)`` to stored rows (idempotent)."""
+        if not marks:
+            return
+        with self.sessions.write() as s:
+            self.lock(s, benchmark, version)
+            for winner, metric, loser in marks:
+                self._add_names(s, winner, metric, [loser])
+
+    def rows(self, benchmark: str, version: str) -> list[StandingInfo]:
+        """The stored rows of one benchmark version, oldest first."""
+        with self.sessions.read() as s:
+            rows = s.scalars(
+                select(StandingRow)
+                .where(StandingRow.benchmark == benchmark, StandingRow.version == version)
+                .order_by(StandingRow.finished_at, StandingRow.job_id)
+            )
+            return [record(StandingInfo, r) for r in rows]
+
+    def board(
+        self,
+        benchmark: str,
+        version: str,
+        sort: str = "fmr",
+        descending: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+        every_mark: bool = False,
+    ) -> tuple[int, list[BoardRow]]:
+        """The ranked rows of a version (those with scores), ordered and paged by the database: ``sort`` is a score
+        key (``fmr``, ``sa``, ...; rows where it is undefined come last), ``name``, ``date`` or ``repetitions``.
+        Returns the number of ranked rows and the page; ``every_mark`` adds the full ``better_than`` lists."""
+        order = {"name": func.lower(StandingRow.name), "date": StandingRow.finished_at}.get(sort)
+        if sort == "repetitions":
+            order = StandingRow.repetitions
+        if order is None:
+            order = StandingRow.scores[(sort, "value")].as_float()  # JSON path: SQLite json_extract, PostgreSQL #>>
+        where = (
+            StandingRow.benchmark == benchmark,
+            StandingRow.version == version,
+            StandingRow.scores.is_not(None),
+        )
+        cols = [
+            StandingRow.job_id,
+            StandingRow.name,
+            StandingRow.finished_at,
+            StandingRow.repetitions,
+            StandingRow.scores,
+            StandingRow.marks,
+        ]
+        if every_mark:
+            cols.append(StandingRow.better_than)
+        q = (
+            select(*cols)
+            .where(*where)
+            .order_by(order.is_(None), order.desc() if descending else order.asc(), StandingRow.job_id)
+            .offset(offset)
+        )
+        if limit is not None:
+            q = q.limit(limit)
+        with self.sessions.read() as s:
+            total = int(s.execute(select(func.count()).select_from(StandingRow).where(*where)).scalar_one())
+            rows = [BoardRow(*r[:6], r[6] if every_mark else None) for r in s.execute(q)]
+        return total, rows
+
+    def notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
+        """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
+        with self.sessions.read() as s:
+            got = s.execute(
+                select(StandingRow.interval_note, StandingRow.warnings).where(
+                    StandingRow.benchmark == benchmark, StandingRow.version == version
+                )
+            ).all()
+        return [n for n, _ in got if n], [w for _, ws in got for w in ws or []]
+
+    def unranked_jobs(self, benchmark: str | None = None, version: str | None = None) -> list[JobInfo]:
+        """Done jobs without a stored standing row (finished before standings were stored), oldest first."""
+        q = (
+            select(JobRow)
+            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
+            .where(JobRow.status == "done", StandingRow.job_id.is_(None))
+        )
+        if benchmark is not None:
+            q = q.where(JobRow.benchmark == benchmark)
+        if version is not None:
+            q = q.where(JobRow.benchmark_version == version)
+        with self.sessions.read() as s:
+            return [record(JobInfo, r) for r in s.scalars(q.order_by(JobRow.finished_at, JobRow.id))]
+
+    def count_unranked(self, benchmark: str, version: str) -> int:
+        """How many done jobs of a version have no stored row yet (the page says so)."""
+        q = (
+            select(func.count())
+            .select_from(JobRow)
+            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
+            .where(
+                JobRow.status == "done",
+                JobRow.benchmark == benchmark,
+                JobRow.benchmark_version == version,
+                StandingRow.job_id.is_(None),
+            )
+        )
+        with self.sessions.read() as s:
+            return int(s.execute(q).scalar_one())

@@ -1,0 +1,1 @@
+"""Tokens: the ``tokens`` table and its store (:mod:`.store`), ``/api/tokens`` (:mod:`.routes`)."""
