@@ -1,4 +1,4 @@
-"""The command layer (STYLE.md "The house", layer 2): config in, objects built, library called, text out.
+"""The command layer (docs/architecture.md, "Layers": commands): config in, objects built, library called, text out.
 
 Every ``geneval`` command is a function ``run_<name>(cfg)`` in one module of this package, one module per
 command group, registered with :func:`command`. This is the only layer that sees a Hydra ``DictConfig``,
