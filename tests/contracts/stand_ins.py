@@ -70,29 +70,32 @@ def taming_files(root: Path) -> dict[str, Path]:
     }
 
 
+#: A tiny diffusers AutoencoderKL (2x down-sampling, 4 latent channels) and AutoencoderTiny (8x, 4 channels).
+KL_KW = dict(
+    block_out_channels=(8, 16),
+    down_block_types=("DownEncoderBlock2D",) * 2,
+    up_block_types=("UpDecoderBlock2D",) * 2,
+    latent_channels=4,
+    layers_per_block=1,
+    norm_num_groups=8,
+    sample_size=16,
+)
+TINY_KW = dict(
+    encoder_block_out_channels=(8, 8, 8),
+    decoder_block_out_channels=(8, 8, 8),
+    num_encoder_blocks=(1, 1, 1),
+    num_decoder_blocks=(1, 1, 1),
+    latent_channels=4,
+)
+
+
 def diffusers_dirs(root: Path) -> dict[str, Path]:
     """Two diffusers folders (``config.json`` and safetensors): an AutoencoderKL and an AutoencoderTiny."""
     import diffusers
 
     torch.manual_seed(0)
-    kl = diffusers.AutoencoderKL(
-        block_out_channels=(8, 8),
-        down_block_types=("DownEncoderBlock2D",) * 2,
-        up_block_types=("UpDecoderBlock2D",) * 2,
-        latent_channels=4,
-        norm_num_groups=4,
-        layers_per_block=1,
-        sample_size=16,
-    )
-    kl.save_pretrained(root / "kl")
-    tiny = diffusers.AutoencoderTiny(
-        encoder_block_out_channels=(8, 8, 8),
-        decoder_block_out_channels=(8, 8, 8),
-        num_encoder_blocks=(1, 1, 1),
-        num_decoder_blocks=(1, 1, 1),
-        latent_channels=4,
-    )
-    tiny.save_pretrained(root / "tiny")
+    diffusers.AutoencoderKL(**KL_KW).save_pretrained(root / "kl")
+    diffusers.AutoencoderTiny(**TINY_KW).save_pretrained(root / "tiny")
     return {"kl": root / "kl", "tiny": root / "tiny"}
 
 
