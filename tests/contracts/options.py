@@ -3,7 +3,8 @@ to build one offline and cheaply, and the images it is probed with.
 
 An option is built from its own config file, composed as ``geneval <group>=<name>`` composes it, plus the overrides
 listed here: stand-in files with small random weights (:mod:`contracts.stand_ins`, ``{key}`` templates) where the
-real ones cannot be had in a test, or fewer training epochs where the option trains itself on first use. A new
+real ones cannot be had in a test. The digits options keep their settings, so the models they train on first use are
+the ones the offline demo's tests train too (one cache per session), trained once. A new
 option in one of the groups must be listed here (``test_every_option_of_the_plugin_groups_is_catalogued`` fails
 otherwise), so no plug-in ships without the conformance checks.
 """
@@ -62,7 +63,7 @@ TINY_KL, TINY_AE = {"pretrained": "{kl}"}, {"pretrained": "{tiny}"}
 OPTIONS: tuple[Option, ...] = (
     # ---------------------------------------------------------------------------------------------- generators
     Option("generator", "diffusers_vae", TINY_KL),
-    Option("generator", "digits_vq", {"epochs": "1"}, channels=1),  # trains itself on first use
+    Option("generator", "digits_vq", channels=1),  # trained on first use: once a session (tests/conftest.py)
     Option("generator", "identity"),
     Option("generator", "sd_vae_ft_mse", TINY_KL),
     Option("generator", "taef2", assets=True),
@@ -81,7 +82,7 @@ OPTIONS: tuple[Option, ...] = (
     # --------------------------------------------------------------------------------------------- classifiers
     *(Option("classifier", f"cifar_resnet{d}", assets=True, **CIFAR) for d in (20, 32, 56)),
     Option("classifier", "cifar_resnet44", {"checkpoint": "null"}, **CIFAR),  # no ResNet-44 weights: random
-    *(Option("classifier", f"digits_{a}", {"epochs": "1"}, **DIGITS) for a in ("cnn", "mlp", "wide_cnn")),
+    *(Option("classifier", f"digits_{a}", **DIGITS) for a in ("cnn", "mlp", "wide_cnn")),  # as the demo's
     Option("classifier", "digits_intervention", {"recipe": "gaussian_noise", "epochs": "1"}, **DIGITS),
     Option("classifier", "imagenet9", {"classifier.weights": "null"}),
     Option(
