@@ -92,8 +92,8 @@ OPTIONS: tuple[Option, ...] = (
         {"module": "{{_target_: genEval.classifiers.CifarResNet, depth: 20}}", "num_classes": "10"},
         **CIFAR,
     ),
-    Option("classifier", "resnet50_imagenet", {"weights": "null"}, slow=True),  # a ResNet-50 at 224 px
-    Option("classifier", "robustbench", {"model_dir": "{robustbench}"}, slow=True),  # a ResNet-50 at 224 px
+    Option("classifier", "resnet50_imagenet", {"weights": "null"}),  # a ResNet-50 at 224 px: seconds
+    Option("classifier", "robustbench", {"model_dir": "{robustbench}"}),  # a ResNet-50 at 224 px: seconds
     Option("classifier", "timm", {"name": "resnet18", "pretrained": "false", "num_classes": "10"}),
     Option("classifier", "torchscript", {"path": "{torchscript}", "num_classes": "10"}),
     Option("classifier", "torchvision", {"name": "resnet18", "weights": "null", "num_classes": "10"}),
