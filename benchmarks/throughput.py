@@ -346,7 +346,7 @@ def measure_refill(roles: Roles, batch: int, args: argparse.Namespace, dev: torc
 # ------------------------------------------------------------------------------------------------- naive
 def naive_search(x: torch.Tensor, y: torch.Tensor, classifier, generator, oracle, budget: int, lr: float):
     """The textbook loop for one image (B = 1): start check, then Adam ascent on ``z`` with two decodes per
-    step (METHOD.md "Per sample", steps 2-4)."""
+    step (docs/method.md, "One sample", steps 2-4)."""
     with torch.no_grad():
         z = generator.encode(x).requires_grad_(True)
         if not bool(oracle.judge(generator.decode(z), y).accept.all()):  # not validatable

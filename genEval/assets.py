@@ -17,7 +17,7 @@ checksum. A folder asset (the 10,000 CIFAR-10 JPEGs) has no single file to check
 assets folder only, and the error says how to get it or what to use instead.
 
 The table records where each file comes from (repository, commit, path) and its licence
-(``../shared/assets/README.md``). Adding an asset is one :class:`Asset` in :data:`ASSETS`.
+(docs/assets.md lists them). Adding an asset is one :class:`Asset` in :data:`ASSETS`.
 """
 
 from __future__ import annotations

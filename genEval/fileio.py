@@ -1,4 +1,5 @@
-"""Writing files so that a crash never leaves one that looks complete (STYLE.md "Results are data").
+"""Writing files so that a crash never leaves one that looks complete (docs/architecture.md, "Habits": results
+are data).
 
 One atomic writer for the whole project: data goes to a temporary file in the target's directory, is
 flushed and fsynced, gets the permissions an ordinary ``open()`` would have given it (``0666`` minus the

@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -112,41 +112,111 @@ class ImageDataset(Protocol):
 @dataclass(frozen=True)
 class Hook:
     """One optional attribute of a plug-in (see the module docstring): its ``name``, the ``roles`` that may have it
-    (``classifier``, ``generator``, ``oracle``, ``data``), the ``default`` the engine assumes without it, and
-    ``meaning``."""
+    (``classifier``, ``generator``, ``oracle``, ``data``), the ``default`` the engine assumes without it,
+    ``meaning``, and ``type``: the type annotation its value must satisfy (``tests/contracts`` checks every built
+    plug-in against it; the docs' hook table shows it)."""
 
     name: str
     roles: tuple[str, ...]
     default: Any
     meaning: str
+    type: Any = Any
 
 
 #: Every optional hook the engine reads, by name (the table of the module docstring).
 HOOKS: dict[str, Hook] = {
     h.name: h
     for h in (
-        Hook("name", ("classifier", "generator", "oracle", "data"), None, "id recorded in results; None: class name"),
-        Hook("class_names", ("classifier",), None, "the classes of the logits, in order: folders map onto them"),
-        Hook("num_classes", ("classifier",), None, "the number of logits, checked against the data's classes"),
+        Hook(
+            "name",
+            ("classifier", "generator", "oracle", "data"),
+            None,
+            "id recorded in results; None: class name",
+            str | None,
+        ),
+        Hook(
+            "class_names",
+            ("classifier",),
+            None,
+            "the classes of the logits, in order: folders map onto them",
+            Sequence[str] | None,
+        ),
+        Hook(
+            "num_classes",
+            ("classifier",),
+            None,
+            "the number of logits, checked against the data's classes",
+            int | None,
+        ),
         Hook(
             "precision_mode",
             ("classifier", "generator", "oracle"),
             "weights",
             "how precision=bf16|fp16 reaches the role: converted weights, or autocast (a compiled program)",
+            Literal["weights", "autocast"],
         ),
-        Hook("fp16_safe", ("generator",), False, "the decoder does not overflow in fp16 (else precision=fp16 warns)"),
-        Hook("decoded_latents", ("generator",), None, "z -> the latents the decoder decodes (a codebook snaps them)"),
-        Hook("reference", ("oracle",), None, "what the oracle keeps seeing: label | clean_prediction (None: label)"),
-        Hook("with_seed", ("data",), None, "seed -> the data re-drawn with that seed (a random data.limit subset)"),
-        Hook("source_id", ("data",), None, "position -> source id without decoding the image"),
-        Hook("subset_info", ("data",), None, "() -> how the sources were chosen (recorded in the run's identity)"),
-        Hook("skip_unreadable", ("data",), False, "skip sources that cannot be decoded instead of stopping"),
-        Hook("labels", ("data",), None, "every source's label without decoding it (mask=auto stratifies by it)"),
+        Hook(
+            "fp16_safe",
+            ("generator",),
+            False,
+            "the decoder does not overflow in fp16 (else precision=fp16 warns)",
+            bool,
+        ),
+        Hook(
+            "decoded_latents",
+            ("generator",),
+            None,
+            "z -> the latents the decoder decodes (a codebook snaps them)",
+            Callable[[Tensor], Tensor] | None,
+        ),
+        Hook(
+            "reference",
+            ("oracle",),
+            None,
+            "what the oracle keeps seeing: label | clean_prediction (None: label)",
+            Literal["label", "clean_prediction"] | None,
+        ),
+        Hook(
+            "with_seed",
+            ("data",),
+            None,
+            "seed -> the data re-drawn with that seed (a random data.limit subset)",
+            Callable[[int], Any] | None,
+        ),
+        Hook(
+            "source_id",
+            ("data",),
+            None,
+            "position -> source id without decoding the image",
+            Callable[[int], str] | None,
+        ),
+        Hook(
+            "subset_info",
+            ("data",),
+            None,
+            "() -> how the sources were chosen (recorded in the run's identity)",
+            Callable[[], Mapping[str, Any]] | None,
+        ),
+        Hook(
+            "skip_unreadable",
+            ("data",),
+            False,
+            "skip sources that cannot be decoded instead of stopping",
+            bool,
+        ),
+        Hook(
+            "labels",
+            ("data",),
+            None,
+            "every source's label without decoding it (mask=auto stratifies by it)",
+            Callable[[], Sequence[int]] | None,
+        ),
         Hook(  # on the config's _target_ (a class or factory), read by genEval.commands.checks
             "declare",
             ("classifier", "generator", "oracle", "data", "mask"),
             None,
             "settings -> genEval.declared.Declaration: the classes, image size and latents, before anything is built",
+            Callable[..., Any] | None,
         ),
         Hook(
             "nhwc_classes",
@@ -160,6 +230,7 @@ HOOKS: dict[str, Hook] = {
             ("classifier", "generator", "oracle", "data", "mask"),
             None,
             "(config_key, settings) -> None: raises when the weights or files are missing, before anything is built",
+            Callable[..., None] | None,
         ),
     )
 }

@@ -1,7 +1,7 @@
 """TAEF2: the tiny autoencoder of the FLUX.2 VAE latent space as a genEval generator.
 
-Implements the TAEF2 architecture (madebyollin/taesd, "tiny autoencoder" family) from the facts in
-``../shared/assets/README.md`` (section "Architectures"); the code is written here, not copied. It
+Implements the TAEF2 architecture (madebyollin/taesd, "tiny autoencoder" family) from its published description
+(madebyollin/taesd); the code is written here, not copied. It
 serves as a small, real, pretrained latent space for the paper's search (Zhang et al., ICLR 2024,
 Sec. 3.2: walk the latent ``z`` of ``x = D(z)``; Table 3 ablates the generator).
 

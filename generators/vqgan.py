@@ -2,13 +2,13 @@
 
 The paper's default generator is taming-transformers' ``vqgan_imagenet_f16_16384`` (Zhang et al.,
 ICLR 2024, Sec. 4 "Generator"; Esser et al., CVPR 2021). The search walks the latent ``z`` of
-``x = D(z)`` (Sec. 3.2); METHOD.md's default latent is the *continuous* encoder output decoded
-directly (``quantize="none"``); ``quantize="straight_through"`` re-quantises every latent to its
-nearest codebook vector in the forward pass with an identity gradient
-(``z + (z_q - z).detach()``, van den Oord et al. 2017). The paper decodes quantised final latents, so the
-``vqgan_imagenet_f16_16384`` preset quantises (``quantize: straight_through``); :meth:`VQGANGenerator.
-decoded_latents` gives the latents the decoder actually sees (for a style mask fitted on quantised latents).
-A latent smaller than 4x4 (a 32-px image at f=16) is warned about: set ``image_size``.
+``x = D(z)`` (Sec. 3.2); this class's default latent is the *continuous* encoder output decoded
+directly (``quantize="none"``; docs/method.md, "Choices the paper leaves open");
+``quantize="straight_through"`` re-quantises every latent to its nearest codebook vector in the forward pass with
+an identity gradient (``z + (z_q - z).detach()``, van den Oord et al. 2017). The paper decodes quantised final
+latents, so the ``vqgan_imagenet_f16_16384`` preset quantises (``quantize: straight_through``);
+:meth:`VQGANGenerator.decoded_latents` gives the latents the decoder actually sees (for a style mask fitted on
+quantised latents). A latent smaller than 4x4 (a 32-px image at f=16) is warned about: set ``image_size``.
 
 The model is assembled from taming's own building blocks (``Encoder``, ``Decoder``,
 ``VectorQuantizer2``) plus the 1x1 ``quant_conv`` / ``post_quant_conv``, so official checkpoints

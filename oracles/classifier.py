@@ -1,11 +1,12 @@
 """Any strong classifier used as the oracle ``O`` (paper Sec. 3.2: "a foundation model, or any strong
-classifier, vetoes steps that change what the image depicts"; METHOD.md "Actors").
+classifier, vetoes steps that change what the image depicts"; docs/method.md, "The actors").
 
 The oracle accepts an image when its own prediction equals the reference class and, optionally, its
-softmax probability for that class reaches an acceptance threshold (METHOD.md "oracle acceptance
-threshold"). The reference (``reference``, read by the driver) is the true label (``label``, METHOD.md
-step 3) or the oracle's own verdict on the clean image (``clean_prediction``: the reading under which the
-paper's "VR = 100 in our official configuration", Appendix J, is possible with an imperfect oracle).
+softmax probability for that class reaches an acceptance threshold (docs/method.md, "Choices the
+paper leaves open"). The reference (``reference``, read by the driver) is the true label (``label``,
+docs/method.md "One sample", step 3) or the oracle's own verdict on the clean image (``clean_prediction``: the
+reading under which the paper's "VR = 100 in our official configuration", Appendix J, is possible with an
+imperfect oracle).
 
 A classifier knows the classes it was trained on (``class_names`` of a CIFAR ResNet or a digits model):
 ``prepare`` refuses a data set with other classes before the first batch, and names the oracle preset that

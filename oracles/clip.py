@@ -1,5 +1,5 @@
 """CLIP zero-shot oracle (paper Sec. 3.2 and Sec. 4: OpenAI CLIP ViT-B/32 judges each perturbed image
-with the prompt ``"an image of {class}"``; METHOD.md "Actors").
+with the prompt ``"an image of {class}"``; docs/method.md, "The actors").
 
 The zero-shot head follows Radford et al. (2021, Sec. 3.1.4): every class gets the mean of the
 normalised text embeddings of its prompts (one per template), re-normalised

@@ -1,6 +1,6 @@
 """A zoo of oracles that must agree (the ICLR 2024 version of the paper: "a zoo of foundation models"
 replaces the single CLIP judge, so that one model's blind spot cannot validate a semantic change;
-METHOD.md "Actors" and "oracle rule for a zoo [all must agree]").
+docs/method.md, "The actors" and "Choices the paper leaves open": all must agree by default).
 
 Rules:
 

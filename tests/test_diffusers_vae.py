@@ -9,27 +9,12 @@ import torch
 
 diffusers = pytest.importorskip("diffusers")
 
+from contracts.stand_ins import KL_KW, TINY_KW  # noqa: E402
+
 from generators.diffusers_vae import DiffusersVAEGenerator  # noqa: E402
 
 # huggingface_hub's own deprecation noise when diffusers looks a hub id up offline
 pytestmark = pytest.mark.filterwarnings("ignore:The `local_dir_use_symlinks` argument:UserWarning")
-
-KL_KW = dict(
-    block_out_channels=(8, 16),
-    down_block_types=("DownEncoderBlock2D",) * 2,
-    up_block_types=("UpDecoderBlock2D",) * 2,
-    latent_channels=4,
-    layers_per_block=1,
-    norm_num_groups=8,
-    sample_size=16,
-)
-TINY_KW = dict(
-    encoder_block_out_channels=(8, 8, 8),
-    decoder_block_out_channels=(8, 8, 8),
-    num_encoder_blocks=(1, 1, 1),
-    num_decoder_blocks=(1, 1, 1),
-    latent_channels=4,
-)
 
 
 def _kl_dir(tmp_path, seed=0, **over):

@@ -139,7 +139,7 @@ def test_train_subset_is_stratified_and_the_errors_name_the_value():
 
 # ------------------------------------------------------------------------------------------ release layouts
 def _layouts(sd: dict) -> dict[str, object]:
-    """The same torchvision weights in each release's layout (../shared/docs/interventions.md)."""
+    """The same torchvision weights in each release's layout (docs/comparing.md)."""
     stats = {"mean": torch.tensor(IMAGENET_MEAN), "std": torch.tensor(IMAGENET_STD)}
     return {
         "robustbench": {"state_dict": {f"model.{k}": v for k, v in sd.items()}},

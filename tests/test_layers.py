@@ -1,4 +1,5 @@
-"""The house (STYLE.md): no import cycles, imports only go down the layers, command work only in the command layer.
+"""The house (docs/architecture.md): no import cycles, imports only go down the layers, command work only in the
+command layer.
 
 Layers, top-down: ``genEval.cli`` (dispatch) -> ``genEval.commands.*`` (config, printing, exit codes) ->
 the library (``genEval.*``, one folder per job, in the order of :data:`LIBRARY`) -> backends (``generators.*``,
@@ -229,7 +230,8 @@ def test_no_function_local_imports_of_the_projects_own_modules():
 
 
 def test_command_work_stays_in_the_command_layer():
-    """No print, sys.exit or DictConfig below the command layer (STYLE.md "Config flows one way")."""
+    """No print, sys.exit or DictConfig below the command layer (docs/architecture.md, "Habits": config flows one
+    way)."""
     bad = []
     for m, path in MODULES.items():
         if _layer(m) <= 1:

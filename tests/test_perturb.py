@@ -1,4 +1,4 @@
-"""Invariants of the perturbation loop (METHOD.md "Per sample"), with exact toy components."""
+"""Invariants of the perturbation loop (docs/method.md, "One sample"), with exact toy components."""
 
 from __future__ import annotations
 

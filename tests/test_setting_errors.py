@@ -15,7 +15,7 @@ from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
 from genEval.cli import CONF_DIR
-from genEval.commands import REGISTRY, BuildError, build, error_message
+from genEval.commands import REGISTRY, SUMMARIES, BuildError, build, error_message
 from genEval.interfaces import SettingError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,8 +184,8 @@ def test_the_wrapper_looks_through_hydras_wrapper_and_prints_one_paragraph(capsy
                 "Error in call to target 'oracles.clip.CLIPOracle':\nfull_key: oracle"
             ) from err
 
-    run = command("test-wrapper", "config")(fn)
-    REGISTRY.pop("test-wrapper")
+    run = command("test-wrapper", "config", "a command for this test")(fn)
+    REGISTRY.pop("test-wrapper"), SUMMARIES.pop("test-wrapper")
     with pytest.raises(SystemExit) as exit_:
         run(OmegaConf.create({}))
     assert exit_.value.code == 2

@@ -1,4 +1,4 @@
-"""Tested classifiers ``f`` (METHOD.md "Actors"): models wrapped to obey genEval's image contract.
+"""Tested classifiers ``f`` (docs/method.md, "The actors"): models wrapped to obey genEval's image contract.
 
 Every factory returns an :class:`ImageClassifier`: an ``nn.Module`` that takes float images
 ``(B, C, H, W)`` in ``[0, 1]`` of any size, resizes them to the model's input size, normalises them

@@ -1,5 +1,5 @@
 """CIFAR ResNet with option-A shortcuts (He, Zhang, Ren, Sun, "Deep Residual Learning for Image
-Recognition", CVPR 2016, Sec. 4.2), written from the description in ``../shared/assets/README.md``.
+Recognition", CVPR 2016, Sec. 4.2), written from the paper's description.
 
 Depth ``6n + 2``: a 3x3 conv (3 -> 16) + BN + ReLU, three stages of ``n`` basic blocks with 16, 32, 64
 channels (stride 2 at the start of stages 2 and 3), global average pooling and a linear layer

@@ -1,4 +1,4 @@
-"""The tested-classifier wrapper (METHOD.md "Actors"): :class:`ImageClassifier` makes any model obey genEval's
+"""The tested-classifier wrapper (docs/method.md, "The actors"): :class:`ImageClassifier` makes any model obey genEval's
 image contract: it takes float images ``(B, C, H, W)`` in ``[0, 1]`` of any size, resizes them to the model's input
 size (no centre crop: genEval's images are already framed, and a crop would hide part of the perturbation),
 normalises them with the model's mean/std (torchattacks' rule) and returns ``(B, num_classes)`` logits. Classifiers

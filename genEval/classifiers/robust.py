@@ -1,6 +1,6 @@
 """ImageNet robustness interventions by the names users know: RobustBench's model zoo and the original releases of
 the paper's Table 2 models, loaded from local checkpoint files into torchvision ResNets
-(``../shared/docs/interventions.md``).
+(docs/comparing.md, "Where the ImageNet checkpoints come from").
 
 The ``robustbench`` package is not a dependency (its 1.1.1 release pins an old timm and fails to import with the
 autoattack it installs), so this module reads the files itself. Every layout below holds plain torchvision
@@ -49,7 +49,7 @@ _STRIPPED = ("model.", "1.")
 class RobustBenchModel:
     """One RobustBench ImageNet model: threat model (its folder), torchvision architecture, input side, the
     paper's Table 2 row it stands for (None: not a Table 2 row) and the clean / robust accuracy RobustBench reports
-    (None where ``interventions.md`` does not record it)."""
+    (None where it is not recorded)."""
 
     threat_model: str
     arch: str

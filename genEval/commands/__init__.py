@@ -1,4 +1,4 @@
-"""The command layer (STYLE.md "The house", layer 2): config in, objects built, library called, text out.
+"""The command layer (docs/architecture.md, "Layers": commands): config in, objects built, library called, text out.
 
 Every ``geneval`` command is a function ``run_<name>(cfg)`` in one module of this package, one module per
 command group, registered with :func:`command`. This is the only layer that sees a Hydra ``DictConfig``,
@@ -81,6 +81,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 #: Command name -> (config name in conf/, function); filled by :func:`command`.
 REGISTRY: dict[str, tuple[str, Callable[[DictConfig], Any]]] = {}
+#: Command name -> its one-line summary, which ``geneval --help`` lists (:mod:`genEval.commands.helptext`).
+SUMMARIES: dict[str, str] = {}
 
 
 def one_paragraph(text: str) -> str:
@@ -110,9 +112,14 @@ def _hydra_text(text: str) -> str:
     return re.sub(r"\s*full_key: \S+\s*$", "", text)
 
 
-def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
-    """Register ``fn`` as ``geneval <name>`` (composing ``conf/<config>.yaml``) and give it the one error
-    policy: a user error prints one paragraph ``geneval <name>: error: ...`` and exits with status 2."""
+def command(
+    name: str, config: str, summary: str
+) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
+    """Register ``fn`` as ``geneval <name>`` (composing ``conf/<config>.yaml``; ``summary``: its one line in
+    ``geneval --help``) and give it the one error policy: a user error prints one paragraph
+    ``geneval <name>: error: ...`` and exits with status 2."""
+    if not summary or "\n" in summary:
+        raise ValueError(f"command {name!r} needs a one-line summary for geneval --help, got {summary!r}")
     prog = "geneval" if name == "evaluate" else f"geneval {name}"
 
     def wrap(fn: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
@@ -137,6 +144,7 @@ def command(name: str, config: str) -> Callable[[Callable[[DictConfig], Any]], C
                 sys.exit(2)
 
         REGISTRY[name] = (config, run)
+        SUMMARIES[name] = summary
         return run
 
     return wrap

@@ -177,7 +177,11 @@ def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str)
     return aggregate(paths, settings, out_dir=out_dir)
 
 
-@command("compare", config="compare")
+@command(
+    "compare",
+    config="compare",
+    summary="rank classifiers under the same data, generator, oracle and seeds: leaderboard, ER, Kendall tau",
+)
 def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
     settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here

@@ -89,7 +89,11 @@ def device_for(device: str, local_rank: int | None) -> str:
     return device
 
 
-@command("evaluate", config="config")
+@command(
+    "evaluate",
+    config="config",
+    summary="evaluate one classifier: SA, RA, VR, PA and FMR with 95% intervals (the main job)",
+)
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Check the settings, build classifier, data (folders mapped onto the classifier's classes), generator,
     oracle and mask from their groups, and run ``genEval.evaluate``."""

@@ -18,7 +18,11 @@ from genEval.commands import USER_ERRORS, command, hydra_output_dir, require
 from genEval.runs.shards import MERGED, merge_runs, merge_sweep
 
 
-@command("merge", config="merge")
+@command(
+    "merge",
+    config="merge",
+    summary="merge the shards of a run into the run directory an unsharded run would have written",
+)
 def run_merge(cfg: DictConfig) -> dict:
     runs = require(
         cfg,

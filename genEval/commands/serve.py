@@ -76,25 +76,29 @@ def _installed(name: str) -> bool:
         return False
 
 
-@command("serve", config="serve")
+@command(
+    "serve",
+    config="serve",
+    summary="run the HTTP service: submissions, workers, leaderboards (the [service] extra)",
+)
 def run_serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
     service_stack(cfg).serve(cfg)
 
 
-@command("worker", config="worker")
+@command("worker", config="worker", summary="claim and evaluate the service's queued jobs (the [service] extra)")
 def run_worker(cfg: DictConfig) -> int:
     """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
     return service_stack(cfg).worker(cfg)
 
 
-@command("token", config="token")
+@command("token", config="token", summary="create, list or revoke the service's API tokens (the [service] extra)")
 def run_token(cfg: DictConfig) -> None:
     """Create (name=, role=), list (list=true) or revoke (revoke=<id>) API tokens."""
     service_stack(cfg).token(cfg)
 
 
-@command("submit", config="submit")
+@command("submit", config="submit", summary="submit a model to a genEval service and follow its job")
 def run_submit(cfg: DictConfig) -> dict:
     """Upload (when model.file is set) and submit a model; with wait=true follow the job to its end."""
     name = require(cfg, "name", "submit", "name=my-model model.kind=config model.name=digits_cnn")

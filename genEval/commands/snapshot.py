@@ -29,7 +29,11 @@ def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
     return {name: make() for name, make in classifier_factories(classifier_nodes(cfg, key), key).items()}
 
 
-@command("export", config="export")
+@command(
+    "export",
+    config="export",
+    summary="freeze a run's perturbed images as a static snapshot (imagefolder or webdataset)",
+)
 def run_export(cfg: DictConfig) -> Any:
     """``geneval export run=<run dir> [out=...] [format=imagefolder|webdataset]``."""
     run = resolve_run_dir(require(cfg, "run", "export", "run=outputs/2024-01-01/12-00-00"))  # a sweep: its merged/
@@ -51,7 +55,11 @@ def run_export(cfg: DictConfig) -> Any:
     return str(path)
 
 
-@command("verify", config="verify")
+@command(
+    "verify",
+    config="verify",
+    summary="check a snapshot's files and counts against its manifest (exit 1 when tampered)",
+)
 def run_verify(cfg: DictConfig) -> Any:
     """``geneval verify snapshot=<snapshot>``: exit 0 when every file and count matches the manifest, else 1."""
     report = verify_snapshot(require(cfg, "snapshot", "verify", "snapshot=outputs/.../snapshot"))
@@ -65,7 +73,7 @@ def run_verify(cfg: DictConfig) -> Any:
     return report.ok
 
 
-@command("score", config="score")
+@command("score", config="score", summary="score any classifier on a frozen snapshot")
 def run_score(cfg: DictConfig) -> Any:
     """``geneval score snapshot=<snapshot> classifier=<name>``: accuracy on the perturbed images and originals."""
     path = require(cfg, "snapshot", "score", "snapshot=outputs/.../snapshot classifier=cifar_resnet32")
@@ -91,7 +99,7 @@ def _snapshot_map(spec: Any) -> dict[str, str]:
     return dict(zip(names, paths, strict=True))
 
 
-@command("transfer", config="transfer")
+@command("transfer", config="transfer", summary="source x target accuracy matrix of snapshots (paper Table 6)")
 def run_transfer(cfg: DictConfig) -> Any:
     """``geneval transfer snapshots='{r20: <dir>}' targets=[cifar_resnet20,...]`` (paper Table 6)."""
     snaps = _snapshot_map(
@@ -118,7 +126,7 @@ def run_transfer(cfg: DictConfig) -> Any:
     return [r.to_dict() for r in rows]
 
 
-@command("filter", config="filter")
+@command("filter", config="filter", summary="keep the snapshot images that fool surrogate models (ImageNet-A recipe)")
 def run_filter(cfg: DictConfig) -> Any:
     """``geneval filter snapshots=[<dir>,...] surrogates=[...] out=<dir>`` (ImageNet-A style filtration)."""
     srcs = require(

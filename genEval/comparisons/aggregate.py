@@ -2,8 +2,8 @@
 
 The paper compares models by FMR (Table 2: ANT, SIN, AugMix, DeepAug, DAT on ResNet50; App. N leaderboards).
 A dynamic benchmark draws new samples every run, so a ranking is only worth as much as its stability across
-fresh runs (``../seeds/digest.md`` 5.3.5, S0 App. A.2). :func:`aggregate` turns finished run directories
-(read by :mod:`genEval.comparisons.loading`) into a :class:`~genEval.comparisons.leaderboard.Comparison`:
+fresh runs (docs/method.md, "Rank stability"; Shi et al. 2023, App. A.2). :func:`aggregate` turns finished run
+directories (read by :mod:`genEval.comparisons.loading`) into a :class:`~genEval.comparisons.leaderboard.Comparison`:
 
 * the leaderboard rows (:mod:`genEval.comparisons.rows`): per model, every score as the **mean over
   repetitions** with a 95% interval (the run's own with one repetition, so the leaderboard repeats

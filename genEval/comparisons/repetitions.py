@@ -1,7 +1,7 @@
 """Run every model ``repetitions`` times with shared seeds: the evaluations behind a comparison.
 
 A dynamic benchmark draws new samples every run, so a ranking is only worth as much as its stability across
-fresh runs (``../seeds/digest.md`` 5.3.5). Repetition ``r`` therefore uses the **same seed for every model**
+fresh runs (docs/method.md, "Rank stability"). Repetition ``r`` therefore uses the **same seed for every model**
 (same source images, same start noise) and a **fresh seed per repetition**; the seeds are recorded in each
 run's ``results.json`` under ``config.comparison``. :func:`genEval.comparisons.aggregate.compare` aggregates the runs.
 

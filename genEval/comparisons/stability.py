@@ -1,4 +1,4 @@
-"""How stable a comparison's ranking is (``../seeds/digest.md`` 5.3.5, S0 App. A.2).
+"""How stable a comparison's ranking is (docs/method.md, "Rank stability"; Shi et al. 2023, App. A.2).
 
 Kendall tau-b between the rankings of every pair of repetitions by the ranking score (``rank_by``,
 :mod:`genEval.comparisons.ranking`), its bootstrap distribution over source images

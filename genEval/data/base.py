@@ -5,7 +5,8 @@ Every dataset here follows :class:`genEval.interfaces.ImageDataset`::
     dataset[i] -> (image (C, H, W) float32 in [0, 1], label int, source_id str)
 
 ``source_id`` is stable across runs (a path relative to the root, or ``"test/00042"``), so results,
-bootstrap intervals over source images (METHOD.md) and resumed runs can refer to the same picture;
+bootstrap intervals over source images (docs/method.md, "Intervals over source images") and resumed runs can
+refer to the same picture;
 ``dataset.source_id(i)`` tells it without reading the image.
 
 Common options (all datasets):
@@ -22,7 +23,7 @@ Common options (all datasets):
   ``subset="random"`` (default) draws the samples of each class, and the order of the classes in every round
   (hence which classes a ``limit`` below the number of classes reaches), at random from a seed:
   ``subset_seed``, or, when that is ``None``, the run's seed (``genEval.evaluate`` calls :meth:`with_seed`),
-  so every unseeded run evaluates fresh source images (METHOD.md "Why it exists": a dynamic benchmark) and
+  so every unseeded run evaluates fresh source images (docs/method.md, "Why a generated test set") and
   every model of one comparison repetition the same ones. ``subset="first"`` keeps the dataset's own order
   within each class and the label order of the classes (a deterministic prefix). Either way ``limit=N`` is a
   prefix of ``limit=N+k`` for the same seed, so a small run is the start of a larger one, and the draw depends on

@@ -1,5 +1,5 @@
 """One self-contained HTML report for a run or a comparison (paper App. J per-class scores, App. N
-leaderboards, Table 2 comparisons; S0 effective-robustness scatter; ``../seeds/digest.md`` 5.3).
+leaderboards, Table 2 comparisons; S0 effective-robustness scatter; docs/method.md, "Beyond the paper").
 
 ``write_report(comparison_or_dir, path)`` writes ``report.html`` from the jinja2 templates in
 ``genEval/reports/templates/`` (autoescaped): no scripts, no external requests (a Content-Security-Policy forbids

@@ -1,4 +1,4 @@
-"""The run directory: the one module that writes *and* reads it (STYLE.md "Results are data").
+"""The run directory: the one module that writes *and* reads it (docs/run-directory.md; docs/architecture.md, "Habits").
 
 A run directory holds:
 

@@ -1,5 +1,5 @@
 """The summary of a finished run, from its records alone: scores, per-class table, warnings, and the
-:class:`~genEval.runs.rundir.EvalResult` that ``results.json`` holds (paper Sec. 3.3; METHOD.md "Scores").
+:class:`~genEval.runs.rundir.EvalResult` that ``results.json`` holds (paper Sec. 3.3; docs/method.md, "The scores").
 
 The driver (:func:`genEval.search.driver.evaluate`) and the merge of shards
 (:func:`genEval.runs.shards.merge_runs`) both call :func:`summarize`, so a merged run equals the unsharded one.

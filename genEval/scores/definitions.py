@@ -1,4 +1,4 @@
-"""Every score of genEval, defined once (paper Sec. 3.3; METHOD.md "Scores"), in percent as in the paper.
+"""Every score of genEval, defined once (paper Sec. 3.3; docs/method.md, "The scores"), in percent as in the paper.
 
 * SA  = accuracy of ``f`` on the clean images (all samples).
 * RA  = accuracy of ``f`` on the generator's reconstructions ``D(E(x))`` (the generator gap).

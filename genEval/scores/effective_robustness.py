@@ -1,4 +1,4 @@
-"""Effective robustness (S0 eq. 1-2, after Taori et al. 2020; ``../seeds/digest.md`` section 1).
+"""Effective robustness (S0 eq. 1-2, after Taori et al. 2020; docs/method.md, "Effective robustness").
 
 Fit ``logit(PA) = w * logit(SA) + b`` over *baseline* models (``scipy.stats.linregress``), then
 ``ER(f) = PA(f) - expit(w * logit(SA(f)) + b)`` in points. R^2 is computed **in logit space** (the space of the

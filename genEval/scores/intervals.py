@@ -2,7 +2,7 @@
 
 A proportion of one run gets Wilson (default) or Clopper-Pearson (``scipy.stats.binomtest(...).proportion_ci``);
 a ratio (FMR) and every mean over repetitions get a percentile bootstrap over *source images*
-(``../seeds/digest.md`` 5.1: intervals at the level of source images), so all samples of one source image, in
+(docs/method.md, "Intervals over source images"), so all samples of one source image, in
 every repetition, move together. :func:`bootstrap` is that one bootstrap; :func:`bootstrap_scores` (one model)
 and :func:`model_draws` (several models on shared resamples, for rankings and effective robustness) use it. A
 bootstrap over fewer than :data:`MIN_BOOTSTRAP_SOURCES` source images (counted among the sources that carry the

@@ -1,4 +1,4 @@
-"""Label-free ranking (S1, Tu et al., TMLR 2024; ``../seeds/digest.md`` section 2).
+"""Label-free ranking (S1, Tu et al., TMLR 2024; docs/method.md, "Label-free ranking").
 
 :func:`softmax_corr` is SoftmaxCorr = cos(P^T P / N, diag(q)) of a model's softmax outputs ``P`` against an
 estimated class prior ``q``; :func:`hard_softmax_corr` the same from hard decisions.

@@ -1,4 +1,5 @@
-"""The per-sample record and the outcome table every score is computed from (paper Sec. 3.3; METHOD.md "Scores").
+"""The per-sample record and the outcome table every score is computed from (paper Sec. 3.3; docs/method.md,
+"The scores").
 
 :class:`SampleRecord` is the one per-sample record: what the search decided for one source image (the loop's
 :class:`~genEval.search.perturb.Outcome` is a SampleRecord with its tensors), one line of ``samples.jsonl``, and
@@ -40,7 +41,7 @@ UNCHANGED_LINF = 1.0 / 255
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """What the search did to one sample (METHOD.md "Per sample"): one line of ``samples.jsonl``.
+    """What the search did to one sample (docs/method.md, "One sample"): one line of ``samples.jsonl``.
 
     Steps count from 1, -1 means "never". ``index``: position of the source in the data set; ``reference``: the
     class the oracle had to keep seeing; ``accepted_steps``: last accepted step (0 = none: not ``validated``);

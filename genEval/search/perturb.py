@@ -1,6 +1,6 @@
 """The perturbation loop: latent gradient ascent vetted by an oracle (paper Sec. 3.2, Algorithm 1).
 
-For every source image ``x`` with label ``y`` (``METHOD.md``, "Per sample"):
+For every source image ``x`` with label ``y`` (docs/method.md, "One sample"):
 
 1. ``z0 = E(x)``; the search starts at ``z_0 = z0 + noise`` (seeded per sample, Gaussian with std
    ``start_noise`` x ``step_size`` per latent dim: the noise is measured in search steps); the oracle must
@@ -97,7 +97,7 @@ class SearchConfig:
         (0 = none). A 50-step Adam search moves each dim by at most ``50 * step_size``, so the noise is sized
         against the search it precedes, not against the latent's spread (``0.05 x std`` was 0.042 per dim on
         TAEF2, as far as the whole search goes). Default 1 step, chosen by measurement on the CIFAR-10 recipe
-        (``benchmarks/cifar_recipe_studies.py --only start_noise``; README "Defaults, measured").
+        (``benchmarks/cifar_recipe_studies.py --only start_noise``; docs/scores.md, "Defaults, measured").
     early_stop: stop a sample once the classifier is fooled (paper: off, the whole budget is spent).
     fgsm_start: when > 0, start from the FGSM image ``clip(x + eps*sign(grad_x CE))`` (paper App. E).
     """

@@ -1,5 +1,5 @@
 """Progress of a run: a tqdm bar on a terminal, otherwise one log line every ``log_interval`` seconds (cluster
-logs). The loop itself shows nothing (STYLE.md "Logging and progress"); the driver reports every finished and
+logs). The loop itself shows nothing (docs/architecture.md, "Habits"); the driver reports every finished and
 every skipped source here."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Adversarial filtration of snapshots into a hard static set (ImageNet-A, Hendrycks et al. 2021).
 
-METHOD.md "From the other seed papers": a generated pool becomes a hard static benchmark by keeping what
+docs/method.md, "Adversarial filtration": a generated pool becomes a hard static benchmark by keeping what
 fools a set of surrogate models (digest S2 Sec. 3.2): a sample is kept when at least ``min_fooled``
 surrogates misclassify its perturbed image, optionally only when their mean true-class confidence is low,
 and at most ``max_per_pair`` samples per (true, predicted) confusion pair. The new snapshot lists its

@@ -132,7 +132,7 @@ def file_answer(media_type: str, schema: dict, description: str) -> dict:
 
 @router.get(
     "/{job_id}/results.json",
-    **file_answer("application/json", {"type": "object"}, "the run's results.json (README: the run format)"),
+    **file_answer("application/json", {"type": "object"}, "the run's results.json (docs/run-directory.md)"),
 )
 def results(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
     """Repetition ``rep``'s results.json, as the run wrote it (a file of the run format, not a model here)."""

@@ -1,0 +1,137 @@
+"""The tables of the docs that the code writes: the plug-in hooks (``genEval.interfaces.HOOKS``), the service's
+routes (its FastAPI app's ``openapi()``) and the config groups with their options (``conf/<group>/*.yaml``, each
+described by the first sentence of its comment).
+
+A page holds each table between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``, committed, so it reads
+the same on GitHub as on the site. ``python docs/hooks.py --write`` rewrites them from the code; as an MkDocs hook
+(``hooks:`` in mkdocs.yml) this module fails the build when one no longer matches the code, and
+``tests/test_docs.py`` fails the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MARK = re.compile(r"(<!-- generated: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _type(annotation: object) -> str:
+    """A hook's type as a reader writes it: ``Callable[[Tensor], Tensor] | None``, ``Literal['label', ...]``."""
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    text = text or str(annotation)
+    text = re.sub(r"\b(?:typing|collections\.abc|torch)\.", "", text)
+    return re.sub(r"Optional\[(.*)\]$", r"\1 | None", text)
+
+
+def hooks_table() -> str:
+    """Every optional hook the engine reads: on which roles, its default, the type its value must have, and what it
+    does."""
+    from genEval.interfaces import HOOKS
+
+    rows = ["| hook | on | default | type | what it does |", "|---|---|---|---|---|"]
+    for h in HOOKS.values():
+        rows.append(
+            f"| `{h.name}` | {', '.join(h.roles)} | `{h.default!r}` | `{_cell(_type(h.type))}` | {_cell(h.meaning)} |"
+        )
+    return "\n".join(rows)
+
+
+def routes_table() -> str:
+    """Every route of the service's app (its OpenAPI schema): method, path, and the first sentence of its docs."""
+    from genEval.service.api import create_app
+
+    spec = create_app(None).openapi()  # the schema needs the routes only, not a running service
+    rows = ["| method | path | what |", "|---|---|---|"]
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            what = (op.get("description") or op.get("summary") or "").strip().split("\n\n")[0]
+            rows.append(f"| {method.upper()} | `{path}` | {_cell(what)} |")
+    return "\n".join(rows)
+
+
+#: The end of a sentence: a full stop before a capital, not after an abbreviation ("et al.", "Sec.", "e.g.").
+SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bSec)(?<!e\.g)(?<!i\.e)(?<!\bApp)(?<!\bcf)(?<!\bvs)\.\s+(?=[A-Z])")
+
+
+def _described(path: Path, limit: int = 150) -> str:
+    """The first sentence of a config file's leading comment (what the option is), at most ``limit`` characters."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            words.append(line.lstrip("#").strip())
+    text = " ".join(w for w in words if w)
+    sentence = SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".:;, ")
+    return sentence if len(sentence) <= limit else sentence[: limit - 3].rsplit(" ", 1)[0] + " ..."
+
+
+def groups_table() -> str:
+    """Every config group and option under conf/, with the first line of the option's comment."""
+    from genEval.commands import CONF_DIR
+
+    rows = ["| group | option | what |", "|---|---|---|"]
+    for group in sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra"):
+        for option in sorted(group.glob("*.yaml")):
+            rows.append(f"| `{group.name}` | `{option.stem}` | {_cell(_described(option))} |")
+    return "\n".join(rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {"hooks": hooks_table, "routes": routes_table, "groups": groups_table}
+
+
+def regenerated(text: str) -> str:
+    """``text`` with every generated table rewritten from the code (an unknown table name is an error)."""
+
+    def fill(m: re.Match) -> str:
+        name = m["name"]
+        if name not in TABLES:
+            raise KeyError(f"unknown generated table {name!r}; known: {', '.join(TABLES)}")
+        return f"{m[1]}{TABLES[name]()}\n{m[4]}"
+
+    return MARK.sub(fill, text)
+
+
+def stale(docs: Path = DOCS) -> list[str]:
+    """The pages whose generated tables differ from what the code writes now."""
+    return [str(p.relative_to(docs)) for p in sorted(docs.rglob("*.md")) if regenerated(p.read_text()) != p.read_text()]
+
+
+def write(docs: Path = DOCS) -> list[str]:
+    """Rewrite the generated tables in place; the pages changed."""
+    changed = stale(docs)
+    for name in changed:
+        page = docs / name
+        page.write_text(regenerated(page.read_text()))
+    return changed
+
+
+def on_pre_build(config, **_) -> None:
+    """MkDocs hook: stop the build when a generated table is stale (the docs would say what the code does not)."""
+    from mkdocs.exceptions import PluginError
+
+    pages = stale(Path(config["docs_dir"]))
+    if pages:
+        raise PluginError(
+            f"generated tables in {', '.join(pages)} do not match the code; run `python docs/hooks.py --write`."
+        )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        print("\n".join(f"rewrote {p}" for p in write()) or "every generated table is current")
+    elif sys.argv[1:] == ["--check"]:
+        bad = stale()
+        print("\n".join(f"stale: {p}" for p in bad) or "every generated table is current")
+        sys.exit(1 if bad else 0)
+    else:
+        sys.exit("usage: python docs/hooks.py --write | --check")

@@ -1,0 +1,127 @@
+"""``geneval --help`` and ``geneval <command> --help``: the text of Hydra's help template.
+
+``conf/hydra/help/geneval.yaml`` is the template (Hydra's "Customizing Application's help"); its body is the
+resolver ``${geneval_help:<config name>}`` registered here, so the text comes from the command registry and the
+config files themselves and cannot drift from them:
+
+* ``geneval --help``: every command with its one-line summary (:data:`genEval.commands.SUMMARIES`), the overrides
+  users type most (:data:`COMMON_OVERRIDES`) and the config groups with their options (Hydra's
+  ``$APP_CONFIG_GROUPS``);
+* ``geneval <command> --help``: the command's summary, the groups it composes with their options, and its keys:
+  ``conf/<config>.yaml`` as written, comments included (without its ``hydra:`` block).
+
+Nothing here builds a component or imports a backend, so the help stays as quick as the command line's start.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from omegaconf import OmegaConf
+
+from genEval.commands import CONF_DIR, REGISTRY, SUMMARIES, config_options
+
+#: The overrides users type most, each with what it does (``geneval --help`` lists them; a test composes each).
+COMMON_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("data=cifar10_jpg", "the data preset; it brings the classifier, oracle and generator that fit it"),
+    ("data.limit=100", "a seeded, class-balanced subset of N source images"),
+    ("seed=0", "repeat a run exactly (default: a fresh seed every run, recorded)"),
+    ("search.budget=50 search.step_size=0.001", "steps per image and their size (the paper's preset)"),
+    ("classifier=timm classifier.name=resnet50", "the tested classifier"),
+    ("oracle=clip_vit_b32", "the judge that vetoes steps (the paper's CLIP ViT-B/32)"),
+    ("generator=taef2", "the latent space searched"),
+    ("experiment=cifar10_taef2", "a preset over every role"),
+    ("device=cuda batch_size=64 precision=bf16", "the execution settings (execution=gpu: CUDA, bf16, compile)"),
+    ("save_images=true save_latents=true", "keep the images (export, audit) and latents (fit-mask)"),
+    ("hydra.run.dir=runs/a", "the run directory; rerunning the same command resumes it"),
+    ("tracking=mlflow", "log the run to MLflow"),
+)
+MAIN = "config"  # the main job's config: `geneval [overrides]`
+
+
+def _names() -> dict[str, str]:
+    """Config name -> command name."""
+    return {config: name for name, (config, _) in REGISTRY.items()}
+
+
+def _escaped(text: str) -> str:
+    """``text`` for Hydra's ``string.Template``: a literal ``$`` (``$GENEVAL_CACHE`` in a comment) is ``$$``."""
+    return text.replace("$", "$$")
+
+
+def _groups(config: str) -> list[str]:
+    """The config groups ``conf/<config>.yaml`` composes (its defaults list), in order."""
+    defaults = yaml.safe_load((CONF_DIR / f"{config}.yaml").read_text()).get("defaults") or []
+    found = []
+    for entry in defaults:
+        if isinstance(entry, dict):
+            for key in entry:
+                group = re.sub(r"^(override|optional)\s+", "", str(key)).lstrip("/")
+                if (CONF_DIR / group).is_dir() and group not in found:
+                    found.append(group)
+    return found
+
+
+def _keys(config: str) -> str:
+    """``conf/<config>.yaml`` as written, comments included, without its ``hydra:`` block (Hydra's own settings)."""
+    lines, inside = [], False
+    for line in (CONF_DIR / f"{config}.yaml").read_text().splitlines():
+        if re.match(r"^\S", line):
+            inside = line.startswith("hydra:")
+        if not inside:
+            lines.append(line)
+    return "\n".join(lines).strip()
+
+
+def main_help() -> str:
+    """``geneval --help``."""
+    width = max(len(name) for name in REGISTRY)
+    commands = [f"  {'(none)':<{width}}  {SUMMARIES['evaluate']}"]
+    commands += [f"  {name:<{width}}  {SUMMARIES[name]}" for name in REGISTRY if name != "evaluate"]
+    most = max(len(o) for o, _ in COMMON_OVERRIDES)
+    overrides = [f"  {o:<{most}}  {what}" for o, what in COMMON_OVERRIDES]
+    return "\n".join(
+        [
+            "geneval: stress-test an image classifier with freshly generated, oracle-vetted test images",
+            "(SA, PA, VR and FMR = 100*PA/SA, each with a 95% interval).",
+            "",
+            "Usage: geneval [command] [key=value ...]     (Hydra overrides; -m sweeps them)",
+            "       geneval <command> --help              (a command's purpose and keys)",
+            "",
+            "== Commands ==",
+            *commands,
+            "",
+            "== Most used overrides ==",
+            *overrides,
+            "",
+            "== Config groups == (group=option; conf/<group>/<option>.yaml)",
+            "$APP_CONFIG_GROUPS",
+            "`geneval --cfg job` prints every key of the composed configuration.",
+        ]
+    )
+
+
+def command_help(config: str) -> str:
+    """``geneval <command> --help`` for the command composing ``conf/<config>.yaml``."""
+    name = _names().get(config, config)
+    groups = [f"  {g}: {', '.join(config_options(g))}" for g in _groups(config)]
+    return "\n".join(
+        [
+            f"geneval {name}: {SUMMARIES[name]}",
+            "",
+            f"Usage: geneval {name} [key=value ...]",
+            *(["", "== Config groups it composes == (group=option)", *groups] if groups else []),
+            "",
+            f"== Keys (conf/{config}.yaml) ==",
+            _escaped(_keys(config)),
+        ]
+    )
+
+
+def help_text(config: str) -> str:
+    """The help for ``conf/<config>.yaml``: the main help for the main job, else the command's."""
+    return main_help() if config == MAIN else command_help(config)
+
+
+OmegaConf.register_new_resolver("geneval_help", help_text, replace=True)
