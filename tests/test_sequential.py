@@ -129,7 +129,11 @@ def test_verdicts_and_sources_needed():
     n3, _ = test.sources_to_settle(3.0, 40.0)
     n2, _ = test.sources_to_settle(2.0, 40.0)
     assert n3 < n2
-    assert test.sources_to_settle(0.5, 40.0)[1] == "show equivalence"
+    assert test.sources_to_settle(0.2, 40.0)[1] == "show equivalence"
+    # just inside the margin, ordering is nearer than showing equivalence: the smaller estimate is given
+    near_margin, kind = test.sources_to_settle(0.95, 40.0)
+    order_only = SequentialTest(confidence=0.95, margin=0.0, t_star=1000).sources_to_settle(0.95, 40.0)
+    assert kind == "order" and (near_margin, kind) == order_only
     assert SequentialTest(margin=0).sources_to_settle(0.0, 40.0) == (None, "order")
     with pytest.raises(ValueError, match="confidence must be a number in \\(0, 1\\), got 1.5"):
         SequentialTest(confidence=1.5)

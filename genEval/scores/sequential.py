@@ -96,32 +96,38 @@ class SequentialTest:
 
     def sources_to_settle(self, diff: float, sd: float) -> tuple[int | None, str]:
         """Sources per model (in all) at which a pair with true difference ``diff`` and influence spread ``sd``
-        is settled with probability ``power``: ordered when ``|diff| >= margin`` (or no margin), else shown
-        equivalent; ``(None, kind)`` when not within :data:`MAX_SOURCES_ESTIMATE` (e.g. an observed difference of
-        exactly 0 and no margin)."""
+        is settled with probability ``power``, and how: ``order`` it, or (``|diff| < margin``) ``show equivalence``,
+        whichever needs fewer; ``(None, kind)`` when neither is within :data:`MAX_SOURCES_ESTIMATE` (e.g. an
+        observed difference of exactly 0 and no margin)."""
+        targets = {"order": abs(diff)}
+        if self.margin > 0 and abs(diff) < self.margin:
+            targets["show equivalence"] = self.margin - abs(diff)
+        found = [(n, kind) for kind, target in targets.items() if (n := self._sources_for(target, sd)) is not None]
+        return min(found) if found else (None, next(iter(targets)))
+
+    def _sources_for(self, target: float, sd: float) -> int | None:
+        """The smallest n with ``sd (w(n) + z_power / sqrt(n)) <= target``: the sequence's half-width plus the
+        estimate's own spread at the rule's power fit within ``target``."""
         from scipy.stats import norm  # slow import, kept off the command line's start
 
-        z = float(norm.ppf(self.power))
-        target, kind = abs(diff), "order"
-        if self.margin > 0 and abs(diff) < self.margin:
-            target, kind = self.margin - abs(diff), "show equivalence"
-        if sd <= 0:
-            return (MIN_UNITS, kind) if target > 0 else (None, kind)
         if target <= 0:
-            return None, kind
+            return None
+        if sd <= 0:
+            return MIN_UNITS
+        z = float(norm.ppf(self.power))
 
         def settled(n: int) -> bool:
             return bool(sd * (self.width(n) + z / math.sqrt(n)) <= target)
 
         if not settled(MAX_SOURCES_ESTIMATE):
-            return None, kind
+            return None
         if settled(MIN_UNITS):
-            return MIN_UNITS, kind
+            return MIN_UNITS
         lo, hi = MIN_UNITS, MAX_SOURCES_ESTIMATE  # the bound shrinks with n beyond its first few units: bisect
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if settled(mid) else (mid, hi)
-        return hi, kind
+        return hi
 
 
 @dataclass(frozen=True)
