@@ -147,7 +147,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
 def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> list[dict]:
     from dataclasses import replace
 
-    from genEval.runs.rundir import read_samples
+    from genEval.runs.reader import read_samples
 
     keys = ("validated", "first_fooled", "final_pred")
     rows = []

@@ -16,7 +16,7 @@ from toys import ListDataset
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.interfaces import Judgement
-from genEval.runs.rundir import load_tensors, read_samples
+from genEval.runs import RunDir, read_samples
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.snapshots.format import export_snapshot
@@ -108,7 +108,7 @@ def make_run(out: Path) -> Path:
 
 def expected_content(run_dir: Path) -> dict:
     """The validated samples of the run as the run directory stores them (the expected snapshot content)."""
-    imgs = load_tensors(run_dir, "images")
+    imgs = RunDir(run_dir).tensors("images")
     v = imgs["validated"]
     return {
         "perturbed": imgs["perturbed"][v],

@@ -27,7 +27,7 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 from genEval import evaluate
 from genEval.commands.audit import run_audit
 from genEval.reports.audit import agreement, draw_validated, record_audit, write_audit
-from genEval.runs.rundir import load_tensors, read_samples
+from genEval.runs import RunDir, read_samples
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -147,7 +147,7 @@ def test_page_shows_n_validated_pairs_offline_with_their_images(audited):
     # no external resource of any kind; the images are the saved uint8 tensors of those very samples
     assert not EXTERNAL.search(html) and "http://" not in html and "https://" not in html
     assert all(src.startswith("data:image/png;base64,") for src in re.findall(r'src="([^"]*)"', html))
-    saved = load_tensors(audited, "images")
+    saved = RunDir(audited).tensors("images")
     row = {sid: i for i, sid in enumerate(saved["source_ids"])}
     for p in pairs:
         i = row[p["sid"]]

@@ -12,7 +12,7 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 from genEval.comparisons.aggregate import compare
 from genEval.comparisons.repetitions import data_for_seed
 from genEval.data.standard import DigitsData
-from genEval.runs.rundir import read_results, read_samples
+from genEval.runs import read_results, read_samples
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import AutoMask, StyleMask

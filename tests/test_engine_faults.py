@@ -15,13 +15,13 @@ from genEval import evaluate
 from genEval.classifiers.loaders import cifar_resnet
 from genEval.data.folders import ImageFolderData
 from genEval.data.standard import CIFAR10_CLASSES
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
 def _latents(run_dir):
-    lat = load_latent_file(run_dir)
+    lat = RunDir(run_dir).tensors("latents")
     return lat["start"], lat["final"], lat["source_ids"]
 
 

@@ -122,7 +122,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
 
 
 def test_saved_latents_round_trip(tmp_path):
-    from genEval.runs.rundir import load_latent_file
+    from genEval.runs import RunDir
 
     r = evaluate(
         data=toy_data(12),
@@ -133,7 +133,7 @@ def test_saved_latents_round_trip(tmp_path):
         save_latents=True,
         **roles(),
     )
-    lat = load_latent_file(tmp_path)
+    lat = RunDir(tmp_path).tensors("latents")
     assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
     assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
     assert lat["generator"] == "sigmoid"
@@ -143,7 +143,7 @@ def test_saved_latents_round_trip(tmp_path):
 
 
 def test_saved_images_round_trip(tmp_path):
-    from genEval.runs.rundir import load_tensors
+    from genEval.runs import RunDir
 
     r = evaluate(
         data=toy_data(12),
@@ -154,7 +154,7 @@ def test_saved_images_round_trip(tmp_path):
         save_images=True,
         **roles(),
     )
-    im = load_tensors(tmp_path, "images")
+    im = RunDir(tmp_path).tensors("images")
     assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
     assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))
     assert im["labels"].tolist() == toy_data(12).y and int(im["validated"].sum()) == r.scores.n_validated

@@ -12,7 +12,7 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.commands.mask import run_fit_mask
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import SparseMask, StyleMask
 
@@ -72,7 +72,7 @@ def test_fit_mask_writes_the_mask_and_its_plot_and_says_how_to_use_it(toy_run, t
         save_latents=True,
         mask=SparseMask(usage.split("mask.path=")[1]),
     )
-    lat = load_latent_file(tmp_path / "masked")
+    lat = RunDir(tmp_path / "masked").tensors("latents")
     assert (lat["final"] - lat["start"]).abs()[:, ~m.mask].max() == 0
 
 

@@ -18,7 +18,7 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator
 from genEval.commands import build_data
 from genEval.data import CIFAR10_CLASSES, ImageFolderData
 from genEval.interfaces import UnreadableSource
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.runs.shards import merge_runs
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution

@@ -474,7 +474,7 @@ def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
     from toys import AcceptAllOracle, LinearClassifier
 
     from genEval import evaluate
-    from genEval.runs.rundir import load_latent_file
+    from genEval.runs import RunDir
     from genEval.search.perturb import SearchConfig
 
     st = tiny_vq(quantize="straight_through")
@@ -490,7 +490,7 @@ def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
         save_latents=True,
         progress=False,
     )
-    saved = load_latent_file(tmp_path)
+    saved = RunDir(tmp_path).tensors("latents")
     codebook = st.quantize.embedding.weight.detach()
     for key in ("start", "final"):
         vectors = saved[key].permute(0, 2, 3, 1).reshape(-1, EMBED_DIM)

@@ -12,7 +12,7 @@ import pytest
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
 
 from genEval import evaluate
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.runs.shards import merge_runs
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig

@@ -14,7 +14,7 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.runs.rundir import SampleRecord
+from genEval.runs import RunConfig, RunIdentity, SampleRecord
 from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
@@ -61,17 +61,13 @@ def rec(
 
 def run(records, config=None):
     config = {"search": {"budget": 2, "update": "adam", "step_size": 0.001}} if config is None else config
+    scoring = Scoring.coerce({"interval": "wilson", "n_boot": 200, "gap_warn_points": 10.0, **config})
     return summarize(
         records,
         CLASSES,
-        Scoring.coerce({"interval": "wilson", "n_boot": 200, "gap_warn_points": 10.0, **config}),
-        identity={
-            "seed": 0,
-            "components": {"classifier": "c", "generator": "g", "oracle": "o", "data": "d"},
-            "shard": {"index": 0, "count": 1},
-        },
+        config=RunConfig.of(config, SearchConfig.recorded(config.get("search")), scoring),
+        identity=RunIdentity(config, {"classifier": "c", "generator": "g", "oracle": "o", "data": "d"}, seed=0),
         seed_drawn=False,
-        config=config,
         device="cpu",
         run_dir=None,
         timings={},

@@ -21,7 +21,9 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, i
 
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
-from genEval.runs.rundir import RunDirectoryBusy, RunMismatch, Shard, load_latent_file
+from genEval.runs import RunDir, Shard
+from genEval.runs.identity import RunMismatch
+from genEval.runs.lock import RunDirectoryBusy
 from genEval.runs.shards import merge_runs
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -94,7 +96,7 @@ def test_same_seed_same_records_whatever_the_batch_size(tmp_path):
     assert decisions(tmp_path / "b1") == decisions(tmp_path / "b17") == decisions(tmp_path / "b128")
     assert scores(tmp_path / "b1") == scores(tmp_path / "b17") == scores(tmp_path / "b128")
     assert 0 < sum(r["validated"] for r in records(tmp_path / "b1")) < 60  # mixed outcomes: a real check
-    lat = [load_latent_file(tmp_path / f"b{b}") for b in (1, 17, 128)]
+    lat = [RunDir(tmp_path / f"b{b}").tensors("latents") for b in (1, 17, 128)]
     for other in lat[1:]:
         assert other["source_ids"] == lat[0]["source_ids"]
         torch.testing.assert_close(other["final"], lat[0]["final"], rtol=0, atol=1e-5)
@@ -143,7 +145,7 @@ def test_three_shards_merged_equal_the_unsharded_run(tmp_path):
     assert scores(tmp_path / "merged") == scores(tmp_path / "whole")
     assert decisions(tmp_path / "merged") == decisions(tmp_path / "whole")
     assert merged.scores.n == 50
-    a, b = load_latent_file(tmp_path / "merged"), load_latent_file(tmp_path / "whole")
+    a, b = RunDir(tmp_path / "merged").tensors("latents"), RunDir(tmp_path / "whole").tensors("latents")
     assert a["source_ids"] == b["source_ids"]
     torch.testing.assert_close(a["final"], b["final"], rtol=0, atol=1e-5)
     assert (tmp_path / "merged" / "grid.png").is_file()
@@ -221,7 +223,10 @@ def test_a_cut_record_line_is_dropped_and_the_resumed_run_equals_an_uninterrupte
     )
     assert decisions(tmp_path / "run") == decisions(tmp_path / "fresh")
     assert scores(tmp_path / "run") == scores(tmp_path / "fresh")
-    assert load_latent_file(tmp_path / "run")["source_ids"] == load_latent_file(tmp_path / "fresh")["source_ids"]
+    assert (
+        RunDir(tmp_path / "run").tensors("latents")["source_ids"]
+        == RunDir(tmp_path / "fresh").tensors("latents")["source_ids"]
+    )
 
 
 def test_a_corrupt_record_in_the_middle_is_refused(tmp_path):

@@ -19,7 +19,7 @@ from genEval import evaluate
 from genEval.commands import CONF_DIR, build
 from genEval.commands.snapshot import build_classifiers, run_filter, run_score, run_transfer
 from genEval.interfaces import SettingError
-from genEval.runs.rundir import read_samples
+from genEval.runs import read_samples
 from genEval.scores.intervals import proportion
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig

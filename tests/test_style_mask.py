@@ -17,7 +17,7 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 from genEval import evaluate
 from genEval.masks.fit import _split_groups
 from genEval.masks.regularisation import _l1_penalty_kwargs
-from genEval.runs.rundir import load_latent_file, read_results, read_samples
+from genEval.runs import RunDir, read_results, read_samples
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import (
     MIN_SAMPLES,
@@ -328,7 +328,7 @@ def test_fit_mask_from_run_and_masked_search_leaves_unselected_dims_untouched(to
         progress=False,
         mask=m.as_tensor(),
     )
-    lat = load_latent_file(tmp_path / "masked")
+    lat = RunDir(tmp_path / "masked").tensors("latents")
     moved = (lat["final"] - lat["start"]).abs()
     assert masked.scores.n_validated > 0
     assert moved[:, ~m.mask].max() == 0  # the search never touched a non-style dim
@@ -391,7 +391,7 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
 
 # ---- the mask group end to end: mask=sparse and mask=auto through genEval.evaluate ------------------------
 def _moved(run_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    lat = load_latent_file(run_dir)
+    lat = RunDir(run_dir).tensors("latents")
     return (lat["final"] - lat["start"]).abs(), lat["validated"]
 
 

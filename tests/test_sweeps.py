@@ -22,7 +22,7 @@ from genEval.commands.mask import run_fit_mask
 from genEval.commands.merge import MergeShards
 from genEval.commands.report import run_report
 from genEval.commands.snapshot import run_export
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.runs.shards import merge_sweep, resolve_run_dir
 from genEval.search.perturb import SearchConfig
 

@@ -37,12 +37,12 @@ import numpy as np
 from genEval.comparisons.aggregate import build_comparison, compare
 from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import Comparison, score_label, write_comparison
-from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import rank_draws, rank_reason
 from genEval.comparisons.repetitions import build_entry, check_model_names, repetition_seeds
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
-from genEval.runs.rundir import find_run_dirs, read_results
+from genEval.runs.reader import RunDir, find_run_dirs
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
 from genEval.scores.rankings import kendall_tau, rank
 
@@ -260,7 +260,7 @@ def load_comparison(path: str | Path) -> Comparison | GeneratorAblation:
 
 
 # ------------------------------------------------------------------------------------------ agreement
-def _check_same_models(runs: Mapping[str, Mapping[str, list[LoadedRun]]]) -> list[str]:
+def _check_same_models(runs: Mapping[str, Mapping[str, list[RunDir]]]) -> list[str]:
     gens = list(runs)
     models = list(runs[gens[0]])
     for g in gens[1:]:
@@ -307,7 +307,7 @@ def _agreement(
 
 
 def build_ablation(
-    runs: Mapping[str, Mapping[str, list[LoadedRun]]],
+    runs: Mapping[str, Mapping[str, list[RunDir]]],
     settings: ComparisonSettings | None = None,
     *,
     comparisons: Mapping[str, Comparison] | None = None,
@@ -406,7 +406,7 @@ def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[P
     generator``); runs without one are grouped under None. Folders are searched for runs."""
     grouped: dict[str | None, list[Path]] = {}
     for p in find_run_dirs(list(run_dirs)):
-        rec = read_results(p).config.comparison
+        rec = RunDir(p).results.config.comparison
         grouped.setdefault(None if rec is None else rec.generator, []).append(p)
     if len(grouped) > 1 and None in grouped:
         log.info("generator ablation: %d run(s) without a recorded generator left out", len(grouped[None]))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from genEval.comparisons.leaderboard import (
     Settings,
     write_comparison,
 )
-from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import (
     DEFAULT_RANK_BY,
     rank_draws,
@@ -59,6 +59,7 @@ from genEval.comparisons.rows import (
 )
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
+from genEval.runs.reader import RunDir
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
@@ -72,7 +73,7 @@ from genEval.scores.run_scores import Scoring, per_class_table
 log = logging.getLogger(__name__)
 
 
-def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
+def _check_same_classes(runs: Mapping[str, list[RunDir]]) -> list[str]:
     """The class names all runs share; a run on other classes is an error."""
     first = next(iter(runs.values()))[0]
     class_names = list(first.results.class_names)
@@ -80,13 +81,13 @@ def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
         for run in reps:
             if list(run.results.class_names) != class_names:
                 raise ValueError(
-                    f"run {run.run_dir} ({name}) has classes {run.results.class_names} but "
-                    f"{first.run_dir} has {class_names}; compare runs on the same data."
+                    f"run {run} ({name}) has classes {run.results.class_names} but "
+                    f"{first} has {class_names}; compare runs on the same data."
                 )
     return class_names
 
 
-def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
+def _component_warnings(runs: Mapping[str, list[RunDir]]) -> list[str]:
     out = []
     for role in ("data", "generator", "oracle"):
         ids = {str(r.results.components.get(role)) for reps in runs.values() for r in reps}
@@ -98,13 +99,13 @@ def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     return out
 
 
-def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[ComparisonRecord]:
+def _comparison_record(runs: Mapping[str, list[RunDir]]) -> list[ComparisonRecord]:
     """``config.comparison`` of the first model's runs (what compare() recorded), one per repetition."""
     first = next(iter(runs.values()))
     return [r.results.config.comparison or ComparisonRecord() for r in first]
 
 
-def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
+def recorded_baselines(runs: Mapping[str, list[RunDir]]) -> list[str] | None:
     """The baselines the comparison that made ``runs`` fitted ER on (``config.comparison.baselines``), when every
     run records the same ones and all of them are among ``runs``; else None."""
     found = {(r.results.config.comparison or ComparisonRecord()).baselines for reps in runs.values() for r in reps}
@@ -114,7 +115,7 @@ def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
 
 
 def _settings(
-    runs: Mapping[str, list[LoadedRun]], num_classes: int, settings: ComparisonSettings, baselines: set[str]
+    runs: Mapping[str, list[RunDir]], num_classes: int, settings: ComparisonSettings, baselines: set[str]
 ) -> Settings:
     first_reps = next(iter(runs.values()))
     first = first_reps[0].results
@@ -137,7 +138,7 @@ def _settings(
         num_classes=num_classes,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
         components={k: first.components.get(k) for k in ("data", "generator", "oracle", "mask")},
-        search=dict(first.config.search) or None,
+        search=None if first.config.search is None else asdict(first.config.search),
         baselines=sorted(baselines) or None,
         mask=recorded[0].mask,
         data_seeds=[c.data_seed for c in recorded],
@@ -159,7 +160,7 @@ def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
 
 
 def build_comparison(
-    runs: Mapping[str, list[LoadedRun]], settings: ComparisonSettings | None = None, **given: Any
+    runs: Mapping[str, list[RunDir]], settings: ComparisonSettings | None = None, **given: Any
 ) -> Comparison:
     """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by
     ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O. ``given``: fields of
@@ -215,14 +216,14 @@ def build_comparison(
         *stability_warnings(stab),
     ]
     per_class = {
-        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.records]), class_names) for m in order
+        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.samples]), class_names) for m in order
     }
     return Comparison(
         leaderboard=rows,
         differences=diffs,
         stability=stab,
         effective_robustness=er,
-        runs={m: [r.run_dir for r in runs[m]] for m in order},
+        runs={m: [str(r) for r in runs[m]] for m in order},
         seeds={m: [r.results.seed for r in runs[m]] for m in order},
         class_names=class_names,
         per_class=per_class,

@@ -2,7 +2,7 @@
 
 ``evaluate(classifier=..., data=..., generator=..., oracle=...)`` runs the paper's dynamic evaluation (Sec. 3) over a
 data set and returns an :class:`~genEval.runs.results.EvalResult`; with ``output=RunOutput(dir=...)`` (or
-``output_dir=...``) it also writes the run directory described in :mod:`genEval.runs.rundir`. The CLI (``geneval``)
+``output_dir=...``) it also writes the run directory described in :mod:`genEval.runs.writer`. The CLI (``geneval``)
 calls this same function, so notebook and command line give identical results for identical inputs and seeds.
 
 Its settings come in bundles: :class:`~genEval.search.perturb.SearchConfig` (the search),
@@ -46,9 +46,10 @@ import torch
 
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, UnreadableSource, component_id, hook
 from genEval.masks import mask_config
+from genEval.runs.identity import RunIdentity, RunSources, Shard
+from genEval.runs.reader import RUN, read_run_identity
 from genEval.runs.recording import Recording, RunOutput
-from genEval.runs.results import EvalResult
-from genEval.runs.rundir import RUN, Shard, read_run_identity
+from genEval.runs.results import EvalResult, RunConfig
 from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.batching import auto_batch_size, is_out_of_memory, too_large
@@ -149,10 +150,9 @@ def evaluate(
         result = summarize(
             run.records(),
             list(data.class_names),
-            scoring,
+            config=RunConfig.of(run_config, search, scoring),
             identity=identity,
             seed_drawn=seed_drawn,
-            config=run_config,
             device=str(roles.device),
             run_dir=run.run_dir,
             timings=_timings(t_start, loop_s, len(todo)),
@@ -186,9 +186,7 @@ def _run_seed(seed: int | None, run_dir: str | Path | None) -> int:
     if seed is not None:
         return int(seed)
     if run_dir is not None and (Path(run_dir) / RUN).is_file():
-        recorded = read_run_identity(run_dir).get("seed")
-        if recorded is not None:
-            return int(recorded)
+        return read_run_identity(run_dir).seed
     return secrets.randbits(31)
 
 
@@ -274,22 +272,18 @@ def _identity(
     positions: list[int],
     ids: list[str] | None,
     shard: Shard,
-) -> dict[str, Any]:
+) -> RunIdentity:
     """What a run is: config minus execution settings, components, seed, the sources (``ids``: their source ids in
     position order, when the data name them), the shard."""
-    sources = {"data": component_id(data), "n_total": len(data), "n": len(positions)}
     how = hook(data, "subset_info")  # how the sources were chosen (random subset: its seed)
-    if callable(how) and how() is not None:
-        sources["selection"] = how()
-    if ids is not None:
-        sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-    return {
-        "config": _without(config, EXECUTION_KEYS),
-        "components": components,
-        "seed": seed,
-        "sources": sources,
-        "shard": {"index": shard.index, "count": shard.count},
-    }
+    sources = RunSources(
+        data=component_id(data),
+        n_total=len(data),
+        n=len(positions),
+        selection=how() if callable(how) else None,
+        sha256=None if ids is None else hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+    )
+    return RunIdentity(_without(config, EXECUTION_KEYS), components, seed, sources, shard)
 
 
 # ------------------------------------------------------------------------------------------------- roles
