@@ -17,6 +17,7 @@ from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.interfaces import Judgement
 from genEval.runs import RunDir, read_samples
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.snapshots.format import export_snapshot
@@ -99,9 +100,7 @@ def make_run(out: Path) -> Path:
         SearchConfig(budget=2, step_size=0.2, update="sign"),
         seed=0,
         execution=Execution(batch_size=16),
-        output_dir=out,
-        save_images=True,
-        save_latents=True,
+        output=RunOutput(out, save_latents=True, save_images=True),
     )
     return out
 

@@ -28,6 +28,8 @@ from genEval import evaluate
 from genEval.commands.audit import run_audit
 from genEval.reports.audit import agreement, draw_validated, record_audit, write_audit
 from genEval.runs import RunDir, read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -57,11 +59,9 @@ def toy_run(
         oracle=ModelOracle(oracle_model),
         search=SEARCH,
         seed=1,
-        output_dir=out,
-        save_images=save_images,
-        progress=False,
-        n_boot=20,
         execution=Execution(batch_size=16),
+        output=RunOutput(out, save_images=save_images, progress=False),
+        scoring=Scoring(n_boot=20),
     )
     return out
 

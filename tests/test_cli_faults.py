@@ -126,7 +126,7 @@ def _toy_run(data: DigitsData, out: Path, batch_size: int | None = None):
         search={"budget": 1, "step_size": 0.1},
         seed=0,
         execution=Execution(batch_size=batch_size),
-        output_dir=out,
+        output=out,
     )
 
 

@@ -135,7 +135,7 @@ def scraped(tmp_path) -> tuple[Path, Path]:
 
 
 def run(data: ImageFolderData, out: Path, **kw):
-    return evaluate(data=data, search=CFG, seed=3, execution=Execution(batch_size=4), output_dir=out, **kw, **roles())
+    return evaluate(data=data, search=CFG, seed=3, execution=Execution(batch_size=4), output=out, **kw, **roles())
 
 
 def results(out: Path) -> dict:

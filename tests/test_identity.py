@@ -12,6 +12,7 @@ from generators.identity import IdentityGenerator, straight_through_clamp
 from genEval import evaluate
 from genEval.interfaces import Generator
 from genEval.runs import RunDir
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -70,9 +71,7 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
         search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0),
         seed=0,
         execution=Execution(batch_size=16, device="cpu"),
-        output_dir=tmp_path,
-        save_latents=True,
-        progress=False,
+        output=RunOutput(tmp_path, save_latents=True, progress=False),
     )
     lat = RunDir(Path(tmp_path)).tensors("latents")
     assert lat["generator"] == "identity"

@@ -15,6 +15,7 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
 from genEval.runs import RunConfig, RunIdentity, SampleRecord
+from genEval.runs.recording import RunOutput
 from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
@@ -159,8 +160,8 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
         ModelOracle(judge),
         SearchConfig(budget=3, step_size=0.001, update="sgd", start_noise=0.0),
         seed=0,
-        progress=False,
-        n_boot=50,
+        output=RunOutput(progress=False),
+        scoring=Scoring(n_boot=50),
     )
     s = res.scores
     assert s.n_validated > 10 and s.n_unchanged == s.n_validated and s.unchanged_share.value == 100.0
@@ -172,8 +173,8 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
         ModelOracle(judge),
         SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0),
         seed=0,
-        progress=False,
-        n_boot=50,
+        output=RunOutput(progress=False),
+        scoring=Scoring(n_boot=50),
     )
     assert big.scores.n_unchanged == 0 and not any(w.startswith("unchanged:") for w in big.warnings)
 

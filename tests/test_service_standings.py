@@ -17,6 +17,9 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 import genEval
 import genEval.service.leaderboard as leaderboard
 from genEval.commands.serve import load_benchmarks
+from genEval.comparisons.settings import ComparisonSettings
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.service.api import create_app
 from genEval.service.core import Service, Settings
 from genEval.service.leaderboard import MARKED, StandingsBuilder, aggregate, read_standings, record_finished
@@ -64,9 +67,8 @@ def _submit_and_run(db, home: Path, smoke, name: str):
         oracle=ModelOracle(LinearClassifier(seed=0)),
         search={"budget": 3, "step_size": 0.05, "start_noise": 0.0},
         seed=11,
-        output_dir=job.rep_dir(home, 0),
-        progress=False,
-        n_boot=N_BOOT,
+        output=RunOutput(job.rep_dir(home, 0), progress=False),
+        scoring=Scoring(n_boot=N_BOOT),
     )
     return claimed
 
@@ -74,7 +76,7 @@ def _submit_and_run(db, home: Path, smoke, name: str):
 def _reference(db, home: Path, smoke) -> dict[str, tuple[dict, dict]]:
     """name -> (scores, better_than as sets) from one aggregate over every finished job at once."""
     done = db.list_jobs(status="done", benchmark=smoke.name)
-    comp = aggregate({j.name: [j.rep_dir(home, 0)] for j in done}, n_boot=N_BOOT)
+    comp = aggregate({j.name: [j.rep_dir(home, 0)] for j in done}, settings=ComparisonSettings(n_boot=N_BOOT))
     return {m: (s.scores, {k: set(v) for k, v in s.better_than.items()}) for m, s in comp.models.items()}
 
 

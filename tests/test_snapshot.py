@@ -27,6 +27,8 @@ from genEval.commands import CONF_DIR
 from genEval.commands.snapshot import run_export, run_verify
 from genEval.runs import RunDir
 from genEval.runs.parts import load_latent_file
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.snapshots import format as snapmod
 from genEval.snapshots.format import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
@@ -397,10 +399,8 @@ def _parts_run(tmp_path: Path, n: int = 150) -> Path:
         SearchConfig(budget=1, step_size=0.1),
         seed=0,
         execution=Execution(batch_size=50),
-        output_dir=tmp_path,
-        save_images=True,
-        n_boot=10,
-        progress=False,
+        output=RunOutput(tmp_path, save_images=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     return tmp_path
 

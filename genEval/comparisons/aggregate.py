@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from genEval.comparisons.rows import (
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
 from genEval.runs.reader import RunDir
+from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
@@ -69,6 +70,7 @@ from genEval.scores.rankings import (
     spearman,
 )
 from genEval.scores.run_scores import Scoring, per_class_table
+from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ def _settings(
         num_classes=num_classes,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
         components={k: first.components.get(k) for k in ("data", "generator", "oracle", "mask")},
-        search=None if first.config.search is None else asdict(first.config.search),
+        search=None if first.config.search is None else first.config.search.to_dict(),
         baselines=sorted(baselines) or None,
         mask=recorded[0].mask,
         data_seeds=[c.data_seed for c in recorded],
@@ -159,15 +161,12 @@ def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
     )
 
 
-def build_comparison(
-    runs: Mapping[str, list[RunDir]], settings: ComparisonSettings | None = None, **given: Any
-) -> Comparison:
+def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSettings | None = None) -> Comparison:
     """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by
-    ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O. ``given``: fields of
-    :class:`~genEval.comparisons.settings.ComparisonSettings` on top of ``settings``."""
+    ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O."""
     if not runs:
         raise ValueError("no runs to compare.")
-    settings = ComparisonSettings.coerce(settings, **given)
+    settings = ComparisonSettings.coerce(settings)
     rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     class_names = _check_same_classes(runs)
     num_classes = int(next(iter(runs.values()))[0].results.scores.num_classes)
@@ -238,19 +237,18 @@ def aggregate(
     settings: ComparisonSettings | None = None,
     *,
     out_dir: str | Path | None = None,
-    **given: Any,
 ) -> Comparison:
     """Build a :class:`~genEval.comparisons.leaderboard.Comparison` from finished run directories.
 
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
     model name -> its run directories (one per repetition). Names and repetitions otherwise come from what
     compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``settings``: how to aggregate
-    (:class:`~genEval.comparisons.settings.ComparisonSettings`: baselines, ER gate, bootstrap, ``rank_by``; its
-    fields may also be given as keywords): without ``baselines`` ER is fitted on those the runs record (see
+    (:class:`~genEval.comparisons.settings.ComparisonSettings`: baselines, ER gate, bootstrap, ``rank_by``):
+    without ``baselines`` ER is fitted on those the runs record (see
     :func:`recorded_baselines`), else left out, with a note. With ``out_dir`` the comparison files are written there
     (not the report: genEval.reports.report.write_report).
     """
-    comp = build_comparison(load_runs(run_dirs), ComparisonSettings.coerce(settings, **given))
+    comp = build_comparison(load_runs(run_dirs), ComparisonSettings.coerce(settings))
     if out_dir is not None:
         comp = write_comparison(comp, out_dir)
     log.info(
@@ -280,7 +278,10 @@ def compare(
     mask_reference: str | None = None,
     allow_self_judging: bool = False,
     record: Mapping | None = None,
-    **evaluate_kwargs: Any,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
 ) -> Comparison:
     """Evaluate every classifier ``repetitions`` times and compare them (see the module docstring).
 
@@ -290,19 +291,17 @@ def compare(
     repetition's seed, shared by every model of that repetition
     (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
     within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``settings``: how the
-    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`; its fields ``baselines``,
-    ``er_min_r2``, ``n_boot``, ``level``, ``rank_by`` may also be given as keywords). The ``baselines`` (the models
+    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`). The ``baselines`` (the models
     effective robustness is fitted on; None: ER is left out) are recorded with the runs, so that re-ranking the runs
     later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask`` (``mask=auto``) is fitted once
     with the model named by ``mask_reference`` and reused for every model. ``run_configs``: per model, the config
     recorded in its results.json. A model that is part of the oracle is refused before any run
     (:func:`genEval.comparisons.judging.check_not_judging`) unless ``allow_self_judging``. ``record``: extra entries
-    of every run's ``config.comparison`` record. Other keyword arguments go to ``genEval.evaluate`` (``execution``,
-    ``output``, ``scoring``, ...; each run's bootstrap uses ``settings.n_boot``). Writes the runs and the comparison
-    files into ``out_dir``.
+    of every run's ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own),
+    ``scoring`` (its bootstrap is ``settings.n_boot``) and ``reference``: what every run is evaluated with
+    (:func:`genEval.evaluate`). Writes the runs and the comparison files into ``out_dir``.
     """
-    given = {k: evaluate_kwargs.pop(k) for k in _SETTING_KEYS if k in evaluate_kwargs}
-    settings = ComparisonSettings.coerce(settings, **given)
+    settings = ComparisonSettings.coerce(settings)
     check_model_names(list(classifiers))
     seeds_used = repetition_seeds(seeds, repetitions)
     baselines = settings.baseline_list
@@ -318,7 +317,7 @@ def compare(
             f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
         )
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
-    scoring = replace(Scoring.coerce(evaluate_kwargs.pop("scoring", None)), n_boot=settings.n_boot)
+    scoring = replace(Scoring.coerce(scoring), n_boot=settings.n_boot)
     dirs = evaluate_repetitions(
         classifiers,
         data,
@@ -333,10 +332,8 @@ def compare(
         mask=mask,
         mask_reference=mask_reference,
         record={**(record or {}), **({"baselines": baselines} if baselines else {})},
-        **evaluate_kwargs,
+        execution=execution,
+        output=output,
+        reference=reference,
     )
     return aggregate(dirs, settings.with_seeds(seeds_used), out_dir=out_dir)
-
-
-#: ComparisonSettings fields compare() also takes as keywords.
-_SETTING_KEYS = ("baselines", "er_min_r2", "n_boot", "level", "rank_by")

@@ -26,7 +26,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,11 @@ from tqdm.auto import tqdm
 from genEval.data.base import SubsetData
 from genEval.interfaces import hook
 from genEval.masks import AutoMask, FixedMask, StyleMask
-from genEval.runs.rundir import read_samples
+from genEval.runs.reader import read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.driver import evaluate
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 log = logging.getLogger(__name__)
@@ -148,14 +151,32 @@ def fit_comparison_mask(
     search: SearchConfig,
     seed: int,
     out_dir: str | Path,
-    **evaluate_kwargs: Any,
+    *,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    oracle_reference: str | None = None,
 ) -> ComparisonMask:
     """Fit the comparison's one mask: ``evaluate(reference, data, mask=auto)`` into ``<out_dir>/mask`` (a dense
     pass over the fit samples, the fit, then the reference's masked run on the rest), then read the mask and
-    the fit samples back from there."""
+    the fit samples back from there. ``execution``, ``output`` (its directory is ``<out_dir>/mask``), ``scoring``
+    and ``oracle_reference`` (evaluate's ``reference``): what the run is evaluated with."""
     where = Path(out_dir) / "mask"
     log.info("compare: mask=auto fitted once with reference model %s into %s", reference, where)
-    evaluate(classifier, data, generator, oracle, search, seed=seed, output_dir=where, mask=auto, **evaluate_kwargs)
+    out = replace(RunOutput.coerce(output), dir=where)
+    evaluate(
+        classifier,
+        data,
+        generator,
+        oracle,
+        search,
+        seed=seed,
+        execution=execution,
+        mask=auto,
+        output=out,
+        scoring=scoring,
+        reference=oracle_reference,
+    )
     fitted = StyleMask.load(where / "style_mask.safetensors")
     fit_ids = frozenset(str(r.source_id) for r in read_samples(where / "mask_fit"))
     return ComparisonMask(fitted, reference, fit_ids, str(where / "style_mask.safetensors"))
@@ -209,7 +230,10 @@ def evaluate_repetitions(
     mask: Any = None,
     mask_reference: str | None = None,
     record: Mapping | None = None,
-    **evaluate_kwargs: Any,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
 
@@ -218,20 +242,18 @@ def evaluate_repetitions(
     is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
     ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
-    ``config.comparison`` record. Other keyword arguments go to :func:`genEval.evaluate`.
+    ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own; per-run progress is
+    off: ``progress`` shows the comparison's), ``scoring`` and ``reference`` go to :func:`genEval.evaluate`.
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
-    for k in ("seed", "output_dir"):
-        if k in evaluate_kwargs:
-            raise ValueError(f"compare sets {k} itself (seeds=..., out_dir=...); do not pass {k}.")
     if isinstance(mask, AutoMask) and mask_reference not in names:
         raise ValueError(
             f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
             f"one of {', '.join(names)} (got {mask_reference!r})."
         )
     search = SearchConfig.coerce(search)
-    evaluate_kwargs.setdefault("progress", False)
+    output = replace(RunOutput.coerce(output), progress=False)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     log.info("compare: %d models x %d repetitions, seeds %s, out_dir=%s", len(names), len(seeds), list(seeds), out_dir)
     drawn = [data_for_seed(data, s) for s in seeds]
@@ -254,16 +276,17 @@ def evaluate_repetitions(
             search,
             seeds[0],
             out_dir,
-            **evaluate_kwargs,
+            execution=execution,
+            output=output,
+            scoring=scoring,
+            oracle_reference=reference,
         )
         parts: dict[int, SubsetData] = {}  # data that were not re-drawn are one object: split it once
         for d in datas:
             if id(d) not in parts:
                 parts[id(d)] = fitted.scored_part(d)
         datas = [parts[id(d)] for d in datas]
-        evaluate_kwargs["mask"] = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
-    elif mask is not None:
-        evaluate_kwargs["mask"] = mask
+        mask = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
     dirs: dict[str, list[str]] = {}
     with tqdm(total=len(names) * len(seeds), desc="compare", unit="run", disable=not show, dynamic_ncols=True) as bar:
         for name, entry in zip(names, classifiers.values()):
@@ -281,9 +304,12 @@ def evaluate_repetitions(
                     oracle,
                     search,
                     seed=seed,
-                    output_dir=run_dir,
+                    mask=mask,
+                    execution=execution,
+                    output=replace(output, dir=run_dir),
+                    scoring=scoring,
+                    reference=reference,
                     config=config,
-                    **evaluate_kwargs,
                 )
                 dirs.setdefault(name, []).append(str(run_dir))
                 bar.update(1)

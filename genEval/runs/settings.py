@@ -7,7 +7,7 @@ typed (:attr:`genEval.runs.results.RunConfig.search`); ``genEval.search.perturb.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from genEval.interfaces import SettingError, is_whole
@@ -83,6 +83,10 @@ class SearchConfig:
         if unknown:
             raise ValueError(f"unknown search setting(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}.")
         return cls(**search)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as a run records it (``adam_betas`` as a list)."""
+        return {**asdict(self), "adam_betas": list(self.adam_betas)}
 
     @classmethod
     def recorded(cls, values: Mapping[str, Any] | None) -> SearchConfig | None:

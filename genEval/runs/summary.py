@@ -8,7 +8,6 @@ The driver (:func:`genEval.search.driver.evaluate`) and the merge of shards
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from genEval.data.base import limit_warning
@@ -61,7 +60,7 @@ def summarize(
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
     warnings += score_warnings(
-        scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=None if search is None else asdict(search)
+        scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=None if search is None else search.to_dict()
     )
     beyond = identity.sources.limit_beyond_pool
     if beyond is not None:

@@ -122,7 +122,7 @@ class RunWriter:
                 raise RunMismatch(
                     f"'{self.dir}' holds a run of another configuration, so it cannot be resumed; differing "
                     f"keys: {'; '.join(diff[:12])}{' ...' if len(diff) > 12 else ''}. Rerun with the same settings "
-                    "to resume it, or choose another hydra.run.dir (output_dir) for a new run."
+                    "to resume it, or choose another hydra.run.dir (output= in Python) for a new run."
                 )
         if (self.dir / RESULTS).is_file() and (self.dir / SAMPLES).is_file():
             self.finished_before = True
