@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from hand_runs import write_hand_runs
-from toys import AcceptAllOracle, LinearClassifier, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
+from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator, interrupted_run, linear_roles, toy_data
 
 from genEval import evaluate
 from genEval.comparisons.loading import load_runs
@@ -33,12 +33,7 @@ from genEval.snapshots.format import export_snapshot, load_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = SearchConfig(budget=4, step_size=0.3)
-
-
-def roles() -> dict:
-    return dict(
-        classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
-    )
+roles = linear_roles
 
 
 @pytest.fixture(scope="module")

@@ -176,3 +176,40 @@ def test_a_mask_resolves_itself():
     with pytest.raises(ValueError, match=r"mask must be None, a 0/1 tensor, a StyleMask or a mask config"):
         mask_config("sparse")
     assert StyleMask.__module__ == "genEval.masks.format"
+
+
+def test_the_scoring_and_output_keys_are_defined_once_and_typed_at_the_top_level():
+    """conf/scoring and conf/output define their keys once (issue 36, item 3); the commands compose them, and the
+    short names users type (n_boot=, interval=, save_images=, device=, batch_size=, precision=) still work."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from genEval.commands import (
+        CONF_DIR,
+        OUTPUT_FIELDS,
+        SCORING_FIELDS,
+        execution_from,
+        output_from,
+        scoring_from,
+    )
+
+    assert set(OmegaConf.load(CONF_DIR / "scoring" / "default.yaml")) == set(SCORING_FIELDS)
+    assert set(OmegaConf.load(CONF_DIR / "output" / "default.yaml")) == set(OUTPUT_FIELDS)
+    restated = {
+        p.name: sorted(set(OmegaConf.load(p)) & {*SCORING_FIELDS, *OUTPUT_FIELDS}) for p in CONF_DIR.glob("*.yaml")
+    }
+    assert {k: v for k, v in restated.items() if v} == {
+        "compare.yaml": ["save_images"],  # a comparison keeps its images (for report.html)
+        "serve.yaml": ["n_boot"],  # the service's standings bootstrap (ComparisonSettings), not a run's scoring
+        "worker.yaml": ["n_boot"],
+        "train_generator.yaml": ["progress"],  # the trainer's own bar: it makes no run
+    }
+    typed = ["n_boot=7", "interval=clopper-pearson", "oracle_warn_accuracy=null", "save_images=true", "grid_size=0"]
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*typed, "device=cpu", "batch_size=4", "precision=bf16"])
+        cmp = compose("compare", overrides=["n_boot=9"])
+        score = compose("score", overrides=["interval=clopper-pearson"])
+    assert scoring_from(cfg) == Scoring(interval="clopper-pearson", n_boot=7, oracle_warn_accuracy=None)
+    assert output_from(cfg, "d") == RunOutput("d", save_images=True, grid_size=0)
+    assert execution_from(cfg) == Execution(device="cpu", batch_size=4, precision="bf16")
+    assert scoring_from(cmp).n_boot == 9 and output_from(cmp, None).save_images and score.interval == "clopper-pearson"
