@@ -17,7 +17,6 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 import genEval
 import genEval.service.leaderboard as leaderboard
 from genEval.commands.serve import load_benchmarks
-from genEval.comparisons.settings import ComparisonSettings
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.service.api import create_app
@@ -76,7 +75,7 @@ def _submit_and_run(db, home: Path, smoke, name: str):
 def _reference(db, home: Path, smoke) -> dict[str, tuple[dict, dict]]:
     """name -> (scores, better_than as sets) from one aggregate over every finished job at once."""
     done = db.list_jobs(status="done", benchmark=smoke.name)
-    comp = aggregate({j.name: [j.rep_dir(home, 0)] for j in done}, settings=ComparisonSettings(n_boot=N_BOOT))
+    comp = aggregate({j.name: [j.rep_dir(home, 0)] for j in done}, n_boot=N_BOOT)
     return {m: (s.scores, {k: set(v) for k, v in s.better_than.items()}) for m, s in comp.models.items()}
 
 
