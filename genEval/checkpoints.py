@@ -56,25 +56,30 @@ def _refused_pickle(err: BaseException) -> bool:
     return isinstance(err, pickle.UnpicklingError) and "Unsupported" in text and "truncated" not in text
 
 
-def check_safetensors_header(path: str | Path, what: str = "safetensors file") -> int:
+def check_safetensors_header(path: str | Path, what: str = "safetensors file", shown: str | None = None) -> int:
     """Refuse a safetensors file whose header is larger than :data:`MAX_SAFETENSORS_HEADER` bytes or lists more than
     :data:`MAX_SAFETENSORS_TENSORS` tensors, before the safetensors library parses it (its own limit is 100 MB of
     JSON, gigabytes of memory to parse). The header is a little-endian u64 length and that many bytes of JSON, read
     here into at most the limit and counted as it is decoded (the decoder stops at the first object past the count).
-    Returns the number of tensors; raises ValueError naming the bound."""
+    Returns the number of tensors; raises ValueError naming the bound, or the damage of a truncated or corrupt file.
+    ``shown``: how the messages name the file (default its name, which the service strips from what it answers)."""
     import json
     import struct
 
     p = Path(path)
+    shown = p.name if shown is None else shown
     size = p.stat().st_size
     with open(p, "rb") as fh:
         head = fh.read(8)
         n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
         if not 2 <= n <= size - 8:
-            raise ValueError(f"{what} '{p.name}' is not a safetensors file: its 8-byte header length is out of range.")
+            raise ValueError(
+                f"{what} '{shown}' is not a readable safetensors file (its 8-byte header length {n} is out of range "
+                f"for a file of {size} bytes). {_RESAVE}"
+            )
         if n > MAX_SAFETENSORS_HEADER:
             raise ValueError(
-                f"{what} '{p.name}' has a safetensors header of {n} bytes; the limit is {MAX_SAFETENSORS_HEADER} "
+                f"{what} '{shown}' has a safetensors header of {n} bytes; the limit is {MAX_SAFETENSORS_HEADER} "
                 "bytes (a real classifier's header is under 200 KB), so it is not read."
             )
         header = fh.read(n)
@@ -88,7 +93,7 @@ def check_safetensors_header(path: str | Path, what: str = "safetensors file") -
         return dict(pairs)
 
     too_many = ValueError(
-        f"{what} '{p.name}' lists more than {MAX_SAFETENSORS_TENSORS} tensors, the limit (the biggest classifiers "
+        f"{what} '{shown}' lists more than {MAX_SAFETENSORS_TENSORS} tensors, the limit (the biggest classifiers "
         "have under 2,000), so it is not read."
     )
     try:
@@ -96,10 +101,12 @@ def check_safetensors_header(path: str | Path, what: str = "safetensors file") -
     except OverflowError:
         raise too_many from None
     except (UnicodeDecodeError, RecursionError, ValueError) as err:
-        raise ValueError(f"{what} '{p.name}' is not a safetensors file: its header is not JSON ({err}).") from None
+        raise ValueError(
+            f"{what} '{shown}' is not a readable safetensors file (its header is not JSON: {err}). {_RESAVE}"
+        ) from None
     tensors = sum(k != "__metadata__" for k in meta) if isinstance(meta, dict) else 0
     if not tensors:
-        raise ValueError(f"{what} '{p.name}' holds no tensors.")
+        raise ValueError(f"{what} '{shown}' holds no tensors.")
     if tensors > MAX_SAFETENSORS_TENSORS:
         raise too_many
     return tensors
@@ -122,7 +129,7 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", allow_pickle: bo
     if p.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        check_safetensors_header(p, what)
+        check_safetensors_header(p, what, shown=str(p))
         try:
             return load_file(str(p), device="cpu")
         except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for every bad file

@@ -246,6 +246,15 @@ def test_directory_layout_and_recorded_seeds(made):
                 "repetitions": 2,
                 "models": list(MODELS),
                 "data_seed": None,
+                # the stop rule, filled with its defaults, so `compare runs=[...]` re-judges with the rule it ran with
+                "sequential": {
+                    "stop": "fixed",
+                    "round_sources": 200,
+                    "max_sources": 5000,
+                    "confidence": 0.95,
+                    "margin": 1.0,
+                    "power": 0.8,
+                },
             }
         assert (out / "models" / f"{m}.json").is_file()
     for f in ("leaderboard.csv", "leaderboard.md", "comparison.json"):

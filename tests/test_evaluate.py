@@ -6,7 +6,15 @@ import json
 
 import pytest
 import torch
-from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
+from toys import (
+    LinearClassifier,
+    ListDataset,
+    ModelOracle,
+    SigmoidGenerator,
+    interrupted_run,
+    same_records,
+    toy_data,
+)
 
 from genEval import evaluate
 from genEval.runs.recording import RunOutput
@@ -113,7 +121,7 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
     )
     assert resumed.timings["samples_computed"] == 40 - len(partial)
     evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output=tmp_path / "fresh", **roles())
-    assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
+    same_records(tmp_path / "run", tmp_path / "fresh")  # floats up to the noise of other batch neighbours
     assert (
         json.loads((tmp_path / "run" / "results.json").read_text())["scores"]
         == json.loads((tmp_path / "fresh" / "results.json").read_text())["scores"]

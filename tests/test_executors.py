@@ -23,6 +23,7 @@ from genEval.commands import CONF_DIR, build, config_options
 from genEval.commands.compare import run_compare
 from genEval.comparisons.aggregate import compare
 from genEval.comparisons.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.interfaces import SettingError
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -51,7 +52,7 @@ def run(out: Path, executor=None):
         seeds=SEEDS,
         out_dir=out,
         progress=False,
-        n_boot=60,
+        settings=ComparisonSettings(n_boot=60),
         execution=Execution(batch_size=6),
         executor=executor,
     )

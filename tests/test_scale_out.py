@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
+from toys import (
+    LinearClassifier,
+    ListDataset,
+    ModelOracle,
+    SigmoidGenerator,
+    interrupted_run,
+    records,
+    same_records,
+    toy_data,
+)
 
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
@@ -52,27 +61,8 @@ def roles():
     )
 
 
-def records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
-
-
 def decisions(run_dir: Path) -> list[tuple]:
     return [tuple(r[k] for k in DECISIONS) for r in records(run_dir)]
-
-
-def same_records(a: Path, b: Path) -> None:
-    """Every field of every record equal; the measured distances (floats) equal up to float noise, because a
-    resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md, "Crashes
-    cost nothing")."""
-    ra, rb = records(a), records(b)
-    assert [r["source_id"] for r in ra] == [r["source_id"] for r in rb]
-    for x, y in zip(ra, rb):
-        assert x.keys() == y.keys()
-        for k in x:
-            if isinstance(x[k], float):
-                assert x[k] == pytest.approx(y[k], rel=1e-5, abs=1e-6), (x["source_id"], k)
-            else:
-                assert x[k] == y[k], (x["source_id"], k)
 
 
 def scores(run_dir: Path) -> tuple[dict, list]:

@@ -390,7 +390,7 @@ def test_outcomes_from_records_and_length_check():
     common = dict(index=0, accepted_steps=0, first_fooled=-1, oracle_score=0.5, latent_dist=0.0, image_dist=0.0)
     recs = [
         SampleRecord(
-            source_id=7,
+            source_id="7",
             label=1,
             clean_pred=1,
             recon_pred=0,

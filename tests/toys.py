@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 from torch import nn
 
@@ -91,7 +95,6 @@ class FailsAt(ListDataset):
 def interrupted_run(data: ListDataset, at: int, **evaluate_kwargs) -> None:
     """``genEval.evaluate(data=..., **evaluate_kwargs)`` stopped by an unreadable source ``at`` (it must stop there),
     leaving what it finished in ``output_dir``'s samples.partial.jsonl."""
-    import pytest
 
     from genEval import evaluate
 
@@ -178,3 +181,22 @@ def linear_roles() -> dict:
     return dict(
         classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
     )
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+
+
+def same_records(a: Path, b: Path) -> None:
+    """Every field of every record equal; the measured distances (floats) equal up to float noise, because a
+    resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md, "Crashes
+    cost nothing")."""
+    ra, rb = records(a), records(b)
+    assert [r["source_id"] for r in ra] == [r["source_id"] for r in rb]
+    for x, y in zip(ra, rb):
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(x[k], float):
+                assert x[k] == pytest.approx(y[k], rel=1e-5, abs=1e-6), (x["source_id"], k)
+            else:
+                assert x[k] == y[k], (x["source_id"], k)

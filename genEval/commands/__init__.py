@@ -276,12 +276,14 @@ def execution_from(cfg: DictConfig) -> Execution:
 
 
 def hydra_output_dir() -> Path | None:
-    """The Hydra run directory under ``@hydra.main``; None under ``compose`` (tests, notebooks)."""
+    """The Hydra run directory under ``@hydra.main``; None under ``compose`` (tests, notebooks), also when an earlier
+    ``compose(return_hydra_config=True)`` left Hydra's config set without a run directory."""
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf.errors import MissingMandatoryValue
 
     try:
         return Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:
+    except (ValueError, MissingMandatoryValue):
         return None
 
 

@@ -450,6 +450,7 @@ def compare_generators(
     output: RunOutput | None = None,
     scoring: Scoring | None = None,
     reference: str | None = None,
+    executor: Any = None,
 ) -> GeneratorAblation:
     """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
     sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
@@ -459,7 +460,8 @@ def compare_generators(
     after). ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`). ``run_configs``:
     generator -> model -> the config recorded in each run. ``on_comparison``: called with each generator's finished
     comparison (e.g. to write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``,
-    ``scoring`` and ``reference`` go to ``compare`` as they are.
+    ``scoring``, ``reference`` and ``executor`` (where the evaluations run, :mod:`genEval.comparisons.executors`) go
+    to ``compare`` as they are.
     """
     settings = ComparisonSettings.coerce(settings)
     names = [str(g) for g in generators]
@@ -494,6 +496,7 @@ def compare_generators(
             output=output,
             scoring=scoring,
             reference=reference,
+            executor=executor,
         )
         if on_comparison is not None:
             on_comparison(comps[name])

@@ -14,7 +14,7 @@ Its settings come in bundles: :class:`~genEval.search.perturb.SearchConfig` (the
 is the method: seed, mask, sources, identity, roles, batch size, then the loop with its recording and progress,
 then the summary.
 
-Scale-out and crash safety (all exact, not approximate):
+Scale-out and crash safety (every decision exact):
 
 * Every random draw of a sample is seeded from ``(run seed, source id)`` (:func:`~genEval.search.sources.sample_seed`),
   never from its batch, so ``batch_size`` and sharding change no decision.
@@ -22,8 +22,9 @@ Scale-out and crash safety (all exact, not approximate):
   images; with ``data.limit`` the positions of the class-balanced order, so every shard is balanced too).
   ``genEval.runs.shards`` combines the shards into the run an unsharded evaluation would have written.
 * A rerun on a directory holding an unfinished run of the same identity resumes it
-  (:class:`~genEval.runs.recording.Recording`): recorded samples are not recomputed, and the final files equal
-  those of an uninterrupted run.
+  (:class:`~genEval.runs.recording.Recording`): recorded samples are not recomputed, and the final files hold the
+  decisions and scores of an uninterrupted run (the measured distances and oracle scores up to float noise: the
+  resumed samples share a batch with other neighbours, and a batch of 5 rounds differently from a batch of 1).
 * A source that cannot be decoded (:class:`~genEval.interfaces.UnreadableSource`) stops the run with that error,
   unless the data set has ``skip_unreadable`` set: then it is logged, left out of the samples and listed (position,
   source id, path, reason) under ``skipped`` in the results. Whether a file decodes depends on its bytes only, so
