@@ -47,7 +47,7 @@ def hooks_table() -> str:
 
 def routes_table() -> str:
     """Every route of the service's app (its OpenAPI schema): method, path, and the first sentence of its docs."""
-    from genEval.service.api import create_app
+    from genEval.service.server.app import create_app
 
     spec = create_app(None).openapi()  # the schema needs the routes only, not a running service
     rows = ["| method | path | what |", "|---|---|---|"]

@@ -23,7 +23,7 @@ TOP = {"genEval.cli"}
 #: The engine's own backends: the tested classifiers and the data readers (packages, with every module in them).
 BACKENDS_IN_ENGINE = ("genEval.classifiers", "genEval.data")
 #: The library's folders (and its one-module jobs), top-down: a job imports only the jobs listed after it, so the
-#: tree reads like README's "Layout" and no two folders lean on each other.
+#: tree reads like docs/architecture.md's "Layers" and no two folders lean on each other.
 LIBRARY = ("service", "reports", "comparisons", "snapshots", "search", "masks", "runs", "scores")
 #: Old import paths kept for configs and notebooks (``_target_: genEval.style_mask.AutoMask``; the service's benchmark
 #: versions hash those spellings): modules that only re-export, each belonging to the job it re-exports.
