@@ -40,6 +40,7 @@ from genEval.classifiers.loaders import cifar_resnet
 from genEval.data.base import SubsetData
 from genEval.data.folders import ImageFolderData
 from genEval.data.standard import CIFAR10_CLASSES
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from oracles.classifier import ClassifierOracle
@@ -87,13 +88,15 @@ def line(r):
 
 
 def study_mask(out: Path, n: int, seed: int) -> dict:
-    from genEval.style_mask import fit_mask_from_run, plot_style_mask
+    from genEval.style_mask import FixedMask, fit_mask_from_run, plot_style_mask
 
     full = data(2 * n)
     fit_set, eval_set = SubsetData(full, range(n, 2 * n), "fit"), SubsetData(full, range(n), "eval")
     clf, gen, orc = resnet(20), taef2(), zoo([32, 56])
-    kw = dict(seed=seed, batch_size=50, progress=False)
-    evaluate(clf, fit_set, gen, orc, search(), output_dir=out / "mask_fit", save_latents=True, **kw)
+    kw = dict(seed=seed, execution=Execution(batch_size=50))
+    evaluate(
+        clf, fit_set, gen, orc, search(), output=RunOutput(out / "mask_fit", save_latents=True, progress=False), **kw
+    )
     masks = {}
     for name, fit_kw in {"C=1": {"C": 1.0}, "paper-sparsity": {"C": None, "target_sparsity": 0.9845}}.items():
         t0 = time.perf_counter()
@@ -111,10 +114,11 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
     m = masks["paper-sparsity"]
     m.save(out / "style_mask.safetensors")
     plot_style_mask(m, out / "style_mask.png")
-    dense = evaluate(clf, eval_set, gen, orc, search(), output_dir=out / "dense", **kw)
+    dense = evaluate(clf, eval_set, gen, orc, search(), output=RunOutput(out / "dense", progress=False), **kw)
     print("dense :", line(dense), flush=True)
+    fixed = FixedMask(m.as_tensor(), m.sha256[:16])
     masked = evaluate(
-        clf, eval_set, gen, orc, search(), output_dir=out / "masked", mask=m.as_tensor(), mask_id=m.sha256[:16], **kw
+        clf, eval_set, gen, orc, search(), output=RunOutput(out / "masked", progress=False), mask=fixed, **kw
     )
     print("masked:", line(masked), flush=True)
     return {
@@ -140,9 +144,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
             search(),
             seed=seed,
             execution=Execution(batch_size=50),
-            output_dir=out / f"run_resnet{d}",
-            save_images=True,
-            progress=False,
+            output=RunOutput(out / f"run_resnet{d}", save_images=True, progress=False),
         )
         print(f"resnet{d} (oracle resnet{others[0]}+{others[1]}):", line(r), flush=True)
         snaps[f"resnet{d}"] = export_snapshot(out / f"run_resnet{d}", out / f"snapshot_resnet{d}", overwrite=True)
@@ -158,7 +160,7 @@ def study_snapshots(out: Path, n: int, seed: int) -> None:
 def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> list[dict]:
     from dataclasses import replace
 
-    from genEval.runs.rundir import read_samples
+    from genEval.runs.reader import read_samples
 
     keys = ("validated", "first_fooled", "final_pred")
     rows = []
@@ -174,8 +176,7 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> 
                 replace(search(), start_noise=level),
                 seed=s,
                 execution=Execution(batch_size=50),
-                output_dir=d,
-                progress=False,
+                output=RunOutput(d, progress=False),
             )
             runs[s] = (r, {x.source_id: x for x in read_samples(d)})
         r0, a = runs[seed]

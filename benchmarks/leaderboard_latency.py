@@ -68,7 +68,7 @@ def _template(out: Path) -> Path:
 
 def _variant(template: Path, out: Path, k: int) -> None:
     """The template's records with a seeded share of final predictions changed, scored again (a valid run)."""
-    from genEval.runs.rundir import read_results, read_samples
+    from genEval.runs.reader import read_results, read_samples
     from genEval.runs.summary import summarize
 
     res = read_results(template)
@@ -81,14 +81,15 @@ def _variant(template: Path, out: Path, k: int) -> None:
             wrong = (rec.label + 1 + rng.randrange(n_classes - 1)) % n_classes
             rec = replace(rec, final_pred=rec.label if rec.final_pred != rec.label else wrong)
         records.append(rec)
-    identity = {**res.extra.get("identity", {}), "seed": k, "components": res.components, "shard": res.shard}
+    identity = replace(res.identity, seed=k)
     result = summarize(
         records,
         res.class_names,
-        res.config.scoring,
+        config=replace(
+            res.config, values={**res.config.values, "comparison": {"model": f"model-{k:04d}", "repetition": 0}}
+        ),
         identity=identity,
         seed_drawn=False,
-        config={**res.config.to_dict(), "comparison": {"model": f"model-{k:04d}", "repetition": 0}},
         device="cpu",
         run_dir=str(out),
         timings=res.timings,

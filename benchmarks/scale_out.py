@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,10 +76,7 @@ def one_run(n: int, size: int, budget: int, workers: int, batch: int, out: str) 
         SearchConfig(budget=budget, step_size=1e-3),
         seed=0,
         execution=Execution(batch_size=batch, num_workers=workers, device="cpu"),
-        output_dir=out,
-        save_images=True,
-        save_latents=False,
-        progress=False,
+        output=RunOutput(out, save_latents=False, save_images=True, progress=False),
     )
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB

@@ -118,7 +118,7 @@ def ensure_writable_dir(path: str | Path, probe_bytes: int = 0) -> Path:
             err.errno,
             f"output directory '{p}' is not writable ({err.strerror}"
             + (f": '{err.filename}'" if err.filename and str(err.filename) != str(p) else "")
-            + "). Choose another with output_dir=/some/writable/path (CLI: hydra.run.dir=...).",
+            + "). Choose another with output=/some/writable/path (CLI: hydra.run.dir=...).",
         ) from err
     return p
 

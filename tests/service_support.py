@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.service.records import JobInfo
 from genEval.service.server.database import Database, sqlite_url
 
@@ -256,10 +258,9 @@ def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
         oracle=ModelOracle(LinearClassifier(seed=1)),
         search={"budget": 3, "step_size": 0.3, "start_noise": 0.0},
         seed=int(job.seeds[0]),
-        output_dir=job.rep_dir(home, 0),
-        progress=False,
-        n_boot=100,
         config={"comparison": {"model": job.name}},
+        output=RunOutput(job.rep_dir(home, 0), progress=False),
+        scoring=Scoring(n_boot=100),
     )
     torch.set_num_threads(1)
     return {"repetitions": [{"repetition": 0, "seed": int(job.seeds[0]), "metrics": res.metrics}]}

@@ -16,7 +16,8 @@ from toys import ListDataset
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.interfaces import Judgement
-from genEval.runs.rundir import load_tensors, read_samples
+from genEval.runs import RunDir, read_samples
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.snapshots.format import export_snapshot
@@ -99,16 +100,14 @@ def make_run(out: Path) -> Path:
         SearchConfig(budget=2, step_size=0.2, update="sign"),
         seed=0,
         execution=Execution(batch_size=16),
-        output_dir=out,
-        save_images=True,
-        save_latents=True,
+        output=RunOutput(out, save_latents=True, save_images=True),
     )
     return out
 
 
 def expected_content(run_dir: Path) -> dict:
     """The validated samples of the run as the run directory stores them (the expected snapshot content)."""
-    imgs = load_tensors(run_dir, "images")
+    imgs = RunDir(run_dir).tensors("images")
     v = imgs["validated"]
     return {
         "perturbed": imgs["perturbed"][v],

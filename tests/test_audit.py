@@ -27,7 +27,9 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 from genEval import evaluate
 from genEval.commands.audit import run_audit
 from genEval.reports.audit import agreement, draw_validated, record_audit, write_audit
-from genEval.runs.rundir import load_tensors, read_samples
+from genEval.runs import RunDir, read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -57,11 +59,9 @@ def toy_run(
         oracle=ModelOracle(oracle_model),
         search=SEARCH,
         seed=1,
-        output_dir=out,
-        save_images=save_images,
-        progress=False,
-        n_boot=20,
         execution=Execution(batch_size=16),
+        output=RunOutput(out, save_images=save_images, progress=False),
+        scoring=Scoring(n_boot=20),
     )
     return out
 
@@ -147,7 +147,7 @@ def test_page_shows_n_validated_pairs_offline_with_their_images(audited):
     # no external resource of any kind; the images are the saved uint8 tensors of those very samples
     assert not EXTERNAL.search(html) and "http://" not in html and "https://" not in html
     assert all(src.startswith("data:image/png;base64,") for src in re.findall(r'src="([^"]*)"', html))
-    saved = load_tensors(audited, "images")
+    saved = RunDir(audited).tensors("images")
     row = {sid: i for i, sid in enumerate(saved["source_ids"])}
     for p in pairs:
         i = row[p["sid"]]

@@ -12,6 +12,7 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator, toy_data
 
 from generators.identity import IdentityGenerator
 from genEval import evaluate
+from genEval.runs.recording import RunOutput
 from genEval.search import batching
 from genEval.search.batching import BatchTooLarge, auto_batch_size, step_bytes_per_sample
 from genEval.search.execution import Execution
@@ -68,7 +69,7 @@ def test_the_automatic_choice_is_recorded(tmp_path):
         AcceptAllOracle(),
         SearchConfig(budget=1),
         seed=0,
-        output_dir=tmp_path,
+        output=tmp_path,
     )
     rec = json.loads((tmp_path / "results.json").read_text())["batch"]
     assert rec["batch_size"] == r.extra["batch"]["batch_size"] >= 1
@@ -104,7 +105,7 @@ def test_out_of_memory_names_batch_size_and_a_size_that_fits(tmp_path, monkeypat
             SearchConfig(budget=2),
             seed=0,
             execution=Execution(batch_size=16),
-            output_dir=tmp_path,
+            output=tmp_path,
         )
     assert not (tmp_path / "results.json").exists()
     # the suggested size works, and the run resumes
@@ -116,7 +117,7 @@ def test_out_of_memory_names_batch_size_and_a_size_that_fits(tmp_path, monkeypat
         SearchConfig(budget=2),
         seed=0,
         execution=Execution(batch_size=4),
-        output_dir=tmp_path,
+        output=tmp_path,
     )
     assert (tmp_path / "results.json").is_file()
 
@@ -133,9 +134,7 @@ def test_every_output_respects_the_umask(tmp_path, umask, mode):
             AcceptAllOracle(),
             SearchConfig(budget=1),
             seed=0,
-            output_dir=tmp_path / "run",
-            save_latents=True,
-            save_images=True,
+            output=RunOutput(tmp_path / "run", save_latents=True, save_images=True),
         )
     finally:
         os.umask(old)

@@ -16,6 +16,7 @@ import genEval.commands.evaluate as evaluate_command
 from genEval import evaluate
 from genEval.commands import CONF_DIR, REGISTRY
 from genEval.commands.checks import check_run
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from oracles.clip import CLIPOracle
@@ -231,5 +232,5 @@ def test_the_engine_names_an_imagenet_classifier_for_1000_classes():
             SearchConfig(budget=1),
             seed=0,
             execution=Execution(batch_size=2),
-            progress=False,
+            output=RunOutput(progress=False),
         )

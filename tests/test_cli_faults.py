@@ -126,7 +126,7 @@ def _toy_run(data: DigitsData, out: Path, batch_size: int | None = None):
         search={"budget": 1, "step_size": 0.1},
         seed=0,
         execution=Execution(batch_size=batch_size),
-        output_dir=out,
+        output=out,
     )
 
 
@@ -156,7 +156,7 @@ def test_a_limit_above_the_data_sets_size_warns_once_naming_both_numbers(tmp_pat
 def test_a_full_disk_mid_run_names_the_run_directory_and_the_run_resumes(tmp_path, monkeypatch):
     import errno
 
-    import genEval.runs.rundir as rundir
+    import genEval.runs.writer as writer
 
     real, calls = os.fsync, {"n": 0}
 
@@ -167,10 +167,10 @@ def test_a_full_disk_mid_run_names_the_run_directory_and_the_run_resumes(tmp_pat
         real(fd)
 
     small = DigitsData(split="test", image_size=8, limit=30)
-    monkeypatch.setattr(rundir.os, "fsync", fsync_until_full)
+    monkeypatch.setattr(writer.os, "fsync", fsync_until_full)
     with pytest.raises(OSError) as full:
         _toy_run(small, tmp_path / "run", batch_size=4)
-    monkeypatch.setattr(rundir.os, "fsync", real)
+    monkeypatch.setattr(writer.os, "fsync", real)
     text = str(full.value)
     assert text.startswith(f"no space left on the device of run directory '{tmp_path / 'run'}' (No space left on")
     assert "The run is resumable" in text and "rerun the same command" in text

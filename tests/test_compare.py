@@ -24,6 +24,7 @@ from genEval.commands.compare import run_compare
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.repetitions import derive_seeds
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.definitions import LEADERBOARD_SCORES
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -39,7 +40,9 @@ N_BOOT = 150
 def hand(tmp_path_factory):
     root = tmp_path_factory.mktemp("hand")
     runs = write_hand_runs(root)
-    return aggregate([runs], out_dir=root / "cmp", n_boot=200, baselines=["A", "B", "C"]), root / "cmp"
+    return aggregate(
+        [runs], out_dir=root / "cmp", settings=ComparisonSettings(baselines=["A", "B", "C"], n_boot=200)
+    ), root / "cmp"
 
 
 def test_hand_made_runs_give_the_hand_computed_leaderboard(hand):
@@ -110,7 +113,7 @@ def test_hand_made_runs_give_the_hand_computed_differences_and_er(hand):
 
 def test_effective_robustness_is_left_out_without_named_baselines(hand):
     runs = hand[1].parent / "runs"
-    none = aggregate([runs], n_boot=50)
+    none = aggregate([runs], settings=ComparisonSettings(n_boot=50))
     er = none.effective_robustness
     assert er.w is None and er.n_baselines == 0 and all(r.er is None and not r.baseline for r in none.leaderboard)
     assert "never on the interventions it judges" in er.reason and "baselines=[...]" in er.reason
@@ -120,7 +123,7 @@ def test_effective_robustness_is_left_out_without_named_baselines(hand):
 def test_effective_robustness_gets_a_bootstrap_interval(hand):
     # the hand-made fit (three baselines) is trusted with the gate lowered; each resample refits the line
     runs = hand[1].parent / "runs"
-    comp = aggregate([runs], n_boot=300, baselines=["A", "B", "C"], er_min_r2=0.0)
+    comp = aggregate([runs], settings=ComparisonSettings(baselines=["A", "B", "C"], er_min_r2=0.0, n_boot=300))
     er = comp.effective_robustness
     assert er.trusted and er.interval.startswith("bootstrap(300) over source images")
     for r in comp.leaderboard:
@@ -174,7 +177,9 @@ def test_hand_made_leaderboard_files(hand):
 
 def test_one_repetition_without_recorded_scores_is_bootstrapped(hand, tmp_path):
     runs = hand[1].parent / "runs"
-    one = aggregate({"A": [runs / "A" / "rep1"]}, n_boot=50)  # results.json has no scores: recomputed
+    one = aggregate(
+        {"A": [runs / "A" / "rep1"]}, settings=ComparisonSettings(n_boot=50)
+    )  # results.json has no scores: recomputed
     assert one.row("A")["pa"].value == 75.0 and one.row("A")["pa"].method.startswith("bootstrap(50,")
     assert one.stability.tau_reps_mean is None and "at least 2 repetitions" in one.stability.tau_reps_note
 
@@ -212,8 +217,8 @@ def made(tmp_path_factory):
         seeds=[11, 12],
         out_dir=out,
         progress=False,
-        n_boot=N_BOOT,
         execution=Execution(batch_size=12),
+        settings=ComparisonSettings(n_boot=N_BOOT),
     )
     return comp, out, calls
 
@@ -263,7 +268,7 @@ def test_leaderboard_numbers_are_the_mean_of_the_runs(made):
 
 def test_single_repetition_uses_the_runs_own_intervals(made):
     _, out, _ = made
-    one = aggregate({m: [out / "runs" / m / "rep0"] for m in MODELS}, n_boot=N_BOOT)
+    one = aggregate({m: [out / "runs" / m / "rep0"] for m in MODELS}, settings=ComparisonSettings(n_boot=N_BOOT))
     for row in one.leaderboard:
         scores = results(out, row.model, 0)["scores"]
         for m in LEADERBOARD_SCORES:
@@ -280,14 +285,14 @@ def test_identical_repetitions_are_flagged(made, tmp_path):
     assert made[0].stability.identical_repetitions is False  # start noise makes repetitions differ
     for i in (0, 1):
         shutil.copytree(out / "runs" / "lin0" / "rep0", tmp_path / f"copy{i}")
-    same = aggregate({"lin0": [tmp_path / "copy0", tmp_path / "copy1"]}, n_boot=20)
+    same = aggregate({"lin0": [tmp_path / "copy0", tmp_path / "copy1"]}, settings=ComparisonSettings(n_boot=20))
     assert same.stability.identical_repetitions and same.stability.tau_reps_mean is None
     assert any("rank stability is trivially perfect" in w for w in same.warnings)
 
 
 def test_aggregate_from_existing_directories_gives_the_same_comparison(made, tmp_path):
     comp, out, _ = made
-    again = aggregate([out / "runs"], n_boot=N_BOOT, out_dir=tmp_path)
+    again = aggregate([out / "runs"], out_dir=tmp_path, settings=ComparisonSettings(n_boot=N_BOOT))
     assert again.leaderboard == comp.leaderboard
     assert again.differences == comp.differences and again.stability == comp.stability
     assert (tmp_path / "leaderboard.csv").read_text() == (out / "leaderboard.csv").read_text()
@@ -304,12 +309,12 @@ def test_compare_and_aggregate_errors(made, tmp_path):
     with pytest.raises(ValueError, match=r"repetitions must be an integer >= 1, got 0"):
         compare(clf, data, gen, oracle, repetitions=0, out_dir=tmp_path)
     with pytest.raises(ValueError, match=r"baselines \['nope'\] are not among the classifiers \(ok\)"):
-        compare(clf, data, gen, oracle, baselines=["nope"], out_dir=tmp_path)
-    with pytest.raises(ValueError, match=r"compare sets seed itself"):
+        compare(clf, data, gen, oracle, out_dir=tmp_path, settings=ComparisonSettings(baselines=["nope"]))
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'seed'"):  # seeds=... (one per repetition)
         compare(clf, data, gen, oracle, out_dir=tmp_path, seed=3)
     assert not (tmp_path / "runs").exists()  # every error came before any run
     with pytest.raises(ValueError, match=r"baselines \['x'\] are not among the compared models"):
-        aggregate([out / "runs"], baselines=["x"], n_boot=10)
+        aggregate([out / "runs"], settings=ComparisonSettings(baselines=["x"], n_boot=10))
     with pytest.raises(FileNotFoundError, match=r"does not exist"):
         aggregate([tmp_path / "missing"])
     (tmp_path / "empty").mkdir()
@@ -329,7 +334,7 @@ def test_runs_on_other_classes_are_refused(hand, tmp_path):
     res["class_names"] = ["x", "y"]
     (tmp_path / "other" / "results.json").write_text(json.dumps(res))
     with pytest.raises(ValueError, match=r"has classes \['x', 'y'\] but .* has \['cat', 'dog'\]"):
-        aggregate({"A": [runs / "A" / "rep0"], "Z": [tmp_path / "other"]}, n_boot=10)
+        aggregate({"A": [runs / "A" / "rep0"], "Z": [tmp_path / "other"]}, settings=ComparisonSettings(n_boot=10))
 
 
 def test_derive_seeds():

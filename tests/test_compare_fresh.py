@@ -11,8 +11,9 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval.comparisons.aggregate import compare
 from genEval.comparisons.repetitions import data_for_seed
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.standard import DigitsData
-from genEval.runs.rundir import read_results, read_samples
+from genEval.runs import read_results, read_samples
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import AutoMask, StyleMask
@@ -29,10 +30,10 @@ def sources(out: Path, model: str, rep: int) -> set[str]:
     return {r.source_id for r in read_samples(out / "runs" / model / f"rep{rep}")}
 
 
-def compare_toys(data, out: Path, search: SearchConfig = SEARCH, **kw):
+def compare_toys(data, out: Path, search: SearchConfig = SEARCH, n_boot: int = 30, **kw):
     """The two linear models on ``data`` with the sigmoid generator, an accept-all oracle, seeds 5 and 6."""
-    opts = dict(repetitions=2, seeds=[5, 6], out_dir=out, progress=False, n_boot=30) | kw
-    return compare(models(), data, SigmoidGenerator(), AcceptAllOracle(), search, **opts)
+    opts = dict(repetitions=2, seeds=[5, 6], out_dir=out, progress=False, settings=ComparisonSettings(n_boot=n_boot))
+    return compare(models(), data, SigmoidGenerator(), AcceptAllOracle(), search, **opts | kw)
 
 
 @pytest.fixture(scope="module")

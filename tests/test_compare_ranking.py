@@ -33,6 +33,7 @@ from genEval.comparisons.ablation import (
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.judging import oracle_members
 from genEval.comparisons.leaderboard import Comparison
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.report import expected_figures, render_report
 from genEval.search.perturb import SearchConfig
 
@@ -48,7 +49,7 @@ def _csv(text: str) -> tuple[list[str], list[dict]]:
 # ------------------------------------------------------------------------------------------ rank_by
 def test_default_ranks_by_fmr_v_where_fmr_puts_the_weaker_model_first(tmp_path):
     runs = write_ranking_runs(tmp_path)
-    comp = aggregate([runs], n_boot=200, out_dir=tmp_path / "v")
+    comp = aggregate([runs], out_dir=tmp_path / "v", settings=ComparisonSettings(n_boot=200))
     weak = comp.row("weak")
     assert weak["sa"].value == 60.0 and weak["fmr"].value == pytest.approx(250 / 3)
     assert weak["fmr_validated"].value == pytest.approx(50.0)
@@ -79,10 +80,10 @@ def test_default_ranks_by_fmr_v_where_fmr_puts_the_weaker_model_first(tmp_path):
     again = Comparison.load(tmp_path / "v")
     assert again.to_dict() == comp.to_dict() and again.rank_by == "fmr_validated"
 
-    by_fmr = aggregate([runs], n_boot=200, rank_by="fmr")
+    by_fmr = aggregate([runs], settings=ComparisonSettings(n_boot=200, rank_by="fmr"))
     assert by_fmr.models == ["mid", "weak", "strong"] and by_fmr.stability.score == "fmr"
     assert [r.rank for r in by_fmr.leaderboard] == [r.rank_fmr for r in by_fmr.leaderboard] == [1, 2, 3]
-    by_sa = aggregate([runs], n_boot=50, rank_by="sa")
+    by_sa = aggregate([runs], settings=ComparisonSettings(n_boot=50, rank_by="sa"))
     assert by_sa.models == ["strong", "mid", "weak"] and "not a robustness score" in by_sa.settings.rank_reason
     # the report states the ranking score and why
     html, _ = render_report(comp)
@@ -92,7 +93,7 @@ def test_default_ranks_by_fmr_v_where_fmr_puts_the_weaker_model_first(tmp_path):
 
 def test_comparisons_written_before_rank_by_load_as_ranked_by_fmr(tmp_path):
     runs = write_ranking_runs(tmp_path)
-    d = aggregate([runs], n_boot=20, rank_by="fmr").to_dict()
+    d = aggregate([runs], settings=ComparisonSettings(n_boot=20, rank_by="fmr")).to_dict()
     for row in d["leaderboard"]:
         del row["rank"]
     for key in ("rank_by", "rank_reason"):
@@ -105,7 +106,10 @@ def test_comparisons_written_before_rank_by_load_as_ranked_by_fmr(tmp_path):
 
 def test_rank_by_er_orders_by_effective_robustness_and_errors_teach(tmp_path):
     runs = write_ranking_runs(tmp_path, models={**SPEC, "z_robust": Z_ROBUST})
-    comp = aggregate([runs], n_boot=100, rank_by="er", baselines=["strong", "mid", "weak"], er_min_r2=0.0)
+    comp = aggregate(
+        [runs],
+        settings=ComparisonSettings(baselines=["strong", "mid", "weak"], er_min_r2=0.0, n_boot=100, rank_by="er"),
+    )
     # ER: PA minus the least-squares line through (logit SA, logit PA) of the three baselines, in points
     sa = {"strong": 100.0, "weak": 60.0, "mid": 90.0, "z_robust": 60.0}
     pa = {"strong": 200 / 3, "weak": 50.0, "mid": 250 / 3, "z_robust": 250 / 3}
@@ -118,13 +122,16 @@ def test_rank_by_er_orders_by_effective_robustness_and_errors_teach(tmp_path):
     assert comp.models == sorted(er, key=er.get, reverse=True) == ["z_robust", "mid", "strong", "weak"]
     assert [r.er for r in comp.leaderboard] == pytest.approx(sorted(er.values(), reverse=True))
     assert comp.rank_by == "er" and comp.stability.score == "er"
-    assert aggregate([runs], n_boot=20, rank_by="pa").models[:2] == ["mid", "z_robust"]
+    assert aggregate([runs], settings=ComparisonSettings(n_boot=20, rank_by="pa")).models[:2] == ["mid", "z_robust"]
     with pytest.raises(ValueError, match=r"rank_by=er ranks by effective robustness.*baselines=\[\.\.\.\]"):
-        aggregate([runs], n_boot=10, rank_by="er")
+        aggregate([runs], settings=ComparisonSettings(n_boot=10, rank_by="er"))
     with pytest.raises(ValueError, match=r"rank_by=er, but effective robustness is not reported here: ER not reported"):
-        aggregate([runs], n_boot=10, rank_by="er", baselines=["strong", "mid", "weak"], er_min_r2=1.0)
+        aggregate(
+            [runs],
+            settings=ComparisonSettings(baselines=["strong", "mid", "weak"], er_min_r2=1.0, n_boot=10, rank_by="er"),
+        )
     with pytest.raises(ValueError, match=r"unknown rank_by='fmrv'; rank by one of sa, ra, vr, pa, fmr, .*er"):
-        aggregate([runs], n_boot=10, rank_by="fmrv")
+        aggregate([runs], settings=ComparisonSettings(n_boot=10, rank_by="fmrv"))
 
 
 # ------------------------------------------------------------------------------------------ self-judging
@@ -144,10 +151,27 @@ def test_a_model_inside_the_oracle_is_refused_before_any_run_unless_allowed(tmp_
     models = {"lin1": LinearClassifier(64, 3, seed=1), "judge": lambda: LinearClassifier(64, 3, seed=7)}
     search = SearchConfig(budget=3, step_size=0.05, update="sign", start_noise=0.1)
     with pytest.raises(ValueError, match=r"judge is part of the oracle \(oracle\(linear7\)\).*allow_self_judging=true"):
-        compare(models, data, gen, oracle, search, out_dir=tmp_path / "refused", n_boot=20, progress=False)
+        compare(
+            models,
+            data,
+            gen,
+            oracle,
+            search,
+            out_dir=tmp_path / "refused",
+            progress=False,
+            settings=ComparisonSettings(n_boot=20),
+        )
     assert not (tmp_path / "refused").exists()  # refused before any run
     comp = compare(
-        models, data, gen, oracle, search, out_dir=tmp_path / "ok", n_boot=20, progress=False, allow_self_judging=True
+        models,
+        data,
+        gen,
+        oracle,
+        search,
+        out_dir=tmp_path / "ok",
+        progress=False,
+        allow_self_judging=True,
+        settings=ComparisonSettings(n_boot=20),
     )
     assert comp.row("judge")["pa"].value == 100.0 and comp.row("lin1")["pa"].value < 100.0
 
@@ -194,9 +218,8 @@ def ablation(tmp_path_factory):
         repetitions=2,
         seeds=[5, 6],
         out_dir=out,
-        n_boot=200,
         progress=False,
-        baselines=["lin0", "lin1", "lin2"],
+        settings=ComparisonSettings(baselines=["lin0", "lin1", "lin2"], n_boot=200),
     )
     return ab, out
 
@@ -265,7 +288,9 @@ def test_ablation_files_report_and_re_ranking(ablation, tmp_path):
     # re-ranking the same runs: grouped by their recorded generator, ranked by FMR this time
     groups = runs_by_generator([out])
     assert sorted(groups) == ["sigmoid", "tempered"]
-    again = aggregate_ablation(groups, rank_by="fmr", n_boot=50, out_dir=tmp_path / "again")
+    again = aggregate_ablation(
+        groups, out_dir=tmp_path / "again", settings=ComparisonSettings(n_boot=50, rank_by="fmr")
+    )
     assert again.rank_by == "fmr" and again.comparisons["tempered"].rank_by == "fmr"
     for g in ab.generators:
         assert {r.model: r["fmr"].value for r in again.comparisons[g].leaderboard} == pytest.approx(
@@ -292,7 +317,7 @@ def test_ablation_needs_two_generators_and_the_same_models(tmp_path):
     write_ranking_runs(tmp_path / "g2", generator="g2")
     (tmp_path / "g2" / "runs" / "weak").rename(tmp_path / "weak-elsewhere")
     with pytest.raises(ValueError, match=r"generator g2 has models \['mid', 'strong'\] but g1 has"):
-        aggregate_ablation({"g1": [tmp_path / "g1"], "g2": [tmp_path / "g2"]}, n_boot=10)
+        aggregate_ablation({"g1": [tmp_path / "g1"], "g2": [tmp_path / "g2"]}, settings=ComparisonSettings(n_boot=10))
 
 
 # ------------------------------------------------------------------------------------------ Hydra's search path

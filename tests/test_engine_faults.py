@@ -15,13 +15,15 @@ from genEval import evaluate
 from genEval.classifiers.loaders import cifar_resnet
 from genEval.data.folders import ImageFolderData
 from genEval.data.standard import CIFAR10_CLASSES
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 
 def _latents(run_dir):
-    lat = load_latent_file(run_dir)
+    lat = RunDir(run_dir).tensors("latents")
     return lat["start"], lat["final"], lat["source_ids"]
 
 
@@ -38,8 +40,7 @@ def test_fgsm_start_begins_from_the_fgsm_image(tmp_path):
         AcceptAllOracle(),
         SearchConfig(budget=0, start_noise=0, fgsm_start=eps),
         seed=0,
-        output_dir=tmp_path,
-        save_latents=True,
+        output=RunOutput(tmp_path, save_latents=True),
     )
     start, _, ids = _latents(tmp_path)
     assert ids == [data[i][2] for i in range(len(data))]
@@ -63,8 +64,7 @@ def test_adam_first_step_is_bias_corrected(tmp_path):
         AcceptAllOracle(),
         SearchConfig(budget=1, step_size=a, start_noise=0, update="adam"),
         seed=0,
-        output_dir=tmp_path,
-        save_latents=True,
+        output=RunOutput(tmp_path, save_latents=True),
     )
     start, final, _ = _latents(tmp_path)
     moved = (final - start).abs()
@@ -86,8 +86,7 @@ def test_start_noise_is_measured_in_steps_not_in_latent_std(tmp_path):
         AcceptAllOracle(),
         SearchConfig(budget=0, start_noise=4.0, step_size=0.05),
         seed=3,
-        output_dir=tmp_path,
-        save_latents=True,
+        output=RunOutput(tmp_path, save_latents=True),
     )
     start, final, _ = _latents(tmp_path)
     noise = (final - start).flatten(1)
@@ -107,7 +106,13 @@ def test_ra_measures_the_generator_gap_and_warns():
     sa = 100.0
     expected_ra = 100 * sum(y == k for y in labels) / len(labels)
     lossy = evaluate(
-        clf, data, ConstantGenerator(), AcceptAllOracle(), SearchConfig(budget=2), seed=0, gap_warn_points=10
+        clf,
+        data,
+        ConstantGenerator(),
+        AcceptAllOracle(),
+        SearchConfig(budget=2),
+        seed=0,
+        scoring=Scoring(gap_warn_points=10),
     )
     assert lossy.scores.ra.value == pytest.approx(expected_ra)
     assert lossy.scores.sa.value == pytest.approx(sa)
@@ -120,7 +125,7 @@ def test_ra_measures_the_generator_gap_and_warns():
         AcceptAllOracle(),
         SearchConfig(budget=2, start_noise=0),
         seed=0,
-        gap_warn_points=10,
+        scoring=Scoring(gap_warn_points=10),
     )
     assert exact.scores.ra.value == pytest.approx(sa)
     assert not any(w.startswith("generator gap") for w in exact.warnings)

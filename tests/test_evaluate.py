@@ -9,6 +9,7 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
 
 from genEval import evaluate
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -25,10 +26,10 @@ def roles(oracle_seed=1):
 
 def test_same_seed_same_results_and_run_directory(tmp_path):
     a = evaluate(
-        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output_dir=tmp_path / "a", **roles()
+        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output=tmp_path / "a", **roles()
     )
     b = evaluate(
-        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output_dir=tmp_path / "b", **roles()
+        data=toy_data(50), search=CFG, seed=7, execution=Execution(batch_size=16), output=tmp_path / "b", **roles()
     )
     ja, jb = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
     assert ja["scores"] == jb["scores"] and ja["seed"] == 7 and ja["seed_drawn"] is False
@@ -70,7 +71,7 @@ def test_oracle_equal_to_model_gives_pa_100_and_budget_zero_leaves_pa_undefined(
 
 def test_classifier_with_wrong_number_of_outputs(tmp_path):
     with pytest.raises(ValueError, match=r"classifier returned 3 logits but the dataset has 4 classes"):
-        evaluate(data=toy_data(8, classes=4), search=CFG, seed=0, output_dir=tmp_path, **roles())
+        evaluate(data=toy_data(8, classes=4), search=CFG, seed=0, output=tmp_path, **roles())
     assert not (tmp_path / "results.json").exists() and not list(tmp_path.glob("samples*"))
 
 
@@ -95,25 +96,23 @@ def test_empty_dataset():
 def test_unwritable_output_directory(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(PermissionError, match=r"output directory '.*file/run' is not writable.*output_dir="):
-        evaluate(data=toy_data(4), search=CFG, output_dir=blocker / "run", **roles())
+    with pytest.raises(PermissionError, match=r"output directory '.*file/run' is not writable.*output="):
+        evaluate(data=toy_data(4), search=CFG, output=blocker / "run", **roles())
 
 
 def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_it(tmp_path):
     d = toy_data(40)
-    interrupted_run(
-        d, 25, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "run", **roles()
-    )
+    interrupted_run(d, 25, search=CFG, seed=0, execution=Execution(batch_size=10), output=tmp_path / "run", **roles())
     assert not (tmp_path / "run" / "results.json").exists()
     assert not (tmp_path / "run" / "samples.jsonl").exists()
     assert not (tmp_path / "run" / "run.lock").exists()  # the lock is released on the error
     partial = (tmp_path / "run" / "samples.partial.jsonl").read_text().splitlines()
     assert 0 < len(partial) < 40  # the samples finished before the error are kept, clearly named as partial
     resumed = evaluate(
-        data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "run", **roles()
+        data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output=tmp_path / "run", **roles()
     )
     assert resumed.timings["samples_computed"] == 40 - len(partial)
-    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "fresh", **roles())
+    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=10), output=tmp_path / "fresh", **roles())
     assert (tmp_path / "run" / "samples.jsonl").read_text() == (tmp_path / "fresh" / "samples.jsonl").read_text()
     assert (
         json.loads((tmp_path / "run" / "results.json").read_text())["scores"]
@@ -122,18 +121,17 @@ def test_interrupted_run_leaves_no_complete_looking_results_and_a_rerun_resumes_
 
 
 def test_saved_latents_round_trip(tmp_path):
-    from genEval.runs.rundir import load_latent_file
+    from genEval.runs import RunDir
 
     r = evaluate(
         data=toy_data(12),
         search=CFG,
         seed=3,
         execution=Execution(batch_size=5),
-        output_dir=tmp_path,
-        save_latents=True,
+        output=RunOutput(tmp_path, save_latents=True),
         **roles(),
     )
-    lat = load_latent_file(tmp_path)
+    lat = RunDir(tmp_path).tensors("latents")
     assert lat["start"].shape == lat["final"].shape == (12, 3, 2, 2)
     assert lat["source_ids"] == [f"toy/{i:04d}" for i in range(12)]
     assert lat["generator"] == "sigmoid"
@@ -143,18 +141,17 @@ def test_saved_latents_round_trip(tmp_path):
 
 
 def test_saved_images_round_trip(tmp_path):
-    from genEval.runs.rundir import load_tensors
+    from genEval.runs import RunDir
 
     r = evaluate(
         data=toy_data(12),
         search=CFG,
         seed=3,
         execution=Execution(batch_size=5),
-        output_dir=tmp_path,
-        save_images=True,
+        output=RunOutput(tmp_path, save_images=True),
         **roles(),
     )
-    im = load_tensors(tmp_path, "images")
+    im = RunDir(tmp_path).tensors("images")
     assert im["original"].dtype == torch.uint8 and im["original"].shape == (12, 3, 2, 2)
     assert torch.equal(im["original"], toy_data(12).x.mul(255).round().to(torch.uint8))
     assert im["labels"].tolist() == toy_data(12).y and int(im["validated"].sum()) == r.scores.n_validated

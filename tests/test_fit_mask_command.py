@@ -12,7 +12,9 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.commands.mask import run_fit_mask
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import SparseMask, StyleMask
 
@@ -33,10 +35,8 @@ def _toy_run(run_dir: Path, n: int = 120, save_latents: bool = True) -> Path:
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=run_dir,
-        save_latents=save_latents,
-        n_boot=10,
-        progress=False,
+        output=RunOutput(run_dir, save_latents=save_latents, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     return run_dir
 
@@ -66,13 +66,11 @@ def test_fit_mask_writes_the_mask_and_its_plot_and_says_how_to_use_it(toy_run, t
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        n_boot=10,
-        progress=False,
-        output_dir=tmp_path / "masked",
-        save_latents=True,
         mask=SparseMask(usage.split("mask.path=")[1]),
+        output=RunOutput(tmp_path / "masked", save_latents=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
-    lat = load_latent_file(tmp_path / "masked")
+    lat = RunDir(tmp_path / "masked").tensors("latents")
     assert (lat["final"] - lat["start"]).abs()[:, ~m.mask].max() == 0
 
 

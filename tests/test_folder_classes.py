@@ -18,7 +18,7 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator
 from genEval.commands import build_data
 from genEval.data import CIFAR10_CLASSES, ImageFolderData
 from genEval.interfaces import UnreadableSource
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.runs.shards import merge_runs
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution
@@ -135,7 +135,7 @@ def scraped(tmp_path) -> tuple[Path, Path]:
 
 
 def run(data: ImageFolderData, out: Path, **kw):
-    return evaluate(data=data, search=CFG, seed=3, execution=Execution(batch_size=4), output_dir=out, **kw, **roles())
+    return evaluate(data=data, search=CFG, seed=3, execution=Execution(batch_size=4), output=out, **kw, **roles())
 
 
 def results(out: Path) -> dict:

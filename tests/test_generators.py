@@ -24,6 +24,7 @@ from generators.vqgan import (
     vqgan_imagenet_f16_16384,
 )
 from genEval.interfaces import Generator, precision_name, resize_images
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.style_mask import SparseMask, fit_style_mask
 
@@ -474,7 +475,7 @@ def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
     from toys import AcceptAllOracle, LinearClassifier
 
     from genEval import evaluate
-    from genEval.runs.rundir import load_latent_file
+    from genEval.runs import RunDir
     from genEval.search.perturb import SearchConfig
 
     st = tiny_vq(quantize="straight_through")
@@ -486,11 +487,9 @@ def test_a_quantising_run_stores_the_latents_its_decoder_sees(tmp_path):
         AcceptAllOracle(),
         SearchConfig(budget=2, step_size=0.05),
         seed=0,
-        output_dir=tmp_path,
-        save_latents=True,
-        progress=False,
+        output=RunOutput(tmp_path, save_latents=True, progress=False),
     )
-    saved = load_latent_file(tmp_path)
+    saved = RunDir(tmp_path).tensors("latents")
     codebook = st.quantize.embedding.weight.detach()
     for key in ("start", "final"):
         vectors = saved[key].permute(0, 2, 3, 1).reshape(-1, EMBED_DIM)

@@ -11,7 +11,8 @@ from toys import LinearClassifier, ModelOracle, toy_data
 from generators.identity import IdentityGenerator, straight_through_clamp
 from genEval import evaluate
 from genEval.interfaces import Generator
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -70,11 +71,9 @@ def test_sign_search_in_pixel_space_moves_every_pixel_by_step_size_times_steps(t
         search=SearchConfig(budget=budget, step_size=a, update="sign", start_noise=0),
         seed=0,
         execution=Execution(batch_size=16, device="cpu"),
-        output_dir=tmp_path,
-        save_latents=True,
-        progress=False,
+        output=RunOutput(tmp_path, save_latents=True, progress=False),
     )
-    lat = load_latent_file(Path(tmp_path))
+    lat = RunDir(Path(tmp_path)).tensors("latents")
     assert lat["generator"] == "identity"
     w = clf.l.weight.detach()
     steps = torch.tensor([r.accepted_steps for r in res.samples])

@@ -32,7 +32,7 @@ def test_bf16_and_fp32_agree_on_the_decisions_of_a_small_run(tmp_path):
             CFG,
             seed=0,
             execution=Execution(batch_size=64, precision=p),
-            output_dir=tmp_path / p,
+            output=tmp_path / p,
         )
         for p in ("fp32", "bf16")
     }

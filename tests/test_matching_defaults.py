@@ -18,6 +18,7 @@ from generators.common import prepare_generator_input
 from genEval import evaluate
 from genEval.commands import CONF_DIR
 from genEval.data.standard import DigitsData
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -85,7 +86,7 @@ def test_summary_states_the_image_size_the_search_ran_at(generator, line):
         SearchConfig(budget=1, step_size=0.1, start_noise=0),
         seed=0,
         execution=Execution(batch_size=10),
-        progress=False,
+        output=RunOutput(progress=False),
     )
     text = r.summary()
     if line is not None:

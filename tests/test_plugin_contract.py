@@ -30,6 +30,7 @@ NOT_HOOKS = {
     "reason": "assets: the reason of a urllib error",
     "resolve": "masks: a mask config resolves itself (the mask group's own protocol, genEval.masks.configs)",
     "forward": "service.models: an uploaded file must hold a module",
+    "cause": "comparisons.executors: the task's own exception inside Ray's RayTaskError",
 }
 
 
@@ -123,7 +124,10 @@ SCRIPT = textwrap.dedent(
     from genEval import evaluate
     from genEval.comparisons.aggregate import aggregate
     from genEval.reports.report import write_report
+    from genEval.comparisons.settings import ComparisonSettings
     from genEval.runs import read_results
+    from genEval.runs.recording import RunOutput
+    from genEval.scores.run_scores import Scoring
     from genEval.search.perturb import SearchConfig
     from genEval.service.server.pages import _row
     from genEval.service.server.standings import board, compute
@@ -132,9 +136,10 @@ SCRIPT = textwrap.dedent(
     for name, seed in (("lin0", 0), ("lin1", 1)):
         oracle = ModelOracle(LinearClassifier(seed=2))
         run = evaluate(LinearClassifier(seed=seed), toy_data(24), SigmoidGenerator(), oracle,
-                       SearchConfig(budget=4, step_size=0.3), seed=3, output_dir=out / name, n_boot=20, progress=False)
+                       SearchConfig(budget=4, step_size=0.3), seed=3, output=RunOutput(dir=out / name, progress=False),
+                       scoring=Scoring(n_boot=20))
         runs[name] = [out / name]
-    comp = aggregate(runs, n_boot=20, out_dir=out / "comparison")
+    comp = aggregate(runs, ComparisonSettings(n_boot=20), out_dir=out / "comparison")
     standing = compute.aggregate(runs, n_boot=20).models["lin0"]
     row = board.Row("job", "lin0", None, standing, {k: {"count": 0, "first": []} for k in compute.MARKED})
     report = write_report(comp).read_text()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.search import progress as progress_module
 from genEval.search.progress import Progress
 

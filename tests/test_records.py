@@ -12,7 +12,7 @@ import pytest
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, interrupted_run, toy_data
 
 from genEval import evaluate
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
 from genEval.runs.shards import merge_runs
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -29,7 +29,7 @@ def roles():
 def _partial(run: Path, n: int = 10) -> tuple[ListDataset, Path]:
     """A run of ``n`` sources stopped at the 8th, leaving samples.partial.jsonl."""
     d = toy_data(n)
-    interrupted_run(d, 7, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=run, **roles())
+    interrupted_run(d, 7, search=CFG, seed=0, execution=Execution(batch_size=2), output=run, **roles())
     return d, run / "samples.partial.jsonl"
 
 
@@ -38,7 +38,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def _resume(d: ListDataset, run: Path):
-    return evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=run, **roles())
+    return evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output=run, **roles())
 
 
 def test_a_duplicated_record_is_dropped_with_a_warning_and_not_counted(tmp_path, caplog):
@@ -49,7 +49,7 @@ def test_a_duplicated_record_is_dropped_with_a_warning_and_not_counted(tmp_path,
     resumed = _resume(d, tmp_path / "run")
     assert "dropped 1 duplicate record(s) (lines 3 repeat earlier records" in caplog.text
     fresh = evaluate(
-        data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=tmp_path / "fresh", **roles()
+        data=d, search=CFG, seed=0, execution=Execution(batch_size=2), output=tmp_path / "fresh", **roles()
     )
     assert resumed.scores.n == 10  # not 11
     assert resumed.scores.to_dict() == fresh.scores.to_dict()
@@ -107,8 +107,8 @@ def test_a_line_that_is_not_a_record_object_is_refused_naming_file_and_line(tmp_
 def _shards(tmp_path: Path) -> Path:
     data = toy_data(12)
     for i in range(2):
-        evaluate(data=data, search=CFG, seed=5, output_dir=tmp_path / "shards" / f"s{i}", shard=Shard(i, 2), **roles())
-    evaluate(data=data, search=CFG, seed=5, output_dir=tmp_path / "whole", **roles())
+        evaluate(data=data, search=CFG, seed=5, shard=Shard(i, 2), output=tmp_path / "shards" / f"s{i}", **roles())
+    evaluate(data=data, search=CFG, seed=5, output=tmp_path / "whole", **roles())
     return tmp_path / "shards" / "s1" / "samples.jsonl"
 
 

@@ -17,8 +17,10 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval.commands.report import run_report
 from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.figures import pa_by_budget
 from genEval.reports.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -44,9 +46,9 @@ def comparison_dir(tmp_path_factory):
         seeds=[1, 2],
         out_dir=out,
         progress=False,
-        n_boot=100,
         execution=Execution(batch_size=8),
-        save_images=True,
+        settings=ComparisonSettings(n_boot=100),
+        output=RunOutput(save_images=True),
     )
     write_report(comp)
     return comp, out
@@ -101,7 +103,11 @@ def test_single_run_leaderboard_shows_the_runs_own_scores(comparison_dir, tmp_pa
 
 
 def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
-    comp = aggregate([write_hand_runs(tmp_path)], out_dir=tmp_path / "cmp", n_boot=50, baselines=["A", "B", "C"])
+    comp = aggregate(
+        [write_hand_runs(tmp_path)],
+        out_dir=tmp_path / "cmp",
+        settings=ComparisonSettings(baselines=["A", "B", "C"], n_boot=50),
+    )
     text, n = render_report(comp)
     board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
     rows = re.findall(r'<td class="l">(\d)</td>\s*<td class="l">(\w) \(baseline\)</td>\s*<td>([\d.]+)<span', board)

@@ -195,9 +195,9 @@ def test_a_run_refuses_a_live_lock_and_releases_its_own(tmp_path):
     search = {"budget": 2, "step_size": 0.3}
     _write(tmp_path, _owner(host="node-a", boot_id="other"))
     with pytest.raises(RunDirectoryBusy, match="on host 'node-a'"):
-        evaluate(data=toy_data(8), search=search, seed=0, output_dir=tmp_path, **roles)
+        evaluate(data=toy_data(8), search=search, seed=0, output=tmp_path, **roles)
     _write(tmp_path, _owner(host="node-a", boot_id="other", heartbeat=time.time() - 3600))
-    evaluate(data=toy_data(8), search=search, seed=0, output_dir=tmp_path, **roles)
+    evaluate(data=toy_data(8), search=search, seed=0, output=tmp_path, **roles)
     assert (tmp_path / "results.json").is_file() and not (tmp_path / LOCK).exists()
 
 

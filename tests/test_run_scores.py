@@ -14,7 +14,8 @@ import torch
 from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval import evaluate
-from genEval.runs.rundir import SampleRecord
+from genEval.runs import RunConfig, RunIdentity, SampleRecord
+from genEval.runs.recording import RunOutput
 from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
@@ -61,17 +62,13 @@ def rec(
 
 def run(records, config=None):
     config = {"search": {"budget": 2, "update": "adam", "step_size": 0.001}} if config is None else config
+    scoring = Scoring.coerce({"interval": "wilson", "n_boot": 200, "gap_warn_points": 10.0, **config})
     return summarize(
         records,
         CLASSES,
-        Scoring.coerce({"interval": "wilson", "n_boot": 200, "gap_warn_points": 10.0, **config}),
-        identity={
-            "seed": 0,
-            "components": {"classifier": "c", "generator": "g", "oracle": "o", "data": "d"},
-            "shard": {"index": 0, "count": 1},
-        },
+        config=RunConfig.of(config, SearchConfig.recorded(config.get("search")), scoring),
+        identity=RunIdentity(config, {"classifier": "c", "generator": "g", "oracle": "o", "data": "d"}, seed=0),
         seed_drawn=False,
-        config=config,
         device="cpu",
         run_dir=None,
         timings={},
@@ -163,8 +160,8 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
         ModelOracle(judge),
         SearchConfig(budget=3, step_size=0.001, update="sgd", start_noise=0.0),
         seed=0,
-        progress=False,
-        n_boot=50,
+        output=RunOutput(progress=False),
+        scoring=Scoring(n_boot=50),
     )
     s = res.scores
     assert s.n_validated > 10 and s.n_unchanged == s.n_validated and s.unchanged_share.value == 100.0
@@ -176,8 +173,8 @@ def test_sgd_with_a_tiny_step_leaves_the_validated_images_unchanged_and_warns():
         ModelOracle(judge),
         SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0),
         seed=0,
-        progress=False,
-        n_boot=50,
+        output=RunOutput(progress=False),
+        scoring=Scoring(n_boot=50),
     )
     assert big.scores.n_unchanged == 0 and not any(w.startswith("unchanged:") for w in big.warnings)
 

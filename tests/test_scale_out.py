@@ -21,7 +21,10 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator, i
 
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
-from genEval.runs.rundir import RunDirectoryBusy, RunMismatch, Shard, load_latent_file
+from genEval.runs import RunDir, Shard
+from genEval.runs.identity import RunMismatch
+from genEval.runs.lock import RunDirectoryBusy
+from genEval.runs.recording import RunOutput
 from genEval.runs.shards import merge_runs
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -88,14 +91,13 @@ def test_same_seed_same_records_whatever_the_batch_size(tmp_path):
             search=CFG,
             seed=11,
             execution=Execution(batch_size=b),
-            output_dir=tmp_path / f"b{b}",
-            save_latents=True,
+            output=RunOutput(tmp_path / f"b{b}", save_latents=True),
             **roles(),
         )
     assert decisions(tmp_path / "b1") == decisions(tmp_path / "b17") == decisions(tmp_path / "b128")
     assert scores(tmp_path / "b1") == scores(tmp_path / "b17") == scores(tmp_path / "b128")
     assert 0 < sum(r["validated"] for r in records(tmp_path / "b1")) < 60  # mixed outcomes: a real check
-    lat = [load_latent_file(tmp_path / f"b{b}") for b in (1, 17, 128)]
+    lat = [RunDir(tmp_path / f"b{b}").tensors("latents") for b in (1, 17, 128)]
     for other in lat[1:]:
         assert other["source_ids"] == lat[0]["source_ids"]
         torch.testing.assert_close(other["final"], lat[0]["final"], rtol=0, atol=1e-5)
@@ -129,22 +131,21 @@ def test_refilled_rows_do_not_depend_on_their_neighbours():
 # ------------------------------------------------------------------------------------ shards and merge
 def test_three_shards_merged_equal_the_unsharded_run(tmp_path):
     data = toy_data(50)
-    kw = dict(data=data, search=CFG, seed=5, save_latents=True, save_images=True)
-    evaluate(output_dir=tmp_path / "whole", execution=Execution(batch_size=16), **kw, **roles())
+    kw = dict(data=data, search=CFG, seed=5)
+
+    def out(d: Path) -> RunOutput:
+        return RunOutput(d, save_latents=True, save_images=True)
+
+    evaluate(execution=Execution(batch_size=16), output=out(tmp_path / "whole"), **kw, **roles())
     for i in range(3):
-        evaluate(
-            output_dir=tmp_path / "shards" / f"s{i}",
-            execution=Execution(batch_size=5),
-            shard=Shard(i, 3),
-            **kw,
-            **roles(),
-        )
+        evaluate(execution=Execution(batch_size=5), shard=Shard(i, 3), output=out(tmp_path / "shards" / f"s{i}"), **kw,
+                 **roles())  # fmt: skip
     assert len(records(tmp_path / "shards" / "s1")) == 17  # positions 1, 4, ..., 49
     merged = merge_runs([tmp_path / "shards"], tmp_path / "merged")
     assert scores(tmp_path / "merged") == scores(tmp_path / "whole")
     assert decisions(tmp_path / "merged") == decisions(tmp_path / "whole")
     assert merged.scores.n == 50
-    a, b = load_latent_file(tmp_path / "merged"), load_latent_file(tmp_path / "whole")
+    a, b = RunDir(tmp_path / "merged").tensors("latents"), RunDir(tmp_path / "whole").tensors("latents")
     assert a["source_ids"] == b["source_ids"]
     torch.testing.assert_close(a["final"], b["final"], rtol=0, atol=1e-5)
     assert (tmp_path / "merged" / "grid.png").is_file()
@@ -153,8 +154,8 @@ def test_three_shards_merged_equal_the_unsharded_run(tmp_path):
 def test_merge_refuses_incomplete_duplicated_or_foreign_shards(tmp_path):
     data = toy_data(20)
     for i in range(2):
-        evaluate(data=data, search=CFG, seed=5, output_dir=tmp_path / f"s{i}", shard=Shard(i, 2), **roles())
-    evaluate(data=data, search=CFG, seed=6, output_dir=tmp_path / "other-seed", shard=Shard(1, 2), **roles())
+        evaluate(data=data, search=CFG, seed=5, shard=Shard(i, 2), output=tmp_path / f"s{i}", **roles())
+    evaluate(data=data, search=CFG, seed=6, shard=Shard(1, 2), output=tmp_path / "other-seed", **roles())
     with pytest.raises(ValueError, match=r"shard\(s\) \[1\] of 2 are missing"):
         merge_runs([tmp_path / "s0"], tmp_path / "m1")
     with pytest.raises(ValueError, match=r"shard\(s\) given more than once: \{0: "):
@@ -188,9 +189,10 @@ def test_shard_and_device_come_from_the_launchers_environment():
 
 
 # ---------------------------------------------------------------------------------------------- resume
-def _interrupted(run_dir: Path, n: int = 40, **kw) -> ListDataset:
+def _interrupted(run_dir: Path, n: int = 40, save_latents: bool = False) -> ListDataset:
     d = toy_data(n)
-    interrupted_run(d, 33, search=CFG, seed=0, execution=Execution(batch_size=8), output_dir=run_dir, **kw, **roles())
+    out = RunOutput(run_dir, save_latents=save_latents)
+    interrupted_run(d, 33, search=CFG, seed=0, execution=Execution(batch_size=8), output=out, **roles())
     return d
 
 
@@ -205,8 +207,7 @@ def test_a_cut_record_line_is_dropped_and_the_resumed_run_equals_an_uninterrupte
         search=CFG,
         seed=0,
         execution=Execution(batch_size=8),
-        output_dir=tmp_path / "run",
-        save_latents=True,
+        output=RunOutput(tmp_path / "run", save_latents=True),
         **roles(),
     )
     assert "dropping an incomplete last record" in caplog.text
@@ -216,13 +217,15 @@ def test_a_cut_record_line_is_dropped_and_the_resumed_run_equals_an_uninterrupte
         search=CFG,
         seed=0,
         execution=Execution(batch_size=8),
-        output_dir=tmp_path / "fresh",
-        save_latents=True,
+        output=RunOutput(tmp_path / "fresh", save_latents=True),
         **roles(),
     )
     assert decisions(tmp_path / "run") == decisions(tmp_path / "fresh")
     assert scores(tmp_path / "run") == scores(tmp_path / "fresh")
-    assert load_latent_file(tmp_path / "run")["source_ids"] == load_latent_file(tmp_path / "fresh")["source_ids"]
+    assert (
+        RunDir(tmp_path / "run").tensors("latents")["source_ids"]
+        == RunDir(tmp_path / "fresh").tensors("latents")["source_ids"]
+    )
 
 
 def test_a_corrupt_record_in_the_middle_is_refused(tmp_path):
@@ -232,7 +235,7 @@ def test_a_corrupt_record_in_the_middle_is_refused(tmp_path):
     lines[1] = lines[1][:-5] + "#####"
     partial.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"samples.partial.jsonl line 2 is corrupt"):
-        evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=8), output_dir=tmp_path / "run", **roles())
+        evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=8), output=tmp_path / "run", **roles())
 
 
 def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(tmp_path):
@@ -243,24 +246,24 @@ def test_resume_with_another_config_or_changed_data_is_refused_naming_the_keys(t
             search=SearchConfig(budget=9, step_size=0.3, start_noise=0.1),
             seed=0,
             execution=Execution(batch_size=8),
-            output_dir=tmp_path / "run",
+            output=tmp_path / "run",
             **roles(),
         )
     with pytest.raises(RunMismatch, match=r"seed: 0 -> 1"):
-        evaluate(data=d, search=CFG, seed=1, output_dir=tmp_path / "run", **roles())
+        evaluate(data=d, search=CFG, seed=1, output=tmp_path / "run", **roles())
     renamed = ListDataset(d.x, d.y, d.class_names, name="toy2")
     with pytest.raises(RunMismatch, match=r"sources.sha256: '[0-9a-f]+' -> '[0-9a-f]+'"):
-        evaluate(data=renamed, search=CFG, seed=0, output_dir=tmp_path / "run", **roles())
+        evaluate(data=renamed, search=CFG, seed=0, output=tmp_path / "run", **roles())
     # execution settings may change: another batch size resumes
-    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=3), output_dir=tmp_path / "run", **roles())
+    evaluate(data=d, search=CFG, seed=0, execution=Execution(batch_size=3), output=tmp_path / "run", **roles())
     assert (tmp_path / "run" / "results.json").is_file()
 
 
 def test_an_unseeded_run_keeps_its_drawn_seed_when_resumed(tmp_path):
     d = toy_data(40)
-    interrupted_run(d, 33, search=CFG, execution=Execution(batch_size=8), output_dir=tmp_path, **roles())
+    interrupted_run(d, 33, search=CFG, execution=Execution(batch_size=8), output=tmp_path, **roles())
     first = json.loads((tmp_path / "run.json").read_text())["identity"]["seed"]
-    resumed = evaluate(data=d, search=CFG, execution=Execution(batch_size=8), output_dir=tmp_path, **roles())
+    resumed = evaluate(data=d, search=CFG, execution=Execution(batch_size=8), output=tmp_path, **roles())
     assert resumed.seed == first and resumed.seed_drawn
 
 
@@ -272,11 +275,11 @@ def test_a_live_lock_stops_a_second_writer_and_a_stale_one_is_taken_over(tmp_pat
         tmp_path.mkdir(exist_ok=True)
         (tmp_path / "run.lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
         with pytest.raises(RunDirectoryBusy, match=rf"being written by process {sleeper.pid} on host"):
-            evaluate(data=toy_data(8), search=CFG, seed=0, output_dir=tmp_path, **roles())
+            evaluate(data=toy_data(8), search=CFG, seed=0, output=tmp_path, **roles())
     finally:
         sleeper.kill()
         sleeper.wait()
-    evaluate(data=toy_data(8), search=CFG, seed=0, output_dir=tmp_path, **roles())  # the owner is dead now
+    evaluate(data=toy_data(8), search=CFG, seed=0, output=tmp_path, **roles())  # the owner is dead now
     assert "taking over the stale lock" in caplog.text
     assert not (tmp_path / "run.lock").exists() and (tmp_path / "results.json").is_file()
 
@@ -412,10 +415,8 @@ def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_
 
     def lines(name: str, interval: float) -> tuple[list[str], object]:
         caplog.clear()
-        res = evaluate(
-            data=toy_data(6), search=CFG, seed=0, execution=Execution(batch_size=2), output_dir=tmp_path / name,
-            progress=False, log_interval=interval, **roles(),
-        )  # fmt: skip
+        out = RunOutput(tmp_path / name, progress=False, log_interval=interval)
+        res = evaluate(data=toy_data(6), search=CFG, seed=0, execution=Execution(batch_size=2), output=out, **roles())
         return [r.getMessage() for r in caplog.records if " images (" in r.getMessage()], res
 
     every, res = lines("every", 0)

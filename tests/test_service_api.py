@@ -17,6 +17,8 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 import genEval
 from genEval.commands.serve import load_benchmarks, registered_classifiers
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import Service, Settings
@@ -210,11 +212,9 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
         oracle=oracle,
         search={"budget": 3, "step_size": 0.05},
         seed=seed,
-        output_dir=job.rep_dir(svc.home, 0),
-        save_images=True,
-        progress=False,
-        n_boot=200,
         config={"comparison": {"model": name}},
+        output=RunOutput(job.rep_dir(svc.home, 0), save_images=True, progress=False),
+        scoring=Scoring(n_boot=200),
     )
     builder = StandingsBuilder(svc.db, svc.home, n_boot=svc.settings.n_boot)  # as the worker finishes a job
     assert record_finished(svc.db, builder, claimed, "w", {"repetitions": [{"metrics": res.metrics}]})

@@ -20,6 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from genEval.commands.serve import load_benchmarks, registered_classifiers
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.service.records import NameTaken
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
@@ -208,9 +210,8 @@ def test_the_leaderboard_tells_jobs_apart_by_id_not_by_name(tmp_path):
             oracle=ModelOracle(LinearClassifier(seed=0)),
             search={"budget": 2, "step_size": 0.05, "start_noise": 0.0},
             seed=11,
-            output_dir=tmp_path / job_id,
-            progress=False,
-            n_boot=50,
+            output=RunOutput(tmp_path / job_id, progress=False),
+            scoring=Scoring(n_boot=50),
         )
     builder = StandingsBuilder(Database(sqlite_url(tmp_path / "geneval.db")), tmp_path, n_boot=200)
     good, bad = (builder._load(j, "same-name", [j]) for j in ("a" * 32, "b" * 32))

@@ -17,6 +17,8 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 import genEval
 import genEval.service.server.standings.compute as leaderboard
 from genEval.commands.serve import load_benchmarks
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.service.server.app import create_app
 from genEval.service.server.facade import Service, Settings
 from genEval.service.server.standings.board import read_standings
@@ -65,9 +67,8 @@ def _submit_and_run(db, home: Path, smoke, name: str):
         oracle=ModelOracle(LinearClassifier(seed=0)),
         search={"budget": 3, "step_size": 0.05, "start_noise": 0.0},
         seed=11,
-        output_dir=job.rep_dir(home, 0),
-        progress=False,
-        n_boot=N_BOOT,
+        output=RunOutput(job.rep_dir(home, 0), progress=False),
+        scoring=Scoring(n_boot=N_BOOT),
     )
     return claimed
 

@@ -1,6 +1,6 @@
 """Benchmark snapshots, the format: export round trips (imagefolder / webdataset), manifest, verify, load.
 
-Expected content comes from the run directory (read through genEval.runs.rundir), hashes from hashlib on the
+Expected content comes from the run directory (read through genEval.runs.RunDir), hashes from hashlib on the
 bytes read back, never from the writer's own helpers.
 """
 
@@ -25,7 +25,10 @@ from snapshot_toys import CLASSES, compose_config
 
 from genEval.commands import CONF_DIR
 from genEval.commands.snapshot import run_export, run_verify
-from genEval.runs.rundir import load_latent_file
+from genEval.runs import RunDir
+from genEval.runs.parts import load_latent_file
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.snapshots import format as snapmod
 from genEval.snapshots.format import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
@@ -72,7 +75,7 @@ def test_imagefolder_layout_and_manifest(snap_if, run_dir, run_data):
         assert np.array_equal(_png(snap_if / r["file_name"]), run_data["perturbed"][i].numpy())
         assert np.array_equal(_png(snap_if / r["original_file_name"]), run_data["original"][i].numpy())
     lat = load_latent_file(snap_if / "latents.safetensors")
-    full = load_latent_file(run_dir)
+    full = RunDir(run_dir).tensors("latents")
     assert lat["source_ids"] == run_data["ids"] and torch.equal(lat["final"], full["final"][full["validated"]])
 
 
@@ -355,13 +358,15 @@ def test_export_holds_one_image_row_at_a_time(run_dir, run_data, tmp_path, monke
     """Export streams: never every image at once (50,000 pairs at 256 px are ~19.6 GB), one row after another."""
     import weakref
 
-    from genEval.runs import rundir
+    from genEval.runs import parts, reader
 
     def refuse(*args, **kwargs):
         raise AssertionError("export loaded every image of the run at once")
 
-    monkeypatch.setattr(rundir, "load_tensors", refuse)
-    real, alive, peak, seen = snapmod.iter_tensor_rows, weakref.WeakSet(), [0], []
+    for loads_all in ("stack_tensors", "iter_tensor_parts"):
+        monkeypatch.setattr(reader, loads_all, refuse)
+        monkeypatch.setattr(parts, loads_all, refuse)
+    real, alive, peak, seen = reader.iter_tensor_rows, weakref.WeakSet(), [0], []
 
     def counting(*args, **kwargs):
         for record, row in real(*args, **kwargs):
@@ -370,7 +375,7 @@ def test_export_holds_one_image_row_at_a_time(run_dir, run_data, tmp_path, monke
             seen.append(record.source_id)
             yield record, row
 
-    monkeypatch.setattr(snapmod, "iter_tensor_rows", counting)
+    monkeypatch.setattr(reader, "iter_tensor_rows", counting)  # what RunDir.rows streams through
     for fmt in ("imagefolder", "webdataset"):
         seen.clear()
         out = export_snapshot(run_dir, tmp_path / fmt, format=fmt)
@@ -394,27 +399,25 @@ def _parts_run(tmp_path: Path, n: int = 150) -> Path:
         SearchConfig(budget=1, step_size=0.1),
         seed=0,
         execution=Execution(batch_size=50),
-        output_dir=tmp_path,
-        save_images=True,
-        n_boot=10,
-        progress=False,
+        output=RunOutput(tmp_path, save_images=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     return tmp_path
 
 
 def test_iter_tensor_rows_reads_rows_in_any_order_keeping_few_parts_open(tmp_path, monkeypatch):
-    from genEval.runs import rundir
+    from genEval.runs import parts
 
     run = _parts_run(tmp_path / "run")
-    everything = rundir.load_tensors(run, "images")
+    everything = RunDir(run).tensors("images")
     row_of = {sid: i for i, sid in enumerate(everything["source_ids"])}
-    records = rundir.read_samples(run)
+    records = RunDir(run).samples
     assert len({r.part for r in records}) == 3
     opened = []
-    real_open = rundir.safe_open
-    monkeypatch.setattr(rundir, "safe_open", lambda path, **kw: opened.append(Path(path).name) or real_open(path, **kw))
+    real_open = parts.safe_open
+    monkeypatch.setattr(parts, "safe_open", lambda path, **kw: opened.append(Path(path).name) or real_open(path, **kw))
     backwards = records[::-1]
-    got = list(rundir.iter_tensor_rows(run, "images", backwards))
+    got = list(parts.iter_tensor_rows(run, "images", backwards))
     assert [r.source_id for r, _ in got] == [r.source_id for r in backwards]
     for r, row in got:
         i = row_of[r.source_id]
@@ -424,13 +427,13 @@ def test_iter_tensor_rows_reads_rows_in_any_order_keeping_few_parts_open(tmp_pat
     opened.clear()
     by_part = {p: [r for r in records if r.part == p] for p in range(3)}
     alternating = [rs[k] for k in range(20) for rs in by_part.values()]  # part 0, 1, 2, 0, 1, 2, ...
-    assert len(list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=3))) == 60
+    assert len(list(parts.iter_tensor_rows(run, "images", alternating, keep_open=3))) == 60
     assert len(opened) == 3  # three may stay open: no part is read twice
     opened.clear()
-    list(rundir.iter_tensor_rows(run, "images", alternating, keep_open=2))
+    list(parts.iter_tensor_rows(run, "images", alternating, keep_open=2))
     assert len(opened) == 60  # two may stay open: the least recent is closed and reopened when needed
     stranger = [replace(records[0], source_id="not-in-the-run")]
     with pytest.raises(ValueError, match=r"disagree \('not-in-the-run' is not in that part\)"):
-        list(rundir.iter_tensor_rows(run, "images", stranger))
+        list(parts.iter_tensor_rows(run, "images", stranger))
     with pytest.raises(FileNotFoundError, match=r"no images part for sample"):
-        list(rundir.iter_tensor_rows(run, "images", [replace(records[0], part=7)]))
+        list(parts.iter_tensor_rows(run, "images", [replace(records[0], part=7)]))

@@ -19,7 +19,8 @@ from genEval import evaluate
 from genEval.commands import CONF_DIR, build
 from genEval.commands.snapshot import build_classifiers, run_filter, run_score, run_transfer
 from genEval.interfaces import SettingError
-from genEval.runs.rundir import read_samples
+from genEval.runs import read_samples
+from genEval.runs.recording import RunOutput
 from genEval.scores.intervals import proportion
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
@@ -265,8 +266,7 @@ def test_real_cifar_resnets_end_to_end(tmp_path):
         SearchConfig(budget=3, step_size=2 / 255, update="sign"),
         seed=0,
         execution=Execution(device="cpu"),
-        output_dir=run,
-        save_images=True,
+        output=RunOutput(run, save_images=True),
     )
     recs = [r for r in read_samples(run) if r.validated]
     snap = export_snapshot(run, tmp_path / "snap", format="webdataset")

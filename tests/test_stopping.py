@@ -57,18 +57,16 @@ def test_a_signal_mid_run_flushes_the_finished_samples_and_releases_the_lock(tmp
             search={"budget": 4},
             seed=0,
             execution=Execution(batch_size=10),
-            output_dir=run,
+            output=run,
             **roles,
         )
     assert stop.value.exit_code == 143
     kept = _lines(run / "samples.partial.jsonl")
     assert kept % 10 != 0  # the finished samples of the batch being filled were written too, not only whole flushes
     assert not (run / "run.lock").exists()
-    resumed = evaluate(
-        data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output_dir=run, **roles
-    )
+    resumed = evaluate(data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output=run, **roles)
     fresh = evaluate(
-        data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output_dir=tmp_path / "fresh", **roles
+        data=d, search={"budget": 4}, seed=0, execution=Execution(batch_size=10), output=tmp_path / "fresh", **roles
     )
     assert resumed.timings["samples_computed"] == 40 - kept
     assert resumed.scores.to_dict() == fresh.scores.to_dict()

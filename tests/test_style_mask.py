@@ -17,7 +17,9 @@ from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 from genEval import evaluate
 from genEval.masks.fit import _split_groups
 from genEval.masks.regularisation import _l1_penalty_kwargs
-from genEval.runs.rundir import load_latent_file, read_results, read_samples
+from genEval.runs import RunDir, read_results, read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
 from genEval.style_mask import (
     MIN_SAMPLES,
@@ -297,10 +299,8 @@ def toy_run(tmp_path_factory):
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=run_dir,
-        save_latents=True,
-        n_boot=20,
-        progress=False,
+        output=RunOutput(run_dir, save_latents=True, progress=False),
+        scoring=Scoring(n_boot=20),
     )
     assert result.scores.n_validated >= MIN_SAMPLES
     return run_dir, result
@@ -322,13 +322,11 @@ def test_fit_mask_from_run_and_masked_search_leaves_unselected_dims_untouched(to
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=tmp_path / "masked",
-        save_latents=True,
-        n_boot=20,
-        progress=False,
         mask=m.as_tensor(),
+        output=RunOutput(tmp_path / "masked", save_latents=True, progress=False),
+        scoring=Scoring(n_boot=20),
     )
-    lat = load_latent_file(tmp_path / "masked")
+    lat = RunDir(tmp_path / "masked").tensors("latents")
     moved = (lat["final"] - lat["start"]).abs()
     assert masked.scores.n_validated > 0
     assert moved[:, ~m.mask].max() == 0  # the search never touched a non-style dim
@@ -350,9 +348,8 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=tmp_path / "nolat",
-        n_boot=10,
-        progress=False,
+        output=RunOutput(tmp_path / "nolat", progress=False),
+        scoring=Scoring(n_boot=10),
     )
     with pytest.raises(FileNotFoundError, match="has no latents.*save_latents=true"):
         fit_mask_from_run(tmp_path / "nolat")
@@ -363,10 +360,8 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=tmp_path / "few",
-        n_boot=10,
-        progress=False,
-        save_latents=True,
+        output=RunOutput(tmp_path / "few", save_latents=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     assert 0 < few.scores.n_validated < MIN_SAMPLES
     with pytest.raises(
@@ -380,10 +375,8 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
         ModelOracle(clf),
         SearchConfig(budget=0),
         seed=0,
-        output_dir=tmp_path / "budget0",
-        n_boot=10,
-        progress=False,
-        save_latents=True,
+        output=RunOutput(tmp_path / "budget0", save_latents=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     with pytest.raises(ValueError, match="no latent changed"):
         fit_mask_from_run(tmp_path / "budget0")
@@ -391,7 +384,7 @@ def test_fit_mask_from_run_errors_teach(tmp_path):
 
 # ---- the mask group end to end: mask=sparse and mask=auto through genEval.evaluate ------------------------
 def _moved(run_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    lat = load_latent_file(run_dir)
+    lat = RunDir(run_dir).tensors("latents")
     return (lat["final"] - lat["start"]).abs(), lat["validated"]
 
 
@@ -408,11 +401,9 @@ def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=tmp_path / "run",
-        save_latents=True,
-        n_boot=20,
-        progress=False,
         mask=SparseMask(str(path)),
+        output=RunOutput(tmp_path / "run", save_latents=True, progress=False),
+        scoring=Scoring(n_boot=20),
     )
     assert result.components["mask"] == f"{path}#{m.sha256[:16]}"
     assert read_results(tmp_path / "run").components["mask"] == result.components["mask"]
@@ -430,9 +421,9 @@ def test_mask_sparse_end_to_end_through_evaluate(toy_run, tmp_path):
             ModelOracle(clf),
             TOY_SEARCH,
             seed=0,
-            n_boot=10,
-            progress=False,
             mask=SparseMask(str(path)),
+            output=RunOutput(progress=False),
+            scoring=Scoring(n_boot=10),
         )
 
 
@@ -447,11 +438,9 @@ def test_mask_auto_end_to_end_through_evaluate(tmp_path):
         ModelOracle(clf),
         TOY_SEARCH,
         seed=0,
-        output_dir=tmp_path,
-        save_latents=True,
-        n_boot=20,
-        progress=False,
         mask=auto,
+        output=RunOutput(tmp_path, save_latents=True, progress=False),
+        scoring=Scoring(n_boot=20),
     )
     m = StyleMask.load(tmp_path / "style_mask.safetensors")
     assert (tmp_path / "style_mask.png").read_bytes()[:4] == b"\x89PNG"

@@ -22,8 +22,10 @@ from genEval.commands.mask import run_fit_mask
 from genEval.commands.merge import MergeShards
 from genEval.commands.report import run_report
 from genEval.commands.snapshot import run_export
-from genEval.runs.rundir import Shard
+from genEval.runs import Shard
+from genEval.runs.recording import RunOutput
 from genEval.runs.shards import merge_sweep, resolve_run_dir
+from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,12 +40,9 @@ def _run(out: Path, shard: Shard | None = None, seed: int = 5) -> Path:
         ModelOracle(LinearClassifier(seed=1)),
         SEARCH,
         seed=seed,
-        output_dir=out,
         shard=shard or Shard(),
-        save_images=True,
-        save_latents=True,
-        n_boot=10,
-        progress=False,
+        output=RunOutput(out, save_latents=True, save_images=True, progress=False),
+        scoring=Scoring(n_boot=10),
     )
     return out
 

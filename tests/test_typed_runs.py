@@ -41,7 +41,14 @@ def roles() -> dict:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, EvalResult]:
     d = tmp_path_factory.mktemp("typed") / "run"
-    res = evaluate(data=toy_data(20), search=SEARCH, seed=4, output_dir=d, n_boot=50, progress=False, **roles())
+    res = evaluate(
+        data=toy_data(20),
+        search=SEARCH,
+        seed=4,
+        output=RunOutput(d, progress=False),
+        scoring=Scoring(n_boot=50),
+        **roles(),
+    )
     return d, res
 
 
@@ -87,7 +94,7 @@ def test_results_of_another_schema_version_are_refused_naming_it(run, tmp_path):
         SampleRecord.from_dict(old)
 
 
-def test_evaluate_takes_bundles_and_the_shorthand_keywords_alike(run, tmp_path):
+def test_evaluate_takes_bundles_and_each_setting_has_one_spelling(run, tmp_path):
     _, res = run
     bundled = evaluate(
         data=toy_data(20),
@@ -102,12 +109,31 @@ def test_evaluate_takes_bundles_and_the_shorthand_keywords_alike(run, tmp_path):
     assert bundled.scores == res.scores  # batch size changes no decision
     assert [(r.source_id, r.validated, r.accepted_steps, r.final_pred) for r in bundled.samples] == decisions
     assert read_results(tmp_path / "b").config.scoring.n_boot == 50
-    with pytest.raises(TypeError, match=r"unknown keyword\(s\) \['n_bot'\]; .* output_dir, save_latents"):
-        evaluate(data=toy_data(4), search=SEARCH, n_bot=5, **roles())
+    # the second spellings are gone: a bundle's field is not a keyword of evaluate (issue 36, item 3)
+    for side_door in ("output_dir", "n_boot", "save_latents", "progress", "interval", "mask_id"):
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{side_door}'"):
+            evaluate(data=toy_data(4), search=SEARCH, **{side_door: None}, **roles())
     with pytest.raises(ValueError, match=r"unknown interval 'exact'; choose one of wilson, clopper-pearson"):
-        evaluate(data=toy_data(4), search=SEARCH, interval="exact", **roles())
+        evaluate(data=toy_data(4), search=SEARCH, scoring=Scoring(interval="exact"), **roles())
     with pytest.raises(SettingError, match=r"grid_size must be a whole number >= 0, got -1"):
         RunOutput(grid_size=-1)
+
+
+def test_no_function_has_a_side_door_for_settings():
+    """No ``**shorthand``, ``**given`` or ``**evaluate_kwargs``: every setting of evaluate, compare and the
+    aggregations is a parameter or a field of its bundle, so it has one spelling."""
+    import ast
+
+    doors = []
+    for path in sorted((ROOT / "genEval").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.args.kwarg is not None:
+                if node.args.kwarg.arg in ("shorthand", "given", "evaluate_kwargs", "compare_kwargs"):
+                    doors.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}(**{node.args.kwarg.arg})")
+    assert doors == []
+    for fn in (evaluate, compare, compare_generators, aggregate, build_comparison, build_ablation, aggregate_ablation):
+        kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{fn.__name__} takes **kwargs"
 
 
 def test_evaluate_reads_like_the_method():
@@ -126,8 +152,9 @@ def test_one_comparison_settings_object_for_every_aggregation():
     for fn in (compare, aggregate, build_comparison, build_ablation, aggregate_ablation, compare_generators):
         params = set(inspect.signature(fn).parameters)
         assert "settings" in params and not params & tail, f"{fn.__name__} restates the aggregation keywords"
-    s = ComparisonSettings.coerce(None, baselines=["a", "b"], n_boot=50)
+    s = ComparisonSettings.coerce({"baselines": ["a", "b"], "n_boot": 50})
     assert s.baselines == ("a", "b") and s.n_boot == 50 and s.rank_by == "fmr_validated"
+    assert ComparisonSettings.coerce(s) is s and ComparisonSettings.coerce(None) == ComparisonSettings()
     assert ComparisonSettings.coerce({"level": 0.9}).level == 0.9
     with pytest.raises(ValueError, match=r"unknown rank_by='best'"):
         ComparisonSettings(rank_by="best")
@@ -136,7 +163,7 @@ def test_one_comparison_settings_object_for_every_aggregation():
     with pytest.raises(SettingError, match=r"level must be a number in \(0, 1\), got 95"):
         ComparisonSettings(level=95)
     with pytest.raises(TypeError, match=r"unknown comparison setting\(s\) \['nboot'\]"):
-        ComparisonSettings.coerce(nboot=3)
+        ComparisonSettings.coerce({"nboot": 3})
 
 
 def test_a_mask_resolves_itself():
@@ -149,3 +176,40 @@ def test_a_mask_resolves_itself():
     with pytest.raises(ValueError, match=r"mask must be None, a 0/1 tensor, a StyleMask or a mask config"):
         mask_config("sparse")
     assert StyleMask.__module__ == "genEval.masks.format"
+
+
+def test_the_scoring_and_output_keys_are_defined_once_and_typed_at_the_top_level():
+    """conf/scoring and conf/output define their keys once (issue 36, item 3); the commands compose them, and the
+    short names users type (n_boot=, interval=, save_images=, device=, batch_size=, precision=) still work."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from genEval.commands import (
+        CONF_DIR,
+        OUTPUT_FIELDS,
+        SCORING_FIELDS,
+        execution_from,
+        output_from,
+        scoring_from,
+    )
+
+    assert set(OmegaConf.load(CONF_DIR / "scoring" / "default.yaml")) == set(SCORING_FIELDS)
+    assert set(OmegaConf.load(CONF_DIR / "output" / "default.yaml")) == set(OUTPUT_FIELDS)
+    restated = {
+        p.name: sorted(set(OmegaConf.load(p)) & {*SCORING_FIELDS, *OUTPUT_FIELDS}) for p in CONF_DIR.glob("*.yaml")
+    }
+    assert {k: v for k, v in restated.items() if v} == {
+        "compare.yaml": ["save_images"],  # a comparison keeps its images (for report.html)
+        "serve.yaml": ["n_boot"],  # the service's standings bootstrap (ComparisonSettings), not a run's scoring
+        "worker.yaml": ["n_boot"],
+        "train_generator.yaml": ["progress"],  # the trainer's own bar: it makes no run
+    }
+    typed = ["n_boot=7", "interval=clopper-pearson", "oracle_warn_accuracy=null", "save_images=true", "grid_size=0"]
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*typed, "device=cpu", "batch_size=4", "precision=bf16"])
+        cmp = compose("compare", overrides=["n_boot=9"])
+        score = compose("score", overrides=["interval=clopper-pearson"])
+    assert scoring_from(cfg) == Scoring(interval="clopper-pearson", n_boot=7, oracle_warn_accuracy=None)
+    assert output_from(cfg, "d") == RunOutput("d", save_images=True, grid_size=0)
+    assert execution_from(cfg) == Execution(device="cpu", batch_size=4, precision="bf16")
+    assert scoring_from(cmp).n_boot == 9 and output_from(cmp, None).save_images and score.interval == "clopper-pearson"

@@ -170,3 +170,11 @@ def tiny_ddconfig(z_channels: int) -> dict:
         ch=32, out_ch=3, ch_mult=[1, 2], num_res_blocks=1, attn_resolutions=[], in_channels=3, resolution=16,
         z_channels=z_channels, dropout=0.0, double_z=False,
     )  # fmt: skip
+
+
+def linear_roles() -> dict:
+    """The linear toy classifier (seed 0), the sigmoid generator and an oracle of another linear toy (seed 1), as
+    ``genEval.evaluate``'s keywords."""
+    return dict(
+        classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
+    )

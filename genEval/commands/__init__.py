@@ -51,7 +51,8 @@ from genEval.scores.run_scores import Scoring
 from genEval.search.execution import EXECUTION_FIELDS, Execution
 from genEval.search.perturb import NonFiniteError
 
-#: The config keys of the scoring and output bundles (at the top level of conf/config.yaml and conf/compare.yaml).
+#: The config keys of the scoring and output bundles: the groups conf/scoring and conf/output, which conf/config.yaml
+#: and conf/compare.yaml compose at their top level (``n_boot=200``, ``save_images=true``).
 SCORING_FIELDS = tuple(Scoring.__dataclass_fields__)
 OUTPUT_FIELDS = tuple(f for f in RunOutput.__dataclass_fields__ if f != "dir")
 
@@ -246,14 +247,14 @@ def plain(cfg: Any) -> Any:
 
 
 def scoring_from(cfg: DictConfig) -> Scoring:
-    """The scoring settings of a command's config (``interval``, ``n_boot``, ``gap_warn_points``,
+    """The scoring settings of a command's config (conf/scoring: ``interval``, ``n_boot``, ``gap_warn_points``,
     ``oracle_warn_accuracy`` at the top level) as the bundle ``genEval.evaluate`` takes."""
     return Scoring.coerce({k: plain(cfg[k]) for k in SCORING_FIELDS if k in cfg})
 
 
 def output_from(cfg: DictConfig, run_dir: str | Path | None) -> RunOutput:
-    """What a run of a command's config writes and shows (``save_latents``, ``save_images``, ``grid_size``,
-    ``progress``, ``log_interval`` at the top level), into ``run_dir``."""
+    """What a run of a command's config writes and shows (conf/output: ``save_latents``, ``save_images``,
+    ``grid_size``, ``progress``, ``log_interval`` at the top level), into ``run_dir``."""
     return RunOutput(run_dir, **{k: plain(cfg[k]) for k in OUTPUT_FIELDS if k in cfg})
 
 

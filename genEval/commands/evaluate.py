@@ -30,7 +30,7 @@ from genEval.commands import (
 from genEval.commands.checks import check_run, choice
 from genEval.commands.settings import Setting, check_node, check_settings
 from genEval.commands.tracking import run_config, tracked
-from genEval.runs.rundir import Shard
+from genEval.runs.identity import Shard
 from genEval.scores.intervals import INTERVALS
 from genEval.search.driver import evaluate
 from genEval.search.perturb import SearchConfig

@@ -27,7 +27,7 @@ import io
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -37,14 +37,17 @@ import numpy as np
 from genEval.comparisons.aggregate import build_comparison, compare
 from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import Comparison, score_label, write_comparison
-from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import rank_draws, rank_reason
 from genEval.comparisons.repetitions import build_entry, check_model_names, repetition_seeds
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
-from genEval.runs.rundir import find_run_dirs, read_results
+from genEval.runs.reader import RunDir, find_run_dirs
+from genEval.runs.recording import RunOutput
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
 from genEval.scores.rankings import kendall_tau, rank
+from genEval.scores.run_scores import Scoring
+from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +263,7 @@ def load_comparison(path: str | Path) -> Comparison | GeneratorAblation:
 
 
 # ------------------------------------------------------------------------------------------ agreement
-def _check_same_models(runs: Mapping[str, Mapping[str, list[LoadedRun]]]) -> list[str]:
+def _check_same_models(runs: Mapping[str, Mapping[str, list[RunDir]]]) -> list[str]:
     gens = list(runs)
     models = list(runs[gens[0]])
     for g in gens[1:]:
@@ -307,16 +310,15 @@ def _agreement(
 
 
 def build_ablation(
-    runs: Mapping[str, Mapping[str, list[LoadedRun]]],
+    runs: Mapping[str, Mapping[str, list[RunDir]]],
     settings: ComparisonSettings | None = None,
     *,
     comparisons: Mapping[str, Comparison] | None = None,
-    **given: Any,
 ) -> GeneratorAblation:
     """Aggregate loaded runs (generator -> model -> repetitions) into a :class:`GeneratorAblation`; no I/O.
-    ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`; its fields may also be
-    given as keywords). ``comparisons``: the per-generator comparisons when already built (else built here)."""
-    settings = ComparisonSettings.coerce(settings, **given)
+    ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`). ``comparisons``: the
+    per-generator comparisons when already built (else built here)."""
+    settings = ComparisonSettings.coerce(settings)
     rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     if len(runs) < 2:
         raise ValueError(f"a generator ablation needs at least 2 generators, got {list(runs)}.")
@@ -406,7 +408,7 @@ def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[P
     generator``); runs without one are grouped under None. Folders are searched for runs."""
     grouped: dict[str | None, list[Path]] = {}
     for p in find_run_dirs(list(run_dirs)):
-        rec = read_results(p).config.comparison
+        rec = RunDir(p).results.config.comparison
         grouped.setdefault(None if rec is None else rec.generator, []).append(p)
     if len(grouped) > 1 and None in grouped:
         log.info("generator ablation: %d run(s) without a recorded generator left out", len(grouped[None]))
@@ -419,12 +421,11 @@ def aggregate_ablation(
     settings: ComparisonSettings | None = None,
     *,
     out_dir: str | Path | None = None,
-    **given: Any,
 ) -> GeneratorAblation:
     """A :class:`GeneratorAblation` from finished runs: generator -> its run directories (or folders holding
     them). With ``out_dir`` its files are written there (per-generator comparisons in ``generators/<name>/``)."""
     runs = {str(g): load_runs([str(d) for d in dirs]) for g, dirs in run_dirs.items()}
-    ab = build_ablation(runs, ComparisonSettings.coerce(settings, **given))
+    ab = build_ablation(runs, ComparisonSettings.coerce(settings))
     return ab if out_dir is None else write_ablation(ab, out_dir)
 
 
@@ -442,20 +443,25 @@ def compare_generators(
     allow_self_judging: bool = False,
     run_configs: Mapping[str, Mapping[str, dict]] | None = None,
     on_comparison: Callable[[Comparison], Any] | None = None,
-    **compare_kwargs: Any,
+    progress: bool | None = True,
+    mask: Any = None,
+    mask_reference: str | None = None,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
 ) -> GeneratorAblation:
     """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
     sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
     ``out_dir``.
 
     ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
-    after). ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`; its fields may also
-    be given as keywords). ``run_configs``: generator -> model -> the config recorded in each run.
-    ``on_comparison``: called with each generator's finished comparison (e.g. to write its report). Other keyword
-    arguments go to ``compare``.
+    after). ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`). ``run_configs``:
+    generator -> model -> the config recorded in each run. ``on_comparison``: called with each generator's finished
+    comparison (e.g. to write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``,
+    ``scoring`` and ``reference`` go to ``compare`` as they are.
     """
-    given = {k: compare_kwargs.pop(k) for k in [f.name for f in fields(ComparisonSettings)] if k in compare_kwargs}
-    settings = ComparisonSettings.coerce(settings, **given)
+    settings = ComparisonSettings.coerce(settings)
     names = [str(g) for g in generators]
     if len(names) < 2:
         raise ValueError(
@@ -481,7 +487,13 @@ def compare_generators(
             allow_self_judging=True,  # checked above
             run_configs=(run_configs or {}).get(name),
             record={"generator": name, "generators": names},
-            **compare_kwargs,
+            progress=progress,
+            mask=mask,
+            mask_reference=mask_reference,
+            execution=execution,
+            output=output,
+            scoring=scoring,
+            reference=reference,
         )
         if on_comparison is not None:
             on_comparison(comps[name])

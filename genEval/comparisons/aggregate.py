@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from genEval.comparisons.executors import Executor
 from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import (
     Comparison,
@@ -44,7 +45,7 @@ from genEval.comparisons.leaderboard import (
     Settings,
     write_comparison,
 )
-from genEval.comparisons.loading import LoadedRun, load_runs
+from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import (
     DEFAULT_RANK_BY,
     rank_draws,
@@ -65,6 +66,8 @@ from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import settle_comparison
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
 from genEval.masks import AutoMask
+from genEval.runs.reader import RunDir
+from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
@@ -74,11 +77,12 @@ from genEval.scores.rankings import (
     spearman,
 )
 from genEval.scores.run_scores import Scoring, per_class_table
+from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
 
-def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
+def _check_same_classes(runs: Mapping[str, list[RunDir]]) -> list[str]:
     """The class names all runs share; a run on other classes is an error."""
     first = next(iter(runs.values()))[0]
     class_names = list(first.results.class_names)
@@ -86,13 +90,13 @@ def _check_same_classes(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
         for run in reps:
             if list(run.results.class_names) != class_names:
                 raise ValueError(
-                    f"run {run.run_dir} ({name}) has classes {run.results.class_names} but "
-                    f"{first.run_dir} has {class_names}; compare runs on the same data."
+                    f"run {run} ({name}) has classes {run.results.class_names} but "
+                    f"{first} has {class_names}; compare runs on the same data."
                 )
     return class_names
 
 
-def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
+def _component_warnings(runs: Mapping[str, list[RunDir]]) -> list[str]:
     out = []
     for role in ("data", "generator", "oracle"):
         ids = {str(r.results.components.get(role)) for reps in runs.values() for r in reps}
@@ -104,13 +108,13 @@ def _component_warnings(runs: Mapping[str, list[LoadedRun]]) -> list[str]:
     return out
 
 
-def _comparison_record(runs: Mapping[str, list[LoadedRun]]) -> list[ComparisonRecord]:
+def _comparison_record(runs: Mapping[str, list[RunDir]]) -> list[ComparisonRecord]:
     """``config.comparison`` of the first model's runs (what compare() recorded), one per repetition."""
     first = next(iter(runs.values()))
     return [r.results.config.comparison or ComparisonRecord() for r in first]
 
 
-def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
+def recorded_baselines(runs: Mapping[str, list[RunDir]]) -> list[str] | None:
     """The baselines the comparison that made ``runs`` fitted ER on (``config.comparison.baselines``), when every
     run records the same ones and all of them are among ``runs``; else None."""
     found = {(r.results.config.comparison or ComparisonRecord()).baselines for reps in runs.values() for r in reps}
@@ -119,13 +123,13 @@ def recorded_baselines(runs: Mapping[str, list[LoadedRun]]) -> list[str] | None:
     return names
 
 
-def recorded_rule(runs: Mapping[str, list[LoadedRun]]) -> Mapping | None:
+def recorded_rule(runs: Mapping[str, list[RunDir]]) -> Mapping | None:
     """The stop rule the comparison that made ``runs`` ran with (``config.comparison.sequential``), if recorded."""
     return _comparison_record(runs)[0].sequential
 
 
 def _settings(
-    runs: Mapping[str, list[LoadedRun]], num_classes: int, settings: ComparisonSettings, baselines: set[str]
+    runs: Mapping[str, list[RunDir]], num_classes: int, settings: ComparisonSettings, baselines: set[str]
 ) -> Settings:
     first_reps = next(iter(runs.values()))
     first = first_reps[0].results
@@ -148,7 +152,7 @@ def _settings(
         num_classes=num_classes,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
         components={k: first.components.get(k) for k in ("data", "generator", "oracle", "mask")},
-        search=dict(first.config.search) or None,
+        search=None if first.config.search is None else first.config.search.to_dict(),
         baselines=sorted(baselines) or None,
         mask=recorded[0].mask,
         data_seeds=[c.data_seed for c in recorded],
@@ -169,15 +173,12 @@ def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
     )
 
 
-def build_comparison(
-    runs: Mapping[str, list[LoadedRun]], settings: ComparisonSettings | None = None, **given: Any
-) -> Comparison:
+def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSettings | None = None) -> Comparison:
     """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by
-    ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O. ``given``: fields of
-    :class:`~genEval.comparisons.settings.ComparisonSettings` on top of ``settings``."""
+    ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O."""
     if not runs:
         raise ValueError("no runs to compare.")
-    settings = ComparisonSettings.coerce(settings, **given)
+    settings = ComparisonSettings.coerce(settings)
     rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     class_names = _check_same_classes(runs)
     num_classes = int(next(iter(runs.values()))[0].results.scores.num_classes)
@@ -231,14 +232,14 @@ def build_comparison(
         *stability_warnings(stab),
     ]
     per_class = {
-        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.records]), class_names) for m in order
+        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.samples]), class_names) for m in order
     }
     return Comparison(
         leaderboard=rows,
         differences=diffs,
         stability=stab,
         effective_robustness=er,
-        runs={m: [r.run_dir for r in runs[m]] for m in order},
+        runs={m: [str(r) for r in runs[m]] for m in order},
         seeds={m: [r.results.seed for r in runs[m]] for m in order},
         class_names=class_names,
         per_class=per_class,
@@ -254,19 +255,18 @@ def aggregate(
     settings: ComparisonSettings | None = None,
     *,
     out_dir: str | Path | None = None,
-    **given: Any,
 ) -> Comparison:
     """Build a :class:`~genEval.comparisons.leaderboard.Comparison` from finished run directories.
 
     ``run_dirs``: run directories or folders containing them (e.g. a comparison's ``runs/``), or a mapping
     model name -> its run directories (one per repetition). Names and repetitions otherwise come from what
     compare() recorded, the ``<model>/rep<r>`` layout, or the classifier id. ``settings``: how to aggregate
-    (:class:`~genEval.comparisons.settings.ComparisonSettings`: baselines, ER gate, bootstrap, ``rank_by``; its
-    fields may also be given as keywords): without ``baselines`` ER is fitted on those the runs record (see
+    (:class:`~genEval.comparisons.settings.ComparisonSettings`: baselines, ER gate, bootstrap, ``rank_by``):
+    without ``baselines`` ER is fitted on those the runs record (see
     :func:`recorded_baselines`), else left out, with a note. With ``out_dir`` the comparison files are written there
     (not the report: genEval.reports.report.write_report).
     """
-    comp = build_comparison(load_runs(run_dirs), ComparisonSettings.coerce(settings, **given))
+    comp = build_comparison(load_runs(run_dirs), ComparisonSettings.coerce(settings))
     if out_dir is not None:
         comp = write_comparison(comp, out_dir)
     log.info(
@@ -296,7 +296,11 @@ def compare(
     mask_reference: str | None = None,
     allow_self_judging: bool = False,
     record: Mapping | None = None,
-    **evaluate_kwargs: Any,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
+    executor: Executor | None = None,
 ) -> Comparison:
     """Evaluate every classifier ``repetitions`` times and compare them (see the module docstring).
 
@@ -306,19 +310,22 @@ def compare(
     repetition's seed, shared by every model of that repetition
     (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
     within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``settings``: how the
-    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`; its fields ``baselines``,
-    ``er_min_r2``, ``n_boot``, ``level``, ``rank_by`` may also be given as keywords). The ``baselines`` (the models
+    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`). The ``baselines`` (the models
     effective robustness is fitted on; None: ER is left out) are recorded with the runs, so that re-ranking the runs
     later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask`` (``mask=auto``) is fitted once
     with the model named by ``mask_reference`` and reused for every model. ``run_configs``: per model, the config
     recorded in its results.json. A model that is part of the oracle is refused before any run
     (:func:`genEval.comparisons.judging.check_not_judging`) unless ``allow_self_judging``. ``record``: extra entries
-    of every run's ``config.comparison`` record. Other keyword arguments go to ``genEval.evaluate`` (``execution``,
-    ``output``, ``scoring``, ...; each run's bootstrap uses ``settings.n_boot``). Writes the runs and the comparison
-    files into ``out_dir``.
+    of every run's ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own),
+    ``scoring`` (its bootstrap is ``settings.n_boot``) and ``reference``: what every run is evaluated with
+    (:func:`genEval.evaluate`). ``executor``: where the (model, repetition) evaluations run
+    (:mod:`genEval.comparisons.executors`; None: one after the other here). ``settings.sequential`` (a
+    :class:`~genEval.comparisons.settings.StopRule`): with ``stop="settled"`` the comparison runs in rounds of fresh
+    sources (``repetitions`` is then ignored, ``seeds`` may be an int: the base seed) until its ranking is settled
+    (:mod:`genEval.comparisons.rounds`); the data should draw ``round_sources`` per round (``data.limit``). Writes the
+    runs and the comparison files into ``out_dir``.
     """
-    given = {k: evaluate_kwargs.pop(k) for k in _SETTING_KEYS if k in evaluate_kwargs}
-    settings = ComparisonSettings.coerce(settings, **given)
+    settings = ComparisonSettings.coerce(settings)
     check_model_names(list(classifiers))
     rule = settings.sequential.filled()
     baselines = settings.baseline_list
@@ -336,7 +343,7 @@ def compare(
     if rule.settled_mode:
         _check_settled(rule, settings, seeds, mask)
     check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
-    scoring = replace(Scoring.coerce(evaluate_kwargs.pop("scoring", None)), n_boot=settings.n_boot)
+    scoring = replace(Scoring.coerce(scoring), n_boot=settings.n_boot)
     record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
     run = functools.partial(
         evaluate_repetitions,
@@ -352,7 +359,10 @@ def compare(
         mask=mask,
         mask_reference=mask_reference,
         record=record,
-        **evaluate_kwargs,
+        execution=execution,
+        output=output,
+        reference=reference,
+        executor=executor,
     )
     if rule.settled_mode:  # rounds of fresh sources until the ranking is settled (genEval/comparisons/rounds.py)
         one_round = lambda r, seed: {m: d[0] for m, d in run([seed], first_repetition=r).items()}
@@ -379,7 +389,3 @@ def _check_settled(rule: StopRule, settings: ComparisonSettings, seeds: Any, mas
             "stop=settled judges pairs by a per-source score, and rank_by=er is fitted across models; rank by a "
             f"score (e.g. rank_by={DEFAULT_RANK_BY}) or use stop=fixed."
         )
-
-
-#: ComparisonSettings fields compare() also takes as keywords.
-_SETTING_KEYS = ("baselines", "er_min_r2", "n_boot", "level", "rank_by")

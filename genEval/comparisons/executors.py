@@ -79,7 +79,7 @@ class EvalTask:
         except (OSError, ValueError, KeyError):
             return False
         want = json.loads(to_json(identity_config(self.config)))
-        return ident.get("seed") == self.seed and ident.get("config") == want
+        return ident.seed == self.seed and json.loads(to_json(dict(ident.config))) == want
 
 
 class Executor(Protocol):

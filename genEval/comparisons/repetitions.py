@@ -30,7 +30,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,11 @@ from genEval.comparisons.executors import EvalTask, Executor, LocalExecutor
 from genEval.data.base import SubsetData
 from genEval.interfaces import hook
 from genEval.masks import AutoMask, FixedMask, StyleMask
-from genEval.runs.rundir import read_samples
+from genEval.runs.reader import read_samples
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
 from genEval.search.driver import evaluate
+from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
 log = logging.getLogger(__name__)
@@ -152,14 +155,32 @@ def fit_comparison_mask(
     search: SearchConfig,
     seed: int,
     out_dir: str | Path,
-    **evaluate_kwargs: Any,
+    *,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    oracle_reference: str | None = None,
 ) -> ComparisonMask:
     """Fit the comparison's one mask: ``evaluate(reference, data, mask=auto)`` into ``<out_dir>/mask`` (a dense
     pass over the fit samples, the fit, then the reference's masked run on the rest), then read the mask and
-    the fit samples back from there."""
+    the fit samples back from there. ``execution``, ``output`` (its directory is ``<out_dir>/mask``), ``scoring``
+    and ``oracle_reference`` (evaluate's ``reference``): what the run is evaluated with."""
     where = Path(out_dir) / "mask"
     log.info("compare: mask=auto fitted once with reference model %s into %s", reference, where)
-    evaluate(classifier, data, generator, oracle, search, seed=seed, output_dir=where, mask=auto, **evaluate_kwargs)
+    out = replace(RunOutput.coerce(output), dir=where)
+    evaluate(
+        classifier,
+        data,
+        generator,
+        oracle,
+        search,
+        seed=seed,
+        execution=execution,
+        mask=auto,
+        output=out,
+        scoring=scoring,
+        reference=oracle_reference,
+    )
     fitted = StyleMask.load(where / "style_mask.safetensors")
     fit_ids = frozenset(str(r.source_id) for r in read_samples(where / "mask_fit"))
     return ComparisonMask(fitted, reference, fit_ids, str(where / "style_mask.safetensors"))
@@ -215,14 +236,18 @@ class RepetitionRunner:
     generator: Any
     oracle: Any
     search: SearchConfig
-    mask: ComparisonMask | None
-    evaluate_kwargs: dict[str, Any]
+    fitted: ComparisonMask | None
+    mask: Any
+    execution: Execution | None
+    output: RunOutput
+    scoring: Scoring | None
+    reference: str | None
     _built: tuple[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __call__(self, task: EvalTask) -> str:
         data, _ = data_for_seed(self.data, task.seed)
-        if self.mask is not None:
-            data = self.mask.scored_part(data)
+        if self.fitted is not None:
+            data = self.fitted.scored_part(data)
         evaluate(
             self._classifier(task.model),
             data,
@@ -230,9 +255,12 @@ class RepetitionRunner:
             self.oracle,
             self.search,
             seed=task.seed,
-            output_dir=task.run_dir,
+            mask=self.mask,
+            execution=self.execution,
+            output=replace(self.output, dir=task.run_dir),
+            scoring=self.scoring,
+            reference=self.reference,
             config=task.config,
-            **self.evaluate_kwargs,
         )
         return task.run_dir
 
@@ -260,9 +288,12 @@ def evaluate_repetitions(
     mask: Any = None,
     mask_reference: str | None = None,
     record: Mapping | None = None,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
     executor: Executor | None = None,
     first_repetition: int = 0,
-    **evaluate_kwargs: Any,
 ) -> dict[str, list[str]]:
     """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
 
@@ -271,24 +302,21 @@ def evaluate_repetitions(
     is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
     results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
     ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
-    ``config.comparison`` record. ``executor``: where the (model, repetition) evaluations run
-    (:mod:`genEval.comparisons.executors`; None: one after the other in this process). ``first_repetition``: the
-    index of the first seed's repetition (a round of ``stop=settled`` runs one repetition at a time: ``rep<r>``).
-    Other keyword arguments go to
-    :func:`genEval.evaluate`.
+    ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own; per-run progress is
+    off: ``progress`` shows the comparison's), ``scoring`` and ``reference`` go to :func:`genEval.evaluate`.
+    ``executor``: where the (model, repetition) evaluations run (:mod:`genEval.comparisons.executors`; None: one
+    after the other in this process). ``first_repetition``: the index of the first seed's repetition (a round of
+    ``stop=settled`` runs one repetition at a time: ``rep<r>``).
     """
     names = [str(n) for n in classifiers]
     check_model_names(names)
-    for k in ("seed", "output_dir"):
-        if k in evaluate_kwargs:
-            raise ValueError(f"compare sets {k} itself (seeds=..., out_dir=...); do not pass {k}.")
     if isinstance(mask, AutoMask) and mask_reference not in names:
         raise ValueError(
             f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
             f"one of {', '.join(names)} (got {mask_reference!r})."
         )
     search = SearchConfig.coerce(search)
-    evaluate_kwargs.setdefault("progress", False)
+    output = replace(RunOutput.coerce(output), progress=False)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     log.info("compare: %d models x %d repetitions, seeds %s, out_dir=%s", len(names), len(seeds), list(seeds), out_dir)
     drawn = [data_for_seed(data, s) for s in seeds]
@@ -311,14 +339,16 @@ def evaluate_repetitions(
             search,
             seeds[0],
             out_dir,
-            **evaluate_kwargs,
+            execution=execution,
+            output=output,
+            scoring=scoring,
+            oracle_reference=reference,
         )
-        evaluate_kwargs["mask"] = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
-    elif mask is not None:
-        evaluate_kwargs["mask"] = mask
+        mask = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
     runner = RepetitionRunner(
-        dict(zip(names, classifiers.values())), data, generator, oracle, search, fitted, evaluate_kwargs
-    )
+        dict(zip(names, classifiers.values())), data, generator, oracle, search, fitted, mask, execution, output,
+        scoring, reference,
+    )  # fmt: skip
     total = first_repetition + len(seeds)
     tasks = [
         EvalTask(name, r, seed, str(Path(out_dir) / "runs" / name / f"rep{r}"), _record(

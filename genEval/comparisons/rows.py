@@ -17,8 +17,8 @@ from genEval.comparisons.leaderboard import (
     LeaderboardRow,
     MetricEntry,
 )
-from genEval.comparisons.loading import LoadedRun
 from genEval.comparisons.settings import ComparisonSettings
+from genEval.runs.reader import RunDir
 from genEval.scores.definitions import LEADERBOARD_SCORES, score_values
 from genEval.scores.effective_robustness import ERFit, er_intervals, fit_effective_robustness
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, bootstrap_scores, few_sources
@@ -45,7 +45,7 @@ def baseline_set(models: list[str], baselines: Sequence[str] | None) -> set[str]
     return base
 
 
-def score_entries(reps: list[LoadedRun], num_classes: int, settings: ComparisonSettings) -> dict[str, MetricEntry]:
+def score_entries(reps: list[RunDir], num_classes: int, settings: ComparisonSettings) -> dict[str, MetricEntry]:
     """Every leaderboard score of one model: the run's own estimate (one repetition) or the bootstrap mean (the
     bootstrap of ``settings``)."""
     per_rep = {
@@ -80,11 +80,11 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return float(np.mean(defined)) if defined else None
 
 
-def _cost_and_label_free(reps: list[LoadedRun], num_classes: int) -> dict[str, float | None]:
+def _cost_and_label_free(reps: list[RunDir], num_classes: int) -> dict[str, float | None]:
     """Run cost (rejections and steps per sample, run time) and hard-label SoftmaxCorr, means over repetitions."""
 
-    def steps(run: LoadedRun) -> float | None:
-        judged = [r.accepted_steps + (r.rejected_at > 0) for r in run.records]
+    def steps(run: RunDir) -> float | None:
+        judged = [r.accepted_steps + (r.rejected_at > 0) for r in run.samples]
         return float(np.mean(judged)) if judged else None
 
     def corr(o: Outcomes) -> float | None:
@@ -149,7 +149,7 @@ def effective_robustness(
 
 
 def leaderboard_rows(
-    runs: Mapping[str, list[LoadedRun]],
+    runs: Mapping[str, list[RunDir]],
     entries: Mapping[str, dict[str, MetricEntry]],
     order: list[str],
     ranks: Ranks,
@@ -191,7 +191,7 @@ def leaderboard_rows(
                 **_cost_and_label_free(reps, num_classes),
                 components=reps[0].results.components,
                 seeds=[r.results.seed for r in reps],
-                run_dirs=[r.run_dir for r in reps],
+                run_dirs=[str(r) for r in reps],
                 warnings=warnings,
                 rank=ranks.by[m],
             )

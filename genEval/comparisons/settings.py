@@ -123,17 +123,17 @@ class ComparisonSettings:
         object.__setattr__(self, "rank_by", check_rank_by(self.rank_by))
 
     @classmethod
-    def coerce(cls, settings: ComparisonSettings | Mapping[str, Any] | None = None, **given: Any) -> ComparisonSettings:
-        """From itself, a mapping of its fields, or None (defaults), with the keyword arguments ``given`` on top
-        (a None among them leaves the field as it is); an unknown key is refused by name."""
+    def coerce(cls, settings: ComparisonSettings | Mapping[str, Any] | None = None) -> ComparisonSettings:
+        """From itself, a mapping of its fields, or None (defaults); an unknown key is refused by name."""
+        if isinstance(settings, cls):
+            return settings
+        if settings is not None and not isinstance(settings, Mapping):
+            raise TypeError(f"settings must be a ComparisonSettings or a mapping of its fields, got {settings!r}.")
         names = [f.name for f in fields(cls)]
-        base = dict(settings) if isinstance(settings, Mapping) else {}
-        unknown = sorted((set(base) | set(given)) - set(names))
+        unknown = sorted(set(settings or {}) - set(names))
         if unknown:
             raise TypeError(f"unknown comparison setting(s) {unknown}; known: {', '.join(names)}.")
-        out = settings if isinstance(settings, cls) else cls(**base)
-        changes = {k: v for k, v in given.items() if v is not None}
-        return replace(out, **changes) if changes else out
+        return cls(**dict(settings or {}))
 
     @property
     def baseline_list(self) -> list[str] | None:

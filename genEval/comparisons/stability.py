@@ -21,7 +21,7 @@ from genEval.comparisons.leaderboard import (
     TauPair,
     score_label,
 )
-from genEval.comparisons.loading import LoadedRun
+from genEval.runs.reader import RunDir
 from genEval.scores.rankings import (
     Difference,
     TauDistribution,
@@ -29,15 +29,15 @@ from genEval.scores.rankings import (
 )
 
 
-def identical_repetitions(runs: Mapping[str, list[LoadedRun]]) -> bool:
+def identical_repetitions(runs: Mapping[str, list[RunDir]]) -> bool:
     """True when some model has >= 2 repetitions and all of every model's repetitions are identical."""
     keys = ("source_id", "clean_pred", "recon_pred", "validated", "accepted_steps", "final_pred", "first_fooled")
     multi = [reps for reps in runs.values() if len(reps) > 1]
     if not multi:
         return False
 
-    def sig(run: LoadedRun) -> list[tuple]:
-        return [tuple(getattr(rec, k) for k in keys) for rec in run.records]
+    def sig(run: RunDir) -> list[tuple]:
+        return [tuple(getattr(rec, k) for k in keys) for rec in run.samples]
 
     return all(sig(r) == sig(reps[0]) for reps in multi for r in reps[1:])
 
@@ -56,7 +56,7 @@ def _flips(models: list[str], per_rep: np.ndarray, diffs: Sequence[Difference], 
     return out
 
 
-def sources_resampled(runs: Mapping[str, list[LoadedRun]]) -> bool | None:
+def sources_resampled(runs: Mapping[str, list[RunDir]]) -> bool | None:
     """Whether some model's repetitions evaluated different source images; None below 2 repetitions."""
     multi = [reps for reps in runs.values() if len(reps) > 1]
     if not multi:

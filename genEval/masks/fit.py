@@ -34,7 +34,8 @@ from torch import Tensor
 
 from genEval.masks.format import StyleMask
 from genEval.masks.regularisation import AUTO, SOLVERS, auto_C, fit_once, search_C, sklearn_version
-from genEval.runs.rundir import has_tensors, load_latent_file, read_results
+from genEval.runs.parts import LATENTS
+from genEval.runs.reader import PARTIAL, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -290,37 +291,34 @@ def fit_style_mask(
     return result
 
 
-def fit_mask_from_run(run_dir: str | Path, *, dataset: str | None = None, **fit_kwargs: Any) -> StyleMask:
+def fit_mask_from_run(run_dir: RunDir | str | Path, *, dataset: str | None = None, **fit_kwargs: Any) -> StyleMask:
     """Fit a style mask from a finished run directory written with ``save_latents=True``.
 
     Reads the run's latents (start and final latents, validated flags, source ids, generator id) and
     ``results.json`` (the data set id, ``components.data``, unless ``dataset`` is given) through
-    :mod:`genEval.runs.rundir`. ``fit_kwargs`` go to :func:`fit_style_mask` (``C``, ``solver``,
+    :class:`~genEval.runs.reader.RunDir`. ``fit_kwargs`` go to :func:`fit_style_mask` (``C``, ``solver``,
     ``target_sparsity``, ``seed``, ...). Only validated samples that moved are used; with
     ``search.start_noise > 0`` the start noise is part of every difference (``start`` is the noiseless
     ``E(x)``), which the L1 fit mostly ignores because it is symmetric.
     """
-    d = Path(run_dir).expanduser()
+    run = RunDir.of(run_dir)
+    d = run.path
     if not d.is_dir():
         raise FileNotFoundError(f"run directory '{d}' does not exist; pass the directory of a finished geneval run.")
-    if not (d / "results.json").is_file():
-        partial = (
-            " (samples.partial.jsonl is there: the run was interrupted)"
-            if (d / "samples.partial.jsonl").exists()
-            else ""
-        )
+    if not run.finished:
+        partial = f" ({PARTIAL} is there: the run was interrupted)" if (d / PARTIAL).exists() else ""
         raise FileNotFoundError(
             f"'{d}' has no results.json{partial}: it is not a complete run. Let the run "
             "finish (or rerun it with save_latents=true) before fitting a mask from it."
         )
-    if not has_tensors(d, "latents"):
+    if not run.has(LATENTS):
         raise FileNotFoundError(
             f"run '{d}' has no latents (latents/part-*.safetensors): it was run without saving "
             "latents. Rerun it with save_latents=true (CLI: geneval ... save_latents=true), "
             "then fit the mask."
         )
-    components = read_results(d).components
-    lat = load_latent_file(d)
+    components = run.results.components
+    lat = run.tensors(LATENTS)
     generator = lat["generator"] or str(components.get("generator", ""))
     if components.get("generator") and lat["generator"] and components["generator"] != lat["generator"]:
         raise ValueError(

@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from PIL import Image
 
 from genEval.fileio import atomic_write_bytes, atomic_write_json, sha256_file
 from genEval.reports.html import TEMPLATES
-from genEval.runs.rundir import RESULTS, iter_tensor_parts, read_results, read_run_identity, read_samples
+from genEval.runs.reader import RESULTS, RunDir
 from genEval.scores.intervals import Estimate, proportion
 from genEval.scores.outcomes import SampleRecord
 
@@ -71,14 +71,11 @@ def content_security_policy(script: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the draw
-def run_id(run_dir: str | Path, records: Sequence[SampleRecord] | None = None) -> str:
-    """sha256 (hex) of the run's identity (run.json) and of its per-sample records: what an audit belongs to.
-
-    ``records``: the run's samples.jsonl rows when already read (:func:`genEval.runs.rundir.read_samples`).
-    """
-    records = read_samples(run_dir) if records is None else records
-    samples = [r.to_dict() for r in records]
-    blob = json.dumps({"identity": read_run_identity(run_dir), "samples": samples}, sort_keys=True)
+def run_id(run: RunDir | str | Path) -> str:
+    """sha256 (hex) of the run's identity (run.json) and of its per-sample records: what an audit belongs to."""
+    run = RunDir.of(run)
+    samples = [r.to_dict() for r in run.samples]
+    blob = json.dumps({"identity": run.identity.to_dict(), "samples": samples}, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -191,7 +188,12 @@ def _name(class_names: Sequence[str], index: int) -> str:
 
 
 def build_audit(
-    run_dir: str | Path, n: int = 100, *, seed: int | None = None, width: int = 192, show_predictions: bool = False
+    run_dir: RunDir | str | Path,
+    n: int = 100,
+    *,
+    seed: int | None = None,
+    width: int = 192,
+    show_predictions: bool = False,
 ) -> AuditSheet:
     """Draw ``n`` validated samples of a finished run saved with ``save_images=true`` and load their images.
 
@@ -201,8 +203,8 @@ def build_audit(
     """
     if not 16 <= int(width) <= 2048:
         raise ValueError(f"width={width} is outside 16..2048 CSS pixels; e.g. width=192.")
-    d = Path(run_dir)
-    results, records = read_results(d), read_samples(d)
+    run = RunDir.of(run_dir)
+    results, records = run.results, run.samples
     seed_drawn = seed is None
     seed = secrets.randbits(31) if seed is None else int(seed)
     chosen = draw_validated(records, int(n), seed)
@@ -210,11 +212,11 @@ def build_audit(
         log.warning("the run has only %d validated samples; the audit shows all of them (n=%d asked)", len(chosen), n)
     names = list(results.class_names)
     loaded: dict[str, AuditPair] = {}
-    for recs, tensors in iter_tensor_parts(d, "images", chosen):
+    for recs, tensors in run.parts("images", chosen):
         for i, r in enumerate(recs):
             if not bool(tensors["validated"][i]):
                 raise ValueError(
-                    f"run '{d}': sample {r.source_id} is validated in samples.jsonl but not in "
+                    f"run '{run}': sample {r.source_id} is validated in samples.jsonl but not in "
                     "its image part; the directory mixes two runs. Rerun the evaluation."
                 )
             orig, pert = tensors["original"][i], tensors["perturbed"][i]
@@ -232,8 +234,8 @@ def build_audit(
             )
     components = results.components
     return AuditSheet(
-        str(d.resolve()),
-        run_id(d, records),
+        str(run.path.resolve()),
+        run_id(run),
         seed,
         seed_drawn,
         int(n),
@@ -291,7 +293,7 @@ class AuditFiles:
 
 
 def write_audit(
-    run_dir: str | Path,
+    run_dir: RunDir | str | Path,
     n: int = 100,
     *,
     seed: int | None = None,
@@ -300,7 +302,7 @@ def write_audit(
     show_predictions: bool = False,
 ) -> AuditFiles:
     """Write the audit page (default ``<run>/audit.html``) and, next to it, ``<page stem>_samples.json``."""
-    page = Path(out) if out else Path(run_dir) / "audit.html"
+    page = Path(out) if out else RunDir.of(run_dir).path / "audit.html"
     if page.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"out={page} must name an .html file (e.g. out={page.with_suffix('.html')}).")
     sheet = build_audit(run_dir, n, seed=seed, width=width, show_predictions=show_predictions)
@@ -356,21 +358,21 @@ def read_answers(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def check_answers(run_dir: str | Path, answers: dict[str, Any], path: str | Path = "answers") -> None:
+def check_answers(run_dir: RunDir | str | Path, answers: dict[str, Any], path: str | Path = "answers") -> None:
     """Raise a ValueError unless ``answers`` (:func:`read_answers`) belong to this run and its recorded draw."""
-    records = read_samples(run_dir)
-    rid = run_id(run_dir, records)
+    run = RunDir.of(run_dir)
+    records, rid = run.samples, run_id(run)
     if answers["run_id"] != rid:
         raise ValueError(
             f"answers file '{path}' belongs to run {answers['run_id'][:12]} "
-            f"({answers.get('run_dir', 'unknown directory')}), but '{run_dir}' is run {rid[:12]}. "
+            f"({answers.get('run_dir', 'unknown directory')}), but '{run}' is run {rid[:12]}. "
             "Pass the run directory the audit page was written for."
         )
     known = {r.source_id for r in records}
     unknown = [s for s in [*answers["answers"], *answers["sample_ids"]] if s not in known]
     if unknown:
         raise ValueError(
-            f"answers file '{path}' names sample ids that are not samples of run '{run_dir}': "
+            f"answers file '{path}' names sample ids that are not samples of run '{run}': "
             f"{sorted(set(unknown))[:5]}. It was edited; download it again from the audit page."
         )
     drawn = [r.source_id for r in draw_validated(records, len(answers["sample_ids"]), answers["seed"])]
@@ -425,10 +427,11 @@ class AuditResult:
         )
 
 
-def score_answers(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
+def score_answers(run_dir: RunDir | str | Path, answers_path: str | Path) -> AuditResult:
     """Read and check an answers file against the run and compute the agreement (writes nothing)."""
+    run = RunDir.of(run_dir)
     answers = read_answers(answers_path)
-    check_answers(run_dir, answers, answers_path)
+    check_answers(run, answers, answers_path)
     given = answers["answers"]
     counts = {a: sum(v == a for v in given.values()) for a in ANSWERS}
     counts["unanswered"] = len(answers["sample_ids"]) - len(given)
@@ -438,7 +441,7 @@ def score_answers(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
         len(answers["sample_ids"]),
         int(answers["seed"]),
         answers["run_id"],
-        str(Path(run_dir).resolve()),
+        str(run.path.resolve()),
         str(Path(answers_path).resolve()),
         sha256_file(answers_path),
         str(answers.get("auditor") or ""),
@@ -449,19 +452,15 @@ def score_answers(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
     )
 
 
-def record_audit(run_dir: str | Path, answers_path: str | Path) -> AuditResult:
+def record_audit(run_dir: RunDir | str | Path, answers_path: str | Path) -> AuditResult:
     """Score an answers file (:func:`score_answers`) and store it in ``results.json`` as ``oracle_audit``,
     atomically, every other key kept as it was (an earlier audit entry is replaced)."""
-    result = score_answers(run_dir, answers_path)
-    results = read_results(run_dir)
-    if AUDIT_KEY in results.extra:
-        log.info(
-            "replacing the earlier oracle audit of %s (answers %s)",
-            run_dir,
-            results.extra[AUDIT_KEY].get("answers_sha256", "?")[:12],
-        )
-    audited = replace(results, extra={**results.extra, AUDIT_KEY: result.to_dict()})
-    atomic_write_json(Path(run_dir) / RESULTS, audited.to_dict())
+    run = RunDir.of(run_dir)
+    result = score_answers(run, answers_path)
+    earlier = run.results.oracle_audit
+    if earlier is not None:
+        log.info("replacing the earlier oracle audit of %s (answers %s)", run, earlier.get("answers_sha256", "?")[:12])
+    atomic_write_json(run.path / RESULTS, run.results.with_extra(AUDIT_KEY, result.to_dict()).to_dict())
     return result
 
 

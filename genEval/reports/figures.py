@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from genEval.comparisons.leaderboard import LeaderboardRow
-from genEval.comparisons.loading import LoadedRun
 from genEval.interfaces import resize_images
-from genEval.runs.rundir import has_tensors, load_tensors
+from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.effective_robustness import ERFit
 from genEval.scores.outcomes import SampleRecord
@@ -47,11 +46,11 @@ class ModelView:
 
     name: str
     row: LeaderboardRow
-    runs: list[LoadedRun] = field(default_factory=list)
+    runs: list[RunDir] = field(default_factory=list)
 
     @property
     def records(self) -> list[SampleRecord]:
-        return [rec for r in self.runs for rec in r.records]
+        return [rec for r in self.runs for rec in r.samples]
 
     @property
     def budget(self) -> int:
@@ -301,12 +300,12 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
 
     None when no run of the model saved images; ``""`` when none of its samples was validated.
     """
-    run = next((r for r in m.runs if has_tensors(r.run_dir, "images")), None)
+    run = next((r for r in m.runs if r.has("images")), None)
     if run is None:
         return None
-    data = load_tensors(run.run_dir, "images")
+    data = run.tensors("images")
     index = {sid: i for i, sid in enumerate(data["source_ids"])}
-    recs = [r for r in run.records if r.validated and r.source_id in index]
+    recs = [r for r in run.samples if r.validated and r.source_id in index]
     # really fooled first (right on the original, wrong after), then wrong anyway, then still right
     recs = sorted(recs, key=lambda r: (r.final_pred == r.label, r.clean_pred != r.label, r.source_id))
     recs = recs[:k]

@@ -60,7 +60,7 @@ def disk_errors(run_dir: str | Path, doing: str, kept: int | None = None) -> Ite
                 err.errno,
                 f"run directory '{run_dir}' is not writable ({err.strerror} while {doing}"
                 + (f": '{err.filename}'" if err.filename else "")
-                + "). Choose a writable one with hydra.run.dir=/some/writable/path (output_dir= in Python), or make "
+                + "). Choose a writable one with hydra.run.dir=/some/writable/path (output= in Python), or make "
                 "it writable.",
             ) from err
         raise

@@ -2,7 +2,7 @@
 
 :class:`RunOutput` is the output bundle of ``genEval.evaluate`` (the run directory or none, which tensors to save,
 the grid, progress). :meth:`Recording.open` starts the output of one run: a run directory
-(:class:`~genEval.runs.rundir.RunWriter`: locked, resumed when it holds an unfinished run of the same identity) or,
+(:class:`~genEval.runs.writer.RunWriter`: locked, resumed when it holds an unfinished run of the same identity) or,
 without one, memory. Then :meth:`Recording.todo` (the positions not done by an earlier attempt), :meth:`add` per
 finished sample, :meth:`records` (all of them, in data-set order, flushed) and :meth:`finish` with the result
 (``grid.png``, ``samples.jsonl``, ``results.json``). Used as a context manager, an error closes the directory with
@@ -21,8 +21,10 @@ from typing import Any
 import torch
 
 from genEval.interfaces import SettingError, is_whole
+from genEval.runs.identity import RunIdentity
+from genEval.runs.reader import RESULTS, read_results
 from genEval.runs.results import EvalResult
-from genEval.runs.rundir import RESULTS, RunWriter, read_results, save_grid
+from genEval.runs.writer import RunWriter, save_grid
 from genEval.scores.outcomes import SampleRecord
 
 
@@ -71,7 +73,7 @@ class Recording:
     def open(
         cls,
         output: RunOutput,
-        identity: dict[str, Any],
+        identity: RunIdentity,
         *,
         generator: str,
         flush_every: int,

@@ -1,10 +1,10 @@
 """What a finished run is, as data: :class:`EvalResult` (``results.json``), with its configuration typed.
 
 ``genEval.evaluate`` returns an :class:`EvalResult`, the run directory stores it as ``results.json``
-(:meth:`EvalResult.to_dict`), and :func:`genEval.runs.rundir.read_results` gives the same object back
-(:meth:`EvalResult.from_dict`): readers use its fields (``result.config.budget``, ``result.config.comparison.model``,
-``result.scores.sa``), never chains of ``dict.get``. The per-sample records are
-:class:`~genEval.scores.outcomes.SampleRecord` (``samples.jsonl``).
+(:meth:`EvalResult.to_dict`), and :attr:`genEval.runs.reader.RunDir.results` gives the same object back
+(:meth:`EvalResult.from_dict`): readers use its fields (``result.config.search.budget``,
+``result.config.comparison.model``, ``result.scores.sa``, ``result.identity.seed``), never chains of
+``dict.get``. The per-sample records are :class:`~genEval.scores.outcomes.SampleRecord` (``samples.jsonl``).
 
 Versions: results.json carries :data:`SCHEMA_VERSION`. A file of an older schema (version 1, written before run
 directories had an identity and streamed tensor parts) or of a newer genEval is refused with a message naming
@@ -14,9 +14,11 @@ its version; a file without ``schema_version`` (written by hand) is read with de
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from genEval.runs.identity import RunIdentity, Shard
+from genEval.runs.settings import SearchConfig
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORES
 from genEval.scores.outcomes import SampleRecord
 from genEval.scores.run_scores import Scores, Scoring
@@ -84,12 +86,13 @@ class ComparisonRecord:
 @dataclass(frozen=True)
 class RunConfig:
     """The configuration a run recorded (results.json ``config``): ``values`` as recorded (the resolved command
-    config, or the notebook's settings), and typed what readers use: the ``search`` settings, the ``scoring``
-    (interval, bootstrap, warning thresholds), what was saved, the oracle's ``reference`` (``label`` |
-    ``clean_prediction``; None when not recorded), and the ``comparison`` record (None outside one)."""
+    config, or the notebook's settings), and typed what readers use: the ``search`` settings (None when the run
+    recorded none), the ``scoring`` (interval, bootstrap, warning thresholds), what was saved, the oracle's
+    ``reference`` (``label`` | ``clean_prediction``; None when not recorded), and the ``comparison`` record (None
+    outside one). :meth:`of` gives the configuration of a run being made, typed from the objects it runs with."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
-    search: Mapping[str, Any] = field(default_factory=dict)
+    search: SearchConfig | None = None
     scoring: Scoring = field(default_factory=Scoring)
     save_latents: bool = False
     save_images: bool = False
@@ -103,7 +106,7 @@ class RunConfig:
         comparison = values.get("comparison")
         return cls(
             values=values,
-            search=dict(values.get("search") or {}),
+            search=SearchConfig.recorded(values.get("search")),
             scoring=Scoring.coerce(values),
             save_latents=bool(values.get("save_latents", False)),
             save_images=bool(values.get("save_images", False)),
@@ -112,13 +115,19 @@ class RunConfig:
             comparison=None if comparison is None else ComparisonRecord.from_dict(comparison),
         )
 
+    @classmethod
+    def of(cls, values: Mapping[str, Any], search: SearchConfig | None, scoring: Scoring) -> RunConfig:
+        """The configuration of a run being made: ``values`` is what it records; its search and scoring are the
+        objects it runs with (not read back from ``values``)."""
+        return replace(cls.from_dict(values), search=search, scoring=scoring)
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self.values)
 
     @property
     def budget(self) -> int | None:
         """The search budget (None when the run recorded no search settings)."""
-        return self.search.get("budget")
+        return None if self.search is None else self.search.budget
 
 
 @dataclass(frozen=True)
@@ -206,8 +215,24 @@ class EvalResult:
         return self.extra.get("skipped")
 
     @property
-    def shard(self) -> dict[str, int]:
-        return self.extra.get("shard") or {"index": 0, "count": 1}
+    def shard(self) -> Shard:
+        """The part of the data set the run evaluated (the whole when not sharded)."""
+        return Shard.from_dict(self.extra.get("shard"))
+
+    @property
+    def identity(self) -> RunIdentity | None:
+        """The run's identity as results.json recorded it (None in a hand-written or older results.json)."""
+        recorded = self.extra.get("identity")
+        return None if recorded is None else RunIdentity.from_dict(recorded, where="results.json")
+
+    @property
+    def oracle_audit(self) -> dict[str, Any] | None:
+        """A person's audit of the oracle stored with the run (:mod:`genEval.reports.audit`), None when not audited."""
+        return self.extra.get("oracle_audit")
+
+    def with_extra(self, key: str, value: Any) -> EvalResult:
+        """This result with the results.json entry ``key`` set to ``value`` (a later step's, e.g. an oracle audit)."""
+        return replace(self, extra={**self.extra, key: value})
 
     @property
     def metrics(self) -> dict[str, float | None]:
@@ -222,7 +247,7 @@ class EvalResult:
         s, shard = self.scores, self.shard
         lines = [
             f"genEval  seed={self.seed}{' (drawn)' if self.seed_drawn else ''}  n={s.n}  classes={s.num_classes}"
-            + (f"  shard {shard['index']}/{shard['count']}" if shard.get("count", 1) > 1 else ""),
+            + (f"  shard {shard.index}/{shard.count}" if shard.count > 1 else ""),
             f"  classifier: {self.components.get('classifier')}",
             f"  generator:  {self.components.get('generator')}",
             f"  oracle:     {self.components.get('oracle')}",

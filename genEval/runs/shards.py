@@ -22,80 +22,63 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from genEval.runs.rundir import (
-    IMAGES,
-    RESULTS,
-    RUN,
-    SAMPLES,
-    EvalResult,
-    RunWriter,
-    SampleRecord,
-    Shard,
-    identity_differences,
-    iter_tensor_parts,
-    read_results,
-    read_run_identity,
-    read_unique_records,
-    save_grid,
-)
+from genEval.runs.identity import RunSources, Shard
+from genEval.runs.parts import IMAGES, iter_tensor_parts
+from genEval.runs.reader import RESULTS, RUN, SAMPLES, RunDir, read_unique_records
+from genEval.runs.results import EvalResult
 from genEval.runs.summary import summarize
+from genEval.runs.writer import RunWriter, save_grid
+from genEval.scores.outcomes import SampleRecord
 
 log = logging.getLogger(__name__)
 
 
-def find_shard_dirs(paths: Sequence[str | Path]) -> list[Path]:
+def _sharded(root: Path) -> list[RunDir]:
+    """The run directories of sharded runs (``shard.count > 1``) under ``root``."""
+    return [r for q in sorted(root.rglob(RUN)) if (r := RunDir(q.parent)).identity.shard.count > 1]
+
+
+def find_shard_dirs(paths: Sequence[str | Path | RunDir]) -> list[RunDir]:
     """Expand ``paths``: a shard's run directory stays; any other directory (a multirun directory, a torchrun
     output directory) is searched for run directories of sharded runs."""
-    out: list[Path] = []
+    out: list[RunDir] = []
     for raw in paths:
-        p = Path(raw).expanduser()
-        if (p / RUN).is_file():
-            out.append(p)
-        elif p.is_dir():
-            found = sorted(q.parent for q in p.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1)
+        run = RunDir.of(raw)
+        if (run.path / RUN).is_file():
+            out.append(run)
+        elif run.path.is_dir():
+            found = _sharded(run.path)
             if not found:
-                raise FileNotFoundError(f"no sharded run (a {RUN} of a run with shard.count > 1) under '{p}'.")
+                raise FileNotFoundError(f"no sharded run (a {RUN} of a run with shard.count > 1) under '{run}'.")
             out += found
         else:
-            raise FileNotFoundError(f"shard directory '{p}' does not exist.")
+            raise FileNotFoundError(f"shard directory '{run}' does not exist.")
     return out
 
 
-def _common_identity(identity: dict) -> dict:
-    """The part of a shard's identity every shard of one evaluation shares."""
-    sources = identity["sources"]
-    return {
-        **identity,
-        "shard": {"count": identity["shard"]["count"]},
-        "sources": {k: sources[k] for k in ("data", "n_total", "selection") if k in sources},
-    }
-
-
-def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
-    """Identities of ``dirs`` ordered by shard index, after checking that they form one complete evaluation."""
-    if not dirs:
+def check_shards(runs: Sequence[RunDir]) -> list[RunDir]:
+    """``runs`` ordered by shard index, after checking that they form one complete evaluation."""
+    if not runs:
         raise ValueError("geneval merge needs the shard run directories (or a multirun directory holding them).")
-    identities = [read_run_identity(d) for d in dirs]
-    unfinished = [str(d) for d in dirs if not (d / "results.json").is_file()]
+    unfinished = [str(r) for r in runs if not r.finished]
     if unfinished:
         raise ValueError(f"shards not finished (no results.json): {unfinished}. Rerun them (they resume) first.")
-    first = _common_identity(identities[0])
-    for d, ident in zip(dirs[1:], identities[1:]):
-        diff = identity_differences(first, _common_identity(ident))
+    first = runs[0].identity.of_evaluation()
+    for run in runs[1:]:
+        diff = first.differences(run.identity.of_evaluation())
         if diff:
             raise ValueError(
-                f"'{d}' is not a shard of the same evaluation as '{dirs[0]}'; differing keys: "
+                f"'{run}' is not a shard of the same evaluation as '{runs[0]}'; differing keys: "
                 f"{'; '.join(diff[:10])}. Merge only shards of one config, seed, data and generator."
             )
-    count = identities[0]["shard"]["count"]
-    by_index: dict[int, list[Path]] = {}
-    for d, ident in zip(dirs, identities):
-        by_index.setdefault(ident["shard"]["index"], []).append(d)
-    twice = {i: [str(p) for p in ds] for i, ds in by_index.items() if len(ds) > 1}
+    count = runs[0].identity.shard.count
+    by_index: dict[int, list[RunDir]] = {}
+    for run in runs:
+        by_index.setdefault(run.identity.shard.index, []).append(run)
+    twice = {i: [str(r) for r in rs] for i, rs in by_index.items() if len(rs) > 1}
     if twice:
         raise ValueError(f"shard(s) given more than once: {twice}. Pass each shard once.")
     missing = sorted(set(range(count)) - set(by_index))
@@ -103,56 +86,49 @@ def check_shards(dirs: Sequence[Path]) -> tuple[list[dict], int]:
         raise ValueError(
             f"shard(s) {missing} of {count} are missing; run them (shard.index=I shard.count={count}) and merge again."
         )
-    order = sorted(range(len(dirs)), key=lambda k: identities[k]["shard"]["index"])
-    return [identities[k] for k in order], count
+    return sorted(runs, key=lambda r: r.identity.shard.index)
 
 
-def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
+def merge_runs(paths: Sequence[str | Path | RunDir], out_dir: str | Path) -> EvalResult:
     """Merge the shard run directories found in ``paths`` into the run directory ``out_dir``."""
-    dirs = find_shard_dirs(paths)
-    identities, count = check_shards(dirs)
-    dirs = sorted(dirs, key=lambda d: read_run_identity(d)["shard"]["index"])
-    results = [read_results(d) for d in dirs]
-    n_total = identities[0]["sources"]["n_total"]
-    per_shard = [_shard_records(d, Shard(i, count), n_total) for i, d in enumerate(dirs)]
-    unread = [r.skipped for r in results]  # data.skip_unreadable: the sources each shard could not read
+    runs = check_shards(find_shard_dirs(paths))
+    first = runs[0].identity
+    count, n_total = first.shard.count, first.sources.n_total
+    per_shard = [_shard_records(run, n_total) for run in runs]
+    unread = [r.results.skipped for r in runs]  # data.skip_unreadable: the sources each shard could not read
     skipped = [s or [] for s in unread]
-    _check_sources(dirs, per_shard, count, n_total, skipped)
-    config = results[0].config
-    ident = {
-        **identities[0],
-        "shard": {"index": 0, "count": 1},
-        "sources": _merged_sources(identities, per_shard, n_total),
-    }
+    _check_sources(runs, per_shard, n_total, skipped)
+    results = runs[0].results
+    config = results.config
+    ident = replace(first, shard=Shard(), sources=_merged_sources(runs, per_shard))
     writer = RunWriter.open(
         out_dir,
         ident,
         save_latents=config.save_latents,
         save_images=config.save_images,
-        generator=ident["components"]["generator"],
+        generator=ident.components["generator"],
     )
     try:
         if writer.done and not writer.finished_before:
             raise ValueError(f"'{out_dir}' holds part of an earlier merge; remove it and merge again.")
         records = []
-        for d, recs in zip(dirs, per_shard):
-            renumber = {p: writer.adopt_part(d, p) for p in sorted({r.part for r in recs if r.part >= 0})}
+        for run, recs in zip(runs, per_shard):
+            renumber = {p: writer.adopt_part(run.path, p) for p in sorted({r.part for r in recs if r.part >= 0})}
             records += [replace(r, part=renumber.get(r.part, -1)) for r in recs]
         records.sort(key=lambda r: r.index)
         writer.add_records(records)
         timings = {
-            "total_s": sum(r.timings.get("total_s", 0.0) for r in results),
-            "loop_s": sum(r.timings.get("loop_s", 0.0) for r in results),
+            "total_s": sum(r.results.timings.get("total_s", 0.0) for r in runs),
+            "loop_s": sum(r.results.timings.get("loop_s", 0.0) for r in runs),
             "shards": count,
         }
         result = summarize(
             records,
-            results[0].class_names,
-            config.scoring,
+            results.class_names,
+            config=replace(config, values={**config.values, "merged_from": [str(r) for r in runs]}),
             identity=ident,
-            seed_drawn=results[0].seed_drawn,
-            config={**config.to_dict(), "merged_from": [str(d) for d in dirs]},
-            device=results[0].environment.get("device", "cpu"),
+            seed_drawn=results.seed_drawn,
+            device=results.environment.get("device", "cpu"),
             run_dir=str(writer.dir),
             timings=timings,
             details={
@@ -169,11 +145,12 @@ def merge_runs(paths: Sequence[str | Path], out_dir: str | Path) -> EvalResult:
     return result
 
 
-def _shard_records(d: Path, shard: Shard, n_total: int) -> list[SampleRecord]:
+def _shard_records(run: RunDir, n_total: int) -> list[SampleRecord]:
     """A shard's records, one per source (a duplicate with the same content is dropped with a warning; a different
     one, a record of another shard's source or a line that is no record is refused, naming file and line)."""
-    path = d / SAMPLES
-    return read_unique_records(path, path.read_text(encoding="utf-8"), dict.fromkeys(shard.positions(n_total)))
+    path = run.path / SAMPLES
+    positions = run.identity.shard.positions(n_total)
+    return read_unique_records(path, path.read_text(encoding="utf-8"), dict.fromkeys(positions))
 
 
 def _pos(skip: dict) -> int:
@@ -181,35 +158,36 @@ def _pos(skip: dict) -> int:
 
 
 def _check_sources(
-    dirs: list[Path], per_shard: list[list[SampleRecord]], count: int, n_total: int, skipped: list[list[dict]]
+    runs: list[RunDir], per_shard: list[list[SampleRecord]], n_total: int, skipped: list[list[dict]]
 ) -> None:
-    seen: dict[str, Path] = {}
-    for i, (d, recs, unread) in enumerate(zip(dirs, per_shard, skipped)):
+    seen: dict[str, RunDir] = {}
+    for run, recs, unread in zip(runs, per_shard, skipped):
         dup = [r.source_id for r in recs if r.source_id in seen]
         if dup:
             raise ValueError(
-                f"source(s) {dup[:5]} appear in both '{seen[dup[0]]}' and '{d}'; each source must be "
+                f"source(s) {dup[:5]} appear in both '{seen[dup[0]]}' and '{run}'; each source must be "
                 "evaluated by one shard."
             )
-        seen.update((r.source_id, d) for r in recs)
-        want = set(Shard(i, count).positions(n_total))
+        seen.update((r.source_id, run) for r in recs)
+        shard = run.identity.shard
+        want = set(shard.positions(n_total))
         got = {r.index for r in recs} | {_pos(s) for s in unread}  # a skipped source was read and left out
         if got != want:
             raise ValueError(
-                f"'{d}' (shard {i} of {count}) holds {len(got)} sources but should hold {len(want)}: "
-                f"missing positions {sorted(want - got)[:10]}, unexpected {sorted(got - want)[:10]}."
+                f"'{run}' (shard {shard.index} of {shard.count}) holds {len(got)} sources but should hold "
+                f"{len(want)}: missing positions {sorted(want - got)[:10]}, unexpected {sorted(got - want)[:10]}."
             )
 
 
-def _merged_sources(identities: list[dict], per_shard: list[list[SampleRecord]], n_total: int) -> dict[str, Any]:
+def _merged_sources(runs: list[RunDir], per_shard: list[list[SampleRecord]]) -> RunSources:
     """The ``sources`` identity of the unsharded run: all sources, hashed in data-set order."""
-    sources = {"data": identities[0]["sources"]["data"], "n_total": n_total, "n": n_total}
-    if "selection" in identities[0]["sources"]:  # how the sources were chosen (e.g. a data.limit above the size)
-        sources["selection"] = identities[0]["sources"]["selection"]
-    if all("sha256" in i["sources"] for i in identities):
+    first = runs[0].identity.sources
+    sha256 = None
+    if all(r.identity.sources.sha256 is not None for r in runs):
         ids = [r.source_id for r in sorted((r for recs in per_shard for r in recs), key=lambda r: r.index)]
-        sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-    return sources
+        sha256 = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    # how the sources were chosen (e.g. a data.limit above the size) is the same for every shard
+    return RunSources(first.data, first.n_total, first.n_total, first.selection, sha256)
 
 
 def _grid(run_dir: Path, records: list[SampleRecord], k: int) -> None:
@@ -230,13 +208,13 @@ def _grid(run_dir: Path, records: list[SampleRecord], k: int) -> None:
 MERGED = "merged"
 
 
-def shard_groups(dirs: Sequence[Path]) -> list[list[Path]]:
+def shard_groups(runs: Sequence[RunDir]) -> list[list[RunDir]]:
     """Shard run directories grouped by evaluation (config, seed, components, data, shard count), in the order
     their first shard appears."""
-    groups: dict[str, list[Path]] = {}
-    for d in dirs:
-        key = json.dumps(_common_identity(read_run_identity(d)), sort_keys=True, default=str)
-        groups.setdefault(key, []).append(d)
+    groups: dict[str, list[RunDir]] = {}
+    for run in runs:
+        key = json.dumps(run.identity.of_evaluation().to_dict(), sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
     return list(groups.values())
 
 
@@ -249,10 +227,10 @@ def merge_sweep(sweep_dir: str | Path) -> list[tuple[Path, EvalResult]]:
     a shard is missing, unfinished or of another evaluation.
     """
     sweep = Path(sweep_dir).expanduser()
-    dirs = sorted(q.parent for q in sweep.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1)
-    if not dirs:
+    runs = _sharded(sweep)
+    if not runs:
         return []
-    groups = shard_groups(dirs)
+    groups = shard_groups(runs)
     outs = [sweep / MERGED] if len(groups) == 1 else [sweep / f"{MERGED}-{k}" for k in range(len(groups))]
     return [(out, merge_runs(group, out)) for group, out in zip(groups, outs, strict=True)]
 
@@ -281,7 +259,7 @@ def resolve_run_dir(path: str | Path) -> Path:
             f"'{p}' is a sweep of {len(merged)} evaluations, merged into {', '.join(q.name for q in merged)}; "
             f"pass one of them, e.g. {merged[0]}."
         )
-    shards = [q.parent for q in p.rglob(RUN) if read_run_identity(q.parent)["shard"]["count"] > 1]
+    shards = _sharded(p)
     if shards:
         raise FileNotFoundError(
             f"'{p}' holds {len(shards)} shard run(s) but no merged run; merge them first: "

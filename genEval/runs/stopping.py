@@ -5,7 +5,7 @@ By default Python dies at once on SIGTERM (the run's ``run.lock`` stays behind, 
 ``KeyboardInterrupt`` on SIGINT. Inside :func:`stop_on_signals` both raise :class:`Interrupted` in the main thread
 instead (a ``KeyboardInterrupt``, so code that cleans up after Ctrl-C cleans up after SIGTERM too): the run writer
 flushes the samples finished so far and releases its lock on the way out
-(:meth:`genEval.runs.rundir.RunWriter.close`), and the command layer exits with the shell's code for the signal
+(:meth:`genEval.runs.writer.RunWriter.close`), and the command layer exits with the shell's code for the signal
 (``128 + signal``: 130 for SIGINT, 143 for SIGTERM). A second signal while the first is being handled is ignored, so
 the cleanup is not cut short; SIGKILL is the way to stop at once.
 

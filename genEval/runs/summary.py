@@ -1,5 +1,5 @@
 """The summary of a finished run, from its records alone: scores, per-class table, warnings, and the
-:class:`~genEval.runs.rundir.EvalResult` that ``results.json`` holds (paper Sec. 3.3; docs/method.md, "The scores").
+:class:`~genEval.runs.results.EvalResult` that ``results.json`` holds (paper Sec. 3.3; docs/method.md, "The scores").
 
 The driver (:func:`genEval.search.driver.evaluate`) and the merge of shards
 (:func:`genEval.runs.shards.merge_runs`) both call :func:`summarize`, so a merged run equals the unsharded one.
@@ -11,20 +11,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from genEval.data.base import limit_warning
+from genEval.runs.identity import RunIdentity, environment, package_versions
 from genEval.runs.results import EvalResult, RunConfig
-from genEval.runs.rundir import environment, package_versions
 from genEval.scores.outcomes import Outcomes, SampleRecord
-from genEval.scores.run_scores import Scoring, compute_scores, per_class_table, score_warnings
+from genEval.scores.run_scores import compute_scores, per_class_table, score_warnings
 
 
 def summarize(
     records: Sequence[SampleRecord],
     class_names: list[str],
-    scoring: Scoring,
     *,
-    identity: Mapping[str, Any],
+    config: RunConfig,
+    identity: RunIdentity,
     seed_drawn: bool,
-    config: Mapping[str, Any] | RunConfig,
     device: str,
     run_dir: str | None,
     timings: dict,
@@ -32,16 +31,17 @@ def summarize(
 ) -> EvalResult:
     """Scores, per-class table and warnings of a finished run, from its records alone (in data-set order).
 
-    The driver and ``genEval.runs.shards`` both call this, so a merged run equals the unsharded one. ``identity``:
-    the run's identity (``run.json``: its seed, components and shard come from there); ``config``: the config the
-    run records. ``details``: further entries of results.json (``kernels``, ``execution``, ``batch``,
-    ``image_shapes``, ``skipped``; None values are left out). ``skipped``: the sources left out because they could
-    not be read (``data.skip_unreadable``; position, source id, path, reason), or None when the run did not skip
-    (then results hold no ``skipped`` list).
+    The driver and ``genEval.runs.shards`` both call this, so a merged run equals the unsharded one. ``config``: the
+    configuration the run records, with the search and scoring it ran with (:meth:`RunConfig.of`; the intervals,
+    bootstrap and warning thresholds come from ``config.scoring``, the budget from ``config.search``); ``identity``:
+    the run's identity (``run.json``: its seed, components and shard come from there). ``details``: further entries
+    of results.json (``kernels``, ``execution``, ``batch``, ``image_shapes``, ``skipped``; None values are left
+    out). ``skipped``: the sources left out because they could not be read (``data.skip_unreadable``; position,
+    source id, path, reason), or None when the run did not skip (then results hold no ``skipped`` list).
     """
-    config = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    scoring, search = config.scoring, config.search
     outcomes = Outcomes.from_records(records)
-    seed = identity["seed"]
+    seed = identity.seed
     scores = compute_scores(  # the budget tells "budget 0" apart in the reason for an undefined PA
         outcomes, len(class_names), interval=scoring.interval, n_boot=scoring.n_boot, seed=seed, budget=config.budget
     )
@@ -59,16 +59,12 @@ def summarize(
             f"the oracle rejected {scores.n - scores.n_validatable}/{scores.n} reconstructions at "
             "the start check; VR is low because the oracle or generator does not fit this data."
         )
-    warnings += score_warnings(scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=config.search)
-    selection = (identity.get("sources") or {}).get("selection") or {}
-    if (
-        selection.get("limit") is not None
-        and selection.get("pool") is not None
-        and selection["limit"] > selection["pool"]
-    ):
-        warnings.append(
-            limit_warning(selection["limit"], selection["pool"], identity["sources"].get("data", "the data"))
-        )
+    warnings += score_warnings(
+        scores, oracle_warn_accuracy=scoring.oracle_warn_accuracy, search=None if search is None else search.to_dict()
+    )
+    beyond = identity.sources.limit_beyond_pool
+    if beyond is not None:
+        warnings.append(limit_warning(*beyond, identity.sources.data or "the data"))
     details = {k: v for k, v in (details or {}).items() if v is not None}
     skipped = details.get("skipped")
     if skipped:
@@ -82,7 +78,7 @@ def summarize(
         per_class=per_class,
         seed=seed,
         seed_drawn=seed_drawn,
-        components=dict(identity["components"]),
+        components=dict(identity.components),
         class_names=class_names,
         config=config,
         versions=package_versions(),
@@ -91,5 +87,5 @@ def summarize(
         warnings=warnings,
         run_dir=run_dir,
         samples=list(records),
-        extra={"shard": dict(identity["shard"]), "identity": dict(identity), **details},
+        extra={"shard": identity.shard.to_dict(), "identity": identity.to_dict(), **details},
     )

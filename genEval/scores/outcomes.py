@@ -3,7 +3,7 @@
 
 :class:`SampleRecord` is the one per-sample record: what the search decided for one source image (the loop's
 :class:`~genEval.search.perturb.Outcome` is a SampleRecord with its tensors), one line of ``samples.jsonl``, and
-what :func:`genEval.runs.rundir.read_samples` gives back. :class:`Outcomes` holds one model's per-sample decisions
+what :attr:`genEval.runs.reader.RunDir.samples` gives back. :class:`Outcomes` holds one model's per-sample decisions
 in one run, as arrays;
 :meth:`Outcomes.columns` turns them into the 0/1 :data:`COLUMNS` that every score of
 :mod:`genEval.scores.definitions` is a function of, summed per source image for the bootstrap
@@ -12,6 +12,7 @@ in one run, as arrays;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -70,19 +71,26 @@ class SampleRecord:
     part: int = -1
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SampleRecord:
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> SampleRecord:
         """From one ``samples.jsonl`` line. Keys it does not know are ignored; a record without one of the fields
         every score is computed from is refused, naming them (it was written by an older genEval); the
         measurements a score does not need default when absent (``reference``: the label; steps and distances:
-        never / NaN; ``index``: -1)."""
+        never / NaN; ``index``: -1). Every field is typed strictly, as JSON carries it: a string label, a float
+        index or a boolean count is refused naming the field (and ``where``: the file and line it was read from)."""
         lacking = [k for k in REQUIRED if k not in d]
         if lacking:
             raise ValueError(
-                f"the per-sample records (e.g. source {d.get('source_id')!r}) lack {', '.join(lacking)}: they were "
-                "written by an older genEval; rerun the evaluation."
+                f"{where + ': ' if where else ''}the per-sample records (e.g. source {d.get('source_id')!r}) lack "
+                f"{', '.join(lacking)}: they were written by an older genEval; rerun the evaluation."
             )
+        err = _mistyped(d, where)
+        if err is not None:
+            raise err
+        given = {
+            k: float(v) if _KINDS.get(k) == "float" else v for k, v in d.items()
+        }  # JSON writes 1.0 as 1.0, a hand 1
         defaults = {**_DEFAULTS, "reference": d["label"]}
-        return cls(**{f.name: d[f.name] if f.name in d else defaults[f.name] for f in fields(cls)})
+        return cls(**{f.name: given[f.name] if f.name in d else defaults[f.name] for f in fields(cls)})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +124,33 @@ _DEFAULTS: dict[str, Any] = {
     "image_dist": float("nan"),
     "part": -1,
 }
+
+
+#: How JSON types every :class:`SampleRecord` field that is not a whole number (``int``, never a boolean): a
+#: boolean, a number (whole or not, never a boolean) or a string.
+_KINDS = {"source_id": "str", "start_ok": "bool", "validated": "bool"} | {
+    k: "float" for k in ("oracle_score", "latent_dist", "image_dist", "image_linf")
+}
+_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "bool": (bool,), "float": (int, float), "str": (str,)}
+_EXPECTED = {"int": "a whole number", "bool": "true or false", "float": "a number", "str": "a string"}
+_JSON_NAMES = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "list": "list", "dict": "object"}
+
+
+def _mistyped(d: Mapping[str, Any], where: str) -> ValueError | None:
+    """The error for the first field of ``d`` that JSON did not type as the record does (a string label, a float
+    index, a boolean count...), naming the field, its value and ``where``; None when every field is typed right."""
+    for f in fields(SampleRecord):
+        if f.name not in d:
+            continue
+        kind, value = _KINDS.get(f.name, "int"), d[f.name]
+        if type(value) not in _TYPES[kind]:  # exact types: a bool is an int to isinstance
+            given = f"the {_JSON_NAMES.get(type(value).__name__, type(value).__name__)} {json.dumps(value)}"
+            return ValueError(
+                f"{where + ': ' if where else ''}field {f.name!r} of the record of source {d.get('source_id')!r} must "
+                f"be {_EXPECTED[kind]}, got {given}; genEval's writer never writes that, so the record was edited or "
+                "written by another program. Fix or remove the line, or move the run directory away and rerun."
+            )
+    return None
 
 
 @dataclass(frozen=True)
@@ -163,7 +198,7 @@ class Outcomes:
 
     @classmethod
     def from_records(cls, records: Sequence[SampleRecord | Mapping[str, Any]]) -> Outcomes:
-        """From per-sample records (:class:`SampleRecord`, as ``genEval.runs.rundir.read_samples`` gives them; a
+        """From per-sample records (:class:`SampleRecord`, as ``RunDir.samples`` gives them; a
         ``samples.jsonl`` line as a mapping is read with :meth:`SampleRecord.from_dict`)."""
         records = [r if isinstance(r, SampleRecord) else SampleRecord.from_dict(r) for r in records]
         lab = np.asarray([r.label for r in records], dtype=np.int64)

@@ -1,16 +1,18 @@
 """The driver: one evaluation from its settings to its result (the loop itself is in ``perturb.py``).
 
 ``evaluate(classifier=..., data=..., generator=..., oracle=...)`` runs the paper's dynamic evaluation (Sec. 3) over a
-data set and returns an :class:`~genEval.runs.results.EvalResult`; with ``output=RunOutput(dir=...)`` (or
-``output_dir=...``) it also writes the run directory described in :mod:`genEval.runs.rundir`. The CLI (``geneval``)
-calls this same function, so notebook and command line give identical results for identical inputs and seeds.
+data set and returns an :class:`~genEval.runs.results.EvalResult`; with ``output=RunOutput(dir=...)`` (or a run
+directory as ``output``) it also writes the run directory described in :mod:`genEval.runs.writer`. The CLI
+(``geneval``) calls this same function, so notebook and command line give identical results for identical inputs
+and seeds.
 
 Its settings come in bundles: :class:`~genEval.search.perturb.SearchConfig` (the search),
 :class:`~genEval.search.execution.Execution` (device, batch size, precision, compile),
 :class:`~genEval.runs.recording.RunOutput` (what is written and shown) and
 :class:`~genEval.scores.run_scores.Scoring` (intervals and warnings); a mask config resolves itself
-(:mod:`genEval.masks.configs`). Read top to bottom, :func:`evaluate` is the method: seed, mask, sources, identity,
-roles, batch size, then the loop with its recording and progress, then the summary.
+(:mod:`genEval.masks.configs`). Every setting has one spelling, in its bundle. Read top to bottom, :func:`evaluate`
+is the method: seed, mask, sources, identity, roles, batch size, then the loop with its recording and progress,
+then the summary.
 
 Scale-out and crash safety (all exact, not approximate):
 
@@ -46,9 +48,10 @@ import torch
 
 from genEval.interfaces import Classifier, Generator, ImageDataset, Oracle, UnreadableSource, component_id, hook
 from genEval.masks import mask_config
+from genEval.runs.identity import RunIdentity, RunSources, Shard
+from genEval.runs.reader import RUN, read_run_identity
 from genEval.runs.recording import Recording, RunOutput
-from genEval.runs.results import EvalResult
-from genEval.runs.rundir import RUN, Shard, read_run_identity
+from genEval.runs.results import EvalResult, RunConfig
 from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.batching import auto_batch_size, is_out_of_memory, too_large
@@ -57,7 +60,7 @@ from genEval.search.perturb import SearchConfig, perturb
 from genEval.search.progress import Progress
 from genEval.search.sources import first_readable, sample_seed, skips_unreadable, source_ids, source_stream
 
-__all__ = ["EXECUTION_KEYS", "SHORTHAND", "evaluate", "identity_config", "sample_seed", "skips_unreadable"]
+__all__ = ["EXECUTION_KEYS", "evaluate", "identity_config", "sample_seed", "skips_unreadable"]
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +76,6 @@ EXECUTION_KEYS = (
     "assets",  # where asset files were found: their bytes are checked by sha256, so the place changes nothing
     "data.skip_unreadable",
 )
-
-#: ``evaluate``'s shorthand keywords (for notebooks): keyword -> the bundle field it sets.
-SHORTHAND = {
-    "output_dir": ("output", "dir"),
-    **{k: ("output", k) for k in ("save_latents", "save_images", "grid_size", "progress", "log_interval")},
-    **{k: ("scoring", k) for k in ("interval", "n_boot", "gap_warn_points", "oracle_warn_accuracy")},
-    "mask_id": ("mask", "id"),
-}
 
 
 def evaluate(
@@ -98,7 +93,6 @@ def evaluate(
     shard: Shard | None = None,
     reference: str | None = None,
     config: Mapping[str, Any] | None = None,
-    **shorthand: Any,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
 
@@ -107,23 +101,20 @@ def evaluate(
     scores however the work is batched or sharded. ``execution``: device, batch size (None: chosen from the memory
     one search step needs), DataLoader workers, precision (fp32 | bf16 | fp16, all or per role), memory_format,
     compile; recorded under ``execution``. ``mask``: None, a 0/1 tensor broadcastable to one latent, a fitted
-    StyleMask, or a ``mask`` config (NoMask, SparseMask, AutoMask; paper 3.2.1). ``output``: a
-    :class:`~genEval.runs.recording.RunOutput` (or a run directory). ``scoring``: a
-    :class:`~genEval.scores.run_scores.Scoring`. ``shard``: evaluate only part of the sources (see :class:`Shard`).
+    StyleMask, or a ``mask`` config (NoMask, SparseMask, AutoMask, FixedMask(tensor, id); paper 3.2.1). ``output``:
+    a :class:`~genEval.runs.recording.RunOutput` (the run directory, saved tensors, grid, progress), or a run
+    directory. ``scoring``: a :class:`~genEval.scores.run_scores.Scoring` (intervals, bootstrap, warnings).
+    ``shard``: evaluate only part of the sources (see :class:`Shard`).
     ``reference``: the class the oracle must keep seeing, the true ``label`` or its own verdict on the clean image
     (``clean_prediction``); None takes the oracle's ``reference`` hook, else ``label``. ``config``: what the run
     records as its configuration (the CLI's resolved config; None: these settings).
-
-    Shorthand keywords set one field of a bundle (:data:`SHORTHAND`): ``output_dir``, ``save_latents``,
-    ``save_images``, ``grid_size``, ``progress``, ``log_interval``, ``interval``, ``n_boot``, ``gap_warn_points``,
-    ``oracle_warn_accuracy``, and ``mask_id`` (the id a tensor mask is recorded under).
     """
     t_start = time.perf_counter()
-    output, scoring, mask_id = _bundles(output, scoring, shorthand)
+    output, scoring = RunOutput.coerce(output), Scoring.coerce(scoring)
     search, execution, shard = SearchConfig.coerce(search), Execution.coerce(execution), shard or Shard()
     seed_drawn, seed = seed is None, _run_seed(seed, output.dir)
     dense = _DensePass((classifier, generator, oracle), search, seed, execution, output, scoring, reference)
-    mask = mask_config(mask, mask_id).resolve(generator, data, seed=seed, dense_pass=dense, workdir=output.dir)
+    mask = mask_config(mask).resolve(generator, data, seed=seed, dense_pass=dense, workdir=output.dir)
     data = _seeded(mask.data, seed)  # data.subset=random: the sources are drawn from the run's seed
     reference = reference or hook(oracle, "reference") or "label"
     positions = _positions(data, shard)
@@ -149,10 +140,9 @@ def evaluate(
         result = summarize(
             run.records(),
             list(data.class_names),
-            scoring,
+            config=RunConfig.of(run_config, search, scoring),
             identity=identity,
             seed_drawn=seed_drawn,
-            config=run_config,
             device=str(roles.device),
             run_dir=run.run_dir,
             timings=_timings(t_start, loop_s, len(todo)),
@@ -165,30 +155,12 @@ def evaluate(
 
 
 # ------------------------------------------------------------------------------------------------ settings
-def _bundles(output: Any, scoring: Any, shorthand: Mapping[str, Any]) -> tuple[RunOutput, Scoring, str | None]:
-    """The output and scoring bundles with the shorthand keywords applied, and a tensor mask's id."""
-    unknown = sorted(set(shorthand) - set(SHORTHAND))
-    if unknown:
-        raise TypeError(
-            f"evaluate() got unknown keyword(s) {unknown}; settings come in bundles (search, execution, output, "
-            f"scoring, mask) or as one of the shorthand keywords {', '.join(SHORTHAND)}."
-        )
-    given: dict[str, dict[str, Any]] = {"output": {}, "scoring": {}, "mask": {}}
-    for key, value in shorthand.items():
-        bundle, name = SHORTHAND[key]
-        given[bundle][name] = value
-    out = replace(RunOutput.coerce(output), **given["output"])
-    return out, replace(Scoring.coerce(scoring), **given["scoring"]), given["mask"].get("id")
-
-
 def _run_seed(seed: int | None, run_dir: str | Path | None) -> int:
     """The run's seed: the one given, else the one a resumed run drew when it started, else a fresh one."""
     if seed is not None:
         return int(seed)
     if run_dir is not None and (Path(run_dir) / RUN).is_file():
-        recorded = read_run_identity(run_dir).get("seed")
-        if recorded is not None:
-            return int(recorded)
+        return read_run_identity(run_dir).seed
     return secrets.randbits(31)
 
 
@@ -279,22 +251,18 @@ def _identity(
     positions: list[int],
     ids: list[str] | None,
     shard: Shard,
-) -> dict[str, Any]:
+) -> RunIdentity:
     """What a run is: config minus execution settings, components, seed, the sources (``ids``: their source ids in
     position order, when the data name them), the shard."""
-    sources = {"data": component_id(data), "n_total": len(data), "n": len(positions)}
     how = hook(data, "subset_info")  # how the sources were chosen (random subset: its seed)
-    if callable(how) and how() is not None:
-        sources["selection"] = how()
-    if ids is not None:
-        sources["sha256"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-    return {
-        "config": identity_config(config),
-        "components": components,
-        "seed": seed,
-        "sources": sources,
-        "shard": {"index": shard.index, "count": shard.count},
-    }
+    sources = RunSources(
+        data=component_id(data),
+        n_total=len(data),
+        n=len(positions),
+        selection=how() if callable(how) else None,
+        sha256=None if ids is None else hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+    )
+    return RunIdentity(identity_config(config), components, seed, sources, shard)
 
 
 # ------------------------------------------------------------------------------------------------- roles

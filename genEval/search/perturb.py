@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,18 +38,16 @@ from genEval.interfaces import (
     Classifier,
     Generator,
     Oracle,
-    SettingError,
     component_id,
     contract_checked_by_caller,
     hook,
-    is_whole,
 )
+from genEval.runs.settings import UPDATE_RULES, SearchConfig  # noqa: F401 (their old home: imported from here)
 from genEval.scores.outcomes import SampleRecord
 from genEval.search.execution import check_batch_size, compile_generator_regions
 
 log = logging.getLogger(__name__)
 
-UPDATE_RULES = ("adam", "sgd", "sign")
 REFERENCES = ("label", "clean_prediction")
 
 #: Per-row whole numbers of the search state (-1: not yet / never).
@@ -82,76 +80,6 @@ _RECORDED = (
     "final_pred",
     "oracle_start_pred",
 )
-
-
-def _bad(key: str, value: Any, expected: str, example: str, note: str = "") -> Any:
-    raise SettingError(f"search.{key}", value, expected, example, note)
-
-
-@dataclass
-class SearchConfig:
-    """How the latent search runs. Paper preset: ``step_size=0.001``, ``budget=50``.
-
-    update: ``adam`` (lr = step_size, per-sample moments), ``sgd`` (z += a*g) or ``sign`` (z += a*sign(g)).
-    start_noise: std of the seeded Gaussian start noise per latent dim, in steps: ``start_noise * step_size``
-        (0 = none). A 50-step Adam search moves each dim by at most ``50 * step_size``, so the noise is sized
-        against the search it precedes, not against the latent's spread (``0.05 x std`` was 0.042 per dim on
-        TAEF2, as far as the whole search goes). Default 1 step, chosen by measurement on the CIFAR-10 recipe
-        (``benchmarks/cifar_recipe_studies.py --only start_noise``; docs/scores.md, "Defaults, measured").
-    early_stop: stop a sample once the classifier is fooled (paper: off, the whole budget is spent).
-    fgsm_start: when > 0, start from the FGSM image ``clip(x + eps*sign(grad_x CE))`` (paper App. E).
-    """
-
-    budget: int = 50
-    step_size: float = 1e-3
-    update: str = "adam"
-    start_noise: float = 1.0
-    early_stop: bool = False
-    fgsm_start: float = 0.0
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-8
-
-    def __post_init__(self) -> None:
-        b = self.budget
-        if not is_whole(b, 0):
-            _bad("budget", self.budget, "a whole number >= 0", "50", "the paper preset; 0 perturbs nothing")
-        self.budget = int(self.budget)
-        for key, example in (("step_size", "0.001"), ("start_noise", "1"), ("fgsm_start", "0")):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
-                _bad(key, v, "a number >= 0", example)
-        if not isinstance(self.early_stop, bool):
-            _bad("early_stop", self.early_stop, "true or false", "false", "the paper spends the whole budget")
-        if self.update not in UPDATE_RULES:
-            raise ValueError(
-                f"unknown search.update={self.update!r}; choose one of {', '.join(UPDATE_RULES)} "
-                "(e.g. search.update=adam)."
-            )
-        betas = self.adam_betas
-        if (
-            not isinstance(betas, (list, tuple))
-            or len(betas) != 2
-            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
-        ):
-            _bad("adam_betas", betas, "two numbers in [0, 1)", "[0.9,0.999]")
-        if isinstance(self.adam_eps, bool) or not isinstance(self.adam_eps, (int, float)) or not self.adam_eps > 0:
-            _bad("adam_eps", self.adam_eps, "a number > 0", "1e-8")
-        self.adam_betas = tuple(float(b) for b in self.adam_betas)  # type: ignore[assignment]
-
-    @classmethod
-    def coerce(cls, search: SearchConfig | Mapping[str, Any] | None) -> SearchConfig:
-        """The one way to get a SearchConfig: from itself, a mapping of its fields (a config node made
-        plain), or None (the paper preset). Unknown keys are named in the error."""
-        if search is None:
-            return cls()
-        if isinstance(search, cls):
-            return search
-        if not isinstance(search, Mapping):
-            raise ValueError(f"search must be a SearchConfig or a mapping of its fields, got {type(search).__name__}.")
-        unknown = sorted(set(search) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown search setting(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}.")
-        return cls(**search)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 
 from tqdm.auto import tqdm
 
-from genEval.runs.rundir import Shard
+from genEval.runs.identity import Shard
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from genEval.fileio import sha256_file
-from genEval.runs.rundir import package_versions
+from genEval.runs.identity import package_versions
 from genEval.snapshots.format import (
     MANIFEST,
     Manifest,

@@ -45,18 +45,10 @@ from PIL import Image
 from torch import Tensor
 
 from genEval.fileio import atomic_write_json, sha256_file
-from genEval.runs.results import EvalResult
-from genEval.runs.rundir import (
-    IMAGES,
-    iter_tensor_rows,
-    latents_generator,
-    package_versions,
-    read_results,
-    read_samples,
-    require_tensors,
-    save_latent_file,
-)
-from genEval.runs.rundir import LATENTS as LATENT_PARTS
+from genEval.runs.identity import package_versions
+from genEval.runs.parts import IMAGES, save_latent_file
+from genEval.runs.parts import LATENTS as LATENT_PARTS
+from genEval.runs.reader import RunDir
 from genEval.scores.outcomes import SampleRecord
 
 log = logging.getLogger(__name__)
@@ -315,9 +307,12 @@ def _write_imagefolder(tmp: Path, items: Iterable[SnapshotItem], dirs: list[str]
     return rows
 
 
-def _write_webdataset(tmp: Path, items: Iterable[SnapshotItem], width: int, shard_size: int) -> list[dict]:
-    """Tar shards of ``shard_size`` samples via ``webdataset.ShardWriter``; returns one record per sample."""
-    rows = []
+def _write_webdataset(
+    tmp: Path, items: Iterable[SnapshotItem], width: int, shard_size: int
+) -> tuple[list[dict], Counter[str]]:
+    """Tar shards of ``shard_size`` samples via ``webdataset.ShardWriter``; returns one record per sample and the
+    number of samples per shard file (in writing order)."""
+    rows, per_shard = [], Counter()
     pattern = str(tmp).replace("%", "%%") + "/" + WDS_SHARD
     with wds.ShardWriter(
         pattern, maxcount=shard_size, maxsize=float("inf"), verbose=0, encoder=False, **TAR_HEADERS
@@ -333,8 +328,10 @@ def _write_webdataset(tmp: Path, items: Iterable[SnapshotItem], width: int, shar
                     "json": json.dumps(item.meta, allow_nan=False).encode(),
                 }
             )
-            rows.append({"key": key, "shard": Path(sink.fname).name, **item.meta})
-    return rows
+            shard = Path(sink.fname).name
+            per_shard[shard] += 1
+            rows.append({"key": key, "shard": shard, **item.meta})
+    return rows, per_shard
 
 
 def _write_wds_info(tmp: Path, name: str, shards: list[str], lengths: list[int]) -> None:
@@ -372,8 +369,7 @@ def write_snapshot(
             shards: list[str] = []
             lengths: list[int] = []
         else:
-            records = _write_webdataset(tmp, items, width, shard_size)
-            per_shard = Counter(r["shard"] for r in records)
+            records, per_shard = _write_webdataset(tmp, items, width, shard_size)
             shards, lengths = list(per_shard), list(per_shard.values())
             _write_wds_info(tmp, manifest.name, shards, lengths)
         if len(records) != n:
@@ -411,73 +407,61 @@ def write_snapshot(
 # --------------------------------------------------------------------------------------------- export
 
 
-@dataclass(frozen=True)
-class _Run:
-    """What an export reads from a finished run directory (through :mod:`genEval.runs.rundir`): its results and
-    records; the images themselves are streamed row by row (:func:`genEval.runs.rundir.iter_tensor_rows`)."""
-
-    path: Path
-    results: EvalResult
-    samples: list[SampleRecord]
-    validated: list[int]  # indices of the validated samples, in run order
-    image_shapes: dict[str, list[int]]  # (C, H, W) of the perturbed and original images (of the first sample)
-
-    @property
-    def classifier(self) -> str:
-        return str(self.results.components.get("classifier", ""))
-
-    def validated_rows(self) -> Iterator[tuple[SampleRecord, dict[str, Tensor]]]:
-        """``(record, {"original", "perturbed", "labels", "validated", ...})`` of every validated sample, in run
-        order, one row at a time."""
-        for record, row in iter_tensor_rows(self.path, IMAGES, [self.samples[i] for i in self.validated]):
-            if not bool(row["validated"]):
-                raise SnapshotError(
-                    f"samples.jsonl and the images of '{self.path}' disagree on whether {record.source_id!r} "
-                    "was validated; they come from different runs. Rerun the evaluation."
-                )
-            yield record, row
-
-
-def _read_run(run_dir: str | Path) -> _Run:
-    run = Path(run_dir).expanduser()
-    if not run.is_dir():
-        raise FileNotFoundError(f"run directory '{run}' does not exist; pass the directory of a finished run.")
-    results = read_results(run)
-    samples = read_samples(run)
-    validated = [i for i, s in enumerate(samples) if s.validated]
-    require_tensors(run, IMAGES)
+def _validated(run: RunDir) -> list[SampleRecord]:
+    """The run's validated samples, in run order; an unfinished run, one without saved images or with no validated
+    sample is refused."""
+    if not run.finished:
+        run.results  # noqa: B018 (raises the reader's error: what is missing and what to do)
+    validated = [s for s in run.samples if s.validated]
+    run.require(IMAGES)
     if not validated:
         raise SnapshotError(
             f"run '{run}' has no validated samples (VR 0), so there is nothing to export. Raise "
             "search.budget or lower search.step_size so the oracle accepts some steps."
         )
-    _, first = next(iter_tensor_rows(run, IMAGES, [samples[validated[0]]]))
-    shapes = {k: list(first[k].shape) for k in ("perturbed", "original")}
-    return _Run(run, results, samples, validated, shapes)
+    return validated
 
 
-def _read_latents(run: _Run) -> SnapshotLatents:
+def _validated_rows(run: RunDir, validated: list[SampleRecord]) -> Iterator[tuple[SampleRecord, dict[str, Tensor]]]:
+    """``(record, {"original", "perturbed", "labels", "validated", ...})`` of every validated sample, in run
+    order, one row at a time (streamed from the run's image parts)."""
+    for record, row in run.rows(IMAGES, validated):
+        if not bool(row["validated"]):
+            raise SnapshotError(
+                f"samples.jsonl and the images of '{run}' disagree on whether {record.source_id!r} "
+                "was validated; they come from different runs. Rerun the evaluation."
+            )
+        yield record, row
+
+
+def _image_shapes(run: RunDir, validated: list[SampleRecord]) -> dict[str, list[int]]:
+    """(C, H, W) of the perturbed and original images (of the first validated sample)."""
+    _, first = next(run.rows(IMAGES, validated[:1]))
+    return {k: list(first[k].shape) for k in ("perturbed", "original")}
+
+
+def _read_latents(run: RunDir, validated: list[SampleRecord]) -> SnapshotLatents:
     """Start and final latents of the validated samples (held in memory: an ``include_latents`` export holds
     ``2 x validated x latent size`` floats, unlike the images, which are streamed)."""
-    records = [run.samples[i] for i in run.validated]
     starts, finals = [], []
-    for _, row in iter_tensor_rows(run.path, LATENT_PARTS, records):
+    for _, row in run.rows(LATENT_PARTS, validated):
         starts.append(row["start"])
         finals.append(row["final"])
-    ids = [r.source_id for r in records]
-    return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, latents_generator(run.path))
+    ids = [r.source_id for r in validated]
+    return SnapshotLatents(torch.stack(starts), torch.stack(finals), ids, run.latents_generator)
 
 
-def _export_items(run: _Run) -> Iterator[SnapshotItem]:
+def _export_items(run: RunDir, validated: list[SampleRecord]) -> Iterator[SnapshotItem]:
     """The validated samples as PNGs, with the per-sample metadata that goes into the snapshot, one at a time."""
     class_names = run.results.class_names
-    for s, row in run.validated_rows():
+    tested = _tested_model(run)
+    for s, row in _validated_rows(run, validated):
         label = int(row["labels"])
         meta = {
             "label": label,
             "class_name": class_names[label],
             "source_id": s.source_id,
-            "tested_model": run.classifier,
+            "tested_model": tested,
             "seed": run.results.seed,
             "steps": s.accepted_steps,
             "first_fooled": s.first_fooled,
@@ -488,25 +472,30 @@ def _export_items(run: _Run) -> Iterator[SnapshotItem]:
         yield SnapshotItem(encode_png(row["perturbed"].numpy()), encode_png(row["original"].numpy()), meta)
 
 
-def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
+def _tested_model(run: RunDir) -> str:
+    return str(run.results.components.get("classifier", ""))
+
+
+def _export_manifest(run: RunDir, validated: list[SampleRecord], latents: SnapshotLatents | None) -> Manifest:
     r = run.results
     components = dict(r.components)
     sa = r.scores.estimates.get("sa")
+    path = run.path.resolve()
     return Manifest(
         kind="export",
-        name=run.path.resolve().name,
+        name=path.name,
         created=now_utc(),
-        tested_models=[run.classifier],
+        tested_models=[_tested_model(run)],
         sources=[
             {
-                "run_dir": str(run.path.resolve()),
+                "run_dir": str(path),
                 "results_sha256": sha256_file(run.path / "results.json"),
                 "components": components,
                 "seed": r.seed,
             }
         ],
         class_names=list(r.class_names),
-        image_shapes=dict(run.image_shapes),
+        image_shapes=_image_shapes(run, validated),
         versions=r.versions,
         latents=None if latents is None else {"file": LATENTS, "generator": latents.generator},
         counts={"run_samples": len(run.samples)},
@@ -520,7 +509,7 @@ def _export_manifest(run: _Run, latents: SnapshotLatents | None) -> Manifest:
 
 
 def export_snapshot(
-    run_dir: str | Path,
+    run_dir: RunDir | str | Path,
     out_dir: str | Path,
     format: str = "imagefolder",
     overwrite: bool = False,
@@ -545,14 +534,17 @@ def export_snapshot(
     samples' latents in memory. Returns the snapshot directory.
     """
     check_format(format, shard_size)
-    run = _read_run(run_dir)
+    run = RunDir.of(run_dir)
+    if not run.path.is_dir():
+        raise FileNotFoundError(f"run directory '{run}' does not exist; pass the directory of a finished run.")
+    validated = _validated(run)
     check_out_dir(out_dir, overwrite, [run.path])
-    latents = _read_latents(run) if include_latents else None
+    latents = _read_latents(run, validated) if include_latents else None
     return write_snapshot(
         out_dir,
-        _export_items(run),
-        len(run.validated),
-        _export_manifest(run, latents),
+        _export_items(run, validated),
+        len(validated),
+        _export_manifest(run, validated, latents),
         fmt=format,
         overwrite=overwrite,
         shard_size=shard_size,
