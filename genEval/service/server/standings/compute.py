@@ -27,11 +27,11 @@ from pathlib import Path
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import TABLE_SCORES
-from genEval.comparisons.loading import LoadedRun, load_runs
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.service.records import JobInfo, StandingInfo
@@ -118,7 +118,7 @@ class Contender:
 
     job_id: str
     name: str
-    runs: list[LoadedRun]
+    runs: list[RunDir]
     entries: dict
     num_classes: int
     class_names: tuple
@@ -176,7 +176,7 @@ class StandingsBuilder:
             if not all((d / "results.json").is_file() for d in dirs):
                 self._loaded[key] = None
             else:
-                runs = [load_runs({name: [d]})[name][0] for d in dirs]  # in the order given: a settled model's rounds
+                runs = [RunDir(d) for d in dirs]  # in the order given (a settled model's rounds)
                 first = runs[0].results
                 n = int(first.scores.num_classes)
                 entries = score_entries(runs, n, self.settings)

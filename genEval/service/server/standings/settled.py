@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from genEval.comparisons.loading import LoadedRun
 from genEval.comparisons.settings import StopRule
 from genEval.comparisons.settled import tied_ranks
+from genEval.runs.reader import RunDir
 from genEval.scores.sequential import PairVerdict, pair_units, settle_pair
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
@@ -88,8 +88,8 @@ def neighbours(order: Sequence[Ranked], stored: Mapping[tuple[str, str], StoredV
 
 
 def judge(
-    upper: tuple[str, Sequence[LoadedRun]],
-    lower: tuple[str, Sequence[LoadedRun]],
+    upper: tuple[str, Sequence[RunDir]],
+    lower: tuple[str, Sequence[RunDir]],
     rounds: int,
     score: str,
     num_classes: int,
