@@ -227,9 +227,12 @@ def test_an_older_database_is_upgraded_and_duplicate_names_are_reported_not_fata
     first.close()
     from sqlalchemy import create_engine
 
-    engine = create_engine(url)  # the tables of an earlier genEval: no error_detail, no lease_s, no unique index
+    engine = create_engine(url)  # the tables of an earlier genEval: no error_detail, lease_s, rounds or unique index
     with engine.begin() as conn:
-        conn.execute(text("DROP INDEX uq_jobs_active_name"))
+        conn.execute(text("DROP INDEX uq_jobs_active_name_round"))
+        conn.execute(text("DROP INDEX ix_jobs_parent_id"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN round"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN parent_id"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN error_detail"))
         conn.execute(text("ALTER TABLE workers DROP COLUMN lease_s"))
         cols = list(conn.execute(text("SELECT * FROM jobs LIMIT 1")).keys())

@@ -137,7 +137,7 @@ def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke
     def no(*args, **kwargs):
         raise AssertionError("a page view recomputed the standings")
 
-    for fn in ("build_comparison", "pairwise_differences", "compare_runs", "load_runs"):
+    for fn in ("build_comparison", "pairwise_differences", "compare_runs", "RunDir"):
         monkeypatch.setattr(leaderboard, fn, no)
     board = client.get("/api/leaderboard/digits_smoke").json()  # by default ranked by FMR_v, which says why
     assert board["rank_by"] == "fmr_validated" and "same validated samples" in board["rank_reason"]

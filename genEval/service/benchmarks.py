@@ -8,6 +8,14 @@ ranks runs of one version: editing a preset registers a new version next to the 
 A submission cannot change the preset, with one exception: the keys listed under ``benchmark.overrides``
 (an allowlist such as ``batch_size``; each with a range or a list of choices). They are left out of the
 version hash. Any other key, a ``_target_`` or a Hydra-style override is refused with an error naming it.
+
+A benchmark may be *settled* (issue 33): ``stop: settled`` with ``max_sources`` (and optionally ``round_sources``,
+``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its ``benchmark:`` block.
+Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``, ``data.limit`` =
+``round_sources``) drawn with the round's seed, the same for every model of the version, and the service adds rounds
+to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has ``max_sources``
+(:mod:`genEval.service.server.standings.settled`). The rule is part of the version; a fixed benchmark's version is
+computed as before (its hash does not change).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from genEval.comparisons.settings import StopRule
+from genEval.interfaces import SettingError
 from genEval.runs.rundir import config_hash
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
@@ -35,6 +45,8 @@ EVALUATE_KEYS = (
     "role_precision",
 )
 MAX_REPETITIONS = 100
+#: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
+STOP_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "power")
 
 
 def shown(value: Any, limit: int = 40) -> str:
@@ -105,10 +117,68 @@ def _check_rule(name: str, key: str, rule: Any, default: Any) -> dict:
     return rule
 
 
+def _stop_rule(name: str, meta: dict, config: dict, repetitions: int) -> StopRule | None:
+    """The filled :class:`StopRule` of a settled preset (None: a fixed one); sets ``data.limit`` to
+    ``round_sources`` when the preset leaves it out. Refuses a rule the service cannot run, naming the key."""
+    given = {k: meta[k] for k in STOP_KEYS if k in meta}
+    if given.get("stop", "fixed") == "fixed":
+        extra = sorted(set(given) - {"stop"})
+        if extra:
+            raise ValueError(f"benchmark {name}: {extra} apply to `stop: settled` only; add it or remove them.")
+        return None
+    try:
+        rule = StopRule(**given)
+    except SettingError as err:
+        raise ValueError(f"benchmark {name}: {err}") from None
+    if "max_sources" not in given:
+        raise ValueError(
+            f"benchmark {name}: `stop: settled` needs max_sources, the most sources a model is run on (e.g. "
+            "max_sources: 5000)."
+        )
+    if repetitions != 1:
+        raise ValueError(
+            f"benchmark {name}: a settled benchmark runs one round per job (rounds take the place of repetitions); "
+            f"remove repetitions: {repetitions}."
+        )
+    data = config["data"]
+    target = data.get("_target_", "its data")
+    why = (
+        "has no `subset` setting, so it cannot draw a fresh subset per round"
+        if "subset" not in data
+        else f"has subset: {data['subset']} (the same images every round)"
+        if data["subset"] != "random"
+        else f"fixes subset_seed: {data['subset_seed']} (the same images every round)"
+        if data.get("subset_seed") is not None
+        else ""
+    )
+    if why:
+        raise ValueError(
+            f"benchmark {name}: `stop: settled` draws fresh sources every round, but the data ({target}) {why}. Use "
+            "data that can be re-drawn with data.subset: random, data.limit (= round_sources) and data.subset_seed: "
+            "null, or `stop: fixed`."
+        )
+    limit, round_sources = data.get("limit"), given.get("round_sources", data.get("limit"))
+    if round_sources is None:
+        raise ValueError(f"benchmark {name}: `stop: settled` needs round_sources (or data.limit): sources per round.")
+    if limit is not None and limit != round_sources:
+        raise ValueError(
+            f"benchmark {name}: round_sources ({round_sources}) and data.limit ({limit}) differ; a round draws "
+            "data.limit sources: set one of them, or both to the same number."
+        )
+    data["limit"] = round_sources
+    rule = StopRule(**{**given, "round_sources": round_sources}).filled()
+    if rule.max_sources < rule.round_sources:
+        raise ValueError(
+            f"benchmark {name}: max_sources ({rule.max_sources}) is below round_sources ({round_sources})."
+        )
+    return rule
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """A registered benchmark preset. ``config``: the resolved evaluation config (plain dicts) with the roles
-    ``data generator oracle search mask`` and the evaluate settings; ``overrides``: the allowlist."""
+    ``data generator oracle search mask`` and the evaluate settings; ``overrides``: the allowlist; ``rule``: the
+    filled stop rule of a settled benchmark (None: fixed, every submission runs its ``repetitions``)."""
 
     name: str
     title: str
@@ -116,6 +186,7 @@ class Benchmark:
     repetitions: int
     config: dict
     overrides: dict[str, dict] = field(default_factory=dict)
+    rule: StopRule | None = None
 
     @classmethod
     def from_config(cls, name: str, config: dict) -> Benchmark:
@@ -148,6 +219,7 @@ class Benchmark:
             except KeyError:
                 raise ValueError(f"benchmark {name}: override key {key!r} is not in the preset.") from None
             rules[key] = _check_rule(name, key, rule, default)
+        stop = _stop_rule(name, meta, config, reps)
         return cls(
             name=name,
             title=str(meta.get("title") or name),
@@ -155,12 +227,19 @@ class Benchmark:
             repetitions=reps,
             config=config,
             overrides=rules,
+            rule=stop,
         )
 
     @property
+    def settled(self) -> bool:
+        return self.rule is not None
+
+    @property
     def version(self) -> str:
-        """The config hash: everything that can change a score (the allowlisted keys excluded)."""
-        return config_hash({"config": _without(self.config, list(self.overrides)), "repetitions": self.repetitions})
+        """The config hash: everything that can change a score (the allowlisted keys excluded), and a settled
+        benchmark's stop rule (left out of a fixed one's, whose hash is what it was before settled benchmarks)."""
+        key = {"config": _without(self.config, list(self.overrides)), "repetitions": self.repetitions}
+        return config_hash(key | ({"stop": self.rule.to_dict()} if self.rule else {}))
 
     def record(self) -> dict:
         """What the database keeps for this version (and ``GET /api/benchmarks`` shows)."""
@@ -172,10 +251,12 @@ class Benchmark:
             "repetitions": self.repetitions,
             "overrides": self.overrides,
             "config": self.config,
+            "stop": self.rule.to_dict() if self.rule else None,
         }
 
     def apply_overrides(self, overrides: dict[str, Any]) -> tuple[dict, dict]:
-        """The job config for a submission's ``overrides``: ``(config, cleaned overrides)``.
+        """The job config for a submission's ``overrides``: ``(config, cleaned overrides)``; a settled benchmark's
+        job config also holds its rule under ``stop``.
 
         Raises :class:`OverrideRefused` naming the first key that is not allowlisted or whose value is out of
         its range, of the wrong type or not among its choices.
@@ -192,6 +273,8 @@ class Benchmark:
                 )
             clean[key] = self._check_value(key, value, _get(self.config, key))
             _set(config, key, clean[key])
+        if self.rule:  # what the job records with its run (results.json config.comparison.sequential)
+            config["stop"] = self.rule.to_dict()
         return config, clean
 
     def _check_value(self, key: str, value: Any, default: Any) -> Any:

@@ -5,6 +5,11 @@ seed recorded at submission (``job.seeds[r]``) and writes a normal run directory
 ``<home>/<job.run_dir>/rep<r>/`` (results.json, samples.jsonl, grid.png, images.safetensors for the
 snapshot export) plus its ``report.html`` (genEval.reports.report). A re-queued job calls ``evaluate`` again with
 the same seed and directory, so it reproduces the same results (and resumes where the engine can).
+
+A job of a settled benchmark is one round of its model: its one seed is the round's (which also draws the round's
+sources, ``data.subset=random``), and its run records the round as the comparison's repetition and the benchmark's
+stop rule (``config.comparison``), as ``geneval compare stop=settled`` records its rounds, so that its runs re-rank
+with ``geneval compare 'runs=[...]'`` under the same rule.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ def run_job(
     (the worker's progress).
     """
     config = job_config(job, home)
+    stop = config.pop("stop", None)  # a settled benchmark's rule (Benchmark.apply_overrides)
     parts = build(config)
     report("total", len(parts.data) * len(job.seeds))
     settings = {k: config[k] for k in EVALUATE_KEYS if k in config}
@@ -82,7 +88,15 @@ def run_job(
                 "model": job.model,
                 "overrides": job.overrides,
             },
-            "comparison": {"model": job.name, "repetition": r},
+            "comparison": {"model": job.name, "repetition": r}
+            if stop is None
+            else {
+                "model": job.name,
+                "repetition": job.round,
+                "seed": int(seed),
+                "data_seed": int(seed),
+                "sequential": stop,
+            },
         }
         out = job.rep_dir(home, r)
         result = evaluate(

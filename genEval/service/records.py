@@ -94,6 +94,14 @@ class JobInfo:
     error: str | None
     result: dict | None
     error_detail: str | None = None
+    #: A settled benchmark's round (0: the submission itself) and, for a later round, the submission's job id.
+    round: int = 0
+    parent_id: str | None = None
+
+    @property
+    def root_id(self) -> str:
+        """The job id of the submission this job is a round of (its own for a submission): its leaderboard row."""
+        return self.parent_id or self.id
 
     def rep_dir(self, home: str | Path, rep: int) -> Path:
         """Run directory of repetition ``rep`` (``<home>/<run_dir>/rep<rep>``)."""
@@ -116,7 +124,10 @@ class JobInfo:
 class StandingInfo:
     """A finished job's leaderboard row. ``run_dirs``: its repetitions' run directories relative to ``home``;
     ``scores``: metric -> {value, low, high} (None when its runs could not be read: left out, with a warning);
-    ``better_than``: metric -> names of the models it is significantly better than."""
+    ``better_than``: metric -> names of the models it is significantly better than. On a settled benchmark the row
+    is the submission's (``job_id``) over all its finished rounds (``repetitions`` = rounds, ``run_dirs`` one per
+    round) and ``settled`` holds ``pooled`` (the ranking score pooled over every source, which orders the settled
+    leaderboard), ``sources`` and ``rounds``; None on a fixed benchmark."""
 
     job_id: str
     benchmark: str
@@ -130,12 +141,13 @@ class StandingInfo:
     warnings: list
     interval_note: str
     computed_at: float
+    settled: dict | None = None
 
 
 @dataclass(frozen=True)
 class BoardRow:
     """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
-    name) only when asked for."""
+    name) only when asked for; ``run_dirs`` (one per repetition or round) and ``settled`` as stored."""
 
     job_id: str
     name: str
@@ -144,6 +156,8 @@ class BoardRow:
     scores: dict
     marks: dict
     better_than: dict | None
+    run_dirs: list | None = None
+    settled: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """Server-rendered HTML (jinja2 templates in ``templates/``), one router: the leaderboard of each benchmark, a job's
 status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
 Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
-rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why.
+rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why. On a
+settled benchmark (issue 33) the rows follow the settled order, ranks are tied ("2–3") where a pair of neighbours is
+open or equivalent, and a column says the verdict on each row and the one below it (an open pair: the sources per
+model that would settle it).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from genEval.scores.definitions import SCORE
 from genEval.scores.intervals import format_estimate
+from genEval.scores.sequential import PairVerdict, points
 from genEval.service.refusals import Invalid
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
@@ -38,6 +43,29 @@ def _names(mark: dict) -> str:
     return ", ".join(mark["first"]) + (f" and {more} more" if more > 0 else "")
 
 
+def _below(v: PairVerdict | None) -> dict | None:
+    """The verdict on a row and the one below it, as the settled column shows it (the whole sentence as its title)."""
+    if v is None:
+        return None
+    if v.verdict == "ordered":
+        text = f"ordered above {v.b}"
+    elif v.verdict == "equivalent":
+        text = f"equivalent to {v.b} (within {points(v.margin)})"
+    elif v.more_sources is not None:
+        text = f"open vs {v.b}: ≈ {v.more_sources:,} more sources to {v.more_kind}"
+    else:
+        text = f"open vs {v.b} ({v.reason})" if v.reason else f"open vs {v.b}"
+    return {"text": text, "verdict": v.verdict, "title": v.describe(SCORE[RANK_BY].label) if v.metric else text}
+
+
+def _reports(row: Row) -> list[str]:
+    """Each repetition's report; on a settled benchmark each round's, a job of its own (``runs/<benchmark>/<job
+    id>/rep<r>``, the layout of :meth:`genEval.service.records.JobInfo.rep_dir`)."""
+    if row.rank is None:
+        return [f"/jobs/{row.job_id}/report?rep={r}" for r in range(row.standing.repetitions)]
+    return [f"/jobs/{Path(d).parent.name}/report?rep={Path(d).name.removeprefix('rep')}" for d in row.run_dirs]
+
+
 def _row(rank: int, row: Row) -> dict:
     s = row.standing
     cells = {}
@@ -50,14 +78,15 @@ def _row(rank: int, row: Row) -> dict:
         }
     better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
     return {
-        "rank": rank,
+        "rank": row.rank or rank,
+        "below": _below(row.below),
         "name": row.name,
         "job": row.job_id,
         "cells": cells,
         "reps": s.repetitions,
         "date": _date(row.finished_at),
         "better": better,
-        "reports": [f"/jobs/{row.job_id}/report?rep={r}" for r in range(s.repetitions)],
+        "reports": _reports(row),
     }
 
 
@@ -69,7 +98,8 @@ def _leaderboard(
         raise Invalid(f"sort must be one of {', '.join(SORT_KEYS)} and order asc or desc.")
     if page < 1:
         raise Invalid(f"page must be 1 or more, got {page}.")
-    sort = sort or RANK_BY  # the comparison library's ranking score (FMR_v) unless a column is chosen
+    # the ranking's order unless a column is chosen: the comparison library's ranking score (FMR_v), or the settled one
+    sort = sort or ("rank" if bench.settled else RANK_BY)
     offset = (page - 1) * PAGE_ROWS
     paging = {"sort": sort, "descending": order == "desc", "limit": PAGE_ROWS, "offset": offset, "every_mark": False}
     st = standings(service.db, service.catalog, name, version, **paging)
@@ -100,7 +130,9 @@ def _leaderboard(
         "heads": {h["key"]: h for h in heads},
         "columns": COLUMNS,
         "note": st.interval_note,
-        "ranked_by": {"label": LABELS[st.rank_by], "reason": st.rank_reason} if sort == st.rank_by else None,
+        "ranked_by": {"label": LABELS[st.rank_by], "reason": st.rank_reason} if sort in (st.rank_by, "rank") else None,
+        "stop": st.stop,
+        "settled": st.settled,
         "warnings": st.warnings,
         "benchmarks": list(service.benchmarks.values()),
         "sort": sort,

@@ -20,6 +20,9 @@ class BenchmarkInfo(BaseModel):
     repetitions: int
     overrides: dict[str, Any] = Field(description="the keys a submission may set, each with its rule")
     config: dict[str, Any]
+    stop: dict[str, Any] | None = Field(
+        None, description="a settled benchmark's stop rule (rounds of round_sources until settled or max_sources)"
+    )
     versions: list[str] = Field(description="registered versions, newest first")
 
 

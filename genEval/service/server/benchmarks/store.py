@@ -1,9 +1,18 @@
 """The ``benchmarks`` table and its store: every benchmark version a server has offered (a version is the hash of a
-preset's config, :mod:`genEval.service.benchmarks`), with the config it stood for."""
+preset's config, :mod:`genEval.service.benchmarks`), with the config it stood for.
+
+A version also keeps a secret drawn once, when it is first registered: the base of a settled benchmark's round
+seeds (:meth:`BenchmarkStore.round_base`; round ``r``'s seed is :func:`genEval.comparisons.rounds.round_seed` of it,
+the same for every model of the version, so that all models' round ``r`` see the same sources). A secret rather than
+the version hash: the hash is public (URLs, ``/api/benchmarks``), and seeds derived from it would tell anyone every
+future round's images before any model ran them, where the secret leaves a round unknown until it first runs.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Float, String, select
+import secrets
+
+from sqlalchemy import JSON, Float, Integer, String, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from genEval.service.records import BenchmarkVersion
@@ -17,6 +26,9 @@ class BenchmarkRow(Base):
     title: Mapped[str] = mapped_column(String(300))
     config: Mapped[dict] = mapped_column(JSON)
     registered_at: Mapped[float] = mapped_column(Float)
+    #: The secret base of the version's round seeds (drawn at registration; null in a database of an earlier genEval
+    #: until first asked for).
+    round_base: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class BenchmarkStore:
@@ -31,9 +43,33 @@ class BenchmarkStore:
             row = s.get(BenchmarkRow, (name, version))
             if row is None:
                 row = BenchmarkRow(name=name, version=version, title=title, config=config)
+                row.round_base = secrets.randbits(31)
                 row.registered_at = self.sessions.now_in(s)
                 s.add(row)
             return record(BenchmarkVersion, row)
+
+    def get(self, name: str, version: str) -> BenchmarkVersion | None:
+        """The registered version, or None."""
+        with self.sessions.read() as s:
+            row = s.get(BenchmarkRow, (name, version))
+            return None if row is None else record(BenchmarkVersion, row)
+
+    def round_base(self, name: str, version: str) -> int:
+        """The secret base of the version's round seeds (see the module docstring), drawn once and kept; a version
+        registered by an earlier genEval draws it now (the first caller's draw wins). KeyError for an unregistered
+        version."""
+        with self.sessions.write() as s:
+            s.execute(
+                update(BenchmarkRow)
+                .where(BenchmarkRow.name == name, BenchmarkRow.version == version, BenchmarkRow.round_base.is_(None))
+                .values(round_base=secrets.randbits(31))
+            )
+            base = s.scalars(
+                select(BenchmarkRow.round_base).where(BenchmarkRow.name == name, BenchmarkRow.version == version)
+            ).first()
+        if base is None:
+            raise KeyError(f"benchmark {name} has no registered version {version!r}.")
+        return int(base)
 
     def versions(self, name: str) -> list[BenchmarkVersion]:
         """Every registered version of ``name``, newest first."""

@@ -1,12 +1,18 @@
 """What submitters and admins do with jobs, in the service's terms: submit a model (the benchmark's allowlisted
 overrides, the classifier config it becomes, fresh recorded seeds, the token's quota), look jobs up, cancel and
-re-queue them. Refusals name the request key at fault (:mod:`genEval.service.refusals`)."""
+re-queue them. Refusals name the request key at fault (:mod:`genEval.service.refusals`).
+
+On a settled benchmark a submission is the model's round 0: its seed is round 0's of the version
+(:meth:`~genEval.service.server.benchmarks.store.BenchmarkStore.round_base`), shared by every model, so that all
+models' first rounds see the same sources; the workers queue its later rounds
+(:mod:`genEval.service.server.standings.settled`)."""
 
 from __future__ import annotations
 
 import secrets
 
-from genEval.service.benchmarks import OverrideRefused
+from genEval.comparisons.rounds import round_seed
+from genEval.service.benchmarks import Benchmark, OverrideRefused
 from genEval.service.models import ModelRefused, classifier_config
 from genEval.service.records import FINAL, JobInfo, NameTaken, QuotaExceeded, TokenInfo
 from genEval.service.refusals import Conflict, Forbidden, Invalid, NotFound, TooMany, clip
@@ -59,7 +65,7 @@ class JobDesk:
                 model={k: v for k, v in model.items() if v is not None} | ({"sha256": upload.sha256} if upload else {}),
                 config=config,
                 overrides=overrides,
-                seeds=[secrets.randbits(31) for _ in range(bench.repetitions)],  # fresh per submission, recorded
+                seeds=self._seeds(bench),
                 upload_path=upload and upload.path,
                 max_active=0 if owner.role == "admin" else self.max_active_jobs,
             )
@@ -67,6 +73,13 @@ class JobDesk:
             raise Conflict(str(err), key="name") from None
         except QuotaExceeded as err:
             raise TooMany(str(err), QUOTA_RETRY_S) from None
+
+    def _seeds(self, bench: Benchmark) -> list[int]:
+        """A submission's seeds: fresh and recorded, one per repetition; on a settled benchmark round 0's seed of the
+        version, the same for every model."""
+        if bench.settled:
+            return [round_seed(self.db.benchmarks.round_base(bench.name, bench.version), 0)]
+        return [secrets.randbits(31) for _ in range(bench.repetitions)]
 
     def job(self, job_id: str) -> JobInfo:
         job = self.db.jobs.get(job_id)

@@ -125,10 +125,12 @@ class JobQueue:
         images: int | None = None,
         standing: StandingInfo | None = None,
         beaten_by: Mapping[str, Sequence[str]] | None = None,
+        unbeaten_by: Mapping[str, Sequence[str]] | None = None,
     ) -> bool:
         """Mark a held job done with its result summary (and ``images`` evaluated in all); with ``standing``, store
-        its leaderboard row in the same transaction and add its name under each metric of ``beaten_by`` (job id
-        -> metrics) to those jobs' rows. False (and nothing stored) when the worker no longer holds the job."""
+        its leaderboard row in the same transaction (on a settled benchmark: its submission's row, over one round
+        more), add its name under each metric of ``beaten_by`` (job id -> metrics) to those jobs' rows and take it
+        off each metric of ``unbeaten_by``. False (and nothing stored) when the worker no longer holds the job."""
         extra = {} if images is None else {"images_done": images, "images_total": images}
         with self.sessions.write() as s:
             now = self.sessions.now_in(s)
@@ -144,7 +146,7 @@ class JobQueue:
             if res.rowcount != 1:
                 return False
             if standing is not None:
-                self.standings.store_in(s, replace(standing, finished_at=now), beaten_by or {})
+                self.standings.store_in(s, replace(standing, finished_at=now), beaten_by or {}, unbeaten_by)
             return True
 
     def fail(self, job_id: str, worker_id: str, error: str, detail: str | None = None) -> bool:

@@ -1,8 +1,10 @@
-"""The ``jobs`` table: one row per submission, its seeds, status, lease and result.
+"""The ``jobs`` table: one row per submission (and per later round of a submission on a settled benchmark), its
+seeds, status, lease and result.
 
-The name rule (one queued, running or done job per name and benchmark version: one leaderboard row per model) is a
-partial unique index, ``uq_jobs_active_name``, so the database itself refuses a second one however many servers
-submit at once.
+The name rule (one queued, running or done job per name, benchmark version and round: one leaderboard row per model,
+and each round of it once) is a partial unique index, ``uq_jobs_active_name_round``, so the database itself refuses a
+second one however many servers submit, or workers queue a model's next round, at once. (A genEval from before
+rounds had ``uq_jobs_active_name``, without the round; :func:`genEval.service.server.database.upgrade` replaces it.)
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from genEval.service.server.session import Base
 
 #: The statuses that hold a name (as SQL, for the partial index).
 NAMED_SQL = text("status IN ('queued', 'running', 'done')")
+#: The unique index of names and rounds, and the one it replaced (names only, before settled benchmarks).
+NAME_INDEX, OLD_NAME_INDEX = "uq_jobs_active_name_round", "uq_jobs_active_name"
 
 
 class JobRow(Base):
@@ -44,13 +48,17 @@ class JobRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the reason, as the submitter sees it
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # the full text (admins, server log)
+    #: A settled benchmark's round of the model (0: the submission) and the submission's job id (rounds >= 1).
+    round: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"), nullable=False)
+    parent_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
 
     __table_args__ = (
         Index(
-            "uq_jobs_active_name",
+            NAME_INDEX,
             "benchmark",
             "benchmark_version",
             "name",
+            "round",
             unique=True,
             sqlite_where=NAMED_SQL,
             postgresql_where=NAMED_SQL,

@@ -4,8 +4,10 @@ re-queue). What workers do with jobs (claim, heartbeat, finish) is :mod:`~genEva
 Job life cycle: ``queued -> running -> done | failed | cancelled``. A model's name is unique per benchmark version
 among its queued, running and done jobs (the index of :mod:`~genEval.service.server.jobs.rows`): two servers
 submitting one name at the same instant get one job and one :class:`NameTaken`, and an admin's re-queue of a failed
-or cancelled job is refused the same way when its name was taken since. A token may have at most ``max_active``
-jobs queued or running (:class:`QuotaExceeded`), counted in the submitting transaction.
+or cancelled job is refused the same way when its name was taken since. On a settled benchmark a model's later
+rounds are jobs of its name too, one per round (:meth:`JobStore.queue_round`), queued by the workers. A token may
+have at most ``max_active`` jobs queued or running (:class:`QuotaExceeded`), counted in the submitting transaction
+(a model's later rounds count too, though they are queued without a check).
 """
 
 from __future__ import annotations
@@ -89,13 +91,61 @@ class JobStore:
                 "max_active_jobs); submit more once some have finished."
             )
 
+    def queue_round(self, root: JobInfo, round: int, seed: int) -> JobInfo | None:
+        """Queue round ``round`` (>= 1) of the submission ``root`` on a settled benchmark: its model, config and
+        owner, the round's ``seed``, a run directory of its own. None when that round already has a job, in any status
+        (queued, running or done: it runs once, however many workers ask at once, the unique index refusing the
+        others; failed or cancelled: the model's rounds stop there, until an admin re-queues that job)."""
+        if round < 1 or root.round != 0:
+            raise ValueError(f"a later round is queued from the submission (round 0) as round >= 1, not {round}.")
+        job_id = new_id()
+        row = JobRow(
+            id=job_id,
+            benchmark=root.benchmark,
+            benchmark_version=root.benchmark_version,
+            name=root.name,
+            owner_id=root.owner_id,
+            owner_name=root.owner_name,
+            model=root.model,
+            config=root.config,
+            overrides=root.overrides,
+            seeds=[int(seed)],
+            run_dir=f"runs/{root.benchmark}/{job_id}",
+            upload_path=root.upload_path,
+            status="queued",
+            attempts=0,
+            images_done=0,
+            round=int(round),
+            parent_id=root.id,
+        )
+        try:
+            with self.sessions.write() as s:
+                have = select(JobRow.id).where(JobRow.parent_id == root.id, JobRow.round == round)
+                if s.scalars(have).first() is not None:
+                    return None
+                row.created_at = self.sessions.now_in(s)
+                s.add(row)
+        except IntegrityError:  # another worker queued this round at the same instant
+            return None
+        return record(JobInfo, row)
+
+    def rounds(self, root_id: str) -> list[JobInfo]:
+        """The done rounds of submission ``root_id`` (itself first), in round order."""
+        q = select(JobRow).where((JobRow.id == root_id) | (JobRow.parent_id == root_id), JobRow.status == "done")
+        with self.sessions.read() as s:
+            return [record(JobInfo, r) for r in s.scalars(q.order_by(JobRow.round))]
+
     @staticmethod
-    def _check_name(s: Session, benchmark: str, version: str, name: str, but: str | None = None) -> None:
-        """Raise :class:`NameTaken` when another queued, running or done job of the version has ``name``."""
+    def _check_name(
+        s: Session, benchmark: str, version: str, name: str, but: str | None = None, round: int = 0
+    ) -> None:
+        """Raise :class:`NameTaken` when another queued, running or done job of the version has ``name`` (in the
+        same ``round``: a settled benchmark's later rounds of a model share its name)."""
         q = select(JobRow.id).where(
             JobRow.benchmark == benchmark,
             JobRow.benchmark_version == version,
             JobRow.name == name,
+            JobRow.round == round,
             JobRow.status.in_(NAMED),
         )
         taken = s.scalars(q if but is None else q.where(JobRow.id != but)).first()
@@ -155,7 +205,7 @@ class JobStore:
                 if row is None:
                     return None
                 if row.status in ("failed", "cancelled"):
-                    self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id)
+                    self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id, round=row.round)
                     s.execute(
                         update(JobRow)
                         .where(JobRow.id == job_id, JobRow.status.in_(("failed", "cancelled")))
@@ -176,5 +226,5 @@ class JobStore:
         except IntegrityError:  # the name was taken at the same instant
             with self.sessions.read() as s:
                 row = s.get(JobRow, job_id)
-                self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id)
+                self._check_name(s, row.benchmark, row.benchmark_version, row.name, but=job_id, round=row.round)
             raise

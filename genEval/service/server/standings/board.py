@@ -2,19 +2,25 @@
 pages and ``GET /api/leaderboard/{benchmark}`` show them (no computation: the workers store the rows,
 :mod:`~genEval.service.server.standings.compute`).
 
-Ranks are positions in the order asked for (:func:`read_standings`); a mode that ranks ties together (a settled
-comparison's "2-3") would give :class:`Row` its rank and :func:`read_standings` the ordering that makes it.
+On a fixed benchmark a row's rank is its position in the order asked for. On a settled one (issue 33,
+:mod:`~genEval.service.server.standings.settled`) every row has its rank in the settled order (by the ranking score
+pooled over all its rounds), tied with a neighbour whose pair is ``open`` or ``equivalent`` ("2–3"), and the verdict
+on it and the row below it (``below``; an open pair with the sources per model that would settle it); ``sort=rank``
+(the default) pages through that order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from genEval.comparisons.ranking import rank_reason
+from genEval.scores.sequential import PairVerdict
+from genEval.service.records import BoardRow
 from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
 from genEval.service.server.database import Database
 from genEval.service.server.standings.compute import MARKED, RANK_BY, SORT_KEYS, ModelStanding
+from genEval.service.server.standings.settled import SettledRanks, settled_order
 
 
 class UnknownVersion(NotFound):
@@ -24,13 +30,19 @@ class UnknownVersion(NotFound):
 @dataclass(frozen=True)
 class Row:
     """A leaderboard row: the job and its standing; ``marks``: metric -> count and first names of the models it is
-    significantly better than (``standing.better_than`` holds every name only when they were read)."""
+    significantly better than (``standing.better_than`` holds every name only when they were read); ``run_dirs``
+    its runs (one per repetition or round). On a settled benchmark: ``rank`` ("2" or "2–3"), the verdict on it and
+    the row below it in the settled order (``below``; None for the last) and its ``sources`` (per round, in all)."""
 
     job_id: str
     name: str
     finished_at: float | None
     standing: ModelStanding
     marks: dict = field(default_factory=dict)
+    run_dirs: list = field(default_factory=list)
+    rank: str | None = None
+    below: PairVerdict | None = None
+    sources: int | None = None
 
     def sort_value(self, key: str):
         if key == "name":
@@ -57,6 +69,8 @@ class Standings:
     offset: int = 0
     rank_by: str = "fmr_validated"  # the score rows are ranked by unless a column is chosen, and why
     rank_reason: str = ""
+    stop: dict | None = None  # a settled benchmark's stop rule (StopRule as a dict)
+    settled: bool | None = None  # a settled benchmark: every pair of neighbours is ordered or equivalent
 
 
 def read_standings(
@@ -70,33 +84,33 @@ def read_standings(
     every_mark: bool = True,
 ) -> Standings:
     """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
-    only the counts and first names of the marks (what a page shows), not every name. ``sort`` None: the
-    comparison library's ranking score (:data:`RANK_BY`, FMR_v), as ``geneval compare`` orders its leaderboard."""
-    sort = sort or RANK_BY
+    only the counts and first names of the marks (what a page shows), not every name. ``sort`` None or ``rank``: the
+    ranking's order (a fixed benchmark: the comparison library's ranking score :data:`RANK_BY`, FMR_v, as ``geneval
+    compare`` orders its leaderboard; a settled one: the settled order, with tied ranks; see the module docstring)."""
+    sort = sort or "rank"
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
-    total, board = db.standings.board(benchmark, version, sort, descending, limit, offset, every_mark)
-    rows = [
-        Row(
-            b.job_id,
-            b.name,
-            b.finished_at,
-            ModelStanding(
-                b.name,
-                b.repetitions,
-                b.scores,
-                {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
-            ),
-            {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED},
+    registered = db.benchmarks.get(benchmark, version)
+    stop = registered and registered.config.get("stop")
+    ranks = None
+    if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
+        order = settled_order(db.standings.board(benchmark, version, "date")[1])
+        ranks = SettledRanks.of(order, db.verdicts.of_version(benchmark, version))
+    if ranks is not None and sort == "rank":
+        ids = [r.job_id for r in (order if descending else order[::-1])]
+        total, board = (
+            len(order),
+            db.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),
         )
-        for b in board
-    ]
+    else:
+        by = RANK_BY if sort == "rank" else sort
+        total, board = db.standings.board(benchmark, version, by, descending, limit, offset, every_mark)
     notes, warnings = db.standings.notes(benchmark, version)
     note = max(set(notes), key=notes.count) if notes else ""
     return Standings(
         benchmark,
         version,
-        rows,
+        [_row(b, every_mark, ranks) for b in board],
         note,
         list(dict.fromkeys(warnings)),
         db.standings.count_unranked(benchmark, version),
@@ -104,7 +118,24 @@ def read_standings(
         offset,
         RANK_BY,
         rank_reason(RANK_BY),
+        stop or None,
+        None if ranks is None else ranks.done,
     )
+
+
+def _row(b: BoardRow, every_mark: bool, ranks: SettledRanks | None) -> Row:
+    standing = ModelStanding(
+        b.name,
+        b.repetitions,
+        b.scores,
+        {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
+    )
+    marks = {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
+    row = Row(b.job_id, b.name, b.finished_at, standing, marks, list(b.run_dirs or []))
+    if ranks is None or b.job_id not in ranks.rank:
+        return row
+    sources = (b.settled or {}).get("sources")
+    return replace(row, rank=ranks.rank[b.job_id], below=ranks.below[b.job_id], sources=sources)
 
 
 def standings(db: Database, catalog: Catalog, name: str, version: str | None = None, **page) -> Standings:
@@ -113,7 +144,7 @@ def standings(db: Database, catalog: Catalog, name: str, version: str | None = N
     :class:`NotFound` for an unknown benchmark, :class:`UnknownVersion` for a version never registered and
     :class:`Invalid` for an unknown ``sort``."""
     bench = catalog.offered(name)
-    if page.get("sort", SORT_KEYS[0]) not in SORT_KEYS:
+    if page.get("sort") not in (None, *SORT_KEYS):
         raise Invalid(f"sort must be one of {', '.join(SORT_KEYS)}.")
     if version is not None and version != bench.version:
         known = catalog.versions(name)

@@ -21,20 +21,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import TABLE_SCORES
-from genEval.comparisons.loading import LoadedRun, load_runs
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
+from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.service.records import JobInfo, StandingInfo
 from genEval.service.server.database import Database
+from genEval.service.server.standings.settled import Neighbours, judge, neighbours, rounds_wanted, settled_order
+from genEval.service.server.standings.verdicts import StoredVerdict
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,9 @@ COLUMNS = TABLE_SCORES
 #: The scores that get "significantly better" marks (paired bootstrap differences).
 MARKED = ("fmr", "sa", "pa")
 LABELS = {k: SCORE[k].short or SCORE[k].label for k in COLUMNS}
-SORT_KEYS = (*COLUMNS, "name", "date", "repetitions")
+#: ``rank``: the ranking's own order (a fixed benchmark's: by :data:`RANK_BY`; a settled one's: by the ranking score
+#: pooled over every round, with tied ranks: :mod:`~genEval.service.server.standings.settled`).
+SORT_KEYS = (*COLUMNS, "name", "date", "repetitions", "rank")
 #: The default order of the pages and the API: the comparison library's ranking score (``geneval compare``'s
 #: ``rank_by`` default, FMR_v; see :mod:`genEval.comparisons.ranking` for why not the paper's FMR).
 RANK_BY = DEFAULT_RANK_BY
@@ -72,14 +77,20 @@ class ModelComparison:
     rank_reason: str = ""
 
 
-def aggregate(run_dirs: Mapping[str, Sequence[Path]], n_boot: int = 1000, seed: int = SEED) -> ModelComparison:
-    """Model name -> its run directories (one per repetition) -> scores and pairwise significance, all at once
-    (one :func:`genEval.comparisons.aggregate.aggregate`; ``n(n-1)/2`` paired bootstraps). The reference the
-    stored standings are checked against, and the way to rank a set of runs outside the service."""
+def aggregate(
+    run_dirs: Mapping[str, Sequence[Path]] | Sequence[Path], n_boot: int = 1000, seed: int = SEED
+) -> ModelComparison:
+    """Model name -> its run directories (one per repetition), or run directories whose names and repetitions
+    (a settled benchmark's rounds) are the ones recorded -> scores and pairwise significance, all at once (one
+    :func:`genEval.comparisons.aggregate.aggregate`; ``n(n-1)/2`` paired bootstraps). The reference the stored
+    standings are checked against, and the way to rank a set of runs outside the service."""
     if not run_dirs:
         return ModelComparison({}, "")
     settings = ComparisonSettings(n_boot=n_boot, seed=seed, level=LEVEL, rank_by=RANK_BY)
-    comp = compare_runs({k: [str(p) for p in v] for k, v in run_dirs.items()}, settings)
+    if isinstance(run_dirs, Mapping):
+        comp = compare_runs({k: [str(p) for p in v] for k, v in run_dirs.items()}, settings)
+    else:
+        comp = compare_runs([str(p) for p in run_dirs], settings)
     better: dict[str, dict[str, list[str]]] = {m: {k: [] for k in MARKED} for m in comp.models}
     for d in comp.differences:
         if d.metric in MARKED and d.excludes_zero and d.value:
@@ -107,7 +118,7 @@ class Contender:
 
     job_id: str
     name: str
-    runs: list[LoadedRun]
+    runs: list[RunDir]
     entries: dict
     num_classes: int
     class_names: tuple
@@ -115,12 +126,14 @@ class Contender:
 
 @dataclass(frozen=True)
 class StandingUpdate:
-    """What finishing a job stores: its row, the jobs whose rows gain its name (job id -> metrics), and the jobs
-    it was compared with (a job that finished meanwhile is compared afterwards)."""
+    """What finishing a job stores: its row, the jobs whose rows gain its name (job id -> metrics), the jobs it was
+    compared with and the rounds each had then (a job that finished, or a settled model that finished a round,
+    meanwhile is compared afterwards), and on a settled model's later round the jobs whose rows lose its name."""
 
     row: StandingInfo
     beaten_by: dict[str, list[str]]
-    compared: frozenset[str]
+    compared: dict[str, int]
+    unbeaten_by: dict[str, list[str]] = field(default_factory=dict)
 
 
 def significance_marks(a: Contender, b: Contender, n_boot: int) -> list[tuple[str, str]]:
@@ -142,7 +155,8 @@ def significance_marks(a: Contender, b: Contender, n_boot: int) -> list[tuple[st
 
 
 class StandingsBuilder:
-    """Computes and stores the standings row of each job a worker finishes (see the module docstring).
+    """Computes and stores the standings row of each job a worker finishes (see the module docstring), and on a
+    settled benchmark judges the neighbours and queues the rounds the rule asks for (:meth:`settle`).
 
     Loaded runs are kept (a finished run never changes), so a worker that finishes many jobs reads each run
     directory once. ``n_boot``: bootstrap resamples of the intervals and marks (``geneval serve``/``worker``
@@ -152,90 +166,113 @@ class StandingsBuilder:
     def __init__(self, db: Database, home: str | Path, n_boot: int = 1000) -> None:
         self.db, self.home, self.n_boot = db, Path(home), int(n_boot)
         self.settings = ComparisonSettings(n_boot=self.n_boot, seed=SEED, level=LEVEL, rank_by=RANK_BY)
-        self._loaded: dict[str, Contender | None] = {}
+        self._loaded: dict[tuple, Contender | None] = {}
+        self._rules: dict[tuple[str, str], StopRule | None] = {}
 
     def _load(self, job_id: str, name: str, run_dirs: Sequence[str]) -> Contender | None:
-        if job_id not in self._loaded:
+        key = (job_id, tuple(run_dirs))  # a settled model's runs grow by a round at a time
+        if key not in self._loaded:
             dirs = [self.home / d for d in run_dirs]
             if not all((d / "results.json").is_file() for d in dirs):
-                self._loaded[job_id] = None
+                self._loaded[key] = None
             else:
-                runs = load_runs({name: dirs})[name]
+                runs = [RunDir(d) for d in dirs]  # in the order given (a settled model's rounds)
                 first = runs[0].results
                 n = int(first.scores.num_classes)
                 entries = score_entries(runs, n, self.settings)
                 names = tuple(first.class_names)
-                self._loaded[job_id] = Contender(job_id, name, runs, entries, n, names)
-        return self._loaded[job_id]
+                self._loaded[key] = Contender(job_id, name, runs, entries, n, names)
+        return self._loaded[key]
+
+    def rule(self, benchmark: str, version: str) -> StopRule | None:
+        """The stop rule of a settled benchmark version (its registered record's ``stop``); None: fixed."""
+        if (benchmark, version) not in self._rules:
+            registered = self.db.benchmarks.get(benchmark, version)
+            stop = registered and registered.config.get("stop")
+            self._rules[benchmark, version] = StopRule(**stop) if stop else None
+        return self._rules[benchmark, version]
 
     @staticmethod
     def run_dirs(job: JobInfo) -> list[str]:
         """The job's run directories relative to the service home (the layout :meth:`JobInfo.rep_dir` owns)."""
         return [str(job.rep_dir(Path(), r)) for r in range(len(job.seeds))]
 
-    def unranked(self, job: JobInfo, why: str) -> StandingUpdate:
-        """A row that leaves ``job`` out of the ranking, saying why (its runs could not be compared)."""
+    def model_dirs(self, job: JobInfo) -> list[str]:
+        """The run directories of the model ``job`` is (a round of): its own on a fixed benchmark; on a settled one
+        those of every finished round of its submission and its own, in round order."""
+        if self.rule(job.benchmark, job.benchmark_version) is None:
+            return self.run_dirs(job)
+        rounds = {j.round: j for j in self.db.jobs.rounds(job.root_id)} | {job.round: job}
+        return [d for r in sorted(rounds) for d in self.run_dirs(rounds[r])]
+
+    def unranked(self, job: JobInfo, why: str, dirs: Sequence[str] | None = None) -> StandingUpdate:
+        """A row that leaves ``job``'s model out of the ranking, saying why (its runs could not be compared)."""
+        dirs = self.run_dirs(job) if dirs is None else list(dirs)
         row = StandingInfo(
-            job_id=job.id,
+            job_id=job.root_id,
             benchmark=job.benchmark,
             version=job.benchmark_version,
             name=job.name,
             finished_at=job.finished_at,
-            run_dirs=self.run_dirs(job),
-            repetitions=len(job.seeds),
+            run_dirs=dirs,
+            repetitions=len(dirs),
             scores=None,
             better_than={},
             warnings=[f"{job.name}: {why}; left out"],
             interval_note="",
             computed_at=time.time(),
         )
-        return StandingUpdate(row, {}, frozenset())
+        return StandingUpdate(row, {}, {})
 
     def prepare(self, job: JobInfo) -> StandingUpdate:
-        """The row of ``job`` (done or about to be) and its marks against every model already stored."""
+        """The row of ``job``'s model (``job`` done or about to be; on a settled benchmark over all its rounds) and
+        its marks against every model already stored."""
         t0 = time.perf_counter()
-        others = [r for r in self.db.standings.rows(job.benchmark, job.benchmark_version) if r.job_id != job.id]
-        dirs = self.run_dirs(job)
-        me = self._load(job.id, job.name, dirs)
-        base = dict(
-            job_id=job.id,
-            benchmark=job.benchmark,
-            version=job.benchmark_version,
-            name=job.name,
-            finished_at=job.finished_at,
-            run_dirs=dirs,
-            repetitions=len(job.seeds),
-            computed_at=time.time(),
-        )
-        compared = frozenset(r.job_id for r in others)
+        rule = self.rule(job.benchmark, job.benchmark_version)
+        root = job.root_id
+        others = [r for r in self.db.standings.rows(job.benchmark, job.benchmark_version) if r.job_id != root]
+        dirs = self.model_dirs(job)
+        me = self._load(root, job.name, dirs)
+        compared = {r.job_id: r.repetitions for r in others}
         if me is None:
-            return self.unranked(job, f"run directory {Path(job.run_dir)} is missing or incomplete")
+            return self.unranked(job, f"run directory {Path(job.run_dir)} is missing or incomplete", dirs)
         comp = build_comparison({me.name: me.runs}, self.settings)
-        lb = comp.leaderboard[0]
-        scores = _scores(lb)
+        settled = comp.settled
         better: dict[str, list[str]] = {k: [] for k in MARKED}
         beaten_by: dict[str, list[str]] = {}
+        unbeaten_by: dict[str, list[str]] = {}  # a later round: marks on fewer rounds may no longer hold
         warnings = list(comp.warnings)
         for other in others:
-            if other.scores is None:
-                continue
-            them = self._load(other.job_id, other.name, other.run_dirs)
+            them = None if other.scores is None else self._load(other.job_id, other.name, other.run_dirs)
             if them is None:
                 continue
             if them.class_names != me.class_names:
                 warnings.append(f"{me.name} and {other.name} were run on different classes; not compared")
                 continue
-            for metric, winner in significance_marks(me, them, self.n_boot):
+            wins = significance_marks(me, them, self.n_boot)
+            for metric, winner in wins:
                 if winner == me.job_id:
                     better[metric].append(them.name)
                 else:
                     beaten_by.setdefault(them.job_id, []).append(metric)
+            if rule is not None and len(dirs) > 1:
+                unbeaten_by[them.job_id] = [m for m in MARKED if (m, them.job_id) not in wins]
         row = StandingInfo(
-            **base,
-            scores=scores,
+            job_id=root,
+            benchmark=job.benchmark,
+            version=job.benchmark_version,
+            name=job.name,
+            finished_at=job.finished_at,
+            run_dirs=dirs,
+            repetitions=len(dirs),
+            computed_at=time.time(),
+            scores=_scores(comp.leaderboard[0]),
             better_than=better,
             warnings=warnings,
             interval_note=comp.settings.interval_note,
+            settled=None
+            if rule is None
+            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)},
         )
         log.info(
             "standings of %s (%s): compared with %d models in %.1fs",
@@ -244,28 +281,63 @@ class StandingsBuilder:
             len(compared),
             time.perf_counter() - t0,
         )
-        return StandingUpdate(row, beaten_by, compared)
+        return StandingUpdate(row, beaten_by, compared, unbeaten_by)
 
-    def reconcile(self, job: JobInfo, compared: frozenset[str]) -> int:
-        """Compare ``job`` with the models stored while its row was being computed (they finished meanwhile and
-        did not see it as done); returns how many. Marks are added idempotently, so a pair both sides compare is
-        marked once."""
+    def reconcile(self, job: JobInfo, update: StandingUpdate) -> int:
+        """Compare ``job``'s model with the models stored while its row was being computed (they finished, or a
+        settled one finished a round, meanwhile and did not see this one); returns how many. Marks are set
+        idempotently, so a pair both sides compare is marked once; on a settled benchmark both ways."""
+        settled = self.rule(job.benchmark, job.benchmark_version) is not None
+        seen = update.compared
         rows = [
             r
             for r in self.db.standings.rows(job.benchmark, job.benchmark_version)
-            if r.job_id != job.id and r.job_id not in compared
+            if r.job_id != job.root_id and seen.get(r.job_id) != r.repetitions
         ]
-        me = self._load(job.id, job.name, self.run_dirs(job))
+        me = self._load(job.root_id, job.name, update.row.run_dirs)
         marks = []
         for other in rows:
             them = None if other.scores is None else self._load(other.job_id, other.name, other.run_dirs)
             if me is None or them is None or them.class_names != me.class_names:
                 continue
-            for metric, winner in significance_marks(me, them, self.n_boot):
-                loser = them if winner == me.job_id else me
-                marks.append((winner, metric, loser.name))
-        self.db.standings.add_marks(job.benchmark, job.benchmark_version, marks)
+            wins = significance_marks(me, them, self.n_boot)
+            for a, b in ((me, them), (them, me)):
+                marks += [
+                    (a.job_id, m, b.name, (m, a.job_id) in wins) for m in MARKED if settled or (m, a.job_id) in wins
+                ]
+        self.db.standings.set_marks(job.benchmark, job.benchmark_version, marks)
         return len(rows)
+
+    def settle(self, benchmark: str, version: str) -> dict[str, int]:
+        """On a settled benchmark version: judge the neighbours on the leaderboard whose verdict misses rounds they
+        share, store the verdicts, and queue the next round of each model the rule asks for
+        (:mod:`~genEval.service.server.standings.settled`); returns submission job id -> round queued. Nothing on a
+        fixed benchmark."""
+        rule = self.rule(benchmark, version)
+        if rule is None:
+            return {}
+        order = settled_order(self.db.standings.rows(benchmark, version))
+        pairs = neighbours(order, self.db.verdicts.of_version(benchmark, version))
+        for i, pair in enumerate(pairs):
+            found = None if pair.fresh else self._judge(pair, rule)
+            if found is not None and self.db.verdicts.store(benchmark, version, found):
+                pairs[i] = replace(pair, stored=found)
+        queued = {}
+        for job_id, r in rounds_wanted(pairs, rule).items():
+            root = self.db.jobs.get(job_id)
+            seed = round_seed(self.db.benchmarks.round_base(benchmark, version), r)
+            if root is not None and self.db.jobs.queue_round(root, r, seed) is not None:
+                queued[job_id] = r
+                log.info("settled %s: %s is open against a neighbour; round %d queued", benchmark, root.name, r)
+        return queued
+
+    def _judge(self, pair: Neighbours, rule: StopRule) -> StoredVerdict | None:
+        """The verdict on two neighbours over the rounds they share (None: their runs cannot be compared)."""
+        a, b = (self._load(r.job_id, r.name, r.run_dirs) for r in (pair.upper, pair.lower))
+        if a is None or b is None or a.class_names != b.class_names:
+            return None
+        found = judge((a.name, a.runs), (b.name, b.runs), pair.rounds, RANK_BY, a.num_classes, rule)
+        return StoredVerdict(a.job_id, b.job_id, pair.rounds, found.to_dict())
 
     def backfill(self) -> int:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
@@ -274,7 +346,8 @@ class StandingsBuilder:
         for job in self.db.standings.unranked_jobs():
             update = self.prepare(job)
             if self.db.standings.add(update.row, update.beaten_by):
-                self.reconcile(job, update.compared)
+                self.reconcile(job, update)
+                self.settle(job.benchmark, job.benchmark_version)
                 added += 1
         if added:
             log.info("standings: added %d finished job(s) that had no stored row", added)
@@ -291,12 +364,25 @@ def record_finished(
     update: StandingUpdate | None = None,
 ) -> bool:
     """Finish ``job`` with its standings row (computed now unless ``update`` is given), then compare it with the
-    models that finished meanwhile. False when the worker no longer held the job (nothing stored)."""
+    models that finished meanwhile and, on a settled benchmark, judge the neighbours and queue the rounds the rule
+    asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored)."""
     update = update if update is not None else builder.prepare(job)
-    if not db.queue.finish(job.id, worker_id, result, images, standing=update.row, beaten_by=update.beaten_by):
+    if not db.queue.finish(
+        job.id,
+        worker_id,
+        result,
+        images,
+        standing=update.row,
+        beaten_by=update.beaten_by,
+        unbeaten_by=update.unbeaten_by,
+    ):
         return False
     try:
-        builder.reconcile(job, update.compared)
+        builder.reconcile(job, update)
     except Exception:  # noqa: BLE001 - the job is done; a missing mark is logged, not a failed job
         log.exception("standings of %s: comparing with the models that finished meanwhile failed", job.name)
+    try:
+        builder.settle(job.benchmark, job.benchmark_version)
+    except Exception:  # noqa: BLE001 - the next finished round (or the backfill) judges and queues again
+        log.exception("standings of %s: judging its neighbours or queueing its next round failed", job.name)
     return True

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from genEval.service.server.deps import Facade
 from genEval.service.server.standings.board import standings
-from genEval.service.server.standings.compute import RANK_BY
+from genEval.service.server.standings.settled import describe_below
 
 
 class Estimate(BaseModel):
@@ -20,13 +20,30 @@ class Estimate(BaseModel):
     high: float | None
 
 
+class Below(BaseModel):
+    """A settled benchmark: the anytime-valid verdict on a row and the row below it (issue 33)."""
+
+    name: str = Field(description="the model of the row below")
+    verdict: str = Field(description="ordered | equivalent (within the margin) | open")
+    difference: float | None = Field(description="ranking score of this row minus the one below (points)")
+    low: float | None = Field(description="the confidence sequence's bounds on the difference (null: not yet)")
+    high: float | None
+    sources: int = Field(description="paired sources per model it was judged on (the rounds both have)")
+    more_sources: int | None = Field(description="an open pair: ≈ sources per model more that would settle it")
+    more_kind: str = Field(description='what more_sources would do: "order" or "show equivalence"')
+    reason: str = Field(description="why a verdict or estimate is missing")
+
+
 class LeaderboardRow(BaseModel):
     job: str
     name: str
-    repetitions: int
+    repetitions: int = Field(description="repetitions, or on a settled benchmark the rounds run")
     finished_at: float | None
     scores: dict[str, Estimate]
     better_than: dict[str, list[str]] = Field(description="score -> every model this one is significantly better than")
+    rank: str | None = Field(None, description='a settled benchmark: the rank, tied ("2–3") unless ordered')
+    sources: int | None = Field(None, description="a settled benchmark: sources per model so far")
+    below: Below | None = Field(None, description="a settled benchmark: the verdict on this row and the one below")
 
 
 class Leaderboard(BaseModel):
@@ -39,6 +56,8 @@ class Leaderboard(BaseModel):
     offset: int
     rank_by: str = Field(description="the score rows are ranked by unless sort names another")
     rank_reason: str
+    stop: dict | None = Field(None, description="a settled benchmark's stop rule (null: fixed repetitions)")
+    settled: bool | None = Field(None, description="a settled benchmark: every pair of neighbours is settled")
     rows: list[LeaderboardRow]
 
 
@@ -50,14 +69,16 @@ def leaderboard(
     benchmark: str,
     svc: Facade,
     version: str | None = None,
-    sort: str = RANK_BY,
+    sort: str | None = None,
     order: Literal["asc", "desc"] = "desc",
     limit: int | None = Query(None, ge=1, description="rows to return (default: all)"),
     offset: int = Query(0, ge=0),
 ) -> dict:
-    """The stored standings, ordered by ``sort`` (a score, ``name``, ``date`` or ``repetitions``; default the
-    ranking score ``rank_by``, FMR_v, whose reason ``rank_reason`` states), every row or
-    ``limit`` rows from ``offset``; ``better_than`` lists every model a row is significantly better than."""
+    """The stored standings, ordered by ``sort`` (a score, ``name``, ``date``, ``repetitions`` or ``rank``; default
+    ``rank``: by the ranking score ``rank_by``, FMR_v, whose reason ``rank_reason`` states; on a settled benchmark
+    the settled order, each row with its ``rank``, tied where a pair of neighbours is open or equivalent, and the
+    verdict on it and the row ``below``), every row or ``limit`` rows from ``offset``; ``better_than`` lists every
+    model a row is significantly better than."""
     page = {"sort": sort, "descending": order == "desc", "limit": limit, "offset": offset}
     st = standings(svc.db, svc.catalog, benchmark, version, **page)
     return {
@@ -70,6 +91,8 @@ def leaderboard(
         "offset": st.offset,
         "rank_by": st.rank_by,
         "rank_reason": st.rank_reason,
+        "stop": st.stop,
+        "settled": st.settled,
         "rows": [
             {
                 "job": r.job_id,
@@ -78,6 +101,9 @@ def leaderboard(
                 "finished_at": r.finished_at,
                 "scores": r.standing.scores,
                 "better_than": r.standing.better_than,
+                "rank": r.rank,
+                "sources": r.sources,
+                "below": None if r.below is None else describe_below(r.below),
             }
             for r in st.rows
         ],

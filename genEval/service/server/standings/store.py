@@ -4,7 +4,11 @@ and read, ordered and paged by the database (:mod:`~genEval.service.server.stand
 
 The transactions that write one benchmark version's rows are serialised (PostgreSQL: a row lock on the version's
 ``benchmarks`` row; SQLite: one writer at a time), so a job that finishes while another is being compared sees it as
-done and compares itself with it afterwards (:meth:`StandingStore.add_marks`).
+done and compares itself with it afterwards (:meth:`StandingStore.set_marks`).
+
+On a settled benchmark a model's row is rewritten with every round it finishes (its scores over more sources), and
+the marks between it and every other model are set anew, both ways (a mark found on fewer rounds may no longer
+hold): ``unbeaten_by`` of :meth:`StandingStore.store_in`, and ``present=False`` marks of :meth:`set_marks`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class StandingRow(Base):
     #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
     #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
     marks: Mapped[dict] = mapped_column(JSON)
+    #: A settled benchmark's row: {"pooled", "sources", "rounds"} (:class:`~genEval.service.records.StandingInfo`).
+    settled: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
@@ -51,22 +57,35 @@ class StandingStore:
         self.sessions, self.lock = sessions, benchmarks.lock
 
     @staticmethod
-    def _add_names(s: Session, job_id: str, metric: str, names: Sequence[str]) -> None:
+    def _mark(s: Session, job_id: str, metric: str, name: str, present: bool = True) -> None:
+        """Make the row of ``job_id`` list (or, ``present=False``, not list) ``name`` under ``metric``; idempotent: a
+        pair compared twice is marked once."""
         row = s.get(StandingRow, job_id)
         if row is None:
             return
         better = {k: list(v) for k, v in (row.better_than or {}).items()}
         have = better.setdefault(metric, [])
-        have += [n for n in names if n not in have]  # idempotent: a pair compared twice is marked once
+        if (name in have) == present:
+            return
+        better[metric] = have + [name] if present else [n for n in have if n != name]
         row.better_than = better  # a new object: SQLAlchemy's JSON type does not see in-place changes
         row.marks = _marks(better)
 
-    def store_in(self, s: Session, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]]) -> None:
+    def store_in(
+        self,
+        s: Session,
+        standing: StandingInfo,
+        beaten_by: Mapping[str, Sequence[str]],
+        unbeaten_by: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Store ``standing`` (a new row, or a settled model's row over more rounds), add its name under each metric
+        of ``beaten_by`` (job id -> metrics) to those rows and take it off each metric of ``unbeaten_by``."""
         values = {f.name: getattr(standing, f.name) for f in fields(StandingInfo)}
         s.merge(StandingRow(**values, marks=_marks(standing.better_than)))
-        for other, metrics in beaten_by.items():
-            for metric in metrics:
-                self._add_names(s, other, metric, [standing.name])
+        for marks, present in ((beaten_by, True), (unbeaten_by or {}, False)):
+            for other, metrics in marks.items():
+                for metric in metrics:
+                    self._mark(s, other, metric, standing.name, present)
 
     def add(self, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]] | None = None) -> bool:
         """Store the row of a job that is already done (a job finished before standings were stored); False when
@@ -79,14 +98,15 @@ class StandingStore:
             self.store_in(s, replace(standing, finished_at=job.finished_at), beaten_by or {})
             return True
 
-    def add_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str]]) -> None:
-        """Add significance marks ``(winner job id, metric, loser name)`` to stored rows (idempotent)."""
+    def set_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str, bool]]) -> None:
+        """Set significance marks ``(job id, metric, other's name, present)`` on stored rows (idempotent): the row
+        of the job lists (present) or does not list the other model under the metric."""
         if not marks:
             return
         with self.sessions.write() as s:
             self.lock(s, benchmark, version)
-            for winner, metric, loser in marks:
-                self._add_names(s, winner, metric, [loser])
+            for job_id, metric, other, present in marks:
+                self._mark(s, job_id, metric, other, present)
 
     def rows(self, benchmark: str, version: str) -> list[StandingInfo]:
         """The stored rows of one benchmark version, oldest first."""
@@ -121,18 +141,8 @@ class StandingStore:
             StandingRow.version == version,
             StandingRow.scores.is_not(None),
         )
-        cols = [
-            StandingRow.job_id,
-            StandingRow.name,
-            StandingRow.finished_at,
-            StandingRow.repetitions,
-            StandingRow.scores,
-            StandingRow.marks,
-        ]
-        if every_mark:
-            cols.append(StandingRow.better_than)
         q = (
-            select(*cols)
+            select(*self._board_columns(every_mark))
             .where(*where)
             .order_by(order.is_(None), order.desc() if descending else order.asc(), StandingRow.job_id)
             .offset(offset)
@@ -141,8 +151,35 @@ class StandingStore:
             q = q.limit(limit)
         with self.sessions.read() as s:
             total = int(s.execute(select(func.count()).select_from(StandingRow).where(*where)).scalar_one())
-            rows = [BoardRow(*r[:6], r[6] if every_mark else None) for r in s.execute(q)]
+            rows = [self._board_row(r, every_mark) for r in s.execute(q)]
         return total, rows
+
+    def board_of(self, job_ids: Sequence[str], every_mark: bool = False) -> list[BoardRow]:
+        """The rows of ``job_ids``, in that order (a page of a leaderboard ordered elsewhere: a settled one)."""
+        if not job_ids:
+            return []
+        q = select(*self._board_columns(every_mark)).where(StandingRow.job_id.in_(list(job_ids)))
+        with self.sessions.read() as s:
+            got = {r.job_id: self._board_row(r, every_mark) for r in s.execute(q)}
+        return [got[j] for j in job_ids if j in got]
+
+    @staticmethod
+    def _board_columns(every_mark: bool) -> list:
+        cols = [
+            StandingRow.job_id,
+            StandingRow.name,
+            StandingRow.finished_at,
+            StandingRow.repetitions,
+            StandingRow.scores,
+            StandingRow.marks,
+            StandingRow.run_dirs,
+            StandingRow.settled,
+        ]
+        return [*cols, StandingRow.better_than] if every_mark else cols
+
+    @staticmethod
+    def _board_row(r, every_mark: bool) -> BoardRow:
+        return BoardRow(*r[:6], r.better_than if every_mark else None, r.run_dirs, r.settled)
 
     def notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
         """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
@@ -155,11 +192,12 @@ class StandingStore:
         return [n for n, _ in got if n], [w for _, ws in got for w in ws or []]
 
     def unranked_jobs(self, benchmark: str | None = None, version: str | None = None) -> list[JobInfo]:
-        """Done jobs without a stored standing row (finished before standings were stored), oldest first."""
+        """Done jobs without a stored standing row (finished before standings were stored), oldest first; a settled
+        benchmark's later rounds have none of their own (they add to their submission's row)."""
         q = (
             select(JobRow)
             .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
-            .where(JobRow.status == "done", StandingRow.job_id.is_(None))
+            .where(JobRow.status == "done", StandingRow.job_id.is_(None), JobRow.parent_id.is_(None))
         )
         if benchmark is not None:
             q = q.where(JobRow.benchmark == benchmark)
@@ -179,6 +217,7 @@ class StandingStore:
                 JobRow.benchmark == benchmark,
                 JobRow.benchmark_version == version,
                 StandingRow.job_id.is_(None),
+                JobRow.parent_id.is_(None),
             )
         )
         with self.sessions.read() as s:
