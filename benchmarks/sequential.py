@@ -180,17 +180,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         for i, delta in enumerate((3, 6))
     }
-    apart = {
-        delta: run_scenario(
-            Pair(0.90, 0.90 - delta / 100),
-            SequentialTest(args.confidence, args.margin, t_star),
-            args.sims,
-            args.looks,
-            args.round_sources,
-            args.seed + i + 1,
-        )
-        for i, delta in enumerate((3, 6))
-    }
     took = time.perf_counter() - t0
     print(
         f"{args.sims} simulated comparisons per scenario, up to {args.looks} looks of {args.round_sources} fresh "

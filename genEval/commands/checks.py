@@ -182,6 +182,11 @@ def _check_classes(cfg: DictConfig, classifiers: Mapping[str, DictConfig], data:
     if fits:
         fix = f"Test a classifier trained on these classes: {style.presets('classifier', fits)}"
         fix += f", or e.g. {' or '.join(hints)}" if hints and style.command == "geneval" else ""
+        if style.command == "compare":  # the data preset's oracle may hold some of them (cifar10_jpg: ResNet-32, -56)
+            fix += (
+                " (a model that is also a member of the oracle is refused as judged by itself: pick another oracle, "
+                "e.g. oracle=clip_vit_b32, or allow_self_judging=true)"
+            )
     elif hints:
         fix = f"Test a {_title(data)} classifier, e.g. " + " or ".join(hints)
     else:

@@ -8,7 +8,9 @@ writes ``report.html`` (:func:`genEval.reports.report.write_report`) and prints 
 
 Which models: ``classifiers=null`` (default) compares the zoo (``conf/zoo/<name>.yaml``: ``zoo.classifiers``) with
 its baselines (``zoo.baselines``) unless ``baselines=`` says otherwise; ``classifiers=[...]`` replaces both (ER is
-then fitted only on ``baselines=`` named explicitly).
+then fitted only on ``baselines=`` named explicitly). A data preset listed under ``data_zoos`` brings its own zoo when
+the command line chooses none (``geneval compare data=cifar10_jpg``: the shared CIFAR-10 ResNets), as it brings its
+matching oracle and generator; a zoo may allow self-judging (``allow_self_judging: true`` in the zoo).
 
 Where the evaluations run: ``executor=local`` (default), ``ray`` or ``slurm`` (``conf/executor/``), built here and
 handed to :func:`genEval.comparisons.aggregate.compare` (:mod:`genEval.comparisons.executors`); it is left out of each
@@ -32,9 +34,10 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.commands import (
+    CONF_DIR,
     build,
     classifier_factories,
     classifier_nodes,
@@ -60,7 +63,40 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor", "data_zoos")
+
+
+def _command_line(cfg: DictConfig) -> list[str]:
+    """The overrides given on the command line (``hydra.overrides.task``), from Hydra's config under ``@hydra.main``,
+    else from ``cfg.hydra`` (``compose(..., return_hydra_config=True)``); [] when neither tells."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return list(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [])
+
+
+def _data_zoo(cfg: DictConfig) -> None:
+    """Swap in the zoo of the data preset (``data_zoos``) when neither the zoo nor the classifiers were chosen."""
+    name = (cfg.get("data_zoos") or {}).get(choice(cfg, "data"))
+    given = {o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] for o in _command_line(cfg)}
+    if name is None or cfg.get("classifiers") is not None or "zoo" in given:
+        return
+    path = CONF_DIR / "zoo" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"data_zoos names zoo {name!r} for data={choice(cfg, 'data')}, but {path} does not exist.")
+    log.info(
+        "compare: data=%s compares its zoo %s (zoo=... or classifiers=... picks others)", choice(cfg, "data"), name
+    )
+    with open_dict(cfg):
+        cfg.zoo = OmegaConf.load(path)
+
+
+def _self_judging(cfg: DictConfig) -> bool:
+    """``allow_self_judging``, or the compared zoo's own ``allow_self_judging``."""
+    zoo = cfg.get("zoo") if cfg.get("classifiers") is None else None
+    return bool(cfg.get("allow_self_judging", False)) or bool(zoo is not None and zoo.get("allow_self_judging"))
 
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
@@ -142,7 +178,7 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
         progress=cfg.get("progress"),
         settings=replace(settings, baselines=baselines),
-        allow_self_judging=bool(cfg.get("allow_self_judging", False)),
+        allow_self_judging=_self_judging(cfg),
         out_dir=out_dir,
         executor=build(cfg.executor, "executor") if cfg.get("executor") is not None else None,
         **_evaluate_kwargs(cfg),
@@ -186,6 +222,8 @@ def run_compare(cfg: DictConfig) -> str:
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
     settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here
     with tracked(cfg, f"compare on {choice(cfg, 'data')}", "compare") as track:  # tracking=mlflow: a parent run
+        if not cfg.get("runs"):
+            _data_zoo(cfg)
         result = _aggregate_runs(cfg, settings, out_dir) if cfg.get("runs") else _run_models(cfg, settings, out_dir)
         if cfg.get("report", True):
             write_report(result)

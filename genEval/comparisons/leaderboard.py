@@ -237,6 +237,10 @@ class Settings:
     rank_reason: str = ""
 
 
+#: Comparison's fields that are objects of their own in comparison.json (read back by their own from_dict).
+_NESTED = ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free", "settled")
+
+
 @dataclass(frozen=True)
 class Comparison:
     """A model comparison: leaderboard rows sorted by the ranking score (``settings.rank_by``), differences,
@@ -313,20 +317,7 @@ class Comparison:
             settled=Settled.from_dict(d["settled"]) if d.get("settled") else None,
             **_fields(
                 cls,
-                {
-                    k: v
-                    for k, v in d.items()
-                    if k
-                    not in (
-                        "leaderboard",
-                        "differences",
-                        "stability",
-                        "effective_robustness",
-                        "settings",
-                        "label_free",
-                        "settled",
-                    )
-                },
+                {k: v for k, v in d.items() if k not in _NESTED},
             ),
         )
 
