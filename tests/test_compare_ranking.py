@@ -174,6 +174,10 @@ def test_a_model_inside_the_oracle_is_refused_before_any_run_unless_allowed(tmp_
         settings=ComparisonSettings(n_boot=20),
     )
     assert comp.row("judge")["pa"].value == 100.0 and comp.row("lin1")["pa"].value < 100.0
+    said = [w for w in comp.warnings if "member of the oracle" in w]
+    assert len(said) == 1 and said[0].startswith("judge is a member") and "PA is 100 by construction" in said[0]
+    again = aggregate(comp.runs, settings=ComparisonSettings(n_boot=20))  # re-ranked from the stored runs: still said
+    assert [w for w in again.warnings if "member of the oracle" in w] == said
 
 
 def test_oracle_members_are_found_by_their_weights():

@@ -108,6 +108,20 @@ def _component_warnings(runs: Mapping[str, list[RunDir]]) -> list[str]:
     return out
 
 
+def _self_judged_warnings(runs: Mapping[str, list[RunDir]]) -> list[str]:
+    """A warning naming the compared models that were members of the oracle (recorded by compare())."""
+    records = [r.results.config.comparison or ComparisonRecord() for reps in runs.values() for r in reps]
+    judged = sorted({m for record in records for m in record.self_judged} & set(runs))
+    if not judged:
+        return []
+    return [
+        f"{', '.join(judged)} {'is a member' if len(judged) == 1 else 'are members'} of the oracle that judged "
+        "them (allow_self_judging): the oracle keeps only images its members still classify correctly, so their PA "
+        "is 100 by construction and their FMR and rank say nothing about robustness; compare them under another "
+        "oracle (e.g. oracle=clip_vit_b32)."
+    ]
+
+
 def _comparison_record(runs: Mapping[str, list[RunDir]]) -> list[ComparisonRecord]:
     """``config.comparison`` of the first model's runs (what compare() recorded), one per repetition."""
     first = next(iter(runs.values()))
@@ -228,6 +242,7 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
     )
     warnings = [
         *_component_warnings(runs),
+        *_self_judged_warnings(runs),
         *(f"{r.model}: {w}" for r in rows for w in r.warnings),
         *stability_warnings(stab),
     ]
@@ -342,9 +357,10 @@ def compare(
         )
     if rule.settled_mode:
         _check_settled(rule, settings, seeds, mask)
-    check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
+    judged = check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
     scoring = replace(Scoring.coerce(scoring), n_boot=settings.n_boot)
     record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
+    record |= {"self_judged": judged} if judged else {}  # every look and re-ranking warns about them
     run = functools.partial(
         evaluate_repetitions,
         classifiers,

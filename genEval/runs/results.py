@@ -64,6 +64,7 @@ class ComparisonRecord:
     generator: str | None = None
     generators: tuple[str, ...] = ()
     sequential: Mapping[str, Any] | None = None
+    self_judged: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ComparisonRecord:
@@ -80,6 +81,7 @@ class ComparisonRecord:
             generator=get("generator"),
             generators=tuple(str(g) for g in get("generators") or ()),
             sequential=get("sequential"),
+            self_judged=tuple(str(m) for m in get("self_judged") or ()),
         )
 
 
