@@ -260,8 +260,8 @@ def study_tf32(out: Path, n: int, seed: int, device: str, smoke: bool) -> dict:
     runs = {}
     for name, tf32 in (("tf32", True), ("strict-fp32", False)):
         execution = Execution(device=device, batch_size=min(n, 500), tf32=tf32)
-        r = evaluate(resnet(20), data(n), taef2(), zoo([32, 56]), cfg, seed=seed, progress=False,
-                     execution=execution, output_dir=out / name)  # fmt: skip
+        r = evaluate(resnet(20), data(n), taef2(), zoo([32, 56]), cfg, seed=seed, execution=execution,
+                     output=RunOutput(out / name, progress=False))  # fmt: skip
         kernels = r.extra["kernels"]
         print(f"{name}: {line(r)} | {n / r.timings['loop_s']:.0f} img/s | tf32 took effect: {kernels['tf32']}",
               flush=True)  # fmt: skip

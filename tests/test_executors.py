@@ -25,6 +25,7 @@ from genEval.comparisons.aggregate import compare
 from genEval.comparisons.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.interfaces import SettingError
+from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -99,7 +100,7 @@ def test_failed_jobs_are_named_by_model_and_repetition_then_the_rerun_completes(
     out = tmp_path / "cmp"
     clash = out / "runs" / "lin0" / "rep1"
     evaluate(LinearClassifier(12, 3, seed=0), ToyPool(limit=12), SigmoidGenerator(), AcceptAllOracle(), SEARCH, seed=99,
-             output_dir=clash, progress=False)  # fmt: skip
+             output=RunOutput(clash, progress=False))  # fmt: skip
     executor = SlurmExecutor(cluster="local", gpus_per_node=0, cpus_per_task=1, timeout_min=10, poll_s=0.5)
     with pytest.raises(EvaluationsFailed) as info:
         run(out, executor)
