@@ -115,7 +115,9 @@ def test_cpu_smoke_run_prints_the_throughput_table(tmp_path):
     lines = proc.stdout.splitlines()
     rows = _markdown_table(lines, "generator", "samples/s")
     assert [(r["generator"], r["setting"], r["batch"]) for r in rows] == [("taesd", "fp32", b) for b in "12"]
-    assert all(float(r["samples/s"]) > 0 and float(r["ms/step"]) > 0 for r in rows)
+    # ms/step is a difference of two timed runs, (T(1 + k) - T(1)) / k, floored at 0: on a loaded CPU a tiny smoke
+    # step can time at 0, so only its sign is checked (no timed assertion)
+    assert all(float(r["samples/s"]) > 0 and float(r["ms/step"]) >= 0 for r in rows)
     assert all(r["% of FLOP limit"] == "" for r in rows)  # no peak is known for a CPU
     refill = _markdown_table(lines, "generator", "refill samples/s")
     assert [r["batch"] for r in refill] == ["1", "2"] and all(r["same work"] == "yes" for r in refill)
