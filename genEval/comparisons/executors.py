@@ -33,6 +33,7 @@ import os
 import pickle
 import re
 import secrets
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,13 +134,14 @@ class LocalExecutor:
 Outcomes = Iterator[tuple[EvalTask, str | None]]
 
 
-class ClusterExecutor:
+class ClusterExecutor(ABC):
     """What the cluster executors share: :meth:`run` submits the unfinished tasks through the engine (``_outcomes``:
     submit, then yield each task as it ends, with why when it failed), follows them, and raises
     :class:`EvaluationsFailed` listing the failed ones once all have ended."""
 
+    @abstractmethod
     def _outcomes(self, evaluate: Callable[[EvalTask], Any], todo: list[EvalTask], workdir: Path) -> Outcomes:
-        raise NotImplementedError
+        """Submit ``todo`` to the engine (Ray, Slurm), then yield each task as it ends, with why when it failed."""
 
     def run(
         self,
