@@ -103,7 +103,10 @@ def shell_env(tmp_path_factory, digits_cache) -> dict[str, str]:
     bin_dir = tmp_path_factory.mktemp("bin")
     (bin_dir / "geneval").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m genEval.cli "$@"\n')
     (bin_dir / "geneval").chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    # A wrapper, not a symlink: a symlink to the venv's own symlinked interpreter loses the venv (its pyvenv.cfg is
+    # looked for beside the link), and `python` would then be the base interpreter without the project's packages.
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
     return {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
