@@ -24,6 +24,7 @@ Screenshots (1280 px) go to ``<out>/*.png``.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import shutil
@@ -140,6 +141,9 @@ def reports(out: Path, comp, seen: list) -> None:
             "comparison report 1280 px",
             measure_page(page, page_path.as_uri(), MAIN_TABLE, out / "report_comparison.png"),
         )
+        if page.locator("#every-score summary").count():  # the full table, behind its toggle
+            page.click("#every-score summary")
+            page.locator("#every-score").screenshot(path=str(out / "report_comparison_every_score.png"))
         layout_lines("run report 1280 px", measure_page(page, run_report.as_uri(), MAIN_TABLE, out / "report_run.png"))
         show("reports: requests beyond the file", outside)
 
@@ -161,6 +165,10 @@ def service(out: Path) -> None:
             "service leaderboard 1280 px",
             measure_page(page, f"{BASE}/", "#leaderboard", out / "service_leaderboard.png"),
         )
+        if page.locator("label[for=every-score]").count():  # every column, behind the toggle
+            page.click("label[for=every-score]")
+            layout_lines("service leaderboard, every score shown", page.evaluate(TABLE_LAYOUT_JS, "#leaderboard"))
+            page.screenshot(path=str(out / "service_leaderboard_every_score.png"), full_page=True)
         page.goto(f"{BASE}/jobs/{job}")
         page.screenshot(path=str(out / "service_job.png"), full_page=True)
         html = page.content()
@@ -208,7 +216,9 @@ def docs(out: Path) -> None:
         ),
     )
     first = re.search(r"<pre\b.*?</pre>", index, re.S)
-    show("docs home page: its first code block installs", bool(first and "pip install" in first[0]))
+    lines = html.unescape(re.sub(r"<[^>]+>", "", first[0])).splitlines() if first else []
+    command = next((ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")), "")
+    show("docs home page: its first code block's command", command)
 
 
 def main() -> None:
