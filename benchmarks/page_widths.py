@@ -8,12 +8,13 @@ Made from toy runs in seconds (``tests/page_toys.py``: three linear classifiers 
 3x16x16 images, budget 3, two repetitions; a service with one finished job per model), whichever ``genEval`` is
 first on ``PYTHONPATH``. Prints one line per measurement:
 
-* the terminal comparison table (``Comparison.summary()``): its widest line, in characters;
+* the terminal comparison (``Comparison.summary()``): the width of its score table and its widest line (a note),
+  in characters;
 * ``leaderboard.md``: the columns of its main table;
 * the comparison's ``report.html``, a run's ``report.html`` (a run as ``geneval`` writes it: ``grid.png``, no
   ``images/``) and the service's leaderboard, job page, run report and ``/docs``, in headless Chromium 1280 px
-  wide: the main table's columns, whether it fits its container and the window, the most lines an interval
-  breaks into; what the run report says and draws (sections that need several models, the grid, the ticks of the
+  wide: the main table's columns (shown, and in all), whether it fits its container and the window, the most lines
+  an interval breaks into, and the same with every column toggled on; what the run report says and draws (sections that need several models, the grid, the ticks of the
   step axes, which scores share an axis); what the job page shows; requests that left the page;
 * with ``--docs``: ``mkdocs build`` into ``<out>/site`` and every reference to another host that a page would
   load (stylesheets, scripts, fonts, images, ``@import``/``url()`` in CSS), which a browser offline cannot fetch.
