@@ -14,10 +14,12 @@ first on ``PYTHONPATH``. Prints one line per measurement:
 * the comparison's ``report.html``, a run's ``report.html`` (a run as ``geneval`` writes it: ``grid.png``, no
   ``images/``) and the service's leaderboard, job page, run report and ``/docs``, in headless Chromium 1280 px
   wide: the main table's columns (shown, and in all), whether it fits its container and the window, the most lines
-  an interval breaks into, and the same with every column toggled on; what the run report says and draws (sections that need several models, the grid, the ticks of the
-  step axes, which scores share an axis); what the job page shows; requests that left the page;
-* with ``--docs``: ``mkdocs build`` into ``<out>/site`` and every reference to another host that a page would
-  load (stylesheets, scripts, fonts, images, ``@import``/``url()`` in CSS), which a browser offline cannot fetch.
+  an interval breaks into, and the same with every column toggled on; what the run report says and draws
+  (sections that need several models, the grid, the ticks of the step axes, which scores share an axis); what the
+  job page shows; requests that left the page;
+* with ``--docs`` (or ``--docs-only``): ``mkdocs build`` of the measured checkout into ``<out>/site``, every
+  reference to another host that a page would load (stylesheets, scripts, fonts, images, ``@import``/``url()`` in
+  CSS; a browser offline cannot fetch them), the markers shown in code blocks and the home page's first command.
 
 Screenshots (1280 px) go to ``<out>/*.png``.
 """
@@ -196,9 +198,12 @@ LOADS = re.compile(
 
 
 def docs(out: Path) -> None:
-    site = out / "site"
+    site, checkout = out / "site", Path(genEval.__file__).resolve().parents[1]  # the docs of the checkout measured
     r = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
     )
     show("mkdocs build --strict", f"exit {r.returncode}" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
     found: dict[str, set[str]] = {}
@@ -226,12 +231,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="where pages and screenshots go (default: a temp dir)")
     ap.add_argument("--docs", action="store_true", help="also build the docs site and scan it for external loads")
+    ap.add_argument("--docs-only", action="store_true", help="only build and scan the docs site")
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="page-widths-"))
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     show("genEval measured", str(Path(genEval.__file__).parent))
+    if a.docs_only:
+        docs(out)
+        return
     seen = capture_figures()
     comp = toy_comparison(out / "comparison")
     terminal_and_markdown(comp)
