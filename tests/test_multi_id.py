@@ -111,10 +111,11 @@ def test_plane_intervals_refit_the_plane_per_draw():
 
 
 def test_probit_recovers_the_slope_of_millers_gaussian_latent_model():
-    """Miller's thesis, section 4.7 (Theorem 6): y uniform on +-1, x | y ~ N(mu y, sigma^2 I); the shift mu' = alpha mu +
-    beta Delta (Delta uniform on the sphere), sigma' = gamma sigma. Then probit(acc_D') ~ (alpha / gamma) probit(acc_D):
-    the probit slope of linear classifiers is alpha / gamma = 0.7 with the thesis's constants. Accuracies are measured
-    on sampled test sets (the projection of x on the classifier is Gaussian, so it is sampled directly)."""
+    """Miller's thesis, section 4.7 (Theorem 6): y uniform on +-1, x | y ~ N(mu y, sigma^2 I); the shift
+    mu' = alpha mu + beta Delta (Delta uniform on the sphere), sigma' = gamma sigma. Then
+    probit(acc_D') ~ (alpha / gamma) probit(acc_D): the probit slope of linear classifiers is alpha / gamma = 0.7
+    with the thesis's constants. Accuracies are measured on sampled test sets (the projection of x on the
+    classifier is Gaussian, so it is sampled directly)."""
     rng = np.random.default_rng(0)
     d, sigma, alpha, beta, gamma, n_test = 100_000, 10**-1.5, 0.7, 0.5, 1.0, 20_000
     mu = rng.standard_normal(d)

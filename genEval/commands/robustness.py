@@ -141,12 +141,13 @@ def ablation_spec(cfg: DictConfig) -> tuple[str, list[Any]] | None:
 
 
 def value_label(key: str, value: Any, index: int) -> str:
-    """A directory-safe label of one value: ``budget=10``, ``oracle=digits_zoo``, else ``<leaf>#<i>``."""
+    """A label of one value that is also a directory name: ``budget-10``, ``oracle-digits_zoo``, else
+    ``<leaf>-<i>`` (the i-th value, from 1: a list of prompt templates)."""
     leaf = key.split(".")[-1]
     text = str(value)
-    if isinstance(value, (int, float, str)) and len(text) <= 40 and all(ch.isalnum() or ch in "._-" for ch in text):
-        return f"{leaf}={text}"
-    return f"{leaf}#{index + 1}"
+    if isinstance(value, (int, float, str)) and len(text) <= 40 and all(ch.isalnum() or ch in "._+-" for ch in text):
+        return f"{leaf}-{text}"
+    return f"{leaf}-{index + 1}"
 
 
 def variants(cfg: DictConfig, key: str, values: list[Any]) -> dict[str, DictConfig]:
