@@ -236,3 +236,22 @@ def test_every_comparison_carries_per_class_differences_and_ratio_intervals(comp
     assert {"fmr_low", "fmr_high", "fmr_validated_low", "fmr_validated_high"} <= set(row)
     if row["fmr_validated"] is not None and row["fmr_validated_low"] is not None:
         assert row["fmr_validated_low"] <= row["fmr_validated"] <= row["fmr_validated_high"]
+
+
+def test_report_shows_the_new_sections_with_their_figures(comp, tmp_path):
+    from genEval.reports.report import expected_figures, render_report
+
+    c, _ = comp
+    calls = {}
+    second = ToyPool(pool=60, limit=30, seed=99)
+    with_id = attach_multi_id(c, score_id_sets(_factories(calls), {"p": second}, tmp_path), ["toypool", "p"])
+    scores = score_corruptions(_factories(calls), ToyPool(limit=24), [5, 6], tmp_path, corruptions=["contrast"])
+    both = attach_fixed_shift(with_id, scores, SETTINGS, write=False)
+    html, n = render_report(both)
+    assert expected_figures(html) == n == html.count("<img ")
+    for sid in ("multi-id", "fixed-shift", "class-differences"):
+        assert f'<section id="{sid}">' in html and f'href="#{sid}"' in html
+    assert "heatmap of per-class FMR_v differences" in html and "FMR_v against corruption accuracy" in html
+    assert "multi-ID against single-ID effective robustness" in html
+    plain, n_plain = render_report(c)
+    assert n_plain == n - 2 and "Not computed: geneval compare shift=corruptions" in plain

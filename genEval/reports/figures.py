@@ -223,7 +223,8 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
         ax.annotate(models[i].name, (sa, pa), textcoords="offset points", xytext=(5, 4), fontsize=8)
     r2 = "undefined" if er.r2 is None else f"{er.r2:.3f}"
     ax.set_title(
-        f"logit(PA) = {er.w:.2f} logit(SA) + {er.b:.2f};  R^2 (logit) = {r2},  MAE = {er.mae:.2f} pts", fontsize=9
+        f"{er.space}(PA) = {er.w:.2f} {er.space}(SA) + {er.b:.2f};  R^2 ({er.space}) = {r2},  MAE = {er.mae:.2f} pts",
+        fontsize=9,
     )
     ax.set_xlabel("SA (%)")
     ax.set_ylabel("PA (%)")

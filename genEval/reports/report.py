@@ -56,6 +56,7 @@ from genEval.reports.figures import (
     transfer_heatmap,
 )
 from genEval.reports.html import TEMPLATES
+from genEval.reports.robustness import ROBUSTNESS_SECTIONS, figure_count, robustness_context
 from genEval.scores.definitions import PER_CLASS_SCORES, SCORE
 from genEval.scores.rankings import TauDistribution
 
@@ -74,6 +75,7 @@ SECTIONS = {
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
+    **ROBUSTNESS_SECTIONS,  # issue 43 (genEval/reports/robustness.py, templates/robustness.html.j2)
 }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -402,7 +404,8 @@ def render_report(
     comp = loaded.comp
     tpath = Path(transfer) if transfer else (loaded.base / "transfer.csv" if loaded.base else None)
     figures = _figures(loaded, grid_samples, tpath)
-    n_figures = _count(figures)
+    robust = robustness_context(comp)
+    n_figures = _count(figures) + (figure_count(robust) if robust else 0)
     names = comp.models
     title = (
         "genEval comparison: " + ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
@@ -425,6 +428,7 @@ def render_report(
         table_scores=TABLE_SCORES,
         score=SCORE,
         fig=figures,
+        robust=robust,
         er_cell=er_cell,
         n_figures=n_figures,
         rank_label=score_label(comp.rank_by),
