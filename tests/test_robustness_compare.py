@@ -212,20 +212,23 @@ def _outcomes(ids, labels, final):
 
 
 def test_per_class_differences_known_answer():
-    # 40 sources, classes 0/1 alternate; both models right on every clean image (SA_v = 100), so FMR_v = PA
-    ids = [f"s{i:02d}" for i in range(40)]
-    labels = [i % 2 for i in range(40)]
-    a = _outcomes(ids, labels, [True] * 40)
-    b = _outcomes(ids, labels, [lab == 0 or i % 4 == 1 for i, lab in enumerate(labels)])  # class 1: half right
-    diffs = class_differences(["a", "b"], {"a": [a], "b": [b]}, ["zero", "one"], 2, n_boot=200)
+    # 60 sources in classes 0/1/2; both models right on every clean image (SA_v = 100), so FMR_v = PA. On class 1,
+    # b is right on half; on class 2, a is wrong on a fifth: a is better overall, driven by class 1 alone
+    ids = [f"s{i:02d}" for i in range(60)]
+    labels = [i % 3 for i in range(60)]
+    a = _outcomes(ids, labels, [lab != 2 or i % 5 != 2 for i, lab in enumerate(labels)])
+    b = _outcomes(ids, labels, [lab != 1 or i % 2 == 0 for i, lab in enumerate(labels)])
+    diffs = class_differences(["a", "b"], {"a": [a], "b": [b]}, ["zero", "one", "two"], 3, n_boot=300)
     rows = {r.name: r for r in diffs.rows}
     assert rows["zero"].value == pytest.approx(0.0) and rows["one"].value == pytest.approx(50.0)
-    assert rows["one"].low > 0 and rows["one"].drives and not rows["zero"].drives
-    assert rows["one"].weight == pytest.approx(0.5) and rows["one"].contribution == pytest.approx(25.0)
+    assert rows["two"].value == pytest.approx(-20.0) and rows["two"].high < 0  # separated, against the overall sign
+    assert rows["one"].low > 0 and rows["one"].drives and not rows["zero"].drives and not rows["two"].drives
+    assert rows["one"].weight == pytest.approx(1 / 3) and rows["one"].contribution == pytest.approx(50 / 3)
     (pair,) = diffs.pairs
-    assert pair.value == pytest.approx(25.0) and pair.drivers == ["one"]
+    assert pair.value == pytest.approx((100 + 100 + 80) / 3 - (100 + 50 + 100) / 3) and pair.drivers == ["one"]
     labels_, mat, sep = diffs.matrix()
-    assert labels_ == ["a - b"] and mat.tolist() == [[0.0, 50.0]] and sep.tolist() == [[False, True]]
+    assert labels_ == ["a - b"] and mat.tolist() == [pytest.approx([0.0, 50.0, -20.0])]
+    assert sep.tolist() == [[False, True, True]]
     assert ClassDifferences.from_dict(json.loads(json.dumps(diffs.to_dict()))) == diffs
 
 
