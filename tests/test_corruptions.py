@@ -69,3 +69,16 @@ def test_corrupted_data_keeps_the_sources_and_draws_a_severity_per_image():
         bx, by, bsid = base[i]
         assert (y, sid) == (by, bsid) and torch.equal(x, noisy[i][0]) and not torch.equal(x, bx)
     assert {noisy.severity_of(base.source_id(i)) for i in range(12)} == {1, 5}
+
+
+def test_small_images_are_corrupted_at_32_px_and_averaged_back(monkeypatch):
+    def bright_corner(x, **_):  # +64 grey levels on the top-left 32-px pixel only
+        y = x.astype(float)
+        y[0, 0] += 64
+        return y
+
+    monkeypatch.setattr(corruptions, "_package", lambda: type("P", (), {"corrupt": staticmethod(bright_corner)}))
+    img = torch.full((1, 16, 16), 0.25)
+    out = corrupt_image(img, "contrast", 1, seed=0)
+    assert out[0, 0, 0] == pytest.approx(0.25 + 16 / 255, abs=1e-6)  # one of the 2x2 pixels averaged into it
+    assert torch.allclose(out[0].flatten()[1:], img[0].flatten()[1:])
