@@ -78,7 +78,7 @@ def test_small_images_are_corrupted_at_32_px_and_averaged_back(monkeypatch):
         return y
 
     monkeypatch.setattr(corruptions, "_package", lambda: type("P", (), {"corrupt": staticmethod(bright_corner)}))
-    img = torch.full((1, 16, 16), 0.25)
+    img = torch.full((1, 16, 16), 64 / 255)
     out = corrupt_image(img, "contrast", 1, seed=0)
-    assert out[0, 0, 0] == pytest.approx(0.25 + 16 / 255, abs=1e-6)  # one of the 2x2 pixels averaged into it
+    assert out[0, 0, 0] == pytest.approx(80 / 255, abs=1e-6)  # one of its 2x2 pixels, +64, averaged into it
     assert torch.allclose(out[0].flatten()[1:], img[0].flatten()[1:])
