@@ -337,7 +337,10 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
     rank agreement between generators as tables, each generator's leaderboard, and links to each generator's own
     report (``generators/<name>/report.html``)."""
     label = score_label(ab.rank_by)
-    figure = rankings_side_by_side(ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label)
+    sub = "generators" if ab.key == "generator" else "settings"
+    figure = rankings_side_by_side(
+        ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label, ab.what
+    )
     rank_rows = [
         [
             m.model,
@@ -365,17 +368,17 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
         for g, c in ab.comparisons.items()
     }
     links = {
-        g: f"generators/{g}/report.html"
+        g: f"{sub}/{g}/report.html"
         for g in ab.generators
-        if ab.out_dir and (Path(ab.out_dir) / "generators" / g / "report.html").is_file()
+        if ab.out_dir and (Path(ab.out_dir) / sub / g / "report.html").is_file()
     }
     html = TEMPLATES.get_template("ablation.html.j2").render(
-        title="genEval generator ablation: " + ", ".join(ab.generators),
+        title=f"genEval {ab.key} ablation: " + ", ".join(ab.generators),
         csp=CSP,
         ab=ab,
         label=label,
         figure=figure,
-        rank_head=["model", *ab.generators, "rank depends on the generator"],
+        rank_head=["model", *ab.generators, f"rank depends on the {ab.key}"],
         rank_rows=rank_rows,
         agreement=agreement,
         board_head=["rank", "model", label, "FMR", "SA", "PA", "ER", "rank FMR"],
