@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from genEval.data.class_maps import SHARED_CIFAR10
 from genEval.data.imagenet import superclass_members, superclass_table
 from genEval.declared import ClassSet, Declaration, declared_by
 
@@ -125,8 +126,6 @@ class ClassSubsetClassifier(nn.Module):
 
 def _subset_classes(classes: str | Sequence[str]) -> list[str]:
     if classes == "shared_cifar10":
-        from genEval.data.class_maps import SHARED_CIFAR10
-
         return list(SHARED_CIFAR10)
     if isinstance(classes, str):
         raise ValueError(f"unknown class subset {classes!r}; give shared_cifar10 or a list of class names.")

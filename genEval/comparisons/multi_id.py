@@ -157,9 +157,8 @@ def attach_multi_id(
     )
     runs = load_runs({m: [d for d in comp.runs[m] if (Path(d) / "results.json").is_file()] for m in models})
     num_classes = int(comp.settings.num_classes)
-    _, draws, g = model_draws(
-        [[r.outcomes for r in runs[m]] for m in models], num_classes, ("sa", "pa"), *_boot(settings)
-    )
+    reps = [[r.outcomes for r in runs[m]] for m in models]
+    _, draws, g = model_draws(reps, num_classes, ("sa", "pa"), settings.n_boot, settings.seed)
     rng = np.random.default_rng([settings.seed, 43])
     extra = [_id_draws([id_scores[m][s] for m in models], len(draws), rng) for s in sets[1:]]
     sa_draws = np.stack([draws[:, :, 0], *extra], axis=2)  # (B, M, k)
@@ -173,7 +172,3 @@ def attach_multi_id(
     )
     comp = replace(comp, multi_id=fit)
     return write_comparison(comp, comp.out_dir) if write and comp.out_dir else comp
-
-
-def _boot(settings: ComparisonSettings) -> tuple[int, int]:
-    return settings.n_boot, settings.seed

@@ -29,6 +29,8 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from genEval.data.class_maps import CIFAR10_IMAGENET
+
 log = logging.getLogger(__name__)
 
 NUM_CLASSES = 1000
@@ -57,8 +59,6 @@ WNID_SETS = ("cifar10",)
 
 def _wnid_set(name: str) -> dict[str, tuple[tuple[int, int], ...]]:
     """A named set of :data:`WNID_SETS` as super-class -> one-class ranges in the 1k order."""
-    from genEval.data.class_maps import CIFAR10_IMAGENET
-
     index = {w: i for i, w in enumerate(imagenet_wnids())}
     return {
         c: tuple((index[w], index[w]) for w in sorted(ws, key=index.__getitem__)) for c, ws in CIFAR10_IMAGENET.items()
