@@ -63,15 +63,27 @@ def _file(out_dir: str | Path, model: str) -> Path:
     return Path(out_dir) / "id_sets" / f"{model}.json"
 
 
+def _parse(path: Path) -> dict[str, IDSetScores]:
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return {n: IDSetScores(n, s["data"], list(s["ids"]), np.asarray(s["correct"], bool)) for n, s in d["sets"].items()}
+
+
 def _read(path: Path, sets: Mapping[str, Any]) -> dict[str, IDSetScores] | None:
     """The saved scores when they cover exactly these sets (same names and data ids), else None."""
     if not path.is_file():
         return None
-    d = json.loads(path.read_text(encoding="utf-8"))
+    found = _parse(path)
     want = {n: str(getattr(data, "name", type(data).__name__)) for n, data in sets.items()}
-    if {n: s.get("data") for n, s in d.get("sets", {}).items()} != want:
-        return None
-    return {n: IDSetScores(n, s["data"], list(s["ids"]), np.asarray(s["correct"], bool)) for n, s in d["sets"].items()}
+    return found if {n: s.data for n, s in found.items()} == want else None
+
+
+def load_id_sets(out_dir: str | Path, models: Sequence[str]) -> dict[str, dict[str, IDSetScores]]:
+    """The ID-set scores a comparison saved (``<out_dir>/id_sets/<model>.json``), e.g. to refit the plane in other
+    axes (:func:`attach_multi_id` with other settings)."""
+    missing = [m for m in models if not _file(out_dir, m).is_file()]
+    if missing:
+        raise FileNotFoundError(f"no ID-set scores of {missing} under {Path(out_dir) / 'id_sets'}; run with id_data=.")
+    return {m: _parse(_file(out_dir, m)) for m in models}
 
 
 def score_id_sets(
