@@ -94,14 +94,23 @@ def score_id_sets(
     batch_size: int = 256,
 ) -> dict[str, dict[str, IDSetScores]]:
     """Every model's clean predictions on every set of ``id_sets`` (name -> data set), written per model to
-    ``<out_dir>/id_sets/<model>.json``; a model whose file already holds these sets is not scored again."""
+    ``<out_dir>/id_sets/<model>.json``; a model whose file already holds these sets is not scored again. Each set's
+    images are read once and held for all models (ID test sets are test-set sized; a corrupted set is corrupted
+    once)."""
+
+    batches: dict[str, list] = {}  # a set's images, read (and corrupted) once for every model
+
+    def read(set_name: str, data: Any) -> list:
+        if set_name not in batches:
+            batches[set_name] = list(image_batches(data, batch_size))
+        return batches[set_name]
 
     def score(name: str, clf: Any, device: Any) -> dict[str, IDSetScores]:
         out = {}
         for set_name, data in id_sets.items():
             check_classes(name, clf, list(data.class_names), f"ID set {set_name}")
             ids, correct = [], []
-            for x, y, sid in image_batches(data, batch_size):
+            for x, y, sid in read(set_name, data):
                 correct.append(predict_correct(clf, x, y, device))
                 ids += sid
             out[set_name] = IDSetScores(set_name, str(getattr(data, "name", set_name)), ids, np.concatenate(correct))
