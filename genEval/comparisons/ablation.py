@@ -50,9 +50,12 @@ from genEval.comparisons.repetitions import build_entry, check_model_names, repe
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 from genEval.runs.reader import RunDir, find_run_dirs
+from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
 from genEval.scores.rankings import kendall_tau, rank
+from genEval.scores.run_scores import Scoring
+from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -475,15 +478,28 @@ def compare_generators(
     oracle: Any,
     search: Any = None,
     *,
+    out_dir: str | Path,
+    repetitions: int = 1,
+    seeds: Sequence[int] | int | None = None,
+    settings: ComparisonSettings | None = None,
+    allow_self_judging: bool = False,
     run_configs: Mapping[str, Mapping[str, dict]] | None = None,
-    **kwargs: Any,
+    on_comparison: Callable[[Comparison], Any] | None = None,
+    progress: bool | None = True,
+    mask: Any = None,
+    mask_reference: str | None = None,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
+    executor: Any = None,
 ) -> GeneratorAblation:
     """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
     sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
     ``out_dir``: :func:`compare_settings` with ``key="generator"``.
 
     ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
-    after). ``run_configs``: generator -> model -> the config recorded in each run. The other keywords are those of
+    after). ``run_configs``: generator -> model -> the config recorded in each run. The other parameters are those of
     :func:`compare_settings`.
     """
     names = [str(g) for g in generators]
@@ -495,7 +511,25 @@ def compare_generators(
         str(g): dict(data=data, generator=entry, oracle=oracle, search=search, run_configs=(run_configs or {}).get(g))
         for g, entry in generators.items()
     }
-    return compare_settings("generator", classifiers, variants, **kwargs)
+    return compare_settings(
+        "generator",
+        classifiers,
+        variants,
+        out_dir=out_dir,
+        repetitions=repetitions,
+        seeds=seeds,
+        settings=settings,
+        allow_self_judging=allow_self_judging,
+        on_comparison=on_comparison,
+        progress=progress,
+        mask=mask,
+        mask_reference=mask_reference,
+        execution=execution,
+        output=output,
+        scoring=scoring,
+        reference=reference,
+        executor=executor,
+    )
 
 
 def compare_settings(
@@ -509,7 +543,14 @@ def compare_settings(
     settings: ComparisonSettings | None = None,
     allow_self_judging: bool = False,
     on_comparison: Callable[[Comparison], Any] | None = None,
-    **compare_kwargs: Any,
+    progress: bool | None = True,
+    mask: Any = None,
+    mask_reference: str | None = None,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
+    executor: Any = None,
 ) -> GeneratorAblation:
     """The comparison under every value of the setting ``key`` with the same seeds (hence the same sources per
     repetition and the same start noise), then the ablation: rank agreement between every two values and the models
@@ -520,9 +561,10 @@ def compare_settings(
     run). Each value's runs go to ``<out_dir>/generators/<label>/`` (``key="generator"``) or
     ``<out_dir>/settings/<label>/``, recorded with the key and the value. ``settings``: how every value's runs are
     aggregated (:class:`ComparisonSettings`). ``on_comparison``: called with each value's finished comparison (e.g. to
-    write its report). Any other keyword (``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``,
-    ``scoring``, ``reference``, ``executor``) goes to ``compare`` as it is. Models that are part of an oracle are
-    refused before any run unless ``allow_self_judging``.
+    write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``, ``scoring``,
+    ``reference`` and ``executor`` (where the evaluations run, :mod:`genEval.comparisons.executors`) go to
+    ``compare`` as they are. Models that are part of an oracle are refused before any run unless
+    ``allow_self_judging``.
     """
     settings = ComparisonSettings.coerce(settings)
     names = [str(v) for v in variants]
@@ -537,11 +579,7 @@ def compare_settings(
             check_not_judging(classifiers, v["oracle"], allow_self_judging, build_entry)
             checked.append(id(v["oracle"]))
     sub = "generators" if key == "generator" else "settings"
-    record = (
-        {"generators": names}
-        if key == "generator"
-        else {"ablation_key": key, "ablation_values": names, "generators": names}
-    )
+    record = {"generators": names} if key == "generator" else {"ablation_key": key, "ablation_values": names}
     comps: dict[str, Comparison] = {}
     for name, v in variants.items():
         log.info("%s ablation: %s (%d of %d)", key, name, len(comps) + 1, len(names))
@@ -557,8 +595,15 @@ def compare_settings(
             settings=settings,
             allow_self_judging=True,  # checked above
             run_configs=v.get("run_configs"),
-            record={**record, "generator": name, **({"ablation_value": name} if key != "generator" else {})},
-            **compare_kwargs,
+            record={**record, **({"generator": name} if key == "generator" else {"ablation_value": name})},
+            progress=progress,
+            mask=mask,
+            mask_reference=mask_reference,
+            execution=execution,
+            output=output,
+            scoring=scoring,
+            reference=reference,
+            executor=executor,
         )
         if on_comparison is not None:
             on_comparison(comps[name])
