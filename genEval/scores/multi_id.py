@@ -119,7 +119,10 @@ class MultiIDFit:
         t, q = self.space, self.multi
         if q.weights is None:
             return "no plane"
-        terms = " + ".join(f"{w:.3f} {t}(SA[{name}])" for w, name in zip(q.weights, self.id_sets))
+        terms = "".join(
+            f"{'' if i == 0 else (' + ' if w >= 0 else ' - ')}{w if i == 0 else abs(w):.3f} {t}(SA[{name}])"
+            for i, (w, name) in enumerate(zip(q.weights, self.id_sets))
+        )
         return f"{t}(PA) = {terms} {'+' if q.b >= 0 else '-'} {abs(q.b):.3f}"
 
     def notes_text(self) -> list[str]:
