@@ -33,7 +33,7 @@ COMMON = ["search.budget=5", "data.limit=100", "seed=0"]
 RUNS = {
     "digits": ["id_data=[digits,digits_noisy]", "er.scale=probit", "shift=corruptions", "repetitions=2", *COMMON],
     "cifar": ["data=cifar10_jpg", "shift=corruptions", "repetitions=1", *COMMON],
-    "budget": ["ablate={search.budget:[5,20]}", "repetitions=2", "data.limit=100", "seed=0"],
+    "budget": ["ablate={search.budget:[5,20]}", "repetitions=1", "data.limit=100", "seed=0"],
 }
 
 
