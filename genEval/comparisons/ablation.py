@@ -306,7 +306,15 @@ def _check_same_models(runs: Mapping[str, Mapping[str, list[RunDir]]]) -> list[s
 
 
 def _agreement(
-    a: str, b: str, pa: np.ndarray, pb: np.ndarray, da: np.ndarray, db: np.ndarray, n_sources: int, level: float
+    a: str,
+    b: str,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    da: np.ndarray,
+    db: np.ndarray,
+    n_sources: int,
+    level: float,
+    what: str = "generator",
 ) -> RankAgreement:
     """Kendall tau between point values ``pa``/``pb`` (M,) and its distribution over draws ``da``/``db`` (B, M)."""
     ok = np.isfinite(pa) & np.isfinite(pb)
@@ -333,7 +341,7 @@ def _agreement(
         lo,
         hi,
         n_defined=len(taus),
-        method=f"bootstrap({n_boot}) over {n_sources} source images shared by every generator",
+        method=f"bootstrap({n_boot}) over {n_sources} source images shared by every {what}",
         reason="" if taus else "tau is undefined in every resample",
         **common,
     )
@@ -373,7 +381,10 @@ def build_ablation(
         point[g] = np.array([np.nan if (v := _value(comp, m, rank_by)) is None else v for m in models], dtype=float)
         boot[g] = rank_draws(rank_by, keys, draws[:, i * m_count : (i + 1) * m_count], er)
     agreement = [
-        _agreement(a, b, point[a], point[b], boot[a], boot[b], n_sources, level) for a, b in combinations(gens, 2)
+        _agreement(
+            a, b, point[a], point[b], boot[a], boot[b], n_sources, level, "generator" if key == "generator" else "value"
+        )
+        for a, b in combinations(gens, 2)
     ]
     changed = _rank_changes(boot, gens) if n_sources >= MIN_BOOTSTRAP_SOURCES and len(draws) else None
     per_model = []
