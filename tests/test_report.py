@@ -66,8 +66,11 @@ def comparison_dir(tmp_path_factory):
 
 
 def expected_count(comp, with_images: bool, transfer: bool = False) -> int:
-    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model)."""
+    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model), and the
+    sections of issue 43: the per-class difference heatmap (two or more models), multi-ID ER, the fixed shift."""
     n = 4 + (comp.effective_robustness.w is not None) + transfer
+    n += bool(comp.class_differences and comp.class_differences.pairs) + (comp.multi_id is not None)
+    n += comp.fixed_shift is not None
     return n + (len(comp.models) if with_images else 0)
 
 
@@ -199,7 +202,9 @@ def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
         r"\[21\.52, 78\.48\]</span>",
         per_class,
     )
-    assert n == expected_figures(text) == text.count("<img ") == 5  # with the ER scatter; no images were saved
+    assert (
+        n == expected_figures(text) == text.count("<img ") == 6
+    )  # with the ER scatter and the per-class difference heatmap; no images
 
 
 def test_text_from_the_runs_is_escaped(tmp_path):

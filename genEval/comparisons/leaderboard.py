@@ -18,9 +18,12 @@ from typing import Any
 
 from genEval.comparisons.settled import Settled
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
+from genEval.scores.class_differences import ClassDifferences
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE
 from genEval.scores.effective_robustness import ERFit
+from genEval.scores.fixed_shift import FixedShift
 from genEval.scores.intervals import Estimate, format_estimate
+from genEval.scores.multi_id import MultiIDFit
 from genEval.scores.rankings import Difference, TauDistribution
 
 COMPARISON_SCHEMA = 2
@@ -259,6 +262,9 @@ class Settings:
 
 #: Comparison's fields that are objects of their own in comparison.json (read back by their own from_dict).
 _NESTED = ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free", "settled")
+#: Optional parts added by issue 43, each an object of its own with to_dict / from_dict / notes_text /
+#: markdown_lines: multi-ID ER, the fixed-shift column, per-class differences.
+_EXTRAS: dict[str, type] = {"multi_id": MultiIDFit, "fixed_shift": FixedShift, "class_differences": ClassDifferences}
 
 
 @dataclass(frozen=True)
@@ -283,6 +289,13 @@ class Comparison:
     out_dir: str | None = None
     label_free: LabelFree | None = None
     settled: Settled | None = None
+    multi_id: MultiIDFit | None = None
+    fixed_shift: FixedShift | None = None
+    class_differences: ClassDifferences | None = None
+
+    def extras(self) -> list[Any]:
+        """The optional parts present (multi-ID ER, fixed shift, per-class differences), in that order."""
+        return [getattr(self, k) for k in _EXTRAS if getattr(self, k) is not None]
 
     @property
     def models(self) -> list[str]:
@@ -323,6 +336,7 @@ class Comparison:
             "out_dir": self.out_dir,
             "label_free": None if self.label_free is None else asdict(self.label_free),
             "settled": None if self.settled is None else self.settled.to_dict(),
+            **{k: None if getattr(self, k) is None else getattr(self, k).to_dict() for k in _EXTRAS},
         }
 
     @classmethod
@@ -335,9 +349,10 @@ class Comparison:
             settings=Settings(**_fields(Settings, d["settings"])),
             label_free=LabelFree(**d["label_free"]) if d.get("label_free") else None,
             settled=Settled.from_dict(d["settled"]) if d.get("settled") else None,
+            **{k: t.from_dict(d[k]) for k, t in _EXTRAS.items() if d.get(k)},
             **_fields(
                 cls,
-                {k: v for k, v in d.items() if k not in _NESTED},
+                {k: v for k, v in d.items() if k not in _NESTED and k not in _EXTRAS},
             ),
         )
 
@@ -402,18 +417,21 @@ class Comparison:
                 f"style mask {m.get('id')} fitted once with reference model {m.get('reference')} on "
                 f"{m.get('fit_samples')} samples (scored by no model) and used for every model"
             )
+        out += [n for extra in self.extras() for n in extra.notes_text()]
         return out + [f"WARNING: {w}" for w in self.warnings]
 
     def _er_note(self) -> str:
         er = self.effective_robustness
         if er.w is None:
             return f"effective robustness: {er.reason or 'not computed'}"
-        base = [m for m, b in zip(self.models, er.baselines) if b]
+        base = [m for m, b in zip(self.models, er.fitted_on) if b]
+        t = er.space
         return (
-            f"effective robustness fit ({er.space} space, {er.n_baselines} baselines: {', '.join(base)}): "
-            f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
+            f"effective robustness fit ({t} space, {er.n_baselines} baselines: {', '.join(base)}): "
+            f"{t}(PA) = {er.w:.3f} {t}(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
             f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
             + (f"ER reported with {er.interval or 'no interval'}" if er.trusted else er.reason)
+            + "".join(f"; {n}" for n in er.notes)
         )
 
     def summary(self) -> str:
@@ -544,6 +562,7 @@ class Comparison:
                     f"{'yes' if d.excludes_zero else 'no'} |"
                 )
             lines.append("")
+        lines += [line for extra in self.extras() for line in extra.markdown_lines()]
         return "\n".join(lines)
 
     def csv(self) -> str:

@@ -247,7 +247,8 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
         ax.annotate(models[i].name, (sa, pa), textcoords="offset points", xytext=(5, 4), fontsize=8)
     r2 = "undefined" if er.r2 is None else f"{er.r2:.3f}"
     ax.set_title(
-        f"logit(PA) = {er.w:.2f} logit(SA) + {er.b:.2f};  R^2 (logit) = {r2},  MAE = {er.mae:.2f} pts", fontsize=9
+        f"{er.space}(PA) = {er.w:.2f} {er.space}(SA) + {er.b:.2f};  R^2 ({er.space}) = {r2},  MAE = {er.mae:.2f} pts",
+        fontsize=9,
     )
     ax.set_xlabel("SA (%)")
     ax.set_ylabel("PA (%)")
@@ -257,7 +258,7 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
 
 
 def rankings_side_by_side(
-    generators: list[str], models: list[str], ranks: list[dict[str, int | None]], label: str
+    generators: list[str], models: list[str], ranks: list[dict[str, int | None]], label: str, what: str = "generator"
 ) -> PNG:
     """The paper's Table 3 as a picture: one column per generator, each model's rank (by ``label``) under it,
     joined across generators (rank 1 at the top; a crossing line is a model whose rank depends on the generator)."""
@@ -279,8 +280,8 @@ def rankings_side_by_side(
     ax.set_yticks(np.arange(1, n + 1))
     ax.set_ylabel(f"rank by {label}")
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(f"rank by {label} under each generator (solid: the rank depends on the generator)", fontsize=9)
-    return _png(fig, f"ranks by {label} under each generator, one line per model")
+    ax.set_title(f"rank by {label} under each {what} (solid: the rank depends on the {what})", fontsize=9)
+    return _png(fig, f"ranks by {label} under each {what}, one line per model")
 
 
 def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, marks: dict[tuple[int, int], str]) -> PNG:

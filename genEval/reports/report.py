@@ -65,6 +65,7 @@ from genEval.reports.figures import (
     transfer_heatmap,
 )
 from genEval.reports.html import TEMPLATES
+from genEval.reports.robustness import ROBUSTNESS_SECTIONS, figure_count, robustness_context
 from genEval.scores.definitions import PER_CLASS_SCORES, SCORE
 from genEval.scores.rankings import TauDistribution
 
@@ -83,6 +84,7 @@ SECTIONS = {
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
+    **ROBUSTNESS_SECTIONS,  # issue 43 (genEval/reports/robustness.py, templates/robustness.html.j2)
 }
 #: What a single run's report leaves out: sections about several models (its one-row leaderboard becomes a table of
 #: its scores in "scores").
@@ -396,7 +398,10 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
     rank agreement between generators as tables, each generator's leaderboard, and links to each generator's own
     report (``generators/<name>/report.html``)."""
     label = score_label(ab.rank_by)
-    figure = rankings_side_by_side(ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label)
+    sub = "generators" if ab.key == "generator" else "settings"
+    figure = rankings_side_by_side(
+        ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label, ab.what
+    )
     rank_rows = [
         [
             m.model,
@@ -424,17 +429,17 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
         for g, c in ab.comparisons.items()
     }
     links = {
-        g: f"generators/{g}/report.html"
+        g: f"{sub}/{g}/report.html"
         for g in ab.generators
-        if ab.out_dir and (Path(ab.out_dir) / "generators" / g / "report.html").is_file()
+        if ab.out_dir and (Path(ab.out_dir) / sub / g / "report.html").is_file()
     }
     html = TEMPLATES.get_template("ablation.html.j2").render(
-        title="genEval generator ablation: " + ", ".join(ab.generators),
+        title=f"genEval {ab.key} ablation: " + ", ".join(ab.generators),
         csp=CSP,
         ab=ab,
         label=label,
         figure=figure,
-        rank_head=["model", *ab.generators, "rank depends on the generator"],
+        rank_head=["model", *ab.generators, f"rank depends on the {ab.key}"],
         rank_rows=rank_rows,
         agreement=agreement,
         board_head=["rank", "model", label, "FMR", "SA", "PA", "ER", "rank FMR"],
@@ -463,7 +468,8 @@ def render_report(
     comp = loaded.comp
     tpath = Path(transfer) if transfer else (loaded.base / "transfer.csv" if loaded.base else None)
     figures = _figures(loaded, grid_samples, tpath)
-    n_figures = _count(figures)
+    robust = robustness_context(comp)
+    n_figures = _count(figures) + (figure_count(robust) if robust else 0)
     names = comp.models
     title = (
         "genEval comparison: " + ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
@@ -492,6 +498,7 @@ def render_report(
         has_er=any(r.er is not None for r in comp.leaderboard),
         score=SCORE,
         fig=figures,
+        robust=robust,
         er_cell=er_cell,
         n_figures=n_figures,
         rank_label=score_label(comp.rank_by),
