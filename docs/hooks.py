@@ -1,6 +1,7 @@
 """The tables of the docs that the code writes: the plug-in hooks (``genEval.interfaces.HOOKS``), the service's
-routes (its FastAPI app's ``openapi()``) and the config groups with their options (``conf/<group>/*.yaml``, each
-described by the first sentence of its comment).
+routes (its FastAPI app's ``openapi()``), the config groups with their options (``conf/<group>/*.yaml``, each
+described by the first sentence of its comment) and the layer map (every module by layer and folder, with the first
+sentence of its docstring).
 
 A page holds each table between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``, committed, so it reads
 the same on GitHub as on the site. ``python docs/hooks.py --write`` rewrites them from the code; as an MkDocs hook
@@ -86,7 +87,56 @@ def groups_table() -> str:
     return "\n".join(rows)
 
 
-TABLES: dict[str, Callable[[], str]] = {"hooks": hooks_table, "routes": routes_table, "groups": groups_table}
+def _test_constant(name: str) -> object:
+    """The literal ``name`` of tests/test_layers.py (read, not imported: the docs do not run the tests)."""
+    import ast
+
+    tree = ast.parse((ROOT / "tests" / "test_layers.py").read_text())
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise KeyError(f"tests/test_layers.py defines no literal {name}")
+
+
+def _module_line(path: Path, limit: int = 140) -> str:
+    """The first sentence of a module's docstring (what it is for), at most ``limit`` characters."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    sentence = SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".:;, ")
+    return sentence if len(sentence) <= limit else sentence[: limit - 3].rsplit(" ", 1)[0] + " ..."
+
+
+def layers_table() -> str:
+    """The layer map: every module of the house, top-down, by layer and folder (the library's folders in the order
+    of the layer test's ``LIBRARY``, the foundation from its ``FOUNDATION``), each with its docstring's first
+    sentence. Generated, so it names every module and cannot drift from the folders."""
+    pkg = ROOT / "genEval"
+    library = [str(f) for f in _test_constant("LIBRARY")]  # type: ignore[union-attr]
+    foundation = sorted(str(m).split(".")[-1] for m in _test_constant("FOUNDATION"))  # type: ignore[union-attr]
+    places = [("commands", "genEval", [pkg / "cli.py"]), ("commands", "genEval/commands", None)]
+    places += [("library", f"genEval/{f}", None) for f in library]
+    places += [("backends", d, None) for d in ("generators", "oracles", "genEval/classifiers", "genEval/data")]
+    places += [("foundation", "genEval", [pkg / f"{m}.py" for m in foundation])]
+    placed = {"cli", *foundation}
+    top = [p for p in sorted(pkg.glob("*.py")) if p.stem not in placed]  # the package itself and old import paths
+    places.insert(2, ("library", "genEval", top))
+    rows = ["| layer | folder | module | what it is for |", "|---|---|---|---|"]
+    for layer, folder, files in places:
+        for path in files or sorted((ROOT / folder).rglob("*.py")):
+            module = path.relative_to(ROOT / folder).as_posix()
+            rows.append(f"| {layer} | `{folder}/` | `{module}` | {_cell(_module_line(path))} |")
+    return "\n".join(rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "hooks": hooks_table,
+    "routes": routes_table,
+    "groups": groups_table,
+    "layers": layers_table,
+}
 
 
 def regenerated(text: str) -> str:

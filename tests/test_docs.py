@@ -235,8 +235,8 @@ FOREIGN = re.compile(r"STYLE\.md|METHOD\.md|digest\.md|\.\./seeds|\.\./shared/do
 
 
 def test_no_docstring_cites_a_file_the_project_lacks():
-    code = [*ROOT.glob("genEval/**/*.py"), *ROOT.glob("generators/*.py"), *ROOT.glob("oracles/*.py")]
-    code += [*ROOT.glob("genEval/conf/**/*.yaml"), *ROOT.glob("benchmarks/*.py")]
+    code = [*ROOT.glob("genEval/**/*.py"), *ROOT.glob("generators/*.py"), *ROOT.glob("oracles/**/*.py")]
+    code += [*ROOT.glob("genEval/conf/**/*.yaml"), *ROOT.glob("benchmarks/**/*.py")]
     bad = [
         f"{p.relative_to(ROOT)}:{n}"
         for p in code
@@ -246,3 +246,23 @@ def test_no_docstring_cites_a_file_the_project_lacks():
     assert not bad, "cite the project's own docs (docs/method.md, docs/architecture.md, ...): " + ", ".join(bad)
     cited = {m for p in code for m in re.findall(r"docs/[a-z-]+\.md", p.read_text())}
     assert cited and all((ROOT / c).is_file() for c in cited), sorted(c for c in cited if not (ROOT / c).is_file())
+
+
+def test_the_layer_map_names_every_module_top_down():
+    """docs/architecture.md's map: every module of genEval/, generators/ and oracles/ once, the library's folders in
+    the layer test's order, each row with its docstring's first sentence."""
+    hooks = _hooks_module()
+    rows = [r.split(" | ") for r in hooks.layers_table().splitlines()[2:]]
+    named = [f"{folder.strip('`').rstrip('/')}/{module.strip('`')}" for _, folder, module, _ in rows]
+    code = sorted(p.relative_to(ROOT).as_posix() for pkg in ("genEval", "generators", "oracles")
+                  for p in (ROOT / pkg).rglob("*.py"))  # fmt: skip
+    assert sorted(named) == code and len(named) == len(set(named))
+    import test_layers
+
+    folders = [
+        f for _, f, _, _ in rows if f.startswith("`genEval/") and f.strip("`/").split("/")[-1] in test_layers.LIBRARY
+    ]
+    order = list(dict.fromkeys(f.strip("`/").split("/")[-1] for f in folders))
+    assert order == list(test_layers.LIBRARY)
+    snapshot = {m.strip("`"): what for _, f, m, what in rows if f == "`genEval/snapshots/`"}
+    assert snapshot["manifest.py"].startswith("A snapshot's format (paper App. O)")

@@ -376,7 +376,7 @@ def test_clip_checkpoint_file_weights_are_keyed_by_content(tiny_clip_name, monke
     b = tmp_path / "b.bin"
     shutil.copy(a, b)
     first = CLIPOracle(model_name=tiny_clip_name, pretrained=str(a))
-    assert first._weights_id() == f"file-sha256:{sha256_file(a)}"
+    assert first.disk_cache.weights_id() == f"file-sha256:{sha256_file(a)}"
     first.prepare(CLASSES)
     copy = CLIPOracle(model_name=tiny_clip_name, pretrained=str(b))
     calls = _count_encodes(monkeypatch, copy)
@@ -386,8 +386,8 @@ def test_clip_checkpoint_file_weights_are_keyed_by_content(tiny_clip_name, monke
 
 def test_clip_prompt_encoding_logs_progress_with_an_eta(tiny_clip_name, monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path))
-    monkeypatch.setattr("oracles.clip._PROGRESS_EVERY", 0.0)
-    monkeypatch.setattr("oracles.clip._TEXT_CHUNK", 7)  # one class (7 templates) per text-encoder call
+    monkeypatch.setattr("oracles.clip.prompts._PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr("oracles.clip.prompts._TEXT_CHUNK", 7)  # one class (7 templates) per text-encoder call
     o = make_clip(tiny_clip_name, templates="simple")
     with caplog.at_level("INFO", logger="oracles.clip"):
         o.prepare(CLASSES)
@@ -546,7 +546,8 @@ def test_clip_offline_tag_fails_at_once_naming_the_local_file_option(monkeypatch
         CLIPOracle(model_name="ViT-B-32", pretrained="openai", cache_dir=str(tmp_path))
     assert isinstance(err.value, FileNotFoundError)  # a user error: `geneval` prints it without a traceback
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: "https://huggingface.co is unreachable (x)")
+    unreachable = "https://huggingface.co is unreachable (x)"
+    monkeypatch.setattr("oracles.clip.loading.hub_problem", lambda url=None: unreachable)
     with pytest.raises(WeightsUnavailable, match=r"huggingface.co is unreachable \(x\)\. Download the checkpoint"):
         CLIPOracle(model_name="ViT-B-32", pretrained="openai", cache_dir=str(tmp_path))
 
@@ -560,7 +561,7 @@ def test_clip_download_failure_with_a_reachable_hub_is_a_user_error(monkeypatch)
     def refused(*args, **kwargs):
         raise ConnectionError("403 gated repository")
 
-    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: None)
+    monkeypatch.setattr("oracles.clip.loading.hub_problem", lambda url=None: None)
     monkeypatch.setattr(open_clip, "download_pretrained", refused)
     with pytest.raises(
         WeightsUnavailable, match=r"(?s)cannot download.*ConnectionError: 403 gated.*oracle.pretrained="
@@ -603,7 +604,7 @@ def test_clip_official_tag_uses_quick_gelu(monkeypatch, tiny_clip_name):
 
     seen = {}
     tiny = open_clip.create_model(tiny_clip_name)
-    monkeypatch.setattr("oracles.clip.hub_problem", lambda url=None: None)  # the hub answers
+    monkeypatch.setattr("oracles.clip.loading.hub_problem", lambda url=None: None)  # the hub answers
 
     def fake_create(name, pretrained=None, **kwargs):
         seen.update(name=name, pretrained=pretrained, **kwargs)

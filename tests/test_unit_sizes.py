@@ -15,7 +15,6 @@ LIMITS = {"module": 600, "class": 300, "function": 100}
 ALLOWED = {
     "class genEval/comparisons/leaderboard.py:Comparison": 318,
     "class genEval/search/perturb.py:SearchRows": 333,
-    "class oracles/clip.py:CLIPOracle": 383,
     "function genEval/comparisons/fixed_shift.py:attach_fixed_shift": 105,
     "function genEval/masks/fit.py:fit_style_mask": 109,
     "function generators/diffusers_vae.py:DiffusersVAEGenerator.__init__": 119,
