@@ -63,8 +63,8 @@ def test_the_cli_checks_a_torchscript_model_file_in_a_child_process_too(looping)
 
 
 def test_a_check_past_its_memory_limit_is_stopped_naming_it():
-    with pytest.raises(LimitExceeded, match=r"memory limit of 512 MiB .*\(setting check_memory_mb\)") as stopped:
-        run_isolated("builtins:bytearray", 4 << 30, limits=Limits(60, 512))
+    with pytest.raises(LimitExceeded, match=r"memory limit of 1536 MiB .*\(setting check_memory_mb\)") as stopped:
+        run_isolated("builtins:bytearray", 4 << 30, limits=Limits(60, 1536))
     assert stopped.value.limit == "memory"
 
 

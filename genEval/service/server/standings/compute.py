@@ -230,7 +230,9 @@ class StandingsBuilder:
         t0 = time.perf_counter()
         rule = self.rule(job.benchmark, job.benchmark_version)
         root = job.root_id
-        others = [r for r in self.db.standings.rows(job.benchmark, job.benchmark_version) if r.job_id != root]
+        stored = self.db.standings.rows(job.benchmark, job.benchmark_version)
+        others = [r for r in stored if r.job_id != root]
+        gone = any(r.job_id == root and (r.settled or {}).get("withdrawn") for r in stored)  # stays withdrawn
         dirs = self.model_dirs(job)
         me = self._load(root, job.name, dirs)
         compared = {r.job_id: r.repetitions for r in others}
@@ -272,7 +274,8 @@ class StandingsBuilder:
             interval_note=comp.settings.interval_note,
             settled=None
             if rule is None
-            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)},
+            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)}
+            | ({"withdrawn": True} if gone else {}),
         )
         log.info(
             "standings of %s (%s): compared with %d models in %.1fs",

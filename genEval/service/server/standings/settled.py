@@ -45,10 +45,17 @@ class Ranked(Protocol):
     settled: dict | None
 
 
+def withdrawn(row: Ranked) -> bool:
+    """Whether the row's model was withdrawn by its submitter (its submission cancelled): it keeps its row, marked
+    withdrawn, but leaves the settled order, so it is neither ranked, nor tied, nor given more rounds."""
+    return bool((row.settled or {}).get("withdrawn"))
+
+
 def settled_order(rows: Sequence[Ranked]) -> list[Ranked]:
-    """The ranked rows (scores read, a pooled value stored) by the pooled ranking score, highest first; an undefined
-    one last; ties by job id (the worker that judges neighbours and the leaderboard use this one order)."""
-    ranked = [r for r in rows if r.scores is not None and r.settled is not None]
+    """The ranked rows (scores read, a pooled value stored, not :func:`withdrawn`) by the pooled ranking score, highest
+    first; an undefined one last; ties by job id (the worker that judges neighbours and the leaderboard use this one
+    order)."""
+    ranked = [r for r in rows if r.scores is not None and r.settled is not None and not withdrawn(r)]
     return sorted(ranked, key=lambda r: (r.settled["pooled"] is None, -(r.settled["pooled"] or 0.0), r.job_id))
 
 
