@@ -36,7 +36,15 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from genEval.sandbox import Limits, run_isolated
+from genEval.checkpoints import (
+    TORCH_EXPORT,
+    TORCH_SAVE,
+    TORCHSCRIPT,
+    error_reason,
+    model_archive_kind,
+    probe_model_file,
+)
+from genEval.sandbox import Limits, readable, run_isolated
 
 #: Ops refused by name, with what they do.
 DENIED_OPS = {
@@ -262,8 +270,6 @@ def scan_exported(path: str | Path) -> None:
 def refuse_unsafe_ops(path: str | Path, kind: str) -> None:
     """Refuse a ``torchscript`` or ``torch.export`` model file that asks for files, processes or the network, before
     it is loaded (see the module docstring); other kinds hold no code."""
-    from genEval.checkpoints import TORCH_EXPORT, TORCHSCRIPT
-
     if kind == TORCHSCRIPT:
         scan_torchscript(path)
     elif kind == TORCH_EXPORT:
@@ -278,13 +284,13 @@ def probe(path: str, kind: str | None = None) -> dict:
 
     import torch
 
-    from genEval.checkpoints import TORCHSCRIPT, error_reason, model_archive_kind, probe_model_file
-
     if kind is None:
         try:
             kind = model_archive_kind(path)
         except ValueError as err:
             return {"kind": None, "refused": str(err)}
+        if kind in (TORCH_SAVE, None):
+            return {"kind": kind}
     refuse_unsafe_ops(path, kind)
     if kind != TORCHSCRIPT:
         return probe_model_file(path, kind)
@@ -312,7 +318,9 @@ def check_model_file(
     ``limits`` default 60 s and 4 GiB; ``isolation`` and ``hidden`` as there). Raises
     :class:`genEval.sandbox.LimitExceeded` or :class:`genEval.sandbox.CheckFailed` (ValueErrors) with the reason; an
     :class:`UnsafeModel` comes back as a CheckFailed of kind ``UnsafeModel``."""
-    return run_isolated(
-        "genEval.model_ops:probe", str(path), kind, limits=limits or Limits(), what=what, isolation=isolation,
-        read_only=(str(path),), hidden=hidden,
-    )  # fmt: skip
+    with readable(path) as seen:
+        answer = run_isolated(
+            "genEval.model_ops:probe", str(seen), kind, limits=limits or Limits(), what=what, isolation=isolation,
+            read_only=(str(seen),), hidden=hidden,
+        )  # fmt: skip
+    return answer

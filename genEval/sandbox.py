@@ -53,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -346,6 +346,21 @@ def isolates(isolation: str) -> bool:
     if problem is not None and isolation == "bwrap":
         raise IsolationUnavailable(f"isolation=bwrap, but {problem}.")
     return problem is None
+
+
+@contextlib.contextmanager
+def readable(path: str | Path) -> Iterator[Path]:
+    """``path``, or where this process runs as root and the file is not readable by others (the sandbox's uid 65534
+    could not open it), a private copy it can read, removed after."""
+    p = Path(path)
+    if os.geteuid() != 0 or not p.is_file() or p.stat().st_mode & 0o004:
+        yield p
+        return
+    with tempfile.TemporaryDirectory(prefix="geneval-check-") as tmp:
+        copy = Path(tmp) / p.name
+        shutil.copyfile(p, copy)
+        os.chmod(copy, 0o644)
+        yield copy
 
 
 def give_to_sandbox(path: str | Path) -> None:

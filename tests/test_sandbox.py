@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from genEval.checkpoints import MAX_SAFETENSORS_HEADER, MAX_SAFETENSORS_TENSORS, load_checkpoint
+from genEval.checkpoints import check_model_file as plain_check
 from genEval.classifiers import torchscript_classifier
 from genEval.sandbox import CheckFailed, LimitExceeded, Limits, run_isolated
-from genEval.service.models import UploadRefused, UploadTooCostly, sniff_upload
+from genEval.service.models import UploadRefused, UploadUnsafe, sniff_upload
 
 
 class Looping(torch.nn.Module):
@@ -50,16 +51,22 @@ def looping(tmp_path_factory):
     return path
 
 
-def test_a_looping_torchscript_upload_is_refused_at_its_time_limit(looping):
+def test_a_looping_torchscript_upload_is_refused_before_it_loads_and_a_loading_that_hangs_at_its_time_limit(looping):
+    """Issue 41: the looping archive's ``__setstate__`` is refused before anything loads it (nothing of it runs, in no
+    time); a loading that hangs all the same (here the plain probe, without the op checks) still stops at the time
+    limit, naming it (issue 37)."""
     t0 = time.monotonic()
-    with pytest.raises(UploadTooCostly, match=r"time limit of 3 s .*\(setting check_timeout_s\)") as refused:
-        sniff_upload(looping, Limits(timeout_s=3))
+    with pytest.raises(UploadUnsafe, match=r"defines __torch__\.\S*Looping\.__setstate__") as refused:
+        sniff_upload(looping, Limits(timeout_s=30))
     assert refused.value.status == 422 and time.monotonic() - t0 < 30
+    with pytest.raises(LimitExceeded, match=r"time limit of 3 s .*\(setting check_timeout_s\)"):
+        plain_check(looping, None, Limits(timeout_s=3))
 
 
 def test_the_cli_checks_a_torchscript_model_file_in_a_child_process_too(looping):
-    with pytest.raises(LimitExceeded, match=r"model file 'looping.pt'.*time limit of 3 s.*classifier.check_timeout_s"):
-        torchscript_classifier(looping, num_classes=10, check_timeout_s=3)
+    with pytest.raises(CheckFailed, match=r"model file 'looping.pt'|__setstate__") as refused:
+        torchscript_classifier(looping, num_classes=10, check_timeout_s=60)
+    assert refused.value.kind == "UnsafeModel"
 
 
 def test_a_check_past_its_memory_limit_is_stopped_naming_it():

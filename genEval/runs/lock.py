@@ -38,8 +38,8 @@ Taking a lock is atomic, so two processes never both own one:
 A takeover re-judges the lock once it holds the marker (a lock renewed meanwhile is left alone). Releasing removes
 the lock only while ``run.lock`` is still this process's file; a heartbeat that finds another file there marks the
 lock :attr:`RunLock.lost` (this process was stalled past its lease and someone took over), and the run writer stops
-writing. A lock written by a genEval from before (a ``heartbeat`` it rewrote) is still judged by that field. Clocks of hosts sharing a directory should be NTP-synced (the lease is minutes; the skew
-should be seconds).
+writing. A lock written by a genEval from before (a ``heartbeat`` it rewrote) is still judged by that field. Clocks
+of hosts sharing a directory should be NTP-synced (the lease is minutes; the skew should be seconds).
 
 The lease is ``GENEVAL_LOCK_LEASE_S`` seconds (default :data:`DEFAULT_LEASE_S`); :func:`configure` sets the lease,
 the wait and the host name this process uses (a service worker uses its own lease and ``host``).

@@ -25,9 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from genEval.comparisons.settings import StopRule
 from genEval.comparisons.settled import tied_ranks
 from genEval.runs.reader import RunDir
+from genEval.scores.outcomes import Outcomes
 from genEval.scores.sequential import PairVerdict, pair_units, settle_pair
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
@@ -103,8 +106,14 @@ def judge(
     rule: StopRule,
 ) -> PairVerdict:
     """The verdict on ``upper`` minus ``lower`` ((name, runs in round order) each) by ``score`` on their first
-    ``rounds`` rounds: round ``r`` of both is one look of paired units (they saw the same sources)."""
-    units = [pair_units(upper[1][r].outcomes, lower[1][r].outcomes) for r in range(rounds)]
+    ``rounds`` rounds: round ``r`` of both is one look of paired units, the sources both of them have (a source only
+    one of the two saw is left out of the pair: issue 41)."""
+
+    def shared(a: Outcomes, b: Outcomes) -> tuple[Outcomes, Outcomes]:
+        both = np.intersect1d(a.ids.astype(str), b.ids.astype(str))
+        return a.subset(np.isin(a.ids.astype(str), both)), b.subset(np.isin(b.ids.astype(str), both))
+
+    units = [pair_units(*shared(upper[1][r].outcomes, lower[1][r].outcomes)) for r in range(rounds)]
     return settle_pair(upper[0], lower[0], units, score, num_classes, rule.test())
 
 
