@@ -199,7 +199,7 @@ def import_roots(hidden: Sequence[str] = ()) -> list[str]:
 def _interpreter_dirs() -> list[str]:
     """The interpreter's installation (a virtual environment and the Python it was made from)."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    dirs.add(str(Path(os.path.realpath(PYTHON)).parents[1]))
+    dirs |= {str(Path(os.path.abspath(PYTHON)).parents[1]), str(Path(os.path.realpath(PYTHON)).parents[1])}
     return sorted(d for d in dirs if d and d != "/" and os.path.isdir(d))
 
 

@@ -5,6 +5,7 @@ bomb, a check that fills the memory or reaches for the network. Each is stopped 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import time
@@ -130,3 +131,160 @@ def test_a_safetensors_header_larger_than_the_limit_is_not_even_read(tmp_path, m
     monkeypatch.setattr(json, "loads", lambda *a, **k: pytest.fail("the oversized header was parsed"))
     with pytest.raises(UploadRefused, match=f"header of {size} bytes; the limit is {MAX_SAFETENSORS_HEADER} bytes"):
         sniff_upload(big)
+
+
+# ------------------------------------------------------------------------------------------------- issue 41
+def _needs_sandbox() -> None:
+    from genEval.sandbox import isolation_problem
+
+    if (problem := isolation_problem()) is not None:
+        pytest.skip(f"no sandbox here: {problem}")
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A file of the service's that no upload may read."""
+    (tmp_path / "home").mkdir()
+    path = tmp_path / "home" / "secret.txt"
+    path.write_text("db-password=hunter2-0123456789\n")
+    return path
+
+
+def test_a_model_file_that_reads_a_file_is_refused_naming_the_op_before_it_loads(tmp_path, secret):
+    """Issue 41 (E1): a TorchScript ``__setstate__`` calling ``torch.from_file`` mapped any file the server could read
+    and the upload was accepted. Now it is refused before it loads, naming the op: as an upload and in the CLI."""
+    from sandbox_support import ReadsAFile, ReadsInForward, script
+
+    reads = script(ReadsAFile(str(secret)), tmp_path / "reads_a_file.pt")
+    with pytest.raises(UploadRefused, match=r"calls aten::from_file \(in __torch__\S*\), which maps a file") as no:
+        sniff_upload(reads, Limits(timeout_s=60))
+    assert no.value.status == 422 and "hunter2" not in str(no.value)
+    in_forward = script(ReadsInForward(str(secret)), tmp_path / "reads_in_forward.pt")
+    with pytest.raises(CheckFailed, match="aten::from_file") as cli:
+        torchscript_classifier(in_forward, num_classes=10, check_timeout_s=60)
+    assert cli.value.kind == "UnsafeModel"
+
+
+def test_the_sandbox_shows_a_check_no_file_but_the_one_it_checks(tmp_path, secret):
+    """Issue 41 (E1), the sandbox alone (the plain probe, no op checks): the archive's ``torch.from_file`` finds no
+    such file, and a check cannot list the service's folder."""
+    from sandbox_support import ReadsAFile, script
+
+    _needs_sandbox()
+    reads = script(ReadsAFile(str(secret)), tmp_path / "reads_a_file.pt")
+    with pytest.raises(CheckFailed, match="is not a loadable TorchScript archive"):
+        plain_check(reads, None, Limits(timeout_s=60))  # its from_file failed: the file is not there
+    for target in ("os:listdir", "builtins:open"):
+        with pytest.raises(CheckFailed) as refused:
+            run_isolated(target, str(secret.parent if target == "os:listdir" else secret), limits=Limits(timeout_s=60))
+        assert refused.value.kind == "FileNotFoundError", target
+
+
+def test_a_pth_file_can_be_neither_dropped_into_site_packages_nor_run_by_a_check(tmp_path, monkeypatch):
+    """Issue 41 (E2), in a throwaway virtual environment: an archive whose ``__setstate__`` writes a ``.pth`` file into
+    the interpreter's site-packages (``torch.from_file(shared=True)``) wrote it, and Python ran it in every later
+    interpreter, the check's own before its limits. Now the interpreter is read-only in the sandbox, and a check
+    starts with ``python -I -S``: a ``.pth`` already there does not run."""
+    import subprocess
+    import sys
+
+    from sandbox_support import WritesAFile, script
+
+    from genEval import sandbox
+
+    _needs_sandbox()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    marker = tmp_path / "ran.txt"
+    payload = f"import os; open({str(marker)!r}, 'w').write('pwned')\n"
+    monkeypatch.setattr(sandbox, "PYTHON", str(venv / "bin" / "python"))
+    drops = script(WritesAFile(str(site / "evil.pth"), payload.encode()), tmp_path / "drops.pt")
+    with pytest.raises(CheckFailed, match="is not a loadable TorchScript archive"):
+        plain_check(drops, None, Limits(timeout_s=60))  # the plain probe: its from_file ran, and could not write
+    assert not (site / "evil.pth").exists()
+    (site / "evil.pth").write_text(payload)  # one there already (dropped by other means)
+    assert run_isolated("json:loads", "[1]", limits=Limits(timeout_s=60)) == [1]
+    assert not marker.exists()
+    subprocess.run([str(venv / "bin" / "python"), "-c", "pass"], check=True)
+    assert marker.exists()  # (what a plain interpreter of that environment does with it)
+
+
+def test_a_torch_export_program_whose_guard_is_code_is_refused_before_it_loads(tmp_path):
+    """Found while fixing issue 41: torch compiles a torch.export program's ``guards_code`` into the module
+    ``.module()`` returns and runs it on every call: Python from the archive. Only arithmetic on sizes passes."""
+    from sandbox_support import export_with_guard
+
+    marker = tmp_path / "ran.txt"
+    evil = export_with_guard(tmp_path / "guarded.pt2", f"__import__('os').system('touch {marker}') == 0")
+    with pytest.raises(UploadRefused, match="holds a guard using the attribute system"):
+        sniff_upload(evil, Limits(timeout_s=60))
+    with pytest.raises(CheckFailed, match="guard"):
+        torchscript_classifier(evil, num_classes=10, check_timeout_s=60)
+    assert not marker.exists()
+    fine = export_with_guard(tmp_path / "fine.pt2", "L['x'].size()[0] >= 2")
+    assert sniff_upload(fine, Limits(timeout_s=60)) == "torch.export"
+
+
+@pytest.mark.parametrize(
+    "text, guard, refused",
+    [
+        ("Symbol('s77', positive=True, integer=True)", False, None),
+        ("2*s77 + Max(1, FloorDiv(s0, 4))", False, None),
+        ("L['x'].size()[0] >= 2 and not math.isnan(L['x'].size()[1])", True, None),
+        ("__import__('os')", False, "the name __import__"),
+        ("open(chr(47) + chr(101))", False, "the name open"),
+        ("Symbol('s0').__class__", False, "the attribute __class__"),
+        ("(lambda: 1)()", False, "Lambda"),
+        ("torch.load('x')", True, "the attribute load"),
+        ("L['x'].__class__", True, "the attribute __class__"),
+        ("Symbol('a b; import os')", False, "a string"),
+    ],
+)
+def test_only_arithmetic_on_sizes_passes_as_an_export_expression(text, guard, refused):
+    from genEval.model_ops import UnsafeModel, check_expression
+
+    if refused is None:
+        check_expression(text, guard)
+    else:
+        with pytest.raises(UnsafeModel, match=re.escape(refused)):
+            check_expression(text, guard)
+
+
+def test_the_ops_refused_are_those_that_reach_files_processes_or_the_network():
+    from genEval.model_ops import refuse_loaded_ops, why_denied
+
+    assert why_denied("aten::from_file").startswith("maps a file")
+    assert why_denied("aten::save") == "writes a file" and why_denied("aten::from_file.out") is not None
+    assert why_denied("c10d::send") == "communicates with other processes"
+    assert why_denied("debugprims::load_tensor") == "reads a file"
+    assert all(why_denied(op) is None for op in ("aten::conv2d", "aten::linear", "prim::GetAttr", "aten::relu"))
+
+    class Saves(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            torch.save(x, "/tmp/x.pt")
+            return x
+
+    with pytest.raises(ValueError, match=r"calls aten::save \(in forward\), which writes a file"):
+        refuse_loaded_ops(torch.jit.script(Saves()))
+    refuse_loaded_ops(torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())))
+
+
+def test_a_load_that_runs_out_of_memory_names_check_memory_mb(tmp_path, monkeypatch):
+    """Issue 41 (E3): a memory refusal read "not a loadable TorchScript archive" (torch's allocator error, wrapped)
+    rather than naming the limit. The probe now passes it on as the memory error it is."""
+    from genEval import model_ops
+    from genEval.sandbox import _answer
+
+    path = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(path))
+
+    def fails(*_a, **_k):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried "
+                           "to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)")  # fmt: skip
+
+    monkeypatch.setattr(torch.jit, "load", fails)
+    with pytest.raises(MemoryError):
+        model_ops.probe(str(path))
+    with pytest.raises(LimitExceeded, match=r"memory limit of 2048 MiB and was stopped \(setting check_memory_mb\)"):
+        _answer(b'{"limit": "memory"}\n', False, 0, "", Limits(60, 2048), "the upload's check")
