@@ -381,11 +381,13 @@ def launch(
     limits: Limits,
     view: View | None,
     env: dict[str, str | None] | None = None,
+    track: bool = True,
     **popen: Any,
 ) -> subprocess.Popen:
     """Start ``entry`` (``"module:function"``, called with the list ``args``) in a fresh ``python -I -S`` behind the
-    launcher (prlimit; bubblewrap when ``view`` is given), in a process group of its own, and track it for
-    :func:`stop_all`. ``popen``: ``stdout``, ``stderr``, ``pass_fds``..."""
+    launcher (prlimit; bubblewrap when ``view`` is given), in a process group of its own, tracked for
+    :func:`stop_all` unless ``track`` is False (an evaluation, which its worker stops and hands back itself).
+    ``popen``: ``stdout``, ``stderr``, ``pass_fds``..."""
     if _STOPPING.is_set():
         raise CheckStopped("no child is started: the process is shutting down.")
     hidden = view.hidden if view is not None else ()
@@ -394,8 +396,9 @@ def launch(
     proc = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, env=child_env(view is not None, env), start_new_session=True, **popen
     )
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
+    if track:
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
     return proc
 
 

@@ -18,7 +18,7 @@ from genEval.checkpoints import MAX_SAFETENSORS_HEADER, MAX_SAFETENSORS_TENSORS,
 from genEval.checkpoints import check_model_file as plain_check
 from genEval.classifiers import torchscript_classifier
 from genEval.sandbox import CheckFailed, LimitExceeded, Limits, run_isolated
-from genEval.service.models import UploadRefused, UploadUnsafe, sniff_upload
+from genEval.service.models import UploadRefused, sniff_upload
 
 
 class Looping(torch.nn.Module):
@@ -56,6 +56,8 @@ def test_a_looping_torchscript_upload_is_refused_before_it_loads_and_a_loading_t
     """Issue 41: the looping archive's ``__setstate__`` is refused before anything loads it (nothing of it runs, in no
     time); a loading that hangs all the same (here the plain probe, without the op checks) still stops at the time
     limit, naming it (issue 37)."""
+    from genEval.service.models import UploadUnsafe
+
     t0 = time.monotonic()
     with pytest.raises(UploadUnsafe, match=r"defines __torch__\.\S*Looping\.__setstate__") as refused:
         sniff_upload(looping, Limits(timeout_s=30))

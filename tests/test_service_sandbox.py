@@ -21,7 +21,6 @@ from sandbox_support import ReadsAFile, hanging_runner, script, slow_exit_runner
 from service_support import free_port, slow_runner
 
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.sandbox import isolation_problem
 from genEval.service.refusals import TooMany
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
@@ -67,6 +66,8 @@ def _wait(predicate, timeout: float, what: str):
 
 
 def _needs_sandbox() -> None:
+    from genEval.sandbox import isolation_problem
+
     problem = isolation_problem()
     if problem is not None:
         pytest.skip(f"no sandbox here: {problem}")

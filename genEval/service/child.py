@@ -132,8 +132,12 @@ class JobChild:
         try:
             self.proc = launch(
                 "genEval.service.child:main", [str(task_r), str(out_w), "0" if self.isolated else str(os.getpid())],
-                limits=limits, view=view, env=env, pass_fds=(task_r, out_w),
+                limits=limits, view=view, env=env, pass_fds=(task_r, out_w), track=False,
             )  # fmt: skip
+        except BaseException:
+            os.close(self._task)
+            os.close(self._out)
+            raise
         finally:
             os.close(task_r)
             os.close(out_w)

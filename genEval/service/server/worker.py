@@ -47,6 +47,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from genEval.runs.stopping import Interrupted, stop_on_signals
-from genEval.sandbox import Limits, isolates, isolation_problem
+from genEval.sandbox import CheckStopped, Limits, isolates, isolation_problem
 from genEval.service.child import JobChild, evaluation_env, evaluation_view
 from genEval.service.errors import public_reason
 from genEval.service.records import WORKER_RETENTION_S, JobInfo, new_id
@@ -278,10 +279,14 @@ class Worker:
         memory = (self.job_memory_mb, "job_memory_mb")
         limits = Limits(self.max_job_s or 1e9, memory[0], "max_job_s", memory[1], cpu=False, file_bytes=None)
         view = evaluation_view(job, self.home, self.device) if self.isolated else None
-        child = JobChild(
-            self.runner, job, self.home, self.lock_settings(), limits=limits, view=view,
-            env=evaluation_env(self.device, self.isolated),
-        )  # fmt: skip
+        try:
+            child = JobChild(
+                self.runner, job, self.home, self.lock_settings(), limits=limits, view=view,
+                env=evaluation_env(self.device, self.isolated),
+            )  # fmt: skip
+        except CheckStopped:  # the process is shutting down: the job goes back, its attempt uncounted
+            self._release(job)
+            return
         try:
             self._follow(job, child)
         except Stopped:
@@ -376,7 +381,7 @@ class Worker:
                 break
             try:
                 child.proc.wait(min(self.heartbeat_s, max(0.01, deadline - time.monotonic())))
-            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: still exiting
+            except subprocess.TimeoutExpired:  # still exiting: keep the job ours meanwhile
                 if not self._beat(job, progress):
                     child.kill()
                     return False
