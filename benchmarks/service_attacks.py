@@ -551,8 +551,9 @@ class _Queue:
 
     def state(self, job: str) -> dict:
         read = ("import sys, json; from genEval.service.server.database import Database; "
-                "j = Database(sys.argv[1]).jobs.get(sys.argv[2]); "
-                "print(json.dumps({'status': j.status, 'attempts': j.attempts, 'error': j.error}))")  # fmt: skip
+                "j = Database(sys.argv[1]).jobs.get(sys.argv[2]); ran = j.finished_at and j.started_at and "
+                "round(j.finished_at - j.started_at, 1); print(json.dumps({'status': j.status, 'attempts': "
+                "j.attempts, 'ran_s': ran, 'error': j.error}))")  # fmt: skip
         done = subprocess.run([sys.executable, "-c", read, self.url, job], env=self.env, capture_output=True,
                               text=True)  # fmt: skip
         return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {"error": done.stderr}
@@ -589,29 +590,33 @@ def _wait_for(predicate, timeout: float, every: float = 0.5):
 
 def attack_hang(code: Path, work: Path) -> dict:
     """E4: a model whose forward never returns (scripted, holding the GIL), in a worker (lease 10 s, heartbeat 1 s,
-    max_job_s=20 where the code knows it): the job's status at 45 s; then a second one cancelled 3 s into its forward:
-    how long until its child is gone, and the worker's RSS."""
+    max_job_s=20 where the code knows it): the job's status after 60 s and how long it ran; then, in a worker without
+    a time limit (stop_timeout_s=30), one cancelled 3 s into its forward: how long until its child is gone."""
+    out: dict = {}
     q = _Queue(code)
     try:
-        first, second = q.submit("hangs"), q.submit("cancelled")
-        proc = q.worker("hanging_runner", lease_s=10, heartbeat_s=1, max_job_s=20, cancel_grace_s=3, stop_timeout_s=30)
-        t0 = time.monotonic()
-        ended = _wait_for(lambda: q.state(first)["status"] in ("failed", "done"), 45)
-        out = {"hanging_job": {**q.state(first), "after_s": round(time.monotonic() - t0, 1), "ended": bool(ended)}}
-        if not ended:  # a worker that never lets go of it: cancel the first so the second runs
-            q.cancel(first)
-        started = q.home / f"started-{second}"
-        pid = _wait_for(lambda: started.is_file() and int(started.read_text() or 0), 120, 0.2)
+        job = q.submit("hangs")
+        proc = q.worker("hanging_runner", lease_s=10, heartbeat_s=1, max_job_s=20, cancel_grace_s=3)
+        ended = _wait_for(lambda: q.state(job)["status"] in ("failed", "done"), 60)
+        out["hanging_job"] = {**q.state(job), "ended_within_60s": bool(ended)}
+        out["worker_rss"] = rss_mb(proc.pid) if proc.poll() is None else "exited"
+    finally:
+        q.close()
+    q = _Queue(code)
+    try:
+        job = q.submit("cancelled")
+        q.worker("hanging_runner", lease_s=10, heartbeat_s=1, cancel_grace_s=3, stop_timeout_s=30)
+        started = q.home / f"started-{job}"
+        pid = _wait_for(lambda: started.is_file() and int(started.read_text() or 0), 180, 0.2)
         time.sleep(3)
-        q.cancel(second)
+        q.cancel(job)
         t0 = time.monotonic()
         gone = _wait_for(lambda: not Path(f"/proc/{pid}").exists(), 90, 0.1) if pid else None
         out["cancel"] = {"child_gone_after_s": round(time.monotonic() - t0, 1) if gone else ">= 90",
-                         "status": q.state(second)["status"]}  # fmt: skip
-        out["worker_rss"] = rss_mb(proc.pid) if proc.poll() is None else "exited"
-        return out
+                         "status": q.state(job)["status"]}  # fmt: skip
     finally:
         q.close()
+    return out
 
 
 def attack_lost(code: Path, work: Path) -> dict:
@@ -700,15 +705,29 @@ def attack_quota_db(code: Path, work: Path) -> dict:
     return out
 
 
+def _big_module():
+    import torch
+
+    class Big(torch.nn.Module):
+        """A plain model holding 400 MB of float32 (its file is that large, its loading takes that much)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("blob", torch.ones(100 * 1024 * 1024))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.blob[:1]
+
+    return Big()
+
+
 def attack_memory(code: Path, work: Path) -> dict:
     """E3: a TorchScript archive holding a 400 MB buffer, checked with check_memory_mb=1100 (importing torch takes
     ~800 MiB of it): does the refusal name the setting? Two such uploads of one token at once: is the second checked?"""
     import torch
 
-    big = torch.jit.script(torch.nn.Linear(2, 2))
-    big.register_buffer("blob", torch.ones(100 * 1024 * 1024))  # 400 MB of float32
     path = work / "big.pt"
-    torch.jit.save(big, str(path))
+    torch.jit.save(torch.jit.script(_big_module()), str(path))
     server = Server(code, "workers=0", "check_memory_mb=1100", "check_timeout_s=120")
     out: dict = {"file_mb": round(path.stat().st_size / 2**20)}
     try:
