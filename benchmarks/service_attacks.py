@@ -609,11 +609,23 @@ def attack_hang(code: Path, work: Path) -> dict:
         started = q.home / f"started-{job}"
         pid = _wait_for(lambda: started.is_file() and int(started.read_text() or 0), 180, 0.2)
         time.sleep(3)
-        q.cancel(job)
+        watch = {}
+
+        def watcher() -> None:  # the child's end, seen every 0.05 s while the cancel is being sent
+            _wait_for(lambda: not Path(f"/proc/{pid}").exists(), 120, 0.05)
+            watch["gone"] = time.monotonic()
+
+        thread = threading.Thread(target=watcher, daemon=True)
+        thread.start()
         t0 = time.monotonic()
-        gone = _wait_for(lambda: not Path(f"/proc/{pid}").exists(), 90, 0.1) if pid else None
-        out["cancel"] = {"child_gone_after_s": round(time.monotonic() - t0, 1) if gone else ">= 90",
-                         "status": q.state(job)["status"]}  # fmt: skip
+        q.cancel(job)  # a subprocess: the cancel is stored just before it returns
+        sent = time.monotonic()
+        thread.join(120)
+        out["cancel"] = {
+            "cancel_call_s": round(sent - t0, 1),
+            "child_gone_after_cancel_call_began_s": round(watch["gone"] - t0, 1) if "gone" in watch else ">= 120",
+            "status": q.state(job)["status"],
+        }
     finally:
         q.close()
     return out
@@ -723,7 +735,8 @@ def _big_module():
 
 def attack_memory(code: Path, work: Path) -> dict:
     """E3: a TorchScript archive holding a 400 MB buffer, checked with check_memory_mb=1100 (importing torch takes
-    ~800 MiB of it): does the refusal name the setting? Two such uploads of one token at once: is the second checked?"""
+    ~800 MiB of it): does the refusal name the setting? Two small uploads of one token at once: is the second checked
+    while the first is?"""
     import torch
 
     path = work / "big.pt"
@@ -733,8 +746,10 @@ def attack_memory(code: Path, work: Path) -> dict:
     try:
         token = server.token()
         out["upload"] = _upload(server, token, path, 180)
-        boxes: list[dict] = [{}, {}]
-        threads = [threading.Thread(target=lambda b=b: b.update(_upload(server, token, path, 180))) for b in boxes]
+        small = work / "small.pt"
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(small))
+        boxes: list[dict] = [{}, {}]  # a check takes seconds (the child imports torch): the second arrives during it
+        threads = [threading.Thread(target=lambda b=b: b.update(_upload(server, token, small, 180))) for b in boxes]
         for t in threads:
             t.start()
             time.sleep(0.5)
@@ -814,7 +829,9 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
     ap.add_argument("--out", type=Path, help="write the results as JSON here too")
     args = ap.parse_args()
+    out = args.out.resolve() if args.out else None
     work = Path(tempfile.mkdtemp(prefix="geneval-attacks-"))
+    os.chdir(work)  # a `python -c` child imports from its working folder first: never this checkout's genEval
     results = {}
     for name in args.only.split(","):
         t0 = time.perf_counter()
@@ -824,8 +841,8 @@ def main() -> None:
             results[name] = {"error": f"{type(err).__name__}: {err}"[:2000], "where": traceback.format_exc()[-1500:]}
         results[name]["attack_s"] = round(time.perf_counter() - t0, 1)
         print(f"== {name}\n{json.dumps(results[name], indent=1)}", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":
