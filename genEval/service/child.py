@@ -14,9 +14,10 @@ first use fails, naming the file).
 The two ends talk over two pipes. The worker sends the task (its runner, the job, the home and the run lock's
 settings) pickled: the worker trusts what it sends, the child what it receives. The child answers in JSON lines
 (``{"kind": "total" | "rep", "value": n}`` as it goes, then ``{"kind": "done", "result": {...}}`` or ``{"kind":
-"error", ...}``): the worker never unpickles anything the child, which runs the model, could have written. Closing
-the task pipe (or writing to it) asks the child to stop: it raises SIGTERM in itself, so it keeps the samples it
-finished and releases its run's lock (:mod:`genEval.runs.stopping`); the worker kills it after a grace.
+"error", ...}``): the worker never unpickles anything the child, which runs the model, could have written. A byte
+on the task pipe asks the child to stop: it raises SIGTERM in itself, so it keeps the samples it finished and
+releases its run's lock (:mod:`genEval.runs.stopping`); the worker kills it after a grace. The pipe closing
+without one means the worker died: the child ends at once, as with its death signal.
 """
 
 from __future__ import annotations
@@ -225,12 +226,19 @@ def _read_task(fd: int) -> tuple:
 
 
 def _stop_when_asked(fd: int) -> None:
-    """SIGTERM this process when the worker writes to, or closes, the task pipe (or dies)."""
+    """SIGTERM this process when the worker writes to the task pipe (:meth:`JobChild.stop`); end it at once when the
+    pipe closes without a word (the worker died: the child dies with it, as its death signal would have it, and its
+    run's lock is left to expire, never released by a process that no longer holds a job)."""
 
     def watch() -> None:
-        with contextlib.suppress(OSError):
-            os.read(fd, 1)
-        os.kill(os.getpid(), signal.SIGTERM)
+        try:
+            asked = os.read(fd, 1)
+        except OSError:
+            asked = b""
+        if asked:
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            os._exit(1)
 
     threading.Thread(target=watch, name="geneval-stop-watch", daemon=True).start()
 
