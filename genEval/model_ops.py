@@ -44,7 +44,7 @@ from genEval.checkpoints import (
     model_archive_kind,
     probe_model_file,
 )
-from genEval.sandbox import Limits, readable, run_isolated
+from genEval.sandbox import Limits, out_of_memory, readable, run_isolated
 
 #: Ops refused by name, with what they do.
 DENIED_OPS = {
@@ -299,7 +299,7 @@ def probe(path: str, kind: str | None = None) -> dict:
         try:
             module = torch.jit.load(path, map_location="cpu")
         except Exception as err:  # torch raises RuntimeError and friends with the reason
-            if "allocate memory" in str(err).lower():
+            if out_of_memory(err):
                 raise MemoryError(str(err)) from None  # the sandbox names the memory limit and its setting
             raise ValueError(f"'{path}' is not a loadable TorchScript archive ({error_reason(err, 200)}).") from None
     refuse_loaded_ops(module)

@@ -84,7 +84,14 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 _CLONE_NEWUSER, _CLONE_NEWNET, _PR_SET_PDEATHSIG = 0x10000000, 0x40000000, 1
-_OUT_OF_MEMORY = ("can't allocate memory", "cannot allocate memory", "std::bad_alloc", "out of memory")
+#: How torch's allocator, the C++ runtime and Python say the memory ran out.
+_OUT_OF_MEMORY = (
+    "can't allocate memory",
+    "cannot allocate memory",
+    "not enough memory",
+    "std::bad_alloc",
+    "out of memory",
+)
 
 
 @dataclass(frozen=True)
@@ -555,7 +562,8 @@ def limit(memory_mb: int | None, cpu_s: float | None, file_bytes: int | None = L
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _out_of_memory(err: BaseException) -> bool:
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says the memory ran out (a MemoryError, or torch's allocator's words for it)."""
     return isinstance(err, MemoryError) or any(m in str(err).lower() for m in _OUT_OF_MEMORY)
 
 
@@ -570,7 +578,7 @@ def _child(argv: list[str]) -> None:
     try:
         answer = {"ok": getattr(importlib.import_module(module), name)(*args)}
     except BaseException as err:  # noqa: BLE001 - everything the checked file makes the code raise is the answer
-        if _out_of_memory(err):
+        if out_of_memory(err):
             answer = {"limit": "memory"}
         else:
             answer = {"error": type(err).__name__, "message": str(err)[:2000]}
