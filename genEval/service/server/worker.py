@@ -315,13 +315,13 @@ class Worker:
             for msg in child.messages(max(0.0, min(next_beat - time.monotonic(), 0.5))):
                 progress.moves += 1
                 outcome = outcome or self._final(msg, progress)
+            if child.oversized:
+                return self._stopped(job, child, "the evaluation sent a message larger than the worker reads")
             if outcome is None and child.exited():
                 outcome = next((o for m in child.messages(0.0) if (o := self._final(m, progress))), None)
                 outcome = outcome or ("died",)
             if outcome is not None:
                 break
-            if child.oversized:
-                return self._stopped(job, child, "the evaluation sent a message larger than the worker reads")
             if self._stop.is_set():
                 child.stop(self.stop_timeout_s)
                 self._release(job)
@@ -354,7 +354,10 @@ class Worker:
             self._release(job)  # stopped, not failed: the next worker resumes it
             log.warning("worker %s: job %s was stopped and put back in the queue", self.id, job.id)
             return
-        self._record(job, outcome, child.returncode, progress)
+        code = child.returncode
+        if child.isolated and code is not None and code > 128:  # bubblewrap's status for a child killed by a signal
+            code = 128 - code
+        self._record(job, outcome, code, progress)
 
     @staticmethod
     def _final(msg: dict, progress: Progress) -> tuple | None:
