@@ -167,9 +167,31 @@ def stop_all() -> int:
     return len(procs)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``; an isolated child runs in a session and pid namespace of its own,
+    out of its launcher's process group). Empty where there is no ``/proc``."""
+    parents: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    with open(f"/proc/{entry}/stat", "rb") as fh:
+                        parents.setdefault(int(fh.read().rsplit(b")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
 def kill(proc: subprocess.Popen) -> None:
-    """SIGKILL a child started by :func:`launch` and everything it started (it leads its own process group; an
-    isolated child dies with its bubblewrap parent)."""
+    """SIGKILL a child started by :func:`launch` and everything it started: its process group, and every process
+    below it (an isolated child leads a session of its own inside bubblewrap; a SIGKILL from outside its pid
+    namespace reaches it even as that namespace's pid 1)."""
+    for pid in _descendants(proc.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -435,22 +457,30 @@ def run_isolated(
     isolated = isolates(isolation)
     view = View(tuple(map(str, read_only)), hidden=tuple(map(str, hidden))) if isolated else None
     read, write = os.pipe()
+    held, life = os.pipe()  # the child's lifeline: this process holds its write end until the check has ended
     argv = [str(write), "0" if isolated else str(os.getpid()), target, json.dumps(list(args))]
     argv += [str(float(limits.timeout_s)), str(limits.memory_mb or 0), "1" if shutil.which("prlimit") else "0"]
+    argv.append(str(held))
     extra = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     with tempfile.TemporaryFile() as out:
         try:
             proc = launch(
                 "genEval.sandbox:_child", argv, limits=limits, view=view, env=extra, stdout=out, stderr=out,
-                pass_fds=(write,),
+                pass_fds=(write, held),
             )  # fmt: skip
+        except BaseException:
+            os.close(life)
+            os.close(read)
+            raise
         finally:
             os.close(write)
+            os.close(held)
         try:
             answer, timed_out = _collect(proc, read, float(limits.timeout_s))
         finally:
             forget(proc)
             os.close(read)
+            os.close(life)
         out.seek(max(0, out.seek(0, os.SEEK_END) - 2000))
         tail = out.read().decode("utf-8", "replace")
     return _answer(answer, timed_out, proc.returncode, tail, limits, what)
@@ -511,16 +541,27 @@ def _answer(raw: bytes, timed_out: bool, code: int | None, tail: str, limits: Li
 
 
 # ------------------------------------------------------------------------------------------------- the child
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, lifeline: int | None = None) -> None:
     """End this process when its parent does (Linux ``PR_SET_PDEATHSIG``; elsewhere a thread watching for
     re-parenting), so that a killed parent leaves no orphan behind. ``parent_pid`` 0: an isolated child, whose
-    parent is outside its pid namespace (bubblewrap's ``--die-with-parent`` does this for it)."""
-    if parent_pid <= 0:
-        return
+    parent (bubblewrap) is outside its pid namespace: the death signal is armed here again (``setpriv`` changing the
+    uid cleared bubblewrap's), and ``lifeline``, the read end of a pipe only the process that started it holds, ends
+    this one when it reads end-of-file (that process died, whatever happened to bubblewrap)."""
+    if lifeline is not None:
+
+        def hold() -> None:
+            with contextlib.suppress(OSError):
+                while os.read(lifeline, 1):
+                    pass
+            os._exit(1)
+
+        threading.Thread(target=hold, name="geneval-lifeline", daemon=True).start()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
+        if parent_pid <= 0:
+            return
 
         def watch() -> None:
             while os.getppid() == parent_pid:
@@ -528,7 +569,7 @@ def die_with_parent(parent_pid: int) -> None:
             os._exit(1)
 
         threading.Thread(target=watch, daemon=True).start()
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+    if parent_pid > 0 and os.getppid() != parent_pid:  # the parent died before the death signal was armed
         os._exit(1)
 
 
@@ -570,7 +611,7 @@ def out_of_memory(err: BaseException) -> bool:
 def _child(argv: list[str]) -> None:
     fd, parent, target, args = int(argv[0]), int(argv[1]), argv[2], json.loads(argv[3])
     timeout_s, memory_mb, launched = float(argv[4]), int(argv[5]), argv[6] == "1"
-    die_with_parent(parent)
+    die_with_parent(parent, int(argv[7]))
     if not launched:  # no prlimit on this platform: set the limits here, before the checked code runs
         limit(memory_mb, timeout_s)
     no_network()

@@ -5,6 +5,7 @@ bomb, a check that fills the memory or reaches for the network. Each is stopped 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import struct
@@ -290,3 +291,50 @@ def test_a_load_that_runs_out_of_memory_names_check_memory_mb(tmp_path, monkeypa
         model_ops.probe(str(path))
     with pytest.raises(LimitExceeded, match=r"memory limit of 2048 MiB and was stopped \(setting check_memory_mb\)"):
         _answer(b'{"limit": "memory"}\n', False, 0, "", Limits(60, 2048), "the upload's check")
+
+
+def _running(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmdline = fh.read()
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    zombie = fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+            except OSError:
+                continue
+            if marker.encode() in cmdline and not zombie and int(entry) != os.getpid():
+                out.append(int(entry))
+    return out
+
+
+def test_an_isolated_check_ends_at_its_time_limit_and_with_the_process_that_started_it():
+    """An isolated child leads a session and a pid namespace of its own, and ``setpriv`` clears the death signal
+    bubblewrap set: killing bubblewrap alone left it running. It is killed itself at the time limit, and it dies when
+    the process that started it does (its death signal re-armed, and its lifeline pipe)."""
+    import subprocess
+    import sys
+
+    _needs_sandbox()
+    marker = "[277.123456]"
+    with pytest.raises(LimitExceeded):
+        run_isolated("time:sleep", 277.123456, limits=Limits(timeout_s=15))
+    time.sleep(1)
+    assert _running(marker) == []
+    code = (
+        "from genEval.sandbox import run_isolated, Limits; run_isolated('time:sleep', 277.123456, limits=Limits(600))"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not _running(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _running(marker), "the check never started"
+    time.sleep(2)
+    os.kill(parent.pid, 9)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _running(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _running(marker) == []

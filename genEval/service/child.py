@@ -246,7 +246,7 @@ def _stop_when_asked(fd: int) -> None:
 def main(argv: list[str]) -> None:
     """The child: read the task, run the runner (``runner(job, home, report)``), answer in JSON lines."""
     task_fd, out_fd, parent = int(argv[0]), int(argv[1]), int(argv[2])
-    die_with_parent(parent)
+    die_with_parent(parent)  # (its lifeline is the task pipe: _stop_when_asked)
     no_network()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     out = os.fdopen(out_fd, "wb", buffering=0)
