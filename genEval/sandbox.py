@@ -14,7 +14,8 @@ evaluation) is therefore:
   service's home, its database, other jobs' files, ``/etc`` or ``/root``). It runs as ``nobody`` (uid 65534, no
   capabilities: as root, bubblewrap builds the sandbox and util-linux ``setpriv`` drops to the real uid 65534; as
   another user, a user namespace maps it), in new pid, ipc, uts and network namespaces (no interface but a
-  loopback), in a session of its own, and dies with its parent (``--die-with-parent``). bubblewrap is the well-kept
+  loopback), in a session of its own, and dies with its parent (``--die-with-parent``, its death signal armed again
+  after ``setpriv``, which clears it, and a lifeline pipe); :func:`kill` kills it itself, not only bubblewrap. bubblewrap is the well-kept
   tool for exactly this (Flatpak's sandbox; a few hundred lines of C, no daemon, no privileges needed), where
   Landlock needs a recent kernel and covers only the filesystem, and a seccomp filter alone none of it.
 * **started clean**: ``python -I -S`` (no ``PYTHON*`` variables, no user site, no ``site`` module, so no ``.pth``
