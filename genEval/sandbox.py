@@ -15,9 +15,10 @@ evaluation) is therefore:
   capabilities: as root, bubblewrap builds the sandbox and util-linux ``setpriv`` drops to the real uid 65534; as
   another user, a user namespace maps it), in new pid, ipc, uts and network namespaces (no interface but a
   loopback), in a session of its own, and dies with its parent (``--die-with-parent``, its death signal armed again
-  after ``setpriv``, which clears it, and a lifeline pipe); :func:`kill` kills it itself, not only bubblewrap. bubblewrap is the well-kept
-  tool for exactly this (Flatpak's sandbox; a few hundred lines of C, no daemon, no privileges needed), where
-  Landlock needs a recent kernel and covers only the filesystem, and a seccomp filter alone none of it.
+  after ``setpriv``, which clears it, and a lifeline pipe); :func:`kill` kills it itself, not only bubblewrap.
+  bubblewrap is the well-kept tool for exactly this (Flatpak's sandbox; a few hundred lines of C, no daemon, no
+  privileges needed), where Landlock needs a recent kernel and covers only the filesystem, and a seccomp filter
+  alone none of it.
 * **started clean**: ``python -I -S`` (no ``PYTHON*`` variables, no user site, no ``site`` module, so no ``.pth``
   file or ``sitecustomize`` runs), its import path given explicitly (:func:`import_roots`), its environment cut to
   the variables a job needs (:func:`child_env`: no tokens, passwords or proxies).
@@ -378,12 +379,20 @@ def isolates(isolation: str) -> bool:
     return problem is None
 
 
+def _others_can_read(path: Path) -> bool:
+    """Whether a user with no rights of its own (uid 65534) could open ``path``: the file world-readable, and every
+    folder above it world-searchable."""
+    p = path.absolute()
+    return bool(p.stat().st_mode & 0o004) and all(d.stat().st_mode & 0o001 for d in p.parents)
+
+
 @contextlib.contextmanager
 def readable(path: str | Path) -> Iterator[Path]:
-    """``path``, or where this process runs as root and the file is not readable by others (the sandbox's uid 65534
-    could not open it), a private copy it can read, removed after."""
+    """``path``, or where this process runs as root and others cannot read the file (it is not world-readable, or a
+    folder above it is not world-searchable, such as a 0700 working folder whose path the child is given: the
+    sandbox's uid 65534 could not open it), a private copy it can read, removed after."""
     p = Path(path)
-    if os.geteuid() != 0 or not p.is_file() or p.stat().st_mode & 0o004:
+    if os.geteuid() != 0 or not p.is_file() or _others_can_read(p):
         yield p
         return
     with tempfile.TemporaryDirectory(prefix="geneval-check-") as tmp:

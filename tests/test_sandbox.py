@@ -183,6 +183,29 @@ def test_the_sandbox_shows_a_check_no_file_but_the_one_it_checks(tmp_path, secre
         assert refused.value.kind == "FileNotFoundError", target
 
 
+def test_a_check_reads_an_upload_below_a_folder_others_cannot_enter(tmp_path, monkeypatch):
+    """Found while fixing issue 41: a server started in a 0700 folder (as root) has that folder on its import path,
+    so the sandbox shows it with its own mode, and uid 65534 could not reach a world-readable upload below it
+    ("Permission denied"). Such a file is checked through a private copy the child can read."""
+    import sys
+
+    from sandbox_support import TinyNet, script
+
+    from genEval.model_ops import check_model_file
+
+    _needs_sandbox()
+    if os.geteuid() != 0:
+        pytest.skip("as another user the sandbox maps that user, who can enter its own folders")
+    work = tmp_path / "work"
+    (work / "home" / "uploads").mkdir(parents=True)
+    work.chmod(0o700)
+    model = script(TinyNet(), work / "home" / "uploads" / "fine.pt")
+    model.chmod(0o644)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(work)])  # as `python -m genEval.cli serve` run in it
+    got = check_model_file(model, None, Limits(timeout_s=60), hidden=(str(work / "home"),), isolation="bwrap")
+    assert got["kind"] == "torchscript" and got["forward"]
+
+
 def test_a_pth_file_can_be_neither_dropped_into_site_packages_nor_run_by_a_check(tmp_path, monkeypatch):
     """Issue 41 (E2), in a throwaway virtual environment: an archive whose ``__setstate__`` writes a ``.pth`` file into
     the interpreter's site-packages (``torch.from_file(shared=True)``) wrote it, and Python ran it in every later

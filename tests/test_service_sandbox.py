@@ -291,3 +291,75 @@ def test_one_token_cannot_hold_every_check_slot(tmp_path, presets):
             pass
     with svc.uploads._check_slot(alice):  # freed
         pass
+
+
+# ------------------------------------------------------------------------------------ the interface lines, for real
+def test_serve_hands_its_job_limits_to_its_workers(tmp_path):
+    """``geneval serve max_job_s=600``: the value reaches the in-process workers' evaluation limit (the worker's
+    behaviour past it: test_a_forward_that_never_returns_ends_failed_at_max_job_s)."""
+    from hydra import compose, initialize_config_dir
+
+    from genEval.commands import CONF_DIR
+    from genEval.commands import server as server_commands
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("serve", overrides=[f"home={tmp_path}", "max_job_s=600", "cancel_grace_s=2"])
+        default = compose("serve", overrides=[f"home={tmp_path}"])
+    home, db = server_commands.open_db(cfg)
+    worker = server_commands._worker(cfg, db, home)
+    assert (worker.max_job_s, worker.cancel_grace_s) == (600.0, 2.0)
+    assert server_commands._worker(default, db, home).max_job_s == 14400.0  # conf/serve.yaml's 4 h
+    db.close()
+
+
+@pytest.mark.slow
+def test_the_interface_lines_through_geneval_serve(tmp_path):
+    """Issue 41's interface lines against a real ``geneval serve max_job_s=600 forwarded_allow_ips=127.0.0.2``:
+    ``curl -F file=@reads_a_file.pt`` is refused naming the op and nothing is kept; a rotating X-Forwarded-For from
+    127.0.0.1 (not trusted) is one client, limited; from 127.0.0.2 (trusted) each forwarded address counts alone."""
+    import os
+    import subprocess
+    import sys
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("db-password=hunter2-0123456789")
+    model = script(ReadsAFile(str(secret)), tmp_path / "reads_a_file.pt")
+    home, port = tmp_path / "home", free_port()
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "genEval.cli", "serve", f"home={home}", f"port={port}", "host=127.0.0.1",
+           "workers=0", "benchmarks=[digits_smoke]", "default_benchmark=digits_smoke", "log_level=warning",
+           "max_job_s=600", "forwarded_allow_ips=127.0.0.2", "max_auth_failures=3"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    with open(log, "w") as out:
+        server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            assert server.poll() is None, log.read_text()[-3000:]
+            try:
+                return httpx.get(f"{base}/api/health", timeout=5).status_code in (200, 503)
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, 600, "the server's start")
+        db = Database(sqlite_url(home / "geneval.db"))
+        token = db.tokens.create("alice", "submitter")[0]
+        db.close()
+        curl = subprocess.run(
+            ["curl", "-s", "-w", "\n%{http_code}", "-F", f"file=@{model}", "-H", f"Authorization: Bearer {token}",
+             f"{base}/api/uploads"],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )  # fmt: skip
+        body, code = curl.stdout.rsplit("\n", 1)
+        assert code == "422" and "aten::from_file" in body and "hunter2" not in body, curl.stdout
+        assert not [p for p in (home / "uploads").rglob("*") if p.is_file()]  # nothing kept, no temp file left
+        assert _guesses(base, 5) == [401] * 3 + [429] * 2  # 127.0.0.1's header ignored: one client
+        assert _guesses(base, 5, local="127.0.0.2") == [401] * 5  # the trusted proxy's: five clients
+        from genEval.sandbox import isolation_problem
+
+        said = "sandbox: bubblewrap" if isolation_problem() is None else "sandbox: none"
+        assert said in log.read_text()  # what serve says at start about its sandbox
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
