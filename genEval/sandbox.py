@@ -204,17 +204,29 @@ def _within(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/")
 
 
+def _implicit_cwd() -> str | None:
+    """The working folder when Python put it first on ``sys.path`` itself (``python -m``, ``-c``, the REPL; not
+    when ``PYTHONPATH`` names it too), else None."""
+    if not sys.path or sys.flags.safe_path:
+        return None
+    cwd, first = os.getcwd(), os.path.abspath(sys.path[0] or os.curdir)
+    named = {os.path.abspath(p or os.curdir) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    return cwd if first == cwd and cwd not in named else None
+
+
 def import_roots(hidden: Sequence[str] = ()) -> list[str]:
     """The directories a child imports from, in this process's order: its ``sys.path`` (that exist), then the folders
     holding genEval's own packages (an editable install finds them through a hook, not a path), minus any inside a
     ``hidden`` path (a service started in its home has that home on its path; a hidden path inside an entry is
-    covered by the sandbox instead)."""
+    covered by the sandbox instead), and minus the working folder that ``python -m``/``-c`` put first on the path
+    (the folder a service was started in is not code the child needs: the child would see its files)."""
     import importlib.util
 
     out: list[str] = []
+    implicit = _implicit_cwd()
     for entry in sys.path:
         p = os.path.abspath(entry or os.curdir)
-        if os.path.isdir(p) and p not in out:
+        if os.path.isdir(p) and p not in out and p != implicit:
             out.append(p)
     for name in ("genEval", "generators", "oracles"):
         with contextlib.suppress(ImportError, ValueError):

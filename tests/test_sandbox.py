@@ -183,6 +183,27 @@ def test_the_sandbox_shows_a_check_no_file_but_the_one_it_checks(tmp_path, secre
         assert refused.value.kind == "FileNotFoundError", target
 
 
+def test_a_check_does_not_see_the_folder_the_server_was_started_in(tmp_path, monkeypatch):
+    """Found while fixing issue 41: ``python -m genEval.cli serve`` puts its working folder first on ``sys.path``, and
+    the sandbox showed every import folder, so a check could list and read the files where the server was started.
+    That folder is not code the child needs: it is left out (a folder PYTHONPATH names is kept)."""
+    import sys
+
+    _needs_sandbox()
+    work = tmp_path / "started_here"
+    work.mkdir()
+    work.chmod(0o755)
+    (work / "notes.txt").write_text("db-password=hunter2\n")
+    (work / "notes.txt").chmod(0o644)
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [str(work), *sys.path])
+    with pytest.raises(CheckFailed) as refused:
+        run_isolated("os:listdir", str(work), limits=Limits(timeout_s=60))
+    assert refused.value.kind == "FileNotFoundError"
+    monkeypatch.setenv("PYTHONPATH", str(work))  # named on purpose: code the child imports
+    assert run_isolated("os:listdir", str(work), limits=Limits(timeout_s=60)) == ["notes.txt"]
+
+
 def test_a_check_reads_an_upload_below_a_folder_others_cannot_enter(tmp_path, monkeypatch):
     """Found while fixing issue 41: a server started in a 0700 folder (as root) has that folder on its import path,
     so the sandbox shows it with its own mode, and uid 65534 could not reach a world-readable upload below it
