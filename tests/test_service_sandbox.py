@@ -363,3 +363,27 @@ def test_the_interface_lines_through_geneval_serve(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_a_run_directorys_links_are_never_served(tmp_path):
+    """Issue 41 (E1): a run directory is written by the job's sandboxed child, which may leave a link there; the
+    server, outside the sandbox, must not follow it: a results.json, report.html or grid.png that links to the
+    database is not served (the job page still renders, saying the results cannot be read)."""
+    from page_toys import toy_service
+
+    home = tmp_path / "home"
+    home.mkdir()
+    svc, ids = toy_service(home, names=("lin0",))
+    job = svc.db.jobs.get(ids["lin0"])
+    client = TestClient(create_app(svc))
+    assert client.get(f"/jobs/{job.id}/grid.png").status_code == 200  # the plain files are served
+    run = job.rep_dir(home, 0)
+    for name in ("grid.png", "results.json", "report.html"):
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(home / "geneval.db")
+    for url in (f"/jobs/{job.id}/grid.png", f"/api/jobs/{job.id}/results.json", f"/jobs/{job.id}/report"):
+        answer = client.get(url)
+        assert answer.status_code == 409 and b"SQLite format" not in answer.content, (url, answer.status_code)
+    page = client.get(f"/jobs/{job.id}")
+    assert page.status_code == 200 and "cannot be read" in page.text and "grid.png" not in page.text
+    svc.db.close()
