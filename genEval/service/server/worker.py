@@ -314,11 +314,11 @@ class Worker:
         while outcome is None:
             for msg in child.messages(max(0.0, min(next_beat - time.monotonic(), 0.5))):
                 progress.moves += 1
-                outcome = outcome or self._final(msg, progress)
+                outcome = outcome or _final(msg, progress)
             if child.oversized:
                 return self._stopped(job, child, "the evaluation sent a message larger than the worker reads")
             if outcome is None and child.exited():
-                outcome = next((o for m in child.messages(0.0) if (o := self._final(m, progress))), None)
+                outcome = next((o for m in child.messages(0.0) if (o := _final(m, progress))), None)
                 outcome = outcome or ("died",)
             if outcome is not None:
                 break
@@ -359,18 +359,6 @@ class Worker:
             code = 128 - code
         self._record(job, outcome, code, progress)
 
-    @staticmethod
-    def _final(msg: dict, progress: Progress) -> tuple | None:
-        """A child's message: progress (``total``, ``rep``) is noted; the final one (``done``, ``error``) returned."""
-        kind = msg.get("kind")
-        if kind == "done":
-            return ("done", msg.get("result") if isinstance(msg.get("result"), dict) else {})
-        if kind == "error":
-            return ("error", str(msg.get("type")), str(msg.get("text")), str(msg.get("traceback")))
-        if kind in ("total", "rep") and isinstance(msg.get("value"), int):
-            progress.update(kind, msg["value"])
-        return None
-
     def _await_exit(self, job: JobInfo, child: JobChild, progress: Progress) -> bool:
         """Wait for a child that has answered to exit, renewing the lease meanwhile (a finished job's lease must not
         run out while its process tears down: issue 41, E14); SIGKILL after ``exit_grace_s``. False when the job was
@@ -409,26 +397,7 @@ class Worker:
                 return
             log.info("worker %s: job %s done", self.id, job.id)
             return
-        if outcome[0] == "error":
-            kind, text, tb = outcome[1], outcome[2], outcome[3]
-            detail = f"{kind}: {text}"
-            reason = public_reason(kind, text, hide=(self.host, self.id), upload=job.upload_path, home=self.home)
-            if self.job_memory_mb and (kind == "MemoryError" or "allocate memory" in text.lower()):
-                reason = (
-                    f"the evaluation ran out of its memory limit of {self.job_memory_mb} MiB (server setting "
-                    f"job_memory_mb): {reason}"
-                )
-            log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, detail, tb)
-            detail = f"{detail} (worker {self.id})\n{tb}"
-        else:
-            sig = -exitcode if exitcode is not None and exitcode < 0 else None
-            reason = (
-                f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
-                if sig
-                else f"the evaluation process exited with code {exitcode} without a result"
-            )
-            detail = f"{reason} (worker {self.id})"
-            log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
+        reason, detail = _failure(outcome, exitcode, job, self)
         self._db(self.db.queue.fail, job.id, self.id, reason, detail)
 
     def _release(self, job: JobInfo) -> None:
@@ -440,6 +409,42 @@ class Worker:
             log.warning(
                 "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)
             )
+
+
+def _final(msg: dict, progress: Progress) -> tuple | None:
+    """A child's message: progress (``total``, ``rep``) is noted; the final one (``done``, ``error``) returned."""
+    kind = msg.get("kind")
+    if kind == "done":
+        return ("done", msg.get("result") if isinstance(msg.get("result"), dict) else {})
+    if kind == "error":
+        return ("error", str(msg.get("type")), str(msg.get("text")), str(msg.get("traceback")))
+    if kind in ("total", "rep") and isinstance(msg.get("value"), int):
+        progress.update(kind, msg["value"])
+    return None
+
+
+def _failure(outcome: tuple, exitcode: int | None, job: JobInfo, worker: Worker) -> tuple[str, str]:
+    """The public reason and the admin's detail of a job whose child ended without a result: an ``error`` it
+    reported (its memory limit named when it ran out), or its exit code or signal (logged here)."""
+    if outcome[0] == "error":
+        kind, text, tb = outcome[1], outcome[2], outcome[3]
+        detail = f"{kind}: {text}"
+        reason = public_reason(kind, text, hide=(worker.host, worker.id), upload=job.upload_path, home=worker.home)
+        if worker.job_memory_mb and (kind == "MemoryError" or "allocate memory" in text.lower()):
+            reason = (
+                f"the evaluation ran out of its memory limit of {worker.job_memory_mb} MiB (server setting "
+                f"job_memory_mb): {reason}"
+            )
+        log.error("worker %s: job %s failed: %s\n%s", worker.id, job.id, detail, tb)
+        return reason, f"{detail} (worker {worker.id})\n{tb}"
+    sig = -exitcode if exitcode is not None and exitcode < 0 else None
+    reason = (
+        f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
+        if sig
+        else f"the evaluation process exited with code {exitcode} without a result"
+    )
+    log.error("worker %s: job %s failed: %s", worker.id, job.id, reason)
+    return reason, f"{reason} (worker {worker.id})"
 
 
 def stop_worker_on_signals(worker: Worker) -> Any:
