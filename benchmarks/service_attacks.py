@@ -66,14 +66,14 @@ def rss_mb(pid: int) -> dict[str, float]:
 class Server:
     """``geneval serve`` of checkout ``code`` in a temporary home, with ``overrides``."""
 
-    def __init__(self, code: Path, *overrides: str) -> None:
-        self.code = code
-        self.home = Path(tempfile.mkdtemp(prefix="geneval-attack-"))
+    def __init__(self, code: Path, *overrides: str, python: str = sys.executable, home: Path | None = None) -> None:
+        self.code, self.python = code, python
+        self.home = home or Path(tempfile.mkdtemp(prefix="geneval-attack-"))
         self.env = {**os.environ, "PYTHONPATH": str(code), "GENEVAL_SERVICE_HOME": str(self.home)}
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log = open(self.home / "serve.log", "w")
-        cmd = [sys.executable, "-m", "genEval.cli", "serve", f"port={self.port}", "log_level=warning", *overrides]
+        self.log = open(self.home / "serve.log", "a")
+        cmd = [python, "-m", "genEval.cli", "serve", f"port={self.port}", "log_level=warning", *overrides]
         self.proc = subprocess.Popen(cmd, env=self.env, cwd=self.home, stdout=self.log, stderr=subprocess.STDOUT)
         self.overrides = overrides
         deadline = time.monotonic() + 600
@@ -90,7 +90,7 @@ class Server:
     def token(self, role: str = "submitter", name: str = "attacker") -> str:
         db = [o for o in self.overrides if o.startswith("db=")]
         out = subprocess.run(
-            [sys.executable, "-m", "genEval.cli", "token", f"home={self.home}", f"name={name}", f"role={role}", *db],
+            [self.python, "-m", "genEval.cli", "token", f"home={self.home}", f"name={name}", f"role={role}", *db],
             env=self.env,
             cwd=self.home,
             capture_output=True,
@@ -453,6 +453,357 @@ def attack_echo(code: Path, work: Path) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------ issue 41
+def _hostile():
+    """The hostile files and runners of issue 41 (tests/sandbox_support.py of this checkout: model files are data,
+    whichever checkout is attacked)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import sandbox_support
+
+    return sandbox_support
+
+
+def _knows(code: Path, setting: str) -> bool:
+    """Whether ``code``'s geneval serve has ``setting`` (a checkout from before issue 41 has not)."""
+    return f"\n{setting}:" in (code / "genEval" / "conf" / "serve.yaml").read_text()
+
+
+def _new(code: Path, *overrides: str) -> list[str]:
+    """The ``overrides`` of issue 41's settings that ``code`` knows."""
+    return [o for o in overrides if _knows(code, o.split("=")[0])]
+
+
+def attack_reads(code: Path, work: Path) -> dict:
+    """E1: an upload whose __setstate__ maps a file of the server's (``torch.from_file``). Accepted means it loaded,
+    which it does only when the file was there to map: the server's file was read."""
+    secret = work / "server-secret.txt"
+    secret.write_text("db-password=hunter2-0123456789\n")
+    model = _hostile().script(_hostile().ReadsAFile(str(secret)), work / "reads_a_file.pt")
+    out = _upload_attack(code, model, timeout=120)
+    return {**out, "server_file_read": out["upload"].get("status") == 201}
+
+
+def _throwaway_venv(work: Path) -> tuple[Path, Path]:
+    """A virtual environment of its own (its site-packages the attack's target) that imports this one's packages
+    through a path-only .pth file (no code): (its python, its site-packages)."""
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    paths = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    (site / "imports.pth").write_text("\n".join(paths) + "\n")
+    return venv / "bin" / "python", site
+
+
+def attack_pth(code: Path, work: Path) -> dict:
+    """E2: an upload whose __setstate__ writes a .pth file into the server's site-packages (a throwaway venv's), which
+    every later interpreter of that environment runs: does the file appear, and does the next interpreter run it?"""
+    python, site = _throwaway_venv(work)
+    marker = work / "pth-ran.txt"
+    payload = f"import os; open({str(marker)!r}, 'w').write('ran')\n".encode()
+    model = _hostile().script(_hostile().WritesAFile(str(site / "evil.pth"), payload), work / "writes.pt")
+    server = Server(code, "workers=0", python=str(python))
+    try:
+        token = server.token()
+        before = server.rss()
+        answer = _upload(server, token, model, timeout=120)
+        out = {"upload": answer, "rss_before": before, "rss_after": server.rss()}
+    finally:
+        out.update(server.stop())
+    subprocess.run([str(python), "-c", "pass"], check=False)
+    return {**out, "pth_written": (site / "evil.pth").exists(), "next_interpreter_ran_it": marker.exists()}
+
+
+WORKER_41 = textwrap.dedent(
+    """
+    import inspect, sys
+    sys.path[:0] = [sys.argv[3], sys.argv[4]]
+    from genEval.service.server.database import Database
+    from genEval.service.server.worker import Worker
+    import sandbox_support
+    runner = getattr(sandbox_support, sys.argv[5])
+    settings = dict(a.split("=") for a in sys.argv[6:])
+    known = inspect.signature(Worker).parameters
+    settings = {k: float(v) for k, v in settings.items() if k in known}
+    Worker(Database(sys.argv[1]), sys.argv[2], runner, poll_s=0.2, **settings).run()
+    """
+)
+_SUBMIT = (
+    "import sys; from genEval.service.server.database import Database; db = Database(sys.argv[1]);"
+    "o = db.tokens.create('t', 'submitter')[1];"
+    "print(db.jobs.submit(benchmark='b', benchmark_version='v', name=sys.argv[2], owner=o, model={}, config={},"
+    " overrides={}, seeds=[1], upload_path=None).id)"
+)
+
+
+class _Queue:
+    """A database and home for worker attacks, driven from subprocesses with ``code`` (any checkout)."""
+
+    def __init__(self, code: Path) -> None:
+        self.code, self.home = code, Path(tempfile.mkdtemp(prefix="geneval-worker-attack-"))
+        self.url = f"sqlite:///{self.home / 'geneval.db'}"
+        self.env = {**os.environ, "PYTHONPATH": str(code)}
+        self.procs: list[subprocess.Popen] = []
+
+    def submit(self, name: str) -> str:
+        done = subprocess.run([sys.executable, "-c", _SUBMIT, self.url, name], env=self.env, capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        return done.stdout.strip().splitlines()[-1]
+
+    def state(self, job: str) -> dict:
+        read = ("import sys, json; from genEval.service.server.database import Database; "
+                "j = Database(sys.argv[1]).jobs.get(sys.argv[2]); ran = j.finished_at and j.started_at and "
+                "round(j.finished_at - j.started_at, 1); print(json.dumps({'status': j.status, 'attempts': "
+                "j.attempts, 'ran_s': ran, 'error': j.error}))")  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", read, self.url, job], env=self.env, capture_output=True,
+                              text=True)  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {"error": done.stderr}
+
+    def worker(self, runner: str, **settings: float) -> subprocess.Popen:
+        args = [f"{k}={v}" for k, v in settings.items()]
+        log = open(self.home / f"worker-{len(self.procs)}.log", "w")
+        cmd = [sys.executable, "-c", WORKER_41, self.url, str(self.home), str(self.code), str(ROOT / "tests"), runner]
+        proc = subprocess.Popen(cmd + args, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def cancel(self, job: str) -> None:
+        """Cancel ``job`` from this process (an UPDATE of its row, the same in every checkout; a subprocess would
+        take seconds to start on a loaded machine, blurring when the cancel was stored)."""
+        sys.path.insert(0, str(ROOT))
+        from genEval.service.server.database import Database
+
+        db = Database(self.url)
+        db.jobs.cancel(job)
+        db.close()
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def _wait_for(predicate, timeout: float, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := predicate():
+            return got
+        time.sleep(every)
+    return None
+
+
+def attack_hang(code: Path, work: Path) -> dict:
+    """E4: a model whose forward never returns (scripted, holding the GIL), in a worker (lease 10 s, heartbeat 1 s,
+    max_job_s=20 where the code knows it): the job's status after 60 s and how long it ran; then, in a worker without
+    a time limit (stop_timeout_s=30), one cancelled 3 s into its forward: how long until its child is gone."""
+    out: dict = {}
+    q = _Queue(code)
+    try:
+        job = q.submit("hangs")
+        proc = q.worker("hanging_runner", lease_s=10, heartbeat_s=1, max_job_s=20, cancel_grace_s=3)
+        ended = _wait_for(lambda: q.state(job)["status"] in ("failed", "done"), 60)
+        out["hanging_job"] = {**q.state(job), "ended_within_60s": bool(ended)}
+        out["worker_rss"] = rss_mb(proc.pid) if proc.poll() is None else "exited"
+    finally:
+        q.close()
+    q = _Queue(code)
+    try:
+        job = q.submit("cancelled")
+        q.worker("hanging_runner", lease_s=10, heartbeat_s=1, cancel_grace_s=3, stop_timeout_s=30)
+        started = q.home / f"started-{job}"
+        pid = _wait_for(lambda: started.is_file() and int(started.read_text() or 0), 180, 0.2)
+        time.sleep(3)
+        watch = {}
+
+        def watcher() -> None:  # the child's end, seen every 0.05 s while the cancel is being sent
+            _wait_for(lambda: not Path(f"/proc/{pid}").exists(), 120, 0.05)
+            watch["gone"] = time.monotonic()
+
+        thread = threading.Thread(target=watcher, daemon=True)
+        thread.start()
+        t0 = time.monotonic()
+        q.cancel(job)
+        stored = time.monotonic()
+        thread.join(120)
+        out["cancel"] = {
+            "cancel_stored_in_s": round(stored - t0, 2),
+            "child_gone_after_s": round(watch["gone"] - stored, 1) if "gone" in watch else ">= 120",
+            "status": q.state(job)["status"],
+        }
+    finally:
+        q.close()
+    return out
+
+
+def attack_lost(code: Path, work: Path) -> dict:
+    """E14: three jobs whose child takes 3 s to exit after answering, a lease of 2 s, and the server's re-queue of
+    expired leases every 0.2 s: are they done at attempt 1, run once each?"""
+    q = _Queue(code)
+    requeue = ("import sys, time; from genEval.service.server.database import Database; db = Database(sys.argv[1])\n"
+               "while True:\n    db.queue.requeue_expired(3); time.sleep(0.2)")  # fmt: skip
+    server = subprocess.Popen([sys.executable, "-c", requeue, q.url], env=q.env)
+    try:
+        jobs = [q.submit(f"job{i}") for i in range(3)]
+        proc = q.worker("slow_exit_runner", lease_s=2, heartbeat_s=0.3, n_boot=50)
+        t0 = time.monotonic()
+        _wait_for(lambda: all(q.state(j)["status"] in ("done", "failed") for j in jobs), 180)
+        log = q.home / "executions.log"
+        runs = log.read_text().split() if log.is_file() else []
+        return {
+            "jobs": [q.state(j) for j in jobs],
+            "executions": {j[:8]: runs.count(j) for j in jobs},
+            "s": round(time.monotonic() - t0, 1),
+            "worker_rss": rss_mb(proc.pid) if proc.poll() is None else "exited",
+        }
+    finally:
+        server.kill()
+        q.close()
+
+
+def attack_lockout(code: Path, work: Path) -> dict:
+    """E7: 25 wrong tokens from 127.0.0.1, then the admin's valid token; 100 wrong tokens with a rotating
+    X-Forwarded-For from 127.0.0.1; 25 wrong tokens forging X-Forwarded-For: 10.0.0.99 (a victim's address), then the
+    victim's valid token sent through that header."""
+    server = Server(code, "workers=0", "max_auth_failures=20")
+    out: dict = {}
+    try:
+        admin = server.token("admin", "root")
+        with httpx.Client(base_url=server.base, timeout=30) as http:
+
+            def codes(n: int, headers) -> dict:
+                got: dict[int, int] = {}
+                for i in range(n):
+                    r = http.get("/api/jobs", headers=headers(i))
+                    got[r.status_code] = got.get(r.status_code, 0) + 1
+                return got
+
+            out["25_wrong"] = codes(25, lambda i: {"Authorization": f"Bearer gev_wrong{i}"})
+            out["admin_after"] = http.get("/api/jobs", headers={"Authorization": f"Bearer {admin}"}).status_code
+            time.sleep(61)  # the window passes
+            rotating = lambda i: {"Authorization": f"Bearer gev_w{i}", "X-Forwarded-For": f"10.1.0.{i % 250}"}  # noqa: E731
+            out["100_rotating_xff"] = codes(100, rotating)
+            time.sleep(61)
+            victim = {"X-Forwarded-For": "10.0.0.99"}
+            out["25_forged_victim"] = codes(25, lambda i: {"Authorization": f"Bearer gev_v{i}", **victim})
+            out["victim_valid_token"] = http.get("/api/jobs", headers={"Authorization": f"Bearer {admin}",
+                                                                       **victim}).status_code  # fmt: skip
+        out["rss_after"] = server.rss()
+    finally:
+        out.update(server.stop())
+    return out
+
+
+def _tiny_safetensors(path: Path) -> Path:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(4)}, str(path))
+    return path
+
+
+def attack_quota_db(code: Path, work: Path) -> dict:
+    """E6: max_uploads_per_hour=3: three uploads, a fourth; the server restarted on the same home; a fifth."""
+    weights = _tiny_safetensors(work / "w.safetensors")
+    home = Path(tempfile.mkdtemp(prefix="geneval-quota-"))
+    server = Server(code, "workers=0", "max_uploads_per_hour=3", home=home)
+    out: dict = {}
+    try:
+        token = server.token()
+        out["4_uploads"] = [_upload(server, token, weights, 60)["status"] for _ in range(4)]
+    finally:
+        out.update({f"first_{k}": v for k, v in server.stop().items()})
+    server = Server(code, "workers=0", "max_uploads_per_hour=3", home=home)
+    try:
+        out["after_restart"] = _upload(server, token, weights, 60)["status"]
+        out["rss_after"] = server.rss()
+    finally:
+        out.update(server.stop())
+    return out
+
+
+def _big_module():
+    import torch
+
+    class Big(torch.nn.Module):
+        """A plain model holding 400 MB of float32 (its file is that large, its loading takes that much)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("blob", torch.ones(100 * 1024 * 1024))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.blob[:1]
+
+    return Big()
+
+
+def attack_memory(code: Path, work: Path) -> dict:
+    """E3: a TorchScript archive holding a 400 MB buffer, checked with check_memory_mb=1100 (importing torch takes
+    ~800 MiB of it): does the refusal name the setting? Two small uploads of one token at once: is the second checked
+    while the first is?"""
+    import torch
+
+    path = work / "big.pt"
+    torch.jit.save(torch.jit.script(_big_module()), str(path))
+    server = Server(code, "workers=0", "check_memory_mb=1100", "check_timeout_s=120")
+    out: dict = {"file_mb": round(path.stat().st_size / 2**20)}
+    try:
+        token = server.token()
+        out["upload"] = _upload(server, token, path, 180)
+        small = work / "small.pt"
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(small))
+        boxes: list[dict] = [{}, {}]  # a check takes seconds (the child imports torch): the second arrives during it
+        threads = [threading.Thread(target=lambda b=b: b.update(_upload(server, token, small, 180))) for b in boxes]
+        for t in threads:
+            t.start()
+            time.sleep(0.5)
+        for t in threads:
+            t.join()
+        out["two_at_once"] = [b.get("status") for b in boxes]
+        out["rss_after"] = server.rss()
+    finally:
+        out.update(server.stop())
+    return out
+
+
+def attack_guard(code: Path, work: Path) -> dict:
+    """Found while fixing issue 41: a torch.export program whose guards_code is Python (torch compiles it into the
+    module and runs it on every call). Uploaded; then the command line's classifier=torchscript path on it (load,
+    one forward): does the guard run?"""
+    marker = work / "guard-ran.txt"
+    model = _hostile().export_with_guard(work / "guarded.pt2", f"__import__('os').system('touch {marker}') == 0")
+    out = _upload_attack(code, model, timeout=120)
+    cli = (
+        "import sys, torch; from genEval.classifiers import torchscript_classifier\n"
+        "m = torchscript_classifier(sys.argv[1], num_classes=10, check_timeout_s=120)\n"
+        "m(torch.rand(2, 3, 8, 8))"
+    )
+    done = subprocess.run([sys.executable, "-c", cli, str(model)], env={**os.environ, "PYTHONPATH": str(code)},
+                          capture_output=True, text=True)  # fmt: skip
+    said = (done.stderr.strip().splitlines() or [""])[-1][:200]
+    return {**out, "cli": {"exit": done.returncode, "said": said}, "guard_ran": marker.exists()}
+
+
+IN_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    sys.path[:0] = [sys.argv[1], sys.argv[2]]
+    from service_attacks_41 import SCENARIOS
+    print(json.dumps(SCENARIOS[sys.argv[3]]()))
+    """
+)
+
+
+def _scenario(code: Path, name: str) -> dict:
+    """One of the library-level scenarios (benchmarks/service_attacks_41.py) run with ``code``'s genEval."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ROOT / "benchmarks"), str(ROOT / "tests"), name],
+                          env=env, capture_output=True, text=True, cwd=tempfile.mkdtemp())  # fmt: skip
+    if done.returncode != 0 or not done.stdout.strip():
+        return {"error": done.stderr.strip()[-600:], "s": round(time.perf_counter() - t0, 1)}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "s": round(time.perf_counter() - t0, 1)}
+
+
 ATTACKS = {
     "loop": attack_loop,
     "bomb": attack_bomb,
@@ -460,6 +811,18 @@ ATTACKS = {
     "skew": attack_skew,
     "quota": attack_quota,
     "echo": attack_echo,
+    # issue 41
+    "reads": attack_reads,
+    "pth": attack_pth,
+    "hang": attack_hang,
+    "lost": attack_lost,
+    "lockout": attack_lockout,
+    "quota_db": attack_quota_db,
+    "memory": attack_memory,
+    "guard": attack_guard,
+    "round": lambda code, work: _scenario(code, "round"),
+    "truncate": lambda code, work: _scenario(code, "truncate"),
+    "lock": lambda code, work: _scenario(code, "lock"),
 }
 
 
@@ -469,7 +832,9 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
     ap.add_argument("--out", type=Path, help="write the results as JSON here too")
     args = ap.parse_args()
+    out = args.out.resolve() if args.out else None
     work = Path(tempfile.mkdtemp(prefix="geneval-attacks-"))
+    os.chdir(work)  # a `python -c` child imports from its working folder first: never this checkout's genEval
     results = {}
     for name in args.only.split(","):
         t0 = time.perf_counter()
@@ -479,8 +844,8 @@ def main() -> None:
             results[name] = {"error": f"{type(err).__name__}: {err}"[:2000], "where": traceback.format_exc()[-1500:]}
         results[name]["attack_s"] = round(time.perf_counter() - t0, 1)
         print(f"== {name}\n{json.dumps(results[name], indent=1)}", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

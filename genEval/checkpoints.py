@@ -383,7 +383,10 @@ def check_model_file(
     (:func:`genEval.sandbox.run_isolated`; ``limits`` default 60 s and 4 GiB),
     so that a file whose loading never returns or fills the memory stops the child, not this process. Raises
     :class:`genEval.sandbox.LimitExceeded` or :class:`genEval.sandbox.CheckFailed` (ValueErrors) with the reason."""
-    return run_isolated("genEval.checkpoints:probe_model_file", str(path), kind, limits=limits or Limits(), what=what)
+    return run_isolated(
+        "genEval.checkpoints:probe_model_file", str(path), kind, limits=limits or Limits(), what=what,
+        read_only=(str(path),),
+    )  # fmt: skip
 
 
 class WeightsUnavailable(FileNotFoundError):

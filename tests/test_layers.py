@@ -39,6 +39,8 @@ FOUNDATION = {
     "genEval.assets",
     "genEval.kernels",  # NHWC modules and regional compilation: the generators and the execution settings share them
     "genEval.sandbox",
+    "genEval.sandbox_mounts",  # what the sandbox's child sees (bubblewrap's mounts), the sandbox's own
+    "genEval.model_ops",  # what a model file's graph calls: the checks of the sandbox's one caller, checkpoints' kin
 }
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {

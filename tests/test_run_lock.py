@@ -33,8 +33,10 @@ def _owner(**kw) -> LockOwner:
 
 
 def _write(d: Path, owner: LockOwner | bytes) -> None:
+    """A lock file that states its heartbeat (as genEval wrote them before issue 41, and as a forger would: the
+    heartbeat of today's locks is the file's change time, which no one can set)."""
     d.mkdir(parents=True, exist_ok=True)
-    (d / LOCK).write_bytes(owner if isinstance(owner, bytes) else owner.to_bytes())
+    (d / LOCK).write_bytes(owner if isinstance(owner, bytes) else owner.to_bytes(touch=False))
 
 
 def _token(d: Path) -> str:
@@ -168,9 +170,10 @@ def test_a_pid_of_another_pid_namespace_is_judged_by_its_heartbeat_only(tmp_path
 def test_the_heartbeat_keeps_a_long_run_live_and_a_waiting_writer_gets_it_once_stale(tmp_path):
     owner = RunLock(tmp_path, lease_s=0.4)
     owner.acquire()
-    first = json.loads((tmp_path / LOCK).read_text())["heartbeat"]
+    written, first = (tmp_path / LOCK).read_bytes(), (tmp_path / LOCK).stat().st_ctime
     time.sleep(1.0)  # 2.5 leases: without the heartbeat the lock would be stale
-    assert json.loads((tmp_path / LOCK).read_text())["heartbeat"] > first
+    assert (tmp_path / LOCK).stat().st_ctime > first  # the heartbeat touches the file ...
+    assert (tmp_path / LOCK).read_bytes() == written  # ... and never rewrites it
     with pytest.raises(RunDirectoryBusy):
         RunLock(tmp_path).acquire()
     owner._stop.set()  # the owner hangs (its heartbeat stops) but does not release
@@ -284,3 +287,53 @@ def test_a_lock_of_an_older_genEval_is_judged_by_its_process_on_this_host(tmp_pa
     lock = RunLock(tmp_path)
     assert lock.acquire().host == "node-a"
     lock.release()
+
+
+def test_a_stalled_heartbeat_never_overwrites_the_lock_another_process_took_over_meanwhile(tmp_path, monkeypatch):
+    """Issue 41 (X14): an owner stalled past its lease read its lock (its token, still), then the lock was taken over,
+    then its heartbeat wrote its own lock over the new owner's and kept it; the new owner gave up. Now a heartbeat
+    touches its own file only, so the lock taken over meanwhile stays the new owner's, and the stalled one learns it
+    lost."""
+    old = RunLock(tmp_path, lease_s=0.3)
+    old.acquire()
+    old._stop.set()  # its heartbeat thread stalls ...
+    old._thread.join()
+    time.sleep(0.6)  # ... past its lease
+    new = RunLock(tmp_path, lease_s=30)
+    real, armed = run_lock._read, [True]
+
+    def stalled(path):  # the takeover lands between the stalled heartbeat's read of the lock and its write
+        found = real(path)
+        if armed.pop() if armed else False:
+            new.acquire()
+        return found
+
+    monkeypatch.setattr(run_lock, "_read", stalled)
+    old.refresh()
+    monkeypatch.undo()
+    try:
+        assert _token(tmp_path) == new.token  # not overwritten
+        assert new.refresh() and not new.lost
+        assert not old.refresh() and old.lost
+    finally:
+        old.release()
+        new.release()
+    assert not (tmp_path / LOCK).exists()
+
+
+def test_a_lock_whose_owner_stopped_touching_it_goes_stale_by_its_file_time(tmp_path):
+    """Today's locks carry no heartbeat to forge: it is the file's change time. A lock left by an owner whose
+    heartbeat stopped (on any host) is taken over once that time is older than the lease."""
+    owner = RunLock(tmp_path, lease_s=0.3)
+    owner.acquire()
+    owner._stop.set()
+    owner._thread.join()
+    found = LockOwner.parse((tmp_path / LOCK).read_bytes(), ctime=(tmp_path / LOCK).stat().st_ctime)
+    assert found.touch and found.heartbeat == (tmp_path / LOCK).stat().st_ctime
+    waiter = RunLock(tmp_path, wait_s=5)
+    waiter.acquire()
+    try:
+        assert _token(tmp_path) == waiter.token and not owner.refresh()
+    finally:
+        waiter.release()
+        owner.release()

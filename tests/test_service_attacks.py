@@ -275,8 +275,9 @@ def test_slow_clients_are_timed_out():
 @pytest.mark.slow
 def test_a_looping_torchscript_upload_neither_freezes_nor_outlives_the_server(tmp_path):
     """Issue 37: a 2 KB TorchScript upload froze `geneval serve`: /api/health timed out, SIGINT was ignored, and a
-    .incoming-* file was left. Now the check runs in a child: the upload is refused at check_timeout_s, the server
-    answers others meanwhile, and SIGINT stops it at once, the check and its temp file included."""
+    .incoming-* file was left. Now the check runs in a child: the upload is refused (issue 41: for the __setstate__
+    it would run, before loading it), the server answers others meanwhile, and SIGINT stops it at once, the check
+    and its temp file included."""
     looping = tmp_path / "looping.pt"
     torch.jit.save(torch.jit.script(Looping()), str(looping))
     home, port = tmp_path / "home", free_port()
@@ -307,9 +308,9 @@ def test_a_looping_torchscript_upload_neither_freezes_nor_outlives_the_server(tm
         assert httpx.get(f"{base}/api/health", timeout=10).status_code == 503  # answered (no worker: degraded)
         assert time.monotonic() - t0 < 2
         sender.join()
-        refused = box["answer"]
-        assert refused.status_code == 422 and "time limit of 8 s" in refused.json()["detail"], refused.text
-        assert "check_timeout_s" in refused.json()["detail"] and box["s"] < 60
+        refused = box["answer"]  # issue 41: refused before it loads, for its __setstate__ (nothing of it runs)
+        assert refused.status_code == 422 and "Looping.__setstate__" in refused.json()["detail"], refused.text
+        assert box["s"] < 60
         sender = threading.Thread(target=lambda: box.update(late=_quietly(upload)))
         sender.start()
         time.sleep(3)  # the second check is running

@@ -11,6 +11,7 @@ import re
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from service_support import (  # noqa: F401 - fixtures
@@ -28,6 +29,7 @@ from genEval.commands.serve import load_benchmarks
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.settings import ComparisonSettings
+from genEval.runs.reader import RunDir
 from genEval.service.benchmarks import Benchmark
 from genEval.service.execute import run_job
 from genEval.service.refusals import Conflict
@@ -309,3 +311,89 @@ def test_a_database_from_before_rounds_is_upgraded(tmp_path, settled):
     with pytest.raises(Conflict, match="already has a model named 'twin_a'"):
         _submit(_service(again, tmp_path, settled), "twin_a", "sharp")  # names stay unique among submissions
     again.close()
+
+
+# ------------------------------------------------------------------------- issue 41: rounds are the benchmark's
+def _submit_as(service: Service, name: str, config: str) -> tuple[object, dict]:
+    secret, owner = service.db.tokens.create(name, "submitter")
+    job = service.jobs.submit("digits_settled", name, {"kind": "config", "name": config}, {}, owner)
+    return job, {"Authorization": f"Bearer {secret}"}
+
+
+def _run_one(db, home: Path, builder: StandingsBuilder) -> None:
+    job = db.queue.claim("w", 600)
+    assert record_finished(db, builder, job, "w", run_job(job, home, lambda *a: None, build=centroid_build))
+
+
+def test_a_submitter_cannot_cancel_a_round_and_cancelling_the_model_withdraws_it(db, tmp_path, settled, fixed_base):
+    """Issue 41 (E8): a submitter could cancel its own queued round; its rounds then stopped for good and the model
+    kept a tied "1–2" rank. Now a round is the benchmark's (403 naming the submission to cancel instead), and
+    cancelling the submission withdraws the model: its rounds stop and its row shows withdrawn, not tied. (E11: the
+    queued round's seed is not shown before it has run.)"""
+    service = _service(db, tmp_path, settled)
+    a, auth_a = _submit_as(service, "twin_a", "blurred")
+    _submit_as(service, "twin_b", "blurred")
+    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    for _ in range(2):
+        _run_one(db, tmp_path, builder)  # round 0 of both: an open pair, so round 1 of each is queued
+    queued = {j.name: j for j in db.jobs.list(status="queued")}
+    assert {n: j.round for n, j in queued.items()} == {"twin_a": 1, "twin_b": 1}
+    client = TestClient(create_app(service))
+    shown = client.get(f"/api/jobs/{queued['twin_a'].id}").json()
+    assert shown["seeds"] is None and shown["round"] == 1  # E11
+    assert "shown once the round has run" in client.get(f"/jobs/{queued['twin_a'].id}").text
+    refused = client.post(f"/api/jobs/{queued['twin_a'].id}/cancel", headers=auth_a)
+    assert refused.status_code == 403 and f"cancel its submission (job {a.id})" in refused.json()["detail"]
+    assert db.jobs.get(queued["twin_a"].id).status == "queued"
+    withdrawn = client.post(f"/api/jobs/{a.id}/cancel", headers=auth_a)
+    assert withdrawn.status_code == 200, withdrawn.text
+    assert db.jobs.get(queued["twin_a"].id).status == "cancelled"
+    assert _run_queue(db, tmp_path, builder) == 1  # twin_b's round 1; nothing more for either
+    assert _rounds(db) == {"twin_a": [0, 1], "twin_b": [0, 1]}
+    board = client.get("/api/leaderboard/digits_settled").json()
+    assert [(r["name"], r["rank"]) for r in board["rows"]] == [("twin_b", "1"), ("twin_a", "withdrawn")]
+    assert board["rows"][0]["below"] is None
+    assert client.get(f"/api/jobs/{queued['twin_b'].id}").json()["seeds"] == queued["twin_b"].seeds  # it ran
+    assert client.post(f"/api/jobs/{a.id}/cancel", headers=auth_a).status_code == 200  # withdrawn stays withdrawn
+
+
+def _truncate(path: Path, keep: int) -> None:
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:keep]) + "\n")
+
+
+def test_a_truncated_round_is_refused_by_compare_and_by_a_re_rank(db, tmp_path, settled, fixed_base):
+    """Issue 41 (E13): a finished round's samples.jsonl, cut short in place, was accepted: exit 0, an extra round past
+    max_sources, a verdict on sources the pair did not share. Now ``compare`` and the service's re-rank refuse it,
+    naming the file and the count."""
+    from genEval.comparisons.loading import DamagedRun
+
+    service = _service(db, tmp_path, settled)
+    _submit(service, "sharp", "sharp")
+    _submit(service, "blurred", "blurred")
+    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    assert _run_queue(db, tmp_path, builder) == 2
+    rows = read_standings(db, settled.name, settled.version).rows
+    victim = tmp_path / rows[0].run_dirs[0]
+    _truncate(victim / "samples.jsonl", 33)
+    with pytest.raises(DamagedRun, match=rf"'{victim}' is damaged: samples.jsonl sums to 33 for n but results.json"):
+        compare_runs([tmp_path / d for r in rows for d in r.run_dirs], ComparisonSettings(n_boot=N_BOOT))
+    again = StandingsBuilder(db, tmp_path, n_boot=N_BOOT).prepare(db.jobs.get(rows[0].job_id))  # a re-rank
+    assert again.row.scores is None and "is damaged: samples.jsonl sums to 33 for n" in again.row.warnings[0]
+
+
+def test_a_verdict_counts_only_the_sources_both_models_have(db, tmp_path, settled, fixed_base):
+    """Issue 41 (E13): a pair's verdict counted the union of its sources (50 where the two shared 43)."""
+    from types import SimpleNamespace
+
+    from genEval.service.server.standings.settled import judge
+
+    service = _service(db, tmp_path, settled)
+    _submit(service, "sharp", "sharp")
+    _submit(service, "blurred", "blurred")
+    assert _run_queue(db, tmp_path, StandingsBuilder(db, tmp_path, n_boot=N_BOOT)) == 2
+    runs = {r.name: RunDir(tmp_path / r.run_dirs[0]) for r in read_standings(db, settled.name, settled.version).rows}
+    whole = judge(("sharp", [runs["sharp"]]), ("blurred", [runs["blurred"]]), 1, RANK_BY, 10, settled.rule)
+    cut = SimpleNamespace(outcomes=runs["blurred"].outcomes.subset(np.arange(40) < 33))
+    part = judge(("sharp", [runs["sharp"]]), ("blurred", [cut]), 1, RANK_BY, 10, settled.rule)
+    assert (whole.n_sources, part.n_sources) == (40, 33)

@@ -19,7 +19,6 @@ from genEval.checkpoints import (
     TORCH_EXPORT,
     TORCH_SAVE,
     WeightsUnavailable,
-    check_model_file,
     error_reason,
     hub_problem,
     load_exported_program,
@@ -38,6 +37,7 @@ from genEval.classifiers.base import (
 from genEval.data.standard import CIFAR10_CLASSES
 from genEval.declared import ClassSet, Declaration, declared_by
 from genEval.interfaces import SettingError
+from genEval.model_ops import check_model_file
 from genEval.sandbox import Limits
 
 log = logging.getLogger(__name__)
@@ -360,10 +360,12 @@ def torchscript_classifier(
     ``torch.save`` pickle is refused. ``mean``/``std``/``input_size`` describe the preprocessing it was
     trained with.
 
-    The file is first opened in a child process with a time limit (``check_timeout_s``), a memory limit
-    (``check_memory_mb``) and no network (:func:`genEval.checkpoints.check_model_file`): loading TorchScript runs the
-    archive's code, and a file whose loading never returns or fills the memory is refused there, naming the limit,
-    instead of freezing this process. Only a file that loaded there is loaded here.
+    The file is first opened in a sandboxed child process (:func:`genEval.model_ops.check_model_file`: a time limit,
+    ``check_timeout_s``, a memory limit, ``check_memory_mb``, no network, and where bubblewrap works no filesystem but
+    the file): loading TorchScript runs the archive's code, and a file whose loading never returns or fills the memory
+    is refused there, naming the limit, instead of freezing this process. A file whose code or graph calls an op that
+    touches files, processes or the network is refused there too, before it is loaded, naming the op
+    (:mod:`genEval.model_ops`). Only a file that passed there is loaded here.
 
     Without ``mean``/``std`` the channel count is read from the model (an exported program's input shape; a
     script's first convolution weight, or a forward probe): 3 channels get ImageNet's mean/std, 1 channel mean 0 /

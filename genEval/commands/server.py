@@ -9,6 +9,7 @@ Only :func:`genEval.commands.serve.service_stack` imports this module, when one 
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from genEval.commands import execution_from, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
 from genEval.sandbox import stop_all
-from genEval.service.server.app import create_app
+from genEval.service.server.app import create_app, proxy_options
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import MiB, Service, Settings
 from genEval.service.server.slow_clients import timed_h11
@@ -31,10 +32,26 @@ LIMITS = (
     "check_timeout_s",
     "check_memory_mb",
     "max_checks",
+    "max_checks_per_token",
+    "isolation",
+    "allow_unsandboxed_models",
     "max_active_jobs",
     "max_uploads_per_hour",
     "max_auth_failures",
     "auth_window_s",
+)
+
+
+#: The worker settings of conf/serve.yaml and conf/worker.yaml that go to the Worker as they are (its evaluation
+#: child's sandbox and limits).
+SANDBOXED = (
+    "isolation",
+    "allow_unsandboxed_models",
+    "max_job_s",
+    "stall_heartbeats",
+    "job_memory_mb",
+    "cancel_grace_s",
+    "exit_grace_s",
 )
 
 
@@ -58,6 +75,7 @@ def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
         n_boot=int(cfg.n_boot),
         stop_timeout_s=float(cfg.get("stop_timeout_s", 30)),
         retention_s=float(cfg.get("worker_retention_s", 86400)),
+        **{k: cfg.get(k) for k in SANDBOXED if cfg.get(k) is not None},
         **extra,
     )
 
@@ -94,6 +112,7 @@ def serve(cfg: DictConfig) -> None:
         f"more workers:         geneval worker home={home}{_db_arg(cfg)}"
         + ("" if db.dialect == "postgresql" else "   (same machine; use PostgreSQL for several machines)")
     )
+    print(sandbox_line(service.uploads.sandbox), flush=True)
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
     lease_s = float(cfg.lease_s)
     upkeep = Supervisor(db, lambda: _worker(cfg, db, home), int(cfg.workers), int(cfg.max_attempts), lease_s / 4)
@@ -106,6 +125,7 @@ def serve(cfg: DictConfig) -> None:
         http=protocol,
         timeout_keep_alive=int(cfg.get("keep_alive_s", 5)),
         timeout_graceful_shutdown=int(cfg.get("shutdown_timeout_s", 10)),
+        **proxy_options(cfg.get("forwarded_allow_ips")),
     )
     upkeep.start()
     try:
@@ -116,6 +136,41 @@ def serve(cfg: DictConfig) -> None:
         stop_all()
         upkeep.stop()
         db.close()
+
+
+def sandbox_line(sandbox) -> str:
+    """What ``geneval serve`` says at start about its sandbox (:class:`genEval.service.models.UploadSandbox`), and
+    whether it can write its own install (a ``.pth`` file there would run in every interpreter it starts)."""
+    if sandbox.code_problem is None:
+        line = "sandbox: bubblewrap (uploads checked and jobs evaluated with no file but their own, as nobody, offline)"
+    elif sandbox.allow_code:
+        line = (
+            f"sandbox: NONE ({sandbox.code_problem}); TorchScript and torch.export uploads are accepted anyway "
+            "(allow_unsandboxed_models=true): their code runs with this server's files"
+        )
+    else:
+        line = (
+            f"sandbox: none ({sandbox.code_problem}); TorchScript and torch.export uploads are refused (install "
+            "bubblewrap, or allow them with allow_unsandboxed_models=true)"
+        )
+    writable = [p for p in writable_install() if p]
+    if writable:
+        line += f"\nwarning: this server can write its own install ({writable[0]}); run it as a user that cannot"
+    return line
+
+
+def writable_install() -> list[str]:
+    """The directories genEval and torch are imported from that this process may write (an install the service
+    cannot write is one a model that escaped cannot change)."""
+    import importlib.util
+
+    out = []
+    for name in ("genEval", "torch"):
+        spec = importlib.util.find_spec(name)
+        where = Path(spec.origin).parents[1] if spec and spec.origin else None
+        if where is not None and os.access(where, os.W_OK):
+            out.append(str(where))
+    return out
 
 
 class _Server(uvicorn.Server):
@@ -138,7 +193,9 @@ def worker(cfg: DictConfig) -> int:
         max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
         host=cfg.get("host"),
     )
-    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {w.device}", flush=True)
+    sandbox = "bubblewrap" if w.isolated else f"none ({w.isolation_problem})"
+    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {w.device}, sandbox {sandbox}",
+          flush=True)  # fmt: skip
     with stop_worker_on_signals(w):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
         n = w.run()
     print(f"genEval worker {w.id}: ran {n} job(s)", flush=True)

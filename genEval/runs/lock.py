@@ -8,8 +8,13 @@ filesystem. The lock file holds its owner's identity and a lease:
 * ``boot_id`` and ``pidns`` (Linux): the kernel boot and pid namespace the pid belongs to, and ``proc_start`` (the
   process's start time in clock ticks), so that a pid is only ever checked where it means the same process.
 
-The owner refreshes ``heartbeat`` from a background thread every ``lease_s / 4`` (at most every 30 s) while it
-holds the lock. Another process judges a lock it finds:
+The owner renews its lease from a background thread every ``lease_s / 4`` (at most every 30 s) while it holds
+the lock, by touching its own lock file through the descriptor it keeps open (``futimens``): the lock's heartbeat is
+the file's change time (``st_ctime``, which the filesystem sets and no one can set back or ahead), and its contents
+never change once written. A heartbeat therefore cannot overwrite anyone's lock: if another process took the lock
+over meanwhile, the name ``run.lock`` holds the new owner's file and the touch lands on the old one, which no one
+reads (issue 41: a heartbeat that read the lock, found its token and then renamed its own file over it, replaced the
+lock of the process that had taken over between the two). Another process judges a lock it finds:
 
 * **stale** when its heartbeat is older than its lease (from any host: the owner stopped, or its machine was lost);
   when its heartbeat is more than :data:`FUTURE_TOLERANCE_S` in the future (a clock running ahead, or a forged
@@ -30,10 +35,11 @@ Taking a lock is atomic, so two processes never both own one:
   A marker whose holder died in the microseconds between creating it and renaming (older than
   :data:`MARKER_TIMEOUT_S`) is passed over for the next ``k``. Nothing is ever deleted and then created.
 
-Releasing removes the lock only while it still holds this process's token; a heartbeat that finds another token
-marks the lock :attr:`RunLock.lost` (this process was stalled past its lease and someone took over), and the run
-writer stops writing. Clocks of hosts sharing a directory should be NTP-synced (the lease is minutes; the skew
-should be seconds).
+A takeover re-judges the lock once it holds the marker (a lock renewed meanwhile is left alone). Releasing removes
+the lock only while ``run.lock`` is still this process's file; a heartbeat that finds another file there marks the
+lock :attr:`RunLock.lost` (this process was stalled past its lease and someone took over), and the run writer stops
+writing. A lock written by a genEval from before (a ``heartbeat`` it rewrote) is still judged by that field. Clocks
+of hosts sharing a directory should be NTP-synced (the lease is minutes; the skew should be seconds).
 
 The lease is ``GENEVAL_LOCK_LEASE_S`` seconds (default :data:`DEFAULT_LEASE_S`); :func:`configure` sets the lease,
 the wait and the host name this process uses (a service worker uses its own lease and ``host``).
@@ -160,6 +166,7 @@ class LockOwner:
     proc_start: str | None = None
     beats: bool = True  # False: a lock of an older genEval, which never refreshes a heartbeat
     file_time: float | None = None  # when the lock file was last written (its mtime), where it was read from a file
+    touch: bool = True  # the heartbeat is the file's change time (False: a lock that rewrote a heartbeat field)
 
     @classmethod
     def me(cls, token: str, lease_s: float, started: float | None = None) -> LockOwner:
@@ -177,32 +184,38 @@ class LockOwner:
         )
 
     @classmethod
-    def parse(cls, raw: bytes, mtime: float | None = None) -> LockOwner | None:
-        """The owner a lock file names, or None when it is empty, not JSON or lacks the owner's identity. A lock of
-        an older genEval (pid, host, since) has no heartbeat: the file's time ``mtime`` stands for it."""
+    def parse(cls, raw: bytes, mtime: float | None = None, ctime: float | None = None) -> LockOwner | None:
+        """The owner a lock file names, or None when it is empty, not JSON or lacks the owner's identity. Its
+        heartbeat is the file's change time ``ctime`` (a lock that says ``"beat": "touch"``), else the ``heartbeat``
+        it holds; a lock of an older genEval (pid, host, since) has none: the file's time ``mtime`` stands for it."""
         try:
             d = json.loads(raw.decode("utf-8"))
             pid, host = int(d["pid"]), str(d["host"])
         except (UnicodeDecodeError, ValueError, KeyError, TypeError):
             return None
         since = float(d.get("started") or d.get("since") or mtime or 0.0)
+        touch = d.get("beat") == "touch" and ctime is not None
         return cls(
             host=host,
             pid=pid,
             token=str(d.get("token") or ""),
             started=since,
-            heartbeat=float(d.get("heartbeat") or mtime or since),
+            heartbeat=float(ctime) if touch else float(d.get("heartbeat") or mtime or since),
+            touch=touch,
             beats="heartbeat" in d,
             lease_s=float(d.get("lease_s") or DEFAULT_LEASE_S),
             boot_id=d.get("boot_id"),
             pidns=d.get("pidns"),
             proc_start=d.get("proc_start"),
-            file_time=mtime,
+            file_time=ctime if touch else mtime,
         )
 
-    def to_bytes(self) -> bytes:
-        fields = {k: v for k, v in asdict(self).items() if k not in ("beats", "file_time")}
-        return (json.dumps({"version": 1, **fields}, indent=1) + "\n").encode()
+    def to_bytes(self, touch: bool = True) -> bytes:
+        """The lock file's contents; ``touch`` False: as a genEval from before issue 41 wrote it (its ``heartbeat``
+        field is the heartbeat, rewritten by its owner)."""
+        fields = {k: v for k, v in asdict(self).items() if k not in ("beats", "file_time", "touch")}
+        head = {"version": 2, "beat": "touch"} if touch else {"version": 1}
+        return (json.dumps({**head, **fields}, indent=1) + "\n").encode()
 
     def describe(self, now: float | None = None) -> str:
         age = (time.time() if now is None else now) - self.heartbeat
@@ -327,6 +340,11 @@ def _read(path: Path) -> tuple[bytes, os.stat_result] | None:
         return None
 
 
+def _owner(raw: bytes, st: os.stat_result) -> LockOwner | None:
+    """The owner of a lock file read as ``raw`` with status ``st`` (its times are the heartbeat)."""
+    return LockOwner.parse(raw, st.st_mtime, st.st_ctime)
+
+
 def _generation(raw: bytes, st: os.stat_result) -> str:
     """The name of one lock file's life: its token, or (an unreadable lock, or one of an older genEval) a digest of
     its bytes, inode and time."""
@@ -353,6 +371,7 @@ class RunLock:
         self.owner: LockOwner | None = None
         self.lost_to: LockOwner | None = None
         self._lost = False
+        self._fd: int | None = None  # this lock's own file, open: the heartbeat touches it, never the name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -379,7 +398,7 @@ class RunLock:
                     return None
                 continue
             raw, st = found
-            owner = LockOwner.parse(raw, st.st_mtime)
+            owner = _owner(raw, st)
             if owner is None and not waited:  # a lock being created by a filesystem without hard links
                 time.sleep(0.05)
                 waited = True
@@ -442,8 +461,8 @@ class RunLock:
         won = False
         try:
             current = _read(self.path)
-            if current is None or _generation(*current) != generation:
-                return None
+            if current is None or _generation(*current) != generation or stale_reason(_owner(*current)) is None:
+                return None  # replaced, or renewed since it was judged stale: not ours to take
             _replace(self.path, me.to_bytes())
             won = True
             self._held(me)
@@ -457,6 +476,13 @@ class RunLock:
 
     def _held(self, me: LockOwner) -> None:
         self.owner = me
+        fd = os.open(self.path, os.O_RDONLY)
+        with open(fd, "rb", closefd=False) as fh:
+            if (LockOwner.parse(fh.read()) or me).token != self.token:  # replaced already: not ours after all
+                os.close(fd)
+                self._lost = True
+                return
+        self._fd = fd
         _HELD.add(self.token)
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name=f"geneval-lock-{self.dir.name}", daemon=True)
@@ -472,12 +498,14 @@ class RunLock:
                 log.warning("run directory %s: could not refresh %s (%s)", self.dir, LOCK, err)
 
     def refresh(self) -> bool:
-        """Write a new heartbeat; False (and :attr:`lost`) when the lock no longer holds this process's token."""
-        if self.owner is None or self._lost:
+        """Renew the lease: touch this lock's own file (see the module docstring); False (and :attr:`lost`) when
+        ``run.lock`` is no longer that file (another process took it over, or it was removed)."""
+        if self.owner is None or self._lost or self._fd is None:
             return False
         found = _read(self.path)
-        current = None if found is None else LockOwner.parse(found[0])
-        if current is None or current.token != self.token:
+        mine = os.fstat(self._fd)
+        if found is None or (found[1].st_dev, found[1].st_ino) != (mine.st_dev, mine.st_ino):
+            current = None if found is None else _owner(*found)
             self._lost, self.lost_to = True, current
             log.error(
                 "run directory %s: this process lost its %s to %s; it stops writing there",
@@ -486,9 +514,11 @@ class RunLock:
                 "nobody (the lock was removed)" if current is None else current.describe(),
             )
             return False
-        me = self._mine()
-        _replace(self.path, me.to_bytes())
-        self.owner = me
+        try:
+            os.utime(self._fd)  # this file only: had run.lock been replaced since, the touch lands on the old one
+        except (NotImplementedError, TypeError):  # no futimens here: the name (a touch never changes an owner)
+            os.utime(self.path)
+        self.owner = _owner(*(_read(self.path) or found)) or self.owner
         return True
 
     def check(self) -> None:
@@ -502,15 +532,21 @@ class RunLock:
             )
 
     def release(self) -> None:
-        """Stop the heartbeat and remove the lock if it is still this process's."""
+        """Stop the heartbeat and remove the lock if ``run.lock`` is still this process's file."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._thread = None
         _HELD.discard(self.token)
-        if self.owner is None:
+        fd, self._fd = self._fd, None
+        if self.owner is None or fd is None:
+            self.owner = None
             return
         self.owner = None
-        found = _read(self.path)
-        if found is not None and (o := LockOwner.parse(found[0])) is not None and o.token == self.token:
-            self.path.unlink(missing_ok=True)
+        try:
+            mine = os.fstat(fd)
+            found = _read(self.path)
+            if found is not None and (found[1].st_dev, found[1].st_ino) == (mine.st_dev, mine.st_ino):
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)

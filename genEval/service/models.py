@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,9 @@ from genEval.checkpoints import (
     TORCH_SAVE,
     TORCHSCRIPT,
     ZIP_MAGIC,
-    check_model_file,
     check_safetensors_header,
 )
+from genEval.model_ops import check_model_file
 from genEval.sandbox import CheckFailed, LimitExceeded, Limits
 
 KINDS = ("config", "timm", "torchvision", "torchscript")
@@ -59,6 +60,13 @@ class UploadRefused(ValueError):
 
 class UploadTooCostly(UploadRefused):
     """An upload whose check ran past its time or memory limit (the message names the limit and its setting)."""
+
+    status = 422
+
+
+class UploadUnsafe(UploadRefused):
+    """An upload whose code or graph asks for files, processes or the network (the message names the op), or model
+    code that this server cannot run in a sandbox."""
 
     status = 422
 
@@ -88,27 +96,46 @@ def safe_filename(name: str | None, default: str = "upload") -> str:
     return base or default
 
 
-def _checked(path: Path, kind: str | None, limits: Limits | None) -> dict:
-    """:func:`genEval.checkpoints.check_model_file` (in a sandboxed child) with its refusals as :class:`UploadRefused`
-    (a limit passed: :class:`UploadTooCostly`); the file's path is never part of a message."""
+def _checked(path: Path, kind: str | None, limits: Limits | None, sandbox: UploadSandbox) -> dict:
+    """:func:`genEval.model_ops.check_model_file` (in a sandboxed child that sees only the file) with its refusals as
+    :class:`UploadRefused` (a limit passed: :class:`UploadTooCostly`; an op a classifier never needs:
+    :class:`UploadUnsafe`); the file's path is never part of a message."""
     try:
-        return check_model_file(path, kind, limits, what="the upload's check")
+        return check_model_file(
+            path, kind, limits, what="the upload's check", isolation=sandbox.isolation, hidden=sandbox.hidden
+        )
     except LimitExceeded as err:
         raise UploadTooCostly(str(err)) from None
     except CheckFailed as err:
-        raise UploadRefused(str(err).replace(f"'{path}' ", "the file ").replace(str(path), "the file")) from None
+        refused = UploadUnsafe if err.kind == "UnsafeModel" else UploadRefused
+        raise refused(str(err).replace(f"'{path}' ", "the file ").replace(str(path), "the file")) from None
 
 
-def sniff_upload(path: str | Path, limits: Limits | None = None) -> str:
+@dataclass(frozen=True)
+class UploadSandbox:
+    """How uploads are checked: the sandbox's ``isolation`` (:data:`genEval.sandbox.ISOLATION`), what the check must
+    not see (``hidden``: the service's home), and ``allow_code``: whether TorchScript and torch.export archives
+    (model code) are checked at all. A server that cannot isolate a check (``code_problem`` says why) refuses them
+    unless its admin opts in (``allow_unsandboxed_models``)."""
+
+    isolation: str = "auto"
+    hidden: tuple[str, ...] = ()
+    allow_code: bool = True
+    code_problem: str | None = None
+
+
+def sniff_upload(path: str | Path, limits: Limits | None = None, sandbox: UploadSandbox | None = None) -> str:
     """``"safetensors"``, ``"torch.export"`` or ``"torchscript"`` for a file that is one; :class:`UploadRefused` with
     the reason for anything else, pickles first.
 
     This process reads only the first bytes (a pickle's opcode, a zip's magic, a safetensors header's length) and a
     safetensors header of at most :data:`~genEval.checkpoints.MAX_SAFETENSORS_HEADER` bytes and
     :data:`~genEval.checkpoints.MAX_SAFETENSORS_TENSORS` tensors. Everything else (a zip's layout, loading the model)
-    happens in a child process within ``limits`` (:class:`genEval.sandbox.Limits`: time, memory, no network), so a
-    file whose loading never returns or fills the memory is refused (:class:`UploadTooCostly`) and this process never
-    runs its code."""
+    happens in a sandboxed child process within ``limits`` (:class:`genEval.sandbox.Limits`: time, memory, no network;
+    ``sandbox``: :class:`UploadSandbox`), so a file whose loading never returns or fills the memory is refused
+    (:class:`UploadTooCostly`), one that asks for files, processes or the network is refused naming the op
+    (:class:`UploadUnsafe`), and this process never runs its code."""
+    sandbox = sandbox or UploadSandbox()
     p = Path(path)
     size = p.stat().st_size
     with open(p, "rb") as fh:
@@ -118,11 +145,17 @@ def sniff_upload(path: str | Path, limits: Limits | None = None) -> str:
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:  # PROTO opcode: a pickle (protocol 2-5)
         raise UploadRefused("this file is a Python pickle (e.g. torch.save). " + _PICKLE_HELP)
     if head[:4] == ZIP_MAGIC:
+        if not sandbox.allow_code:
+            raise UploadUnsafe(
+                f"this server cannot run model code in a sandbox ({sandbox.code_problem}), so it accepts no "
+                "TorchScript or torch.export upload; upload safetensors weights (kind timm or torchvision), or ask "
+                "the admin (who can install bubblewrap, or allow them: `geneval serve allow_unsandboxed_models=true`)."
+            )
         if not zipfile.is_zipfile(p):
             raise UploadRefused(
                 "the file is an incomplete zip archive (its end is missing): the upload or the file was cut short."
             )
-        found = _checked(p, None, limits)
+        found = _checked(p, None, limits, sandbox)
         if found["kind"] is None:
             raise UploadRefused(
                 "this zip archive is not a TorchScript model (no code/ and constants.pkl) nor a torch.export program "
@@ -142,7 +175,7 @@ def sniff_upload(path: str | Path, limits: Limits | None = None) -> str:
             check_safetensors_header(p, "the upload")
         except ValueError as err:
             raise UploadRefused(str(err).replace(f" '{p.name}'", "")) from None
-        _checked(p, SAFETENSORS, limits)
+        _checked(p, SAFETENSORS, limits, sandbox)
         return SAFETENSORS
     raise UploadRefused("the file is neither safetensors nor TorchScript nor a torch.export program. " + _PICKLE_HELP)
 

@@ -109,11 +109,19 @@ class JobInfo:
             raise IndexError(f"job {self.id} has repetitions 0..{len(self.seeds) - 1}, not {rep}.")
         return Path(home) / self.run_dir / f"rep{rep}"
 
+    @property
+    def shown_seeds(self) -> list | None:
+        """The seeds as anyone may see them: a settled benchmark's round (its seed draws the round's sources, the same
+        for every model) shows its seed only once it has run; None before."""
+        return None if self.config.get("stop") and self.status != "done" else self.seeds
+
     def public(self) -> dict[str, Any]:
         """What ``GET /api/jobs/{id}`` shows anyone: everything but the resolved config, the upload path, the
-        worker (host and pid) and the error's full text (``error`` is the reason alone)."""
+        worker (host and pid) and the error's full text (``error`` is the reason alone); a settled round's seed only
+        once it has run (:attr:`shown_seeds`)."""
         skip = {"config", "upload_path", "owner_id", "lease_expires_at", "worker_id", "error_detail"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return shown | {"seeds": self.shown_seeds}
 
     def for_admin(self) -> dict[str, Any]:
         """:meth:`public` plus the worker and the error's full text (what an admin token sees)."""

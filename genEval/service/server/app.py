@@ -49,6 +49,16 @@ ROUTERS = (benchmarks.router, standings.router, uploads.router, jobs.router, tok
 REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 415, 422, 429)}
 
 
+def proxy_options(forwarded_allow_ips: str | list[str] | None) -> dict:
+    """uvicorn's proxy settings for the admin's ``forwarded_allow_ips`` (addresses or networks, a list or one
+    comma-separated string): ``X-Forwarded-For`` and ``-Proto`` are read only from a peer in it; None or empty (the
+    default) trusts no one, so a client cannot choose the address its failed authentications count against (uvicorn
+    itself trusts 127.0.0.1 unless told otherwise)."""
+    allow = [forwarded_allow_ips] if isinstance(forwarded_allow_ips, str) else list(forwarded_allow_ips or [])
+    allow = [a.strip() for item in allow for a in str(item).split(",") if a.strip()]
+    return {"proxy_headers": bool(allow), "forwarded_allow_ips": allow or ""}
+
+
 def create_app(service: Service) -> FastAPI:
     """The FastAPI application serving ``service``. Its API pages (Swagger UI at ``/docs``, ReDoc at ``/redoc``) load
     their scripts and styles from this server, out of the fastapi-offline package (``/static-offline-docs``), never

@@ -3,7 +3,8 @@
 ``Facade`` is the :class:`~genEval.service.server.facade.Service` the app serves (``app.state.service``, set by
 :func:`genEval.service.server.app.create_app`); ``MaybeToken`` the request's live token or None; ``Viewer``,
 ``Submitter`` and ``Admin`` a token with at least that role (roles: :mod:`genEval.service.auth`), else 401 (no or an
-unknown token) or 403 (a lower role). Failed authentications are counted per client address (:func:`authenticate`)."""
+unknown token) or 403 (a lower role). Failed authentications with unknown tokens are counted per client address
+(:func:`authenticate`); a valid token is never refused for them."""
 
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ Credentials = Annotated[
 
 
 def authenticate(svc: Service, request: Request, secret: str) -> TokenInfo | None:
-    """The live token whose secret is ``secret``, or None; a client address that failed ``max_auth_failures`` times
-    within ``auth_window_s`` is answered 429 (with Retry-After) before its token is even looked up."""
+    """The live token whose secret is ``secret``, or None. A valid token is looked up first and always answered, so
+    no one's failures lock its holder out; an unknown one counts against the client address, which after
+    ``max_auth_failures`` within ``auth_window_s`` is answered 429 (with Retry-After) instead of 401. The address is
+    the peer's own, or, from a proxy the admin trusts (``forwarded_allow_ips``), the one the proxy names."""
+    token = svc.db.tokens.find(secret)
+    if token is not None:
+        return token
     address = request.client.host if request.client else "unknown"
     wait = svc.auth_failures.retry_after(address)
     if wait is not None:
@@ -41,10 +47,8 @@ def authenticate(svc: Service, request: Request, secret: str) -> TokenInfo | Non
             f"{svc.auth_failures.window_s:g} s, server setting max_auth_failures); retry in {wait:.0f} s.",
             headers={"Retry-After": str(max(1, int(wait + 0.999)))},
         )
-    token = svc.db.tokens.find(secret)
-    if token is None:
-        svc.auth_failures.add(address)
-    return token
+    svc.auth_failures.add(address)
+    return None
 
 
 def maybe_token(svc: Facade, request: Request, creds: Credentials) -> TokenInfo | None:
@@ -54,7 +58,7 @@ def maybe_token(svc: Facade, request: Request, creds: Credentials) -> TokenInfo 
 
 def needs(role: str):
     """A dependency that yields the request's token when it has at least ``role`` (401/403 otherwise; 429 for an
-    address that failed too often: :func:`authenticate`)."""
+    unknown token from an address that failed too often: :func:`authenticate`)."""
 
     def check(svc: Facade, request: Request, creds: Credentials) -> TokenInfo:
         if creds is None:

@@ -33,11 +33,13 @@ class Settings:
     leaderboard's intervals and marks, used by the server's in-process workers. ``max_json_bytes``: the largest
     request body other than an upload. ``worker_retention_s``: how long stopped or gone workers stay listed.
 
-    Limits (``conf/serve.yaml`` says why each default): an upload's check, in a child process, may take
-    ``check_timeout_s`` seconds and ``check_memory_mb`` MiB, and at most ``max_checks`` run at once; a submitter
+    Limits (``conf/serve.yaml`` says why each default): an upload's check, in a sandboxed child process
+    (``isolation``: :data:`genEval.sandbox.ISOLATION`), may take ``check_timeout_s`` seconds and ``check_memory_mb``
+    MiB, and at most ``max_checks`` run at once, ``max_checks_per_token`` of one token; where the check cannot be
+    isolated, TorchScript and torch.export uploads are refused unless ``allow_unsandboxed_models``; a submitter
     token may have ``max_active_jobs`` jobs queued or running and make ``max_uploads_per_hour`` uploads (admins
-    neither); a client address may fail ``max_auth_failures`` authentications per ``auth_window_s`` seconds. A limit
-    of 0 is no limit."""
+    neither; both counted in the database); a client address may fail ``max_auth_failures`` authentications per
+    ``auth_window_s`` seconds with unknown tokens. A limit of 0 is no limit."""
 
     home: Path
     max_upload_bytes: int = 512 * MiB
@@ -48,6 +50,9 @@ class Settings:
     check_timeout_s: float = 60.0
     check_memory_mb: int = 4096
     max_checks: int = 2
+    max_checks_per_token: int = 1
+    isolation: str = "auto"
+    allow_unsandboxed_models: bool = False
     max_active_jobs: int = 20
     max_uploads_per_hour: int = 20
     max_auth_failures: int = 20

@@ -29,9 +29,10 @@ from genEval.scores.definitions import SCORE
 from genEval.scores.intervals import format_estimate
 from genEval.scores.sequential import PairVerdict, points
 from genEval.service.records import JobInfo
-from genEval.service.refusals import Invalid, NotFound
+from genEval.service.refusals import Conflict, Invalid, NotFound
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
+from genEval.service.server.jobs.files import own_file
 from genEval.service.server.jobs.routes import file_answer
 from genEval.service.server.standings.board import Row, standings
 from genEval.service.server.standings.compute import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS
@@ -221,12 +222,17 @@ def _counts(ns: list[int], validated: list[int]) -> str:
     )
 
 
+def _plain(path: Path) -> bool:
+    """A plain file, not a link (a run directory is written by an untrusted model's sandboxed child)."""
+    return path.is_file() and not path.is_symlink()
+
+
 def _job_scores(svc: Service, job: JobInfo) -> dict:
     """A done job's headline, its scores (the leaderboard row when it pools several repetitions or rounds, then each
     repetition's own, from its results.json) and the repetitions that drew an image grid."""
     try:
-        runs = [read_results(svc.files.rep_dir(job, r)) for r in range(len(job.seeds))]
-    except (OSError, ValueError) as err:  # a run directory removed or unreadable: the page says so, still renders
+        runs = [read_results(own_file(svc.files.rep_dir(job, r), "results.json").parent) for r in range(len(job.seeds))]
+    except (OSError, ValueError, Conflict) as err:  # removed, unreadable or a link: the page says so, still renders
         return {"error": f"the results of this job cannot be read ({type(err).__name__}); ask the service's admin."}
     board = svc.db.standings.board_of([job.root_id])
     pooled = board[0].scores if board and board[0].scores and board[0].repetitions > 1 else None
@@ -249,7 +255,7 @@ def _job_scores(svc: Service, job: JobInfo) -> dict:
         "rank_label": LABELS[RANK_BY],
         "heads": heads,
         "rows": rows,
-        "grids": [r for r in range(len(runs)) if (svc.files.rep_dir(job, r) / "grid.png").is_file()],
+        "grids": [r for r in range(len(runs)) if _plain(svc.files.rep_dir(job, r) / "grid.png")],
     }
 
 
@@ -279,10 +285,10 @@ def job_page(request: Request, job_id: str, svc: Facade):
 )
 def grid(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
     """Repetition ``rep``'s ``grid.png``: validated originals (top row) over their perturbed images (bottom row)."""
-    path = svc.files.finished_run(job_id, rep, what="image grid exists")[1] / "grid.png"
-    if not path.is_file():
+    run = svc.files.finished_run(job_id, rep, what="image grid exists")[1]
+    if not (run / "grid.png").is_file() and not (run / "grid.png").is_symlink():
         raise NotFound(f"job {job_id}'s repetition {rep} drew no image grid (no validated sample).")
-    return FileResponse(path, media_type="image/png")
+    return FileResponse(own_file(run, "grid.png"), media_type="image/png")  # never through a link (issue 41)
 
 
 @router.get("/jobs/{job_id}/report")

@@ -4,13 +4,20 @@ One worker per GPU (``geneval worker``), plus one inside ``geneval serve``. The 
 
 1. put back jobs whose lease ran out (their worker died: ``JobQueue.requeue_expired``);
 2. claim the oldest queued job atomically (``JobQueue.claim``);
-3. run it in a *child process* (``multiprocessing`` spawn) so that a model that crashes, leaks memory or
-   has to be cancelled takes only the child with it; the child dies with its worker (Linux
-   ``PR_SET_PDEATHSIG``, with a parent-watching thread elsewhere), so a killed worker never leaves an
-   orphan writing into a run directory that another worker is about to re-run;
-4. every ``heartbeat_s``: renew the lease and store progress (images done, ETA) read from the run
-   directories; when the heartbeat finds the job no longer held (cancelled, or re-queued after a
-   stall), stop the child;
+3. run it in a *child process* (:class:`genEval.service.child.JobChild`: a fresh ``python -I -S`` behind the
+   sandbox's launcher, so that a model that crashes, leaks memory, hangs or has to be cancelled takes only the child
+   with it. With ``isolation`` (``auto``: where bubblewrap works) the child sees only what its job needs: the
+   interpreter, the caches, its uploaded file read-only and its run directory writable, never the rest of the home
+   (:func:`genEval.service.child.evaluation_view`); it has no network and at most ``job_memory_mb``, set before it
+   starts. A TorchScript or torch.export job this worker cannot isolate fails, unless ``allow_unsandboxed_models``.
+   The child dies with its worker (Linux ``PR_SET_PDEATHSIG``, bubblewrap's ``--die-with-parent``), so a killed
+   worker never leaves an orphan writing into a run directory that another worker is about to re-run;
+4. every ``heartbeat_s``: renew the lease and store progress (images done, ETA) read from the run directories; when
+   the heartbeat finds the job no longer held (cancelled, or re-queued after a stall), stop the child (SIGTERM, then
+   SIGKILL after ``cancel_grace_s``). A job past ``max_job_s`` seconds, or whose progress has not moved for
+   ``stall_heartbeats`` heartbeats, is stopped the same way and fails, saying which. Once the child has answered,
+   the lease is still renewed while it exits (at most ``exit_grace_s``, then SIGKILL): a finished job is never
+   re-queued because its process was slow to tear down;
 5. compute the job's leaderboard row (its scores and its significance marks against every stored model:
    :class:`genEval.service.server.standings.compute.StandingsBuilder`) while still renewing the lease, and store
    ``done`` with the result summary and that row in one transaction, so the leaderboard pages only read; or store
@@ -37,21 +44,19 @@ pids or tracebacks); the full text goes to this log and the job's ``error_detail
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from genEval.runs import lock as run_lock
 from genEval.runs.stopping import Interrupted, stop_on_signals
-from genEval.sandbox import die_with_parent
+from genEval.sandbox import CheckStopped, Limits, isolates, isolation_problem
+from genEval.service.child import JobChild, evaluation_env, evaluation_view
 from genEval.service.errors import public_reason
 from genEval.service.records import WORKER_RETENTION_S, JobInfo, new_id
 from genEval.service.server.database import Database
@@ -65,22 +70,6 @@ Report = Callable[[str, Any], None]
 #: ``runner(job, home, report) -> result summary``; must be picklable (a module-level function or a
 #: functools.partial of one): it is sent to the child process.
 Runner = Callable[[JobInfo, Path, Report], dict]
-
-
-def _child_main(runner: Runner, job: JobInfo, home: str, conn: Any, parent_pid: int, lock: dict) -> None:
-    """The child's main: run ``job``; SIGTERM (the worker stopping, or the job cancelled) stops it cleanly, keeping
-    the samples finished and releasing the run's lock. ``lock``: the run lock settings (lease, wait, host)."""
-    die_with_parent(parent_pid)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    run_lock.configure(**lock)
-    try:
-        with stop_on_signals():
-            result = runner(job, Path(home), lambda kind, value: conn.send((kind, value)))
-        conn.send(("done", result))
-    except BaseException as err:  # everything the evaluation raises fails the job, not the worker
-        conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))
-    finally:
-        conn.close()
 
 
 def _lines(path: Path) -> int:
@@ -100,6 +89,7 @@ class Progress:
         self.home, self.job = home, job
         self.total: int | None = None
         self.rep = 0
+        self.moves = 0  # messages the child sent: progress, even between two records
         self.started = time.time()
 
     def update(self, kind: str, value: Any) -> None:
@@ -149,6 +139,13 @@ class Worker:
         host: str | None = None,
         stop_timeout_s: float = 30.0,
         retention_s: float = WORKER_RETENTION_S,
+        isolation: str = "none",
+        allow_unsandboxed_models: bool = True,
+        max_job_s: float = 0.0,
+        stall_heartbeats: int = 0,
+        job_memory_mb: int | None = None,
+        cancel_grace_s: float = 3.0,
+        exit_grace_s: float = 30.0,
     ) -> None:
         if not 0 < heartbeat_s < lease_s:
             raise ValueError(
@@ -171,6 +168,18 @@ class Worker:
         self._db = self.outage.call
         self.jobs_run = 0
         self.signal: int | None = None  # the signal that stopped this worker (stop_worker_on_signals)
+        times = {"max_job_s": max_job_s, "cancel_grace_s": cancel_grace_s, "exit_grace_s": exit_grace_s}
+        for name, value in times.items():
+            if not float(value) >= 0:
+                raise ValueError(f"{name} must be a number of seconds >= 0 (0: no limit), got {value!r}.")
+        if int(stall_heartbeats) < 0:
+            raise ValueError(f"stall_heartbeats must be >= 0 (0: never stalled), got {stall_heartbeats!r}.")
+        self.max_job_s, self.stall_heartbeats = float(max_job_s), int(stall_heartbeats)
+        self.cancel_grace_s, self.exit_grace_s = float(cancel_grace_s), float(exit_grace_s)
+        self.job_memory_mb = int(job_memory_mb) if job_memory_mb else None
+        self.isolated = isolates(isolation)  # "bwrap" where it cannot be had: IsolationUnavailable, naming why
+        self.isolation_problem = None if self.isolated else (isolation_problem() or f"isolation={isolation}")
+        self.allow_unsandboxed_models = bool(allow_unsandboxed_models)
 
     def stop(self) -> None:
         """Ask the loop to end; a running job is stopped (its finished samples kept, its lock released) and put back
@@ -259,69 +268,123 @@ class Worker:
         evaluation is stopped and the job left to its lease (the server re-queues it once that has run out)."""
         log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
         self._db(self.db.workers.seen, self.id, job.id)
-        ctx = multiprocessing.get_context("spawn")
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(
-            target=_child_main,
-            args=(self.runner, job, str(self.home), send, os.getpid(), self.lock_settings()),
-            name=f"geneval-job-{job.id[:8]}",
-        )
-        child.start()
-        send.close()
+        if not self.isolated and job.model.get("kind") == "torchscript" and not self.allow_unsandboxed_models:
+            reason = (
+                f"this worker cannot run model code in a sandbox ({self.isolation_problem}); an admin can install "
+                "bubblewrap on it or allow unsandboxed models (allow_unsandboxed_models=true)"
+            )
+            self.jobs_run += 1
+            self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
+            return
+        memory = (self.job_memory_mb, "job_memory_mb")
+        limits = Limits(self.max_job_s or 1e9, memory[0], "max_job_s", memory[1], cpu=False, file_bytes=None)
+        view = evaluation_view(job, self.home, self.device) if self.isolated else None
         try:
-            self._follow(job, child, recv)
+            child = JobChild(
+                self.runner, job, self.home, self.lock_settings(), limits=limits, view=view,
+                env=evaluation_env(self.device, self.isolated),
+            )  # fmt: skip
+        except CheckStopped:  # the process is shutting down: the job goes back, its attempt uncounted
+            self._release(job)
+            return
+        try:
+            self._follow(job, child)
         except Stopped:
-            self._end_child(child, self.stop_timeout_s)
+            child.stop(self.stop_timeout_s)
             raise
+        finally:
+            child.close()
 
-    def _follow(self, job: JobInfo, child: Any, recv: Any) -> None:
-        """Heartbeat a running child until it ends, then record how (or stop it when the job was lost or the worker
-        is stopping)."""
+    def _beat(self, job: JobInfo, progress: Progress) -> bool:
+        """Renew the lease and store the progress; False when the job was lost (cancelled or re-queued)."""
+        done = progress.done()
+        beat = (job.id, self.id, self.lease_s, done, progress.total, progress.eta(done))
+        if not self._db(self.db.queue.heartbeat, *beat):
+            return False
+        self._db(self.db.workers.seen, self.id, job.id)
+        return True
+
+    def _follow(self, job: JobInfo, child: JobChild) -> None:
+        """Heartbeat a running child until it answers, then record how it ended; stop it when the job was lost, the
+        worker is stopping, it ran past ``max_job_s`` or its progress did not move for ``stall_heartbeats``."""
         progress = Progress(self.home, job)
+        started = time.monotonic()
+        next_beat, still, last = started + self.heartbeat_s, 0, None
         outcome: tuple | None = None
-        next_beat = time.time() + self.heartbeat_s
         while outcome is None:
-            ready = wait([recv, child.sentinel], timeout=max(0.0, min(next_beat - time.time(), 0.5)))
-            outcome = self._drain(recv, progress) if recv in ready else None
-            if outcome is None and child.sentinel in ready:
-                outcome = self._drain(recv, progress) or ("died", child)
+            for msg in child.messages(max(0.0, min(next_beat - time.monotonic(), 0.5))):
+                progress.moves += 1
+                outcome = outcome or _final(msg, progress)
+            if child.oversized:
+                return self._stopped(job, child, "the evaluation sent a message larger than the worker reads")
+            if outcome is None and child.exited():
+                outcome = next((o for m in child.messages(0.0) if (o := _final(m, progress))), None)
+                outcome = outcome or ("died",)
             if outcome is not None:
                 break
             if self._stop.is_set():
-                self._end_child(child, self.stop_timeout_s)
+                child.stop(self.stop_timeout_s)
                 self._release(job)
                 log.warning("worker %s stopping: job %s put back in the queue", self.id, job.id)
                 return
-            if time.time() >= next_beat:
-                done = progress.done()
-                beat = (job.id, self.id, self.lease_s, done, progress.total, progress.eta(done))
-                if not self._db(self.db.queue.heartbeat, *beat):
-                    self._end_child(child, self.stop_timeout_s)
+            ran = time.monotonic() - started
+            if self.max_job_s and ran > self.max_job_s:
+                return self._stopped(
+                    job, child, f"it ran past its time limit of {self.max_job_s:g} s (server setting max_job_s)"
+                )
+            if time.monotonic() >= next_beat:
+                if not self._beat(job, progress):
+                    child.stop(self.cancel_grace_s)
                     log.warning(
                         "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
                     )
                     return
-                self._db(self.db.workers.seen, self.id, job.id)
-                next_beat = time.time() + self.heartbeat_s
-        child.join()
+                now = (progress.done(), progress.total, progress.rep, progress.moves)
+                still, last = (still + 1, last) if now == last else (0, now)
+                if self.stall_heartbeats and still >= self.stall_heartbeats:
+                    return self._stopped(
+                        job, child, f"it stalled: its progress did not move for {still} heartbeats ({ran:.0f} s in; "
+                        "server setting stall_heartbeats)",
+                    )  # fmt: skip
+                next_beat = time.monotonic() + self.heartbeat_s
+        if not self._await_exit(job, child, progress):
+            log.warning("worker %s: job %s was cancelled or re-queued while its evaluation ended", self.id, job.id)
+            return
         if outcome[0] == "error" and (self._stop.is_set() or outcome[1] == "Interrupted"):
             self._release(job)  # stopped, not failed: the next worker resumes it
             log.warning("worker %s: job %s was stopped and put back in the queue", self.id, job.id)
             return
-        self._record(job, outcome, child.exitcode, progress)
+        code = child.returncode
+        if child.isolated and code is not None and code > 128:  # bubblewrap's status for a child killed by a signal
+            code = 128 - code
+        self._record(job, outcome, code, progress)
 
-    @staticmethod
-    def _drain(recv: Any, progress: Progress) -> tuple | None:
-        """Read the child's messages; the final one ("done"/"error") is returned."""
-        try:
-            while recv.poll():
-                msg = recv.recv()
-                if msg[0] in ("done", "error"):
-                    return msg
-                progress.update(*msg)
-        except (EOFError, OSError):
-            return None
-        return None
+    def _await_exit(self, job: JobInfo, child: JobChild, progress: Progress) -> bool:
+        """Wait for a child that has answered to exit, renewing the lease meanwhile (a finished job's lease must not
+        run out while its process tears down: issue 41, E14); SIGKILL after ``exit_grace_s``. False when the job was
+        lost meanwhile."""
+        deadline = time.monotonic() + self.exit_grace_s
+        while not child.exited():
+            if time.monotonic() >= deadline:
+                log.warning("worker %s: job %s answered but did not exit in %gs; killed", self.id, job.id,
+                            self.exit_grace_s)  # fmt: skip
+                child.kill()
+                break
+            try:
+                child.proc.wait(min(self.heartbeat_s, max(0.01, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:  # still exiting: keep the job ours meanwhile
+                if not self._beat(job, progress):
+                    child.kill()
+                    return False
+        return True
+
+    def _stopped(self, job: JobInfo, child: JobChild, why: str) -> None:
+        """End a job's child now and fail the job with ``why`` (a limit it passed)."""
+        child.stop(self.cancel_grace_s)
+        self.jobs_run += 1
+        reason = f"the evaluation was stopped: {why}"
+        log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
+        self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
 
     def _record(self, job: JobInfo, outcome: tuple, exitcode: int | None, progress: Progress) -> None:
         self.jobs_run += 1
@@ -334,21 +397,7 @@ class Worker:
                 return
             log.info("worker %s: job %s done", self.id, job.id)
             return
-        if outcome[0] == "error":
-            kind, text, tb = outcome[1], outcome[2], outcome[3]
-            detail = f"{kind}: {text}"
-            reason = public_reason(kind, text, hide=(self.host, self.id), upload=job.upload_path, home=self.home)
-            log.error("worker %s: job %s failed: %s\n%s", self.id, job.id, detail, tb)
-            detail = f"{detail} (worker {self.id})\n{tb}"
-        else:
-            sig = -exitcode if exitcode is not None and exitcode < 0 else None
-            reason = (
-                f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
-                if sig
-                else f"the evaluation process exited with code {exitcode} without a result"
-            )
-            detail = f"{reason} (worker {self.id})"
-            log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
+        reason, detail = _failure(outcome, exitcode, job, self)
         self._db(self.db.queue.fail, job.id, self.id, reason, detail)
 
     def _release(self, job: JobInfo) -> None:
@@ -361,14 +410,41 @@ class Worker:
                 "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)
             )
 
-    @staticmethod
-    def _end_child(child: Any, timeout_s: float = 30.0) -> None:
-        """SIGTERM: the child keeps the samples it finished and releases its lock; SIGKILL after ``timeout_s``."""
-        child.terminate()
-        child.join(timeout_s)
-        if child.is_alive():
-            child.kill()
-            child.join()
+
+def _final(msg: dict, progress: Progress) -> tuple | None:
+    """A child's message: progress (``total``, ``rep``) is noted; the final one (``done``, ``error``) returned."""
+    kind = msg.get("kind")
+    if kind == "done":
+        return ("done", msg.get("result") if isinstance(msg.get("result"), dict) else {})
+    if kind == "error":
+        return ("error", str(msg.get("type")), str(msg.get("text")), str(msg.get("traceback")))
+    if kind in ("total", "rep") and isinstance(msg.get("value"), int):
+        progress.update(kind, msg["value"])
+    return None
+
+
+def _failure(outcome: tuple, exitcode: int | None, job: JobInfo, worker: Worker) -> tuple[str, str]:
+    """The public reason and the admin's detail of a job whose child ended without a result: an ``error`` it
+    reported (its memory limit named when it ran out), or its exit code or signal (logged here)."""
+    if outcome[0] == "error":
+        kind, text, tb = outcome[1], outcome[2], outcome[3]
+        detail = f"{kind}: {text}"
+        reason = public_reason(kind, text, hide=(worker.host, worker.id), upload=job.upload_path, home=worker.home)
+        if worker.job_memory_mb and (kind == "MemoryError" or "allocate memory" in text.lower()):
+            reason = (
+                f"the evaluation ran out of its memory limit of {worker.job_memory_mb} MiB (server setting "
+                f"job_memory_mb): {reason}"
+            )
+        log.error("worker %s: job %s failed: %s\n%s", worker.id, job.id, detail, tb)
+        return reason, f"{detail} (worker {worker.id})\n{tb}"
+    sig = -exitcode if exitcode is not None and exitcode < 0 else None
+    reason = (
+        f"the evaluation process was killed by signal {signal.Signals(sig).name} (out of memory?)"
+        if sig
+        else f"the evaluation process exited with code {exitcode} without a result"
+    )
+    log.error("worker %s: job %s failed: %s", worker.id, job.id, reason)
+    return reason, f"{reason} (worker {worker.id})"
 
 
 def stop_worker_on_signals(worker: Worker) -> Any:

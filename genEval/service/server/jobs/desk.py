@@ -92,10 +92,24 @@ class JobDesk:
         return self.db.jobs.list(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
 
     def cancel(self, job_id: str, by: TokenInfo) -> JobInfo:
-        """Cancel a job not yet final; only its submitter or an admin may."""
+        """Cancel a job not yet final; only its submitter or an admin may. On a settled benchmark the rounds belong to
+        the benchmark (issue 41): a submitter cannot cancel a later round alone (an admin can), and cancelling the
+        submission's job withdraws the model (:meth:`~genEval.service.server.jobs.store.JobStore.withdraw`: its
+        rounds stop, its row shows withdrawn), even after its first round is done."""
         job = self.job(job_id)
         if job.owner_id != by.id and by.role != "admin":
             raise Forbidden("only the job's submitter or an admin may cancel it.")
+        settled = bool(job.config.get("stop"))
+        if settled and job.parent_id is not None and by.role != "admin":
+            raise Forbidden(
+                f"job {job_id} is round {job.round} of a settled benchmark, which runs rounds until its models are "
+                f"ordered: a round is the benchmark's, not the submitter's. To withdraw the model, cancel its "
+                f"submission (job {job.parent_id})."
+            )
+        if settled and job.parent_id is None:
+            if job.status in ("failed", "cancelled"):
+                raise Conflict(f"job {job_id} is already {job.status}.")
+            return self.db.jobs.withdraw(job_id)
         if job.status in FINAL:
             raise Conflict(f"job {job_id} is already {job.status}.")
         return self.db.jobs.cancel(job_id)

@@ -16,6 +16,15 @@ from genEval.snapshots.export import export_snapshot
 from genEval.snapshots.manifest import SnapshotError
 
 
+def own_file(run: Path, name: str) -> Path:
+    """``run/name`` when it is a plain file of the run directory itself (not a link, nothing outside it); else
+    :class:`Conflict` (a run directory is written by an untrusted model's sandboxed child)."""
+    path = run / name
+    if path.is_symlink() or not path.is_file() or path.resolve().parent != run.resolve():
+        raise Conflict(f"this run's {name} is missing or not a plain file of its run directory; it is not served.")
+    return path
+
+
 class RunFiles:
     """The files of the jobs of ``jobs`` under the service home ``home``."""
 
@@ -37,8 +46,11 @@ class RunFiles:
             raise NotFound(str(err)) from None
 
     def results_file(self, job_id: str, rep: int) -> Path:
-        """The results.json of a done job's repetition."""
-        return self.finished_run(job_id, rep)[1] / "results.json"
+        """The results.json of a done job's repetition (a plain file in its run directory: the run directory is
+        written by the job's sandboxed child, so a link there, to the database or anything else of the server's, is
+        never followed)."""
+        job, run = self.finished_run(job_id, rep)
+        return own_file(run, "results.json")
 
     def report_file(self, job_id: str, rep: int) -> Path:
         """The report.html of a done job's repetition."""
@@ -46,11 +58,11 @@ class RunFiles:
         return self.report(job, rep)
 
     def report(self, job: JobInfo, rep: int) -> Path:
-        """The run's report.html (the worker writes it; made here when missing)."""
+        """The run's report.html (the worker writes it; made here when missing; a link is never followed)."""
         path = self.rep_dir(job, rep) / "report.html"
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             write_report(self.rep_dir(job, rep), path)
-        return path
+        return own_file(self.rep_dir(job, rep), "report.html")
 
     def snapshot(self, job_id: str, rep: int) -> tuple[JobInfo, Path]:
         """A done job's repetition as a snapshot tar (:meth:`snapshot_tar`); :class:`Conflict` when it has none."""

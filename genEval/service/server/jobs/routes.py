@@ -61,9 +61,15 @@ Job = view_of(
     "``error_detail`` (the full text).",
     exclude=("owner_id", "config", "upload_path", "lease_expires_at"),
     optional=("worker_id", "error_detail"),
-    types={"model": dict[str, Any], "overrides": dict[str, Any], "seeds": list[int], "result": dict[str, Any] | None},
+    types={
+        "model": dict[str, Any],
+        "overrides": dict[str, Any],
+        "seeds": list[int] | None,
+        "result": dict[str, Any] | None,
+    },
     describe={
         "status": "queued, running, done, failed or cancelled",
+        "seeds": "one per repetition; a settled benchmark's round: null until it has run",
         "worker_id": "admin tokens only",
         "error_detail": "admin tokens only",
     },
@@ -113,7 +119,9 @@ def job(job_id: str, svc: Facade, token: MaybeToken) -> dict:
 
 @router.post("/{job_id}/cancel", **AS_JOB)
 def cancel(job_id: str, svc: Facade, token: Submitter) -> dict:
-    """Cancel a queued or running job (its submitter or an admin)."""
+    """Cancel a queued or running job (its submitter or an admin). On a settled benchmark the submission's job
+    withdraws the model (its rounds stop and its row shows ``withdrawn``); a single later round is the benchmark's,
+    and only an admin may cancel it."""
     return job_view(svc.jobs.cancel(job_id, by=token))
 
 

@@ -6,7 +6,8 @@ On a fixed benchmark a row's rank is its position in the order asked for. On a s
 :mod:`~genEval.service.server.standings.settled`) every row has its rank in the settled order (by the ranking score
 pooled over all its rounds), tied with a neighbour whose pair is ``open`` or ``equivalent`` ("2–3"), and the verdict
 on it and the row below it (``below``; an open pair with the sources per model that would settle it); ``sort=rank``
-(the default) pages through that order.
+(the default) pages through that order. A model its submitter withdrew (issue 41) keeps its row, ranked
+``withdrawn`` after the others.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
 from genEval.service.server.database import Database
 from genEval.service.server.standings.compute import MARKED, RANK_BY, SORT_KEYS, ModelStanding
-from genEval.service.server.standings.settled import SettledRanks, settled_order
+from genEval.service.server.standings.settled import SettledRanks, settled_order, withdrawn
+
+#: The rank a settled benchmark's leaderboard shows for a model its submitter withdrew.
+WITHDRAWN = "withdrawn"
 
 
 class UnknownVersion(NotFound):
@@ -94,12 +98,14 @@ def read_standings(
     stop = registered and registered.config.get("stop")
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
-        order = settled_order(db.standings.board(benchmark, version, "date")[1])
+        every = db.standings.board(benchmark, version, "date")[1]
+        order = settled_order(every)
         ranks = SettledRanks.of(order, db.verdicts.of_version(benchmark, version))
+        gone = [r.job_id for r in every if withdrawn(r)]
     if ranks is not None and sort == "rank":
-        ids = [r.job_id for r in (order if descending else order[::-1])]
+        ids = [r.job_id for r in (order if descending else order[::-1])] + gone  # the withdrawn ones last
         total, board = (
-            len(order),
+            len(ids),
             db.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),
         )
     else:
@@ -132,6 +138,8 @@ def _row(b: BoardRow, every_mark: bool, ranks: SettledRanks | None) -> Row:
     )
     marks = {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
     row = Row(b.job_id, b.name, b.finished_at, standing, marks, list(b.run_dirs or []))
+    if ranks is not None and withdrawn(b):
+        return replace(row, rank=WITHDRAWN, sources=(b.settled or {}).get("sources"))
     if ranks is None or b.job_id not in ranks.rank:
         return row
     sources = (b.settled or {}).get("sources")

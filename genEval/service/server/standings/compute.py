@@ -27,6 +27,7 @@ from pathlib import Path
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import TABLE_SCORES
+from genEval.comparisons.loading import DamagedRun, check_records
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
@@ -168,15 +169,27 @@ class StandingsBuilder:
         self.settings = ComparisonSettings(n_boot=self.n_boot, seed=SEED, level=LEVEL, rank_by=RANK_BY)
         self._loaded: dict[tuple, Contender | None] = {}
         self._rules: dict[tuple[str, str], StopRule | None] = {}
+        self.damaged: dict[str, str] = {}  # job id -> why its runs were refused
 
     def _load(self, job_id: str, name: str, run_dirs: Sequence[str]) -> Contender | None:
+        """A finished job's runs (None when one is missing, or damaged: its records disagree with its results.json,
+        :func:`genEval.comparisons.loading.check_records`; :attr:`damaged` says how)."""
         key = (job_id, tuple(run_dirs))  # a settled model's runs grow by a round at a time
         if key not in self._loaded:
             dirs = [self.home / d for d in run_dirs]
-            if not all((d / "results.json").is_file() for d in dirs):
+            runs = [RunDir(d) for d in dirs]  # in the order given (a settled model's rounds)
+            try:
+                for run in runs:
+                    if run.finished:
+                        check_records(run)
+            except DamagedRun as err:
+                log.error("standings: %s", err)
+                self.damaged[job_id] = str(err).replace(str(self.home) + "/", "")
+                self._loaded[key] = None
+                return None
+            if not all(run.finished for run in runs):
                 self._loaded[key] = None
             else:
-                runs = [RunDir(d) for d in dirs]  # in the order given (a settled model's rounds)
                 first = runs[0].results
                 n = int(first.scores.num_classes)
                 entries = score_entries(runs, n, self.settings)
@@ -230,12 +243,15 @@ class StandingsBuilder:
         t0 = time.perf_counter()
         rule = self.rule(job.benchmark, job.benchmark_version)
         root = job.root_id
-        others = [r for r in self.db.standings.rows(job.benchmark, job.benchmark_version) if r.job_id != root]
+        stored = self.db.standings.rows(job.benchmark, job.benchmark_version)
+        others = [r for r in stored if r.job_id != root]
+        gone = any(r.job_id == root and (r.settled or {}).get("withdrawn") for r in stored)  # stays withdrawn
         dirs = self.model_dirs(job)
         me = self._load(root, job.name, dirs)
         compared = {r.job_id: r.repetitions for r in others}
         if me is None:
-            return self.unranked(job, f"run directory {Path(job.run_dir)} is missing or incomplete", dirs)
+            why = self.damaged.get(root) or f"run directory {Path(job.run_dir)} is missing or incomplete"
+            return self.unranked(job, why, dirs)
         comp = build_comparison({me.name: me.runs}, self.settings)
         settled = comp.settled
         better: dict[str, list[str]] = {k: [] for k in MARKED}
@@ -272,7 +288,8 @@ class StandingsBuilder:
             interval_note=comp.settings.interval_note,
             settled=None
             if rule is None
-            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)},
+            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)}
+            | ({"withdrawn": True} if gone else {}),
         )
         log.info(
             "standings of %s (%s): compared with %d models in %.1fs",

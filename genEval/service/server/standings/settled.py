@@ -25,9 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from genEval.comparisons.settings import StopRule
 from genEval.comparisons.settled import tied_ranks
 from genEval.runs.reader import RunDir
+from genEval.scores.outcomes import Outcomes
 from genEval.scores.sequential import PairVerdict, pair_units, settle_pair
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
@@ -45,10 +48,17 @@ class Ranked(Protocol):
     settled: dict | None
 
 
+def withdrawn(row: Ranked) -> bool:
+    """Whether the row's model was withdrawn by its submitter (its submission cancelled): it keeps its row, marked
+    withdrawn, but leaves the settled order, so it is neither ranked, nor tied, nor given more rounds."""
+    return bool((row.settled or {}).get("withdrawn"))
+
+
 def settled_order(rows: Sequence[Ranked]) -> list[Ranked]:
-    """The ranked rows (scores read, a pooled value stored) by the pooled ranking score, highest first; an undefined
-    one last; ties by job id (the worker that judges neighbours and the leaderboard use this one order)."""
-    ranked = [r for r in rows if r.scores is not None and r.settled is not None]
+    """The ranked rows (scores read, a pooled value stored, not :func:`withdrawn`) by the pooled ranking score, highest
+    first; an undefined one last; ties by job id (the worker that judges neighbours and the leaderboard use this one
+    order)."""
+    ranked = [r for r in rows if r.scores is not None and r.settled is not None and not withdrawn(r)]
     return sorted(ranked, key=lambda r: (r.settled["pooled"] is None, -(r.settled["pooled"] or 0.0), r.job_id))
 
 
@@ -96,8 +106,14 @@ def judge(
     rule: StopRule,
 ) -> PairVerdict:
     """The verdict on ``upper`` minus ``lower`` ((name, runs in round order) each) by ``score`` on their first
-    ``rounds`` rounds: round ``r`` of both is one look of paired units (they saw the same sources)."""
-    units = [pair_units(upper[1][r].outcomes, lower[1][r].outcomes) for r in range(rounds)]
+    ``rounds`` rounds: round ``r`` of both is one look of paired units, the sources both of them have (a source only
+    one of the two saw is left out of the pair: issue 41)."""
+
+    def shared(a: Outcomes, b: Outcomes) -> tuple[Outcomes, Outcomes]:
+        both = np.intersect1d(a.ids.astype(str), b.ids.astype(str))
+        return a.subset(np.isin(a.ids.astype(str), both)), b.subset(np.isin(b.ids.astype(str), both))
+
+    units = [pair_units(*shared(upper[1][r].outcomes, lower[1][r].outcomes)) for r in range(rounds)]
     return settle_pair(upper[0], lower[0], units, score, num_classes, rule.test())
 
 

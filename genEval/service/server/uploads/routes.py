@@ -54,8 +54,9 @@ Upload = view_of(
 @router.post("/api/uploads", status_code=201, response_model=Upload, openapi_extra=UPLOAD_BODY)
 async def upload(request: Request, svc: Facade, token: Submitter) -> UploadInfo:
     """Upload a model file (safetensors weights, a torch.export program or a TorchScript archive; never a pickle). It
-    is checked in a child process with a time and a memory limit (422 naming the limit past either); a token may
-    make ``max_uploads_per_hour`` uploads (429 with Retry-After beyond)."""
+    is checked in a sandboxed child process with a time and a memory limit (422 naming the limit past either, or the
+    op when its code or graph touches files, processes or the network); a token may make ``max_uploads_per_hour``
+    uploads (429 with Retry-After beyond)."""
     svc.uploads.may_upload(token)
     tmp, sha, size, filename = await receive(request, svc.uploads.folder, svc.settings.max_upload_bytes)
     return await run_in_threadpool(svc.uploads.accept, token, tmp, sha, size, filename)
