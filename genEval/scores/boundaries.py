@@ -12,8 +12,8 @@ an estimate must lie from 0 before a look may call it.
   ``a(t) = alpha / 2 log(1 + (e - 1) t)`` (gsDesign's ``sfLDOF`` / ``sfLDPocock`` at one-sided ``alpha / 2``, a
   symmetric two-sided test), and at each look finds the critical value ``c_k`` whose crossing probability, given
   no earlier crossing, is the alpha spent since the last look (:func:`spending_bounds`; the repeated confidence
-  intervals ``d_k +- c_k sd_k / sqrt(n_k)`` of Jennison & Turnbull, "Group Sequential Methods", 2000, ch. 9, cover at every
-  planned look at once). The crossing probabilities come from the recursive numerical integration of Armitage,
+  intervals ``d_k +- c_k sd_k / sqrt(n_k)`` of Jennison & Turnbull, "Group Sequential Methods", 2000, ch. 9, cover
+  at every planned look at once). The crossing probabilities come from the recursive numerical integration of Armitage,
   McPherson & Rowe (1969) as gsDesign implements it (``gsdesign``: its ``h1``/``hupdate`` grid, the one third-party
   library this module uses, fenced here); the search for ``c_k`` is scipy's ``brentq``. A look is free to come at any
   information fraction (the boundary is computed from the fractions actually seen), and looks past ``t = 1`` spend
