@@ -145,7 +145,7 @@ class Judge:
             if args.no_forecast:
                 import genEval.scores.forecast as fc
 
-                fc.forecast = lambda *a, **k: fc.Forecast(None, None, reason="off")
+                sequential.forecast = lambda *a, **k: fc.Forecast(None, None, reason="off")
         else:
             self.test = sequential.SequentialTest(args.confidence, args.margin, t_star)
 

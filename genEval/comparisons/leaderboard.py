@@ -402,7 +402,8 @@ class Comparison:
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
             f"(95% intervals: {self.settings.interval_note})",
             f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA; "
-            "settled = the rank the anytime-valid verdicts support (a range: an adjacent pair is open or equivalent)",
+            "settled = the rank the settled verdicts support (a range: an adjacent pair is open, equivalent or resolved, "
+            "a tie)",
         ]
         with_er = any(r.er is not None for r in self.leaderboard)
         head = (
@@ -457,7 +458,7 @@ class Comparison:
             "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
             "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted). "
             "Settled rank: the rank by the ranking score pooled over every round, a range (2–3) where an adjacent "
-            "pair is not yet ordered by the anytime-valid rule (see Notes).",
+            "pair is not ordered by the settled rule: open, equivalent or resolved, a tie (see Notes).",
             "",
             "| " + " | ".join(cols) + " |",
             "|" + "---|" * len(cols),

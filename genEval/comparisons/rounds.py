@@ -82,7 +82,7 @@ def run_until_settled(
     while True:
         for r in sorted(set(wanted.values())):  # a model behind catches up on the round its neighbour ran
             seeds += [round_seed(base, len(seeds)) for _ in range(r + 1 - len(seeds))]
-            for model, run_dir in run_round([m for m, w in wanted.items() if w == r], r, seeds[r]).items():
+            for model, run_dir in run_round([m for m in models if wanted.get(m) == r], r, seeds[r]).items():
                 dirs[model].append(run_dir)
         comp = look(dirs, seeds)
         settled = comp.settled
@@ -95,7 +95,7 @@ def run_until_settled(
         spent = total
         log.info(
             "compare stop=settled: ran %s; %d model-sources in all: %s",
-            ", ".join(f"{m} round {w}" for m, w in wanted.items()),
+            ", ".join(f"{m} round {wanted[m]}" for m in models if m in wanted),
             spent,
             settled.headline(),
         )

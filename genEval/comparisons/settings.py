@@ -130,10 +130,10 @@ class StopRule:
 #: asked to settle). ``boundary``, ``resolution``: chosen by simulation (benchmarks/sequential.py, issue 40).
 STOP_DEFAULTS: dict[str, Any] = dict(
     stop="fixed", round_sources=200, max_sources=5000, confidence=0.95, margin=1.0, power=0.8, resolution=2.0,
-    familywise=False, boundary="spending", spending="obrien-fleming",
+    familywise=False, boundary="spending", spending="pocock",
 )  # fmt: skip
 #: What runs recorded before issue 40 ran with: the confidence sequence, no resolved verdict, per pair.
-LEGACY_RULE: dict[str, Any] = dict(resolution=0.0, familywise=False, boundary="sequence", spending="obrien-fleming")
+LEGACY_RULE: dict[str, Any] = dict(resolution=0.0, familywise=False, boundary="sequence", spending="pocock")
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,25 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
-
-from genEval.scores.sequential import SequentialTest, Track
 
 #: Simulated futures per forecast: the stated probability's Monte Carlo error is below 1.2 points (95%).
 PATHS = 2000
 KINDS = ("order", "show equivalence", "resolve")
+
+
+class Rule(Protocol):
+    """What a forecast needs of the rule (:class:`genEval.scores.sequential.SequentialTest` has it)."""
+
+    margin: float
+    resolution: float
+    power: float
+    max_sources: int | None
+    round_sources: int | None
+
+    def critical(self, n: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,7 @@ class Forecast:
     reason: str = ""
 
 
-def future_looks(n: np.ndarray, test: SequentialTest) -> np.ndarray:
+def future_looks(n: np.ndarray, test: Rule) -> np.ndarray:
     """The units of the looks still to come: one every ``round_sources`` (else the mean round so far) while the
     pair has fewer than ``max_sources`` (the rounds ``stop=settled`` would still run)."""
     now = float(n[-1])
@@ -52,23 +63,26 @@ def future_looks(n: np.ndarray, test: SequentialTest) -> np.ndarray:
     return now + step * np.arange(1, count + 1)
 
 
-def forecast(tr: Track, n: np.ndarray, d: np.ndarray, sd: np.ndarray, test: SequentialTest) -> Forecast:
-    """The forecast of an open pair from its looks (``n``, ``d``, ``sd`` of :func:`~genEval.scores.sequential.
-    looks_of`, ``tr`` their :class:`~genEval.scores.sequential.Track` under ``test``)."""
+def forecast(
+    n: np.ndarray, d: np.ndarray, sd: np.ndarray, valid: np.ndarray, low: float, high: float, test: Rule
+) -> Forecast:
+    """The forecast of an open pair from its looks (``n``, ``d``, ``sd`` (L,) of
+    :func:`genEval.scores.sequential.looks_of`; ``valid`` (L,): the looks that count) and its running interval
+    ``[low, high]`` under ``test``."""
     if test.max_sources is None:
         return Forecast(None, None, reason="no forecast: the rule has no max_sources")
     future = future_looks(n, test)
     if not len(future):
         return Forecast(None, None, reason=f"max_sources={test.max_sources:,} reached")
     now, value, spread = float(n[-1]), float(d[-1]), float(sd[-1])
-    crit = test.critical(np.concatenate([n[tr.valid], future]))[-len(future) :]
+    crit = test.critical(np.concatenate([n[valid], future]))[-len(future) :]
     rng = np.random.default_rng(0)
     theta = rng.normal(value, spread / np.sqrt(now), PATHS)
     steps = np.diff(np.concatenate([[now], future]))
     walk = np.cumsum(rng.normal(steps * theta[:, None], np.sqrt(steps) * spread), axis=1)  # (P, J)
     est = (now * value + walk) / future
     half = crit * spread / np.sqrt(future)
-    lo, hi = np.full(PATHS, tr.low[-1]), np.full(PATHS, tr.high[-1])
+    lo, hi = np.full(PATHS, low), np.full(PATHS, high)
     first, kind = np.full(PATHS, len(future)), np.full(PATHS, -1)
     for j in range(len(future)):
         new_lo, new_hi = np.maximum(lo, est[:, j] - half[j]), np.minimum(hi, est[:, j] + half[j])

@@ -46,6 +46,7 @@ import numpy as np
 from genEval.interfaces import SettingError
 from genEval.scores.boundaries import SPENDING, mixture_eta2, mixture_width, spending_bounds
 from genEval.scores.definitions import score_values
+from genEval.scores.forecast import forecast
 from genEval.scores.intervals import source_sums
 from genEval.scores.outcomes import COLUMNS, Outcomes
 
@@ -78,7 +79,7 @@ class SequentialTest:
     power: float = 0.8
     resolution: float = 0.0
     boundary: str = "sequence"
-    spending: str = "obrien-fleming"
+    spending: str = "pocock"
     max_sources: int | None = None
     round_sources: int | None = None
     safeguard: str = "discordant"
@@ -388,8 +389,6 @@ class PairLooks:
 
 def judge(looks: PairLooks, test: SequentialTest) -> PairVerdict:
     """The verdict on ``looks.a`` minus ``looks.b`` under ``test`` (see the module docstring)."""
-    from genEval.scores.forecast import forecast  # the forecast builds on this module's looks
-
     a, b, key, conf, margin = looks.a, looks.b, looks.key, test.confidence, test.margin
     common = dict(resolution=test.resolution, max_sources=test.max_sources)
     if not len(looks.n):
@@ -408,7 +407,7 @@ def judge(looks: PairLooks, test: SequentialTest) -> PairVerdict:
         )
     if not np.isfinite(tr.low[-1]):  # alpha spending of the O'Brien-Fleming type spends ~nothing this early
         why = f"the {test.spending} boundary spends no alpha yet at {units:,} of {test.max_sources:,} sources"
-        f = forecast(tr, n, d, sd, test)
+        f = forecast(n, d, sd, tr.valid, float(tr.low[-1]), float(tr.high[-1]), test)
         return PairVerdict(
             a, b, key, value, None, None, units, count, spread, "open", conf, margin, f.more_sources, f.kind,
             why, p_settle=f.p_settle, **common,
@@ -423,7 +422,7 @@ def judge(looks: PairLooks, test: SequentialTest) -> PairVerdict:
     )  # fmt: skip
     if verdict != "open":
         return out
-    f = forecast(tr, n, d, sd, test)
+    f = forecast(n, d, sd, tr.valid, run_low, run_high, test)
     return replace(out, p_settle=f.p_settle, more_sources=f.more_sources, more_kind=f.kind, reason=f.reason)
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from genEval.comparisons.settings import StopRule
+from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
 from genEval.interfaces import SettingError
 from genEval.runs.rundir import config_hash
 
@@ -46,7 +46,7 @@ EVALUATE_KEYS = (
 )
 MAX_REPETITIONS = 100
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
-STOP_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "power")
+STOP_KEYS = tuple(STOP_DEFAULTS)
 
 
 def shown(value: Any, limit: int = 40) -> str:

@@ -20,7 +20,7 @@ from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
 from genEval.service.server.database import Database
 from genEval.service.server.standings.compute import MARKED, RANK_BY, SORT_KEYS, ModelStanding
-from genEval.service.server.standings.settled import SettledRanks, settled_order
+from genEval.service.server.standings.settled import SettledRanks
 
 
 class UnknownVersion(NotFound):
@@ -94,12 +94,13 @@ def read_standings(
     stop = registered and registered.config.get("stop")
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
-        order = settled_order(db.standings.board(benchmark, version, "date")[1])
-        ranks = SettledRanks.of(order, db.verdicts.of_version(benchmark, version))
+        ranks = SettledRanks.of(
+            db.standings.board(benchmark, version, "date")[1], db.verdicts.of_version(benchmark, version)
+        )
     if ranks is not None and sort == "rank":
-        ids = [r.job_id for r in (order if descending else order[::-1])]
+        ids = ranks.order if descending else ranks.order[::-1]
         total, board = (
-            len(order),
+            len(ids),
             db.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),
         )
     else:
