@@ -17,7 +17,7 @@ from scipy.stats import multivariate_normal
 
 from genEval.comparisons.settled import holm, next_rounds, order_board, tied_ranks
 from genEval.scores.boundaries import spending_bounds
-from genEval.scores.outcomes import COLUMN, COLUMNS, Outcomes
+from genEval.scores.outcomes import COLUMNS, Outcomes
 from genEval.scores.sequential import (
     DISAGREE,
     PairLooks,
@@ -127,7 +127,8 @@ def test_fmr_v_difference_is_the_ratio_difference():
     ids = [f"s{i}" for i in range(300)]
     val, clean = rng.random(300) < 0.6, rng.random(300) < 0.85
     fa, fb = clean & (rng.random(300) < 0.9), clean & (rng.random(300) < 0.8)
-    _, d, _ = looks_of([pair_units(_outcomes(ids, clean, val, fa), _outcomes(ids, clean, val, fb))], "fmr_validated", 10)
+    units = pair_units(_outcomes(ids, clean, val, fa), _outcomes(ids, clean, val, fb))
+    _, d, _ = looks_of([units], "fmr_validated", 10)
     fmr = [100.0 * (val & f).sum() / (val & clean).sum() for f in (fa, fb)]
     assert d[-1] == pytest.approx(fmr[0] - fmr[1])
 

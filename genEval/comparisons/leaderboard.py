@@ -402,8 +402,8 @@ class Comparison:
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
             f"(95% intervals: {self.settings.interval_note})",
             f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA; "
-            "settled = the rank the settled verdicts support (a range: an adjacent pair is open, equivalent or resolved, "
-            "a tie)",
+            "settled = the rank the settled verdicts support (a range: an adjacent pair is open, equivalent or "
+            "resolved, a tie)",
         ]
         with_er = any(r.er is not None for r in self.leaderboard)
         head = (
