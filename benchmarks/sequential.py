@@ -264,8 +264,10 @@ CAL_LAWS = [(gap, rho) for rho in (0.3, 0.8) for gap in (0.0, 1.0, 3.0, 6.0)]
 
 
 def calibration(judge: Judge, args, column) -> list[dict]:
-    """Two-model boards per law (true gap, pairing): the forecast after the first look against what happened. The
-    boards run past ``max_sources`` (to ``--horizon``) so that a promise beyond it can be checked too."""
+    """Two-model boards per law (true gap, pairing): the forecast after the first look against what happened. After
+    issue 40 the forecast is a range: the chance of being settled by ``max_sources`` (``p_low``..``p_high``) and the
+    sources after which the chance reaches the rule's power (``more``..``more_high``); before it, "≈ N more at 80%
+    power". The boards run past ``max_sources`` (to ``--horizon``) so that a promise beyond it can be checked."""
     out = []
     horizon = max(args.horizon, args.max_sources)
     for i, (gap, rho) in enumerate(CAL_LAWS):
@@ -274,52 +276,57 @@ def calibration(judge: Judge, args, column) -> list[dict]:
         qs = np.array([law.q_for(f) for f in (90.0, 90.0 - gap)])
         rows = []
         for _ in range(args.boards):
-            units, stated, promised, settled_at = [], None, None, None
+            units, first, settled_at = [], None, None
             for r in range(horizon // args.round):
                 units.append(draw_round(rng, law, qs, args.round, column))
                 _, (p,) = judge.look(units, {0: r + 1, 1: r + 1}, {0: 1.0, 1: 0.0})
                 n = (r + 1) * args.round
-                if r == 0:
-                    if judge.settled(p):
-                        break
-                    stated = p.p_settle if judge.new else None
-                    promised = p.more_sources
+                if first is None:
+                    first = p
                 if judge.settled(p):
                     settled_at = n
                     break
                 if judge.new and n >= args.max_sources:
                     break
-                if not judge.new and (promised is None or n >= args.round + promised):
+                if not judge.new and (first.more_sources is None or n >= args.round + first.more_sources):
                     break
-            if r == 0 and settled_at is None and judge.settled(p):
+            if judge.settled(first):
                 continue  # settled at the first look: no forecast was made
-            rows.append((stated, promised, settled_at))
-        by_max = [s is not None and s <= args.max_sources for _, _, s in rows]
-        kept = [s is not None and pr is not None and s <= args.round + pr for _, pr, s in rows]
-        entry = dict(gap=gap, rho=rho, pairs=len(rows), settled_by_max=float(np.mean(by_max)) if rows else None)
-        if judge.new:
-            stated = [s for s, _, _ in rows if s is not None]
-            entry |= dict(stated_mean=float(np.mean(stated)) if stated else None,
-                          stated=[s for s, _, _ in rows], realised=by_max)  # fmt: skip
-        promised = [pr for _, pr, _ in rows if pr is not None]
-        entry |= dict(promised_median=float(np.median(promised)) if promised else None,
-                      kept_share=float(np.mean([k for k, (_, pr, _) in zip(kept, rows) if pr is not None]))
-                      if promised else None)  # fmt: skip
-        out.append(entry)
+            row = dict(more=first.more_sources, settled_at=settled_at)
+            if judge.new:
+                row |= dict(p_low=first.p_low, p_high=first.p_high, more_high=first.more_high)
+            rows.append(row)
+
+        out.append(_summary(rows, gap, rho, args, judge.new))
     return out
 
 
-def reliability(cal: list[dict], bins: int = 5) -> list[tuple[float, float, float, int]]:
-    """(bin low, mean stated, share realised, count) over every law's first-look forecasts."""
-    stated = np.array([s for e in cal for s in e.get("stated", []) if s is not None])
-    real = np.array([r for e in cal for s, r in zip(e.get("stated", []), e.get("realised", [])) if s is not None])
-    out = []
-    for b in range(bins):
-        lo, hi = b / bins, (b + 1) / bins
-        sel = (stated >= lo) & ((stated < hi) if b < bins - 1 else (stated <= hi))
-        if sel.any():
-            out.append((lo, float(stated[sel].mean()), float(real[sel].mean()), int(sel.sum())))
-    return out
+def _summary(rows: list[dict], gap: float, rho: float, args, new: bool) -> dict:
+    """One law's first-look forecasts against what happened: the share settled by ``max_sources`` against the
+    stated range, and the share settled within each promised number of sources."""
+
+    def share(cond) -> float | None:
+        kept = [cond(r) for r in rows if cond(r) is not None]
+        return float(np.mean(kept)) if kept else None
+
+    def within(r: dict, more: str) -> bool | None:
+        return None if r[more] is None else (r["settled_at"] or math.inf) <= args.round + r[more]
+
+    def median(key: str) -> float | None:
+        kept = [r[key] for r in rows if r.get(key) is not None]
+        return float(np.median(kept)) if kept else None
+
+    by_max = share(lambda r: (r["settled_at"] or math.inf) <= args.max_sources)
+    entry = dict(
+        gap=gap, rho=rho, pairs=len(rows), settled_by_max=by_max, promised_median=median("more"),
+        kept_share=share(lambda r: within(r, "more")),
+    )  # fmt: skip
+    if new:
+        entry |= dict(
+            p_low_mean=share(lambda r: r["p_low"]), p_high_mean=share(lambda r: r["p_high"]),
+            kept_share_high=share(lambda r: within(r, "more_high")), more_high_median=median("more_high"),
+        )  # fmt: skip
+    return entry
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -367,17 +374,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibration:
         cal = calibration(judge, args, column=COLUMN)
         result["calibration"] = cal
-        print(f"{'gap':>4} {'rho':>4} {'pairs':>5} {'stated':>7} {'settled by max':>14} {'promised N':>10} {'kept':>5}")
+
+        def f(x, spec=".3f"):
+            return "-" if x is None else format(x, spec)
+
+        print(f"{'gap':>4} {'rho':>4} {'pairs':>5} {'settled by max':>14} {'stated range':>13} {'N (median)':>10} "
+              f"{'kept':>5} {'N far end':>9} {'kept':>5}")  # fmt: skip
         for e in cal:
-            st = "-" if e.get("stated_mean") is None else f"{e['stated_mean']:.3f}"
-            pn = "-" if e["promised_median"] is None else f"{e['promised_median']:.0f}"
-            kp = "-" if e["kept_share"] is None else f"{e['kept_share']:.3f}"
-            by = "-" if e["settled_by_max"] is None else f"{e['settled_by_max']:.3f}"
-            print(f"{e['gap']:>4} {e['rho']:>4} {e['pairs']:>5} {st:>7} {by:>14} {pn:>10} {kp:>5}")
-        if judge.new:
-            result["reliability"] = reliability(cal)
-            for lo, s, r, c in result["reliability"]:
-                print(f"stated in [{lo:.1f}, {lo + 0.2:.1f}]: mean stated {s:.3f}, realised {r:.3f} ({c} pairs)")
+            rng = f"{f(e.get('p_low_mean'), '.2f')}-{f(e.get('p_high_mean'), '.2f')}" if judge.new else "-"
+            print(
+                f"{e['gap']:>4} {e['rho']:>4} {e['pairs']:>5} {f(e['settled_by_max']):>14} {rng:>13} "
+                f"{f(e['promised_median'], '.0f'):>10} {f(e['kept_share']):>5} "
+                f"{f(e.get('more_high_median'), '.0f'):>9} {f(e.get('kept_share_high')):>5}"
+            )
     else:
         rows = []
         for i, k in enumerate(args.models):

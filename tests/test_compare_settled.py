@@ -67,7 +67,7 @@ def test_an_open_pair_runs_to_max_sources_with_fresh_rounds_and_a_forecast(tmp_p
     assert "max_sources=120 reached with 1 pair(s) still open" in s.stopped
     (pair,) = s.pairs
     assert pair.verdict == "open" and pair.low < 0 < pair.high and pair.low <= pair.value <= pair.high
-    assert pair.p_settle is None and "max_sources=120 reached" in pair.reason  # nothing left to forecast
+    assert pair.p_low is None and "max_sources=120 reached" in pair.reason  # nothing left to forecast
     assert set(s.tied_ranks.values()) == {"1–2"}
     rounds = [_sources(tmp_path, "always0", r) for r in range(3)]
     assert rounds[0] != rounds[1] != rounds[2]  # fresh sources per round
@@ -76,7 +76,7 @@ def test_an_open_pair_runs_to_max_sources_with_fresh_rounds_and_a_forecast(tmp_p
     after_one = aggregate([tmp_path / "runs" / m / "rep0" for m in ("always0", "always1")],
                           ComparisonSettings(n_boot=20, rank_by="sa"))  # fmt: skip
     first = after_one.settled.pairs[0]  # after the first round: the chance to be settled by max_sources
-    assert first.verdict == "open" and 0 <= first.p_settle <= 1
+    assert first.verdict == "open" and 0 <= first.p_low <= first.p_high <= 1
     assert "likely to be settled by 120" in first.describe("SA")
 
 

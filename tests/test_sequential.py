@@ -210,19 +210,22 @@ def test_a_pair_narrower_than_the_resolution_is_resolved_and_tied():
     assert tied_ranks(["a", "b"], [v]) == {"a": "1–2", "b": "1–2"}
 
 
-def test_an_open_pair_has_a_forecast_that_follows_the_evidence():
-    """The predictive probability of being settled by max_sources: near 1 for a 20-point gap seen early (by ordering
-    it); near 0 for equal models one look before the end with no margin or resolution to reach (only a wrong
-    ordering could settle them); None once max_sources is reached."""
+def test_an_open_pair_has_a_forecast_over_its_interval():
+    """The chance of being settled by max_sources, over the differences the interval allows: for a 20-point gap seen
+    on 100 sources (its interval still holds 0) near 1 at the interval's far end, settled by ordering within a few
+    hundred sources there, and low near 0 (no margin or resolution to reach); for equal models one look before the
+    end, below 5% over the whole interval; None once max_sources is reached."""
     rng = np.random.default_rng(6)
     test = SequentialTest(margin=0.0, boundary="spending", max_sources=4000, round_sources=100)
     far = settle_pair("a", "b", [_sa_round(rng, 100, 0.7, 0.5)], "sa", 10, test)
-    assert far.p_settle > 0.95 and far.more_kind == "order" and 0 < far.more_sources <= 1000
+    assert far.low < 0 < far.high and far.p_low < 0.5 and far.p_high > 0.99 and far.more_kind == "order"
+    assert 0 < far.more_sources <= 500 and far.more_high is None  # at 0 the power never reaches 80%
+    assert "likely to be settled by 4,000 sources per model" in far.describe("SA")
     rounds = [_sa_round(rng, 100, 0.7, 0.7) for _ in range(40)]
     late = settle_pair("a", "b", rounds[:39], "sa", 10, test)
-    assert late.verdict == "open" and late.p_settle < 0.1 and late.more_sources is None
+    assert late.verdict == "open" and late.p_high < 0.05 and late.more_sources is None and late.more_high is None
     full = settle_pair("a", "b", rounds, "sa", 10, test)
-    assert full.p_settle is None and "max_sources=4,000 reached" in full.reason
+    assert full.p_low is None and "max_sources=4,000 reached" in full.reason
 
 
 def test_rule_settings_are_checked():

@@ -70,8 +70,8 @@ class StopRule:
             raise SettingError(
                 "max_sources", self.max_sources, f">= round_sources ({self.round_sources})", str(self.round_sources)
             )
-        # checks confidence, margin, resolution, power, boundary and spending, naming the bad one
-        (self if self._complete else self.filled()).test()
+        # checks confidence, margin, resolution, power, boundary and spending (the others at their defaults)
+        _sequential_test({k: STOP_DEFAULTS[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS})
 
     def filled(self, recorded: Mapping[str, Any] | None = None) -> StopRule:
         """Every field set: this rule's, else ``recorded`` (what the runs recorded; :data:`LEGACY_RULE` for the
@@ -110,13 +110,7 @@ class StopRule:
 
     def test(self) -> SequentialTest:
         """The rule a pair is judged by under this (filled) rule."""
-        rule = self if self._complete else self.filled()
-        t_star = math.sqrt(rule.round_sources * rule.max_sources)
-        return SequentialTest(
-            confidence=rule.confidence, margin=rule.margin, t_star=t_star, power=rule.power,
-            resolution=rule.resolution, boundary=rule.boundary, spending=rule.spending,
-            max_sources=int(rule.max_sources), round_sources=int(rule.round_sources),
-        )  # fmt: skip
+        return _sequential_test((self if self._complete else self.filled()).to_dict())
 
     @property
     def settled_mode(self) -> bool:
@@ -124,6 +118,16 @@ class StopRule:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in STOP_DEFAULTS}
+
+
+def _sequential_test(rule: Mapping[str, Any]) -> SequentialTest:
+    """The :class:`SequentialTest` of a stop rule's values (every field set); the sequence is tightest at
+    ``sqrt(round_sources * max_sources)`` sources, fixed by the design before any data."""
+    return SequentialTest(
+        confidence=rule["confidence"], margin=rule["margin"], power=rule["power"], resolution=rule["resolution"],
+        t_star=math.sqrt(rule["round_sources"] * rule["max_sources"]), boundary=rule["boundary"],
+        spending=rule["spending"], max_sources=int(rule["max_sources"]), round_sources=int(rule["round_sources"]),
+    )  # fmt: skip
 
 
 #: The defaults of :class:`StopRule` (``stop=fixed`` stays the default: a comparison runs its repetitions unless

@@ -29,7 +29,8 @@ it lies within ``[-margin, margin]``, ``resolved`` when it is narrower than ``re
 tied at that resolution), else ``open``. A look whose interval is disjoint from the running one cannot happen under
 the rule's assumptions; it is recorded as a warning (:data:`DISAGREE`) and leaves the running interval as it was.
 The pooled estimate is printed with its own look's interval (which contains it) and the running interval beside it.
-For an open pair, :mod:`genEval.scores.forecast` says how likely it is to be settled by ``max_sources``.
+For an open pair, :mod:`genEval.scores.forecast` says how likely it is to be settled by ``max_sources``, over the
+differences its interval allows.
 
 A unit is one source image in one round (a round draws fresh sources; the same image drawn again in a later round
 is a new unit, with new start noise).
@@ -135,6 +136,13 @@ class SequentialTest:
         return spending_bounds(n / float(self.max_sources), self.alpha, self.spending)
 
 
+def norm_isf(q: float) -> float:
+    """The standard normal's upper quantile (scipy, imported when first needed: a slow import)."""
+    from scipy.stats import norm
+
+    return float(norm.isf(q))
+
+
 def points(x: float) -> str:
     """``1 point``, ``0.5 points``, ``2 points``."""
     return f"{x:g} point" + ("" if x == 1 else "s")
@@ -147,9 +155,10 @@ class PairVerdict:
     ``value`` is the difference pooled over every unit so far and ``[low, high]`` the last look's interval around
     it (which contains it); ``[run_low, run_high]`` is the running intersection over the looks, which the
     ``verdict`` (:data:`VERDICTS`) is read from (reached at look ``since``); ``sd`` the influence spread. An open
-    pair has a forecast (:mod:`genEval.scores.forecast`): ``p_settle``, the probability that it is settled by the
-    rule's ``max_sources`` given the data so far, and ``more_sources``, the sources per model more after which it is
-    settled with the rule's power (None: not within ``max_sources``), ``more_kind`` saying how ("order", "show
+    pair has a forecast (:mod:`genEval.scores.forecast`), a range over the differences its interval allows: the
+    chance that it is settled by the rule's ``max_sources`` (``p_low`` to ``p_high``), and the sources per model more
+    after which it is settled with the rule's power (``more_sources`` at the most favourable difference to
+    ``more_high`` at the least; None: not within ``max_sources``), ``more_kind`` saying how ("order", "show
     equivalence" or "resolve"); ``reason`` says why a value, an interval or a forecast is missing. ``warnings``:
     looks whose interval missed the running one (:data:`DISAGREE`). ``confidence``: the level the pair was judged at
     (a family-wise procedure's level for it, :mod:`genEval.comparisons.settled`)."""
@@ -173,7 +182,9 @@ class PairVerdict:
     run_high: float | None = None
     since: int = 0
     resolution: float = 0.0
-    p_settle: float | None = None
+    p_low: float | None = None
+    p_high: float | None = None
+    more_high: int | None = None
     max_sources: int | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -230,17 +241,23 @@ class PairVerdict:
             return head + f": equivalent within {points(self.margin)}{since}"
         if self.verdict == "resolved":
             return head + f": resolved (tied at a resolution of {points(self.resolution)}{since})"
-        if self.p_settle is None:
+        if self.p_low is None:
             return head + f": open ({self.reason or 'no forecast'})"
         return head + ": open" + self._chance()
 
     def _chance(self) -> str:
         """The forecast of an open pair, as a clause ("" without one)."""
-        if self.p_settle is None:
+        if self.p_low is None:
             return ""
-        tail = f", {self.p_settle:.0%} likely to be settled by {self.max_sources:,} sources per model"
+        chance = f"{self.p_low:.0%}" if round(100 * self.p_low) == round(100 * self.p_high) else (
+            f"{self.p_low:.0%} to {self.p_high:.0%}")  # fmt: skip
+        tail = f", {chance} likely to be settled by {self.max_sources:,} sources per model (over its interval)"
         if self.more_sources is not None:
-            tail += f" (≈ {self.more_sources:,} more to {self.more_kind} with the rule's power)"
+            upto = f"{self.more_high:,}" if self.more_high is not None else "more than max_sources"
+            more = (
+                f"{self.more_sources:,}" if self.more_high == self.more_sources else f"{self.more_sources:,} to {upto}"
+            )
+            tail += f"; ≈ {more} more to {self.more_kind} with the rule's power"
         return tail
 
 
@@ -407,10 +424,11 @@ def judge(looks: PairLooks, test: SequentialTest) -> PairVerdict:
         )
     if not np.isfinite(tr.low[-1]):  # alpha spending of the O'Brien-Fleming type spends ~nothing this early
         why = f"the {test.spending} boundary spends no alpha yet at {units:,} of {test.max_sources:,} sources"
-        f = forecast(n, d, sd, tr.valid, float(tr.low[-1]), float(tr.high[-1]), test)
+        half = float(norm_isf(test.alpha / 2.0)) * spread / math.sqrt(units)  # the forecast's range: fixed-design
+        f = forecast(n, d, sd, tr.valid, (value - half, value + half), (-math.inf, math.inf), test)
         return PairVerdict(
-            a, b, key, value, None, None, units, count, spread, "open", conf, margin, f.more_sources, f.kind,
-            why, p_settle=f.p_settle, **common,
+            a, b, key, value, None, None, units, count, spread, "open", conf, margin, f.more_low, f.kind,
+            why, p_low=f.p_low, p_high=f.p_high, more_high=f.more_high, **common,
         )  # fmt: skip
     run_low, run_high = float(tr.low[-1]), float(tr.high[-1])
     verdict = verdict_of(run_low, run_high, margin, test.resolution)
@@ -422,8 +440,11 @@ def judge(looks: PairLooks, test: SequentialTest) -> PairVerdict:
     )  # fmt: skip
     if verdict != "open":
         return out
-    f = forecast(n, d, sd, tr.valid, run_low, run_high, test)
-    return replace(out, p_settle=f.p_settle, more_sources=f.more_sources, more_kind=f.kind, reason=f.reason)
+    f = forecast(n, d, sd, tr.valid, (out.low, out.high), (run_low, run_high), test)
+    return replace(
+        out, p_low=f.p_low, p_high=f.p_high, more_sources=f.more_low, more_high=f.more_high, more_kind=f.kind,
+        reason=f.reason,
+    )  # fmt: skip
 
 
 def settle_pair(
