@@ -261,43 +261,47 @@ def scenario(judge: Judge, kind: str, k: int, args, column, seed: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ calibration
 CAL_LAWS = [(gap, rho) for rho in (0.3, 0.8) for gap in (0.0, 1.0, 3.0, 6.0)]
+#: The looks whose forecasts are set against what happened (before issue 40: the first).
+CAL_LOOKS = (1, 5, 10)
 
 
 def calibration(judge: Judge, args, column) -> list[dict]:
-    """Two-model boards per law (true gap, pairing): the forecast after the first look against what happened. After
+    """Two-model boards per law (true gap, pairing): the forecasts after looks 1, 5 and 10 against what happened. After
     issue 40 the forecast is a range: the chance of being settled by ``max_sources`` (``p_low``..``p_high``) and the
     sources after which the chance reaches the rule's power (``more``..``more_high``); before it, "≈ N more at 80%
     power". The boards run past ``max_sources`` (to ``--horizon``) so that a promise beyond it can be checked."""
     out = []
     horizon = max(args.horizon, args.max_sources)
+    looks = CAL_LOOKS if judge.new else (1,)
     for i, (gap, rho) in enumerate(CAL_LAWS):
         rng = np.random.default_rng(args.seed + 1000 + i)
         law = Law(rho=rho)
         qs = np.array([law.q_for(f) for f in (90.0, 90.0 - gap)])
-        rows = []
+        rows: dict[int, list[dict]] = {k: [] for k in looks}
         for _ in range(args.boards):
-            units, first, settled_at = [], None, None
+            units, stated, settled_at = [], {}, None
             for r in range(horizon // args.round):
                 units.append(draw_round(rng, law, qs, args.round, column))
                 _, (p,) = judge.look(units, {0: r + 1, 1: r + 1}, {0: 1.0, 1: 0.0})
                 n = (r + 1) * args.round
-                if first is None:
-                    first = p
                 if judge.settled(p):
                     settled_at = n
                     break
+                if r + 1 in looks:
+                    stated[r + 1] = p  # an open pair's forecast at this look
+                first = stated.get(1)
                 if judge.new and n >= args.max_sources:
                     break
-                if not judge.new and (first.more_sources is None or n >= args.round + first.more_sources):
+                if not judge.new and (
+                    first is None or first.more_sources is None or n >= args.round + first.more_sources
+                ):
                     break
-            if judge.settled(first):
-                continue  # settled at the first look: no forecast was made
-            row = dict(more=first.more_sources, settled_at=settled_at)
-            if judge.new:
-                row |= dict(p_low=first.p_low, p_high=first.p_high, more_high=first.more_high)
-            rows.append(row)
-
-        out.append(_summary(rows, gap, rho, args, judge.new))
+            for k, p in stated.items():
+                row = dict(at=k * args.round, more=p.more_sources, settled_at=settled_at)
+                if judge.new:
+                    row |= dict(p_low=p.p_low, p_high=p.p_high, more_high=p.more_high)
+                rows[k].append(row)
+        out += [_summary(rows[k], gap, rho, args, judge.new) | {"look": k} for k in looks]
     return out
 
 
@@ -310,7 +314,7 @@ def _summary(rows: list[dict], gap: float, rho: float, args, new: bool) -> dict:
         return float(np.mean(kept)) if kept else None
 
     def within(r: dict, more: str) -> bool | None:
-        return None if r[more] is None else (r["settled_at"] or math.inf) <= args.round + r[more]
+        return None if r[more] is None else (r["settled_at"] or math.inf) <= r["at"] + r[more]
 
     def median(key: str) -> float | None:
         kept = [r[key] for r in rows if r.get(key) is not None]
@@ -378,12 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         def f(x, spec=".3f"):
             return "-" if x is None else format(x, spec)
 
-        print(f"{'gap':>4} {'rho':>4} {'pairs':>5} {'settled by max':>14} {'stated range':>13} {'N (median)':>10} "
-              f"{'kept':>5} {'N far end':>9} {'kept':>5}")  # fmt: skip
+        print(f"{'look':>4} {'gap':>4} {'rho':>4} {'pairs':>5} {'settled by max':>14} {'stated range':>13} "
+              f"{'N (median)':>10} {'kept':>5} {'N far end':>9} {'kept':>5}")  # fmt: skip
         for e in cal:
             rng = f"{f(e.get('p_low_mean'), '.2f')}-{f(e.get('p_high_mean'), '.2f')}" if judge.new else "-"
             print(
-                f"{e['gap']:>4} {e['rho']:>4} {e['pairs']:>5} {f(e['settled_by_max']):>14} {rng:>13} "
+                f"{e['look']:>4} {e['gap']:>4} {e['rho']:>4} {e['pairs']:>5} {f(e['settled_by_max']):>14} {rng:>13} "
                 f"{f(e['promised_median'], '.0f'):>10} {f(e['kept_share']):>5} "
                 f"{f(e.get('more_high_median'), '.0f'):>9} {f(e.get('kept_share_high')):>5}"
             )
