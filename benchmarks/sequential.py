@@ -14,7 +14,8 @@ The simulator is written apart from genEval's verdict code, which it only calls 
   own uniform with probability ``rho``, else the model's own (marginals stay exact): the same images are easy or
   hard for every model, as in a real comparison.
 * **Boards.** 4, 8 or 12 models whose FMR_v fall from 95 by ``gaps``: equal (all the same), near-tied (0.3 points
-  apart), mixed (each gap drawn from 0.5-8 points) and separated (6 points apart). Every round draws ``round``
+  apart), mixed (each gap drawn from 0.5-8 points), separated (6 points apart) and twins (pairs of equal models, 5
+  points between pairs: issue 40's family-wise case). Every round draws ``round``
   fresh sources for every model (the models that run it see them; a model behind catches up on the same draw).
 * **Policies.** ``all``: every model runs every round until every adjacent pair is settled (genEval before issue 40);
   ``open``: only the models of open adjacent pairs (``genEval.comparisons.settled.next_rounds``). The verdicts are
@@ -45,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 KEY = "fmr_validated"
-SCENARIOS = ("equal", "near-tied", "mixed", "separated")
+SCENARIOS = ("equal", "near-tied", "mixed", "separated", "twins")
 
 
 # ------------------------------------------------------------------------------------------ the truth
@@ -92,6 +93,7 @@ def board_truths(kind: str, k: int, rng: np.random.Generator, top: float = 95.0)
         "near-tied": np.full(k - 1, 0.3),
         "separated": np.full(k - 1, 6.0),
         "mixed": rng.uniform(0.5, 8.0, k - 1),
+        "twins": np.resize([0.0, 5.0], k - 1),
     }[kind]
     return top - np.concatenate([[0.0], np.cumsum(gaps)])
 
@@ -339,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1], help="the genEval checkout")
     ap.add_argument("--boards", type=int, default=200, help="simulated boards per scenario")
     ap.add_argument("--models", type=int, nargs="*", default=[4, 8, 12])
-    ap.add_argument("--kinds", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
+    ap.add_argument("--kinds", nargs="*", default=list(SCENARIOS[:4]), choices=SCENARIOS)
     ap.add_argument("--round", type=int, default=200, help="fresh sources per round")
     ap.add_argument("--max-sources", type=int, default=5000)
     ap.add_argument("--confidence", type=float, default=0.95)

@@ -174,15 +174,9 @@ def test_a_familywise_version_judges_its_neighbours_with_holm(db, tmp_path, sett
     assert _run_queue(db, tmp_path, builder) == 3  # one round each: max_sources = round_sources
     board = TestClient(create_app(service)).get("/api/leaderboard/digits_fw").json()
     assert board["stop"]["familywise"] is True and [r["name"] for r in board["rows"]][0] == "sharp"
-    stored = sorted(StoredVerdictDicts(db, bench), key=lambda v: v["confidence"])
-    assert [v["confidence"] for v in stored] == pytest.approx([0.95, 0.975])
-    assert stored[1]["verdict"] == "ordered" and stored[0]["verdict"] != "ordered"
+    below = [r.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
+    assert [(v.verdict, v.confidence) for v in below] == [("ordered", pytest.approx(0.975)), ("open", 0.95)]
     _check_equals_compare(db, tmp_path, bench)
-
-
-def StoredVerdictDicts(db, bench: Benchmark) -> list[dict]:  # noqa: N802 - reads like the table it lists
-    """The verdict dicts the workers stored for ``bench``'s version."""
-    return [v.verdict for v in db.verdicts.of_version(bench.name, bench.version).values()]
 
 
 def test_a_round_is_queued_once_however_many_workers_ask_at_once(db, tmp_path, settled):

@@ -160,7 +160,7 @@ def order_board(
         wrong = next((i for i, p in enumerate(pairs) if p.verdict == "ordered" and p.higher == p.b), None)
         if wrong is None:
             break
-        break
+        order[wrong], order[wrong + 1] = order[wrong + 1], order[wrong]
     return order, pairs
 
 

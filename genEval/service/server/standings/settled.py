@@ -87,7 +87,8 @@ def board_order(
     pairs: dict[tuple[str, str], Neighbours] = {}
 
     def judged(a: str, b: str) -> PairVerdict:
-        pairs[a, b] = pairs.get((a, b)) or Neighbours(by_id[a], by_id[b], 0, None)
+        upper, lower = by_id[a], by_id[b]
+        pairs[a, b] = pairs.get((a, b)) or Neighbours(upper, lower, min(upper.repetitions, lower.repetitions), None)
         return verdict(pairs[a, b])
 
     ids, verdicts = order_board({j: r.settled["pooled"] for j, r in by_id.items()}, judged)
