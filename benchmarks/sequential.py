@@ -31,6 +31,7 @@ happened.
     python benchmarks/sequential.py --boards 200                          # this checkout's defaults
     python benchmarks/sequential.py --code /tmp/before --policy all       # genEval before issue 40
     python benchmarks/sequential.py --calibration --boards 300 --json cal.json
+    python benchmarks/sequential.py --level 2000                           # the level of each boundary
 """
 
 from __future__ import annotations
@@ -335,6 +336,33 @@ def _summary(rows: list[dict], gap: float, rho: float, args, new: bool) -> dict:
     return entry
 
 
+# ------------------------------------------------------------------------------------------ the level of each boundary
+def level_check(runs: int, seed: int = 0, rho: float = 0.5, looks: int = 25, round_sources: int = 200) -> dict:
+    """Equal-model comparisons (FMR_v 90 vs 90): the share called ordered by each look under the confidence sequence,
+    alpha spending of both types, and a fixed-design 95% interval looked at every round (genEval after issue 40)."""
+    from genEval.scores.outcomes import COLUMN
+    from genEval.scores.sequential import PairLooks, SequentialTest, track
+
+    law = Law(rho=rho)
+    qs = np.array([law.q_for(90.0)] * 2)
+    rng = np.random.default_rng(seed)
+    top = looks * round_sources
+    tests = {
+        "sequence": SequentialTest(margin=0, t_star=math.sqrt(round_sources * top)),
+        "pocock": SequentialTest(margin=0, boundary="spending", spending="pocock", max_sources=top),
+        "obrien-fleming": SequentialTest(margin=0, boundary="spending", spending="obrien-fleming", max_sources=top),
+    }
+    called = {k: np.zeros(looks) for k in [*tests, "fixed 95%"]}
+    for _ in range(runs):
+        units = [np.concatenate(list(draw_round(rng, law, qs, round_sources, COLUMN)), axis=1) for _ in range(looks)]
+        lk = PairLooks.of("a", "b", units, KEY, 10)
+        for name, test in tests.items():
+            tr = track(lk.n, lk.d, lk.sd, test)
+            called[name] += (tr.low > 0) | (tr.high < 0)
+        called["fixed 95%"] += np.maximum.accumulate(np.abs(lk.d) > 1.96 * lk.sd / np.sqrt(lk.n))
+    return {k: (v / runs).tolist() for k, v in called.items()}
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -357,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=float, default=95.0, help="the true FMR_v of a board's first model")
     ap.add_argument("--no-forecast", action="store_true", help="skip the forecasts (they do not change verdicts)")
     ap.add_argument("--calibration", action="store_true", help="the forecast's calibration instead of boards")
+    ap.add_argument("--level", type=int, default=0, help="N equal-model comparisons: each boundary's level, by look")
     ap.add_argument("--horizon", type=int, default=20000, help="calibration: sources a pair may run to")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
@@ -377,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.round} to {args.max_sources} per model, {args.law} law, pairing {args.rho}, top FMR_v {args.top}, "
           f"{args.boards} boards each")  # fmt: skip
     result: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "code": label}
-    if args.calibration:
+    if args.level:
+        result["level"] = level_check(args.level, args.seed, 0.5)
+        print(f"{args.level} equal-model comparisons (pairing 0.5), 25 looks of 200: share called ordered by look k")
+        for name, by in result["level"].items():
+            print(f"{name:>15}: " + ", ".join(f"k={k} {by[k - 1]:.4f}" for k in (1, 5, 10, 25)))
+    elif args.calibration:
         cal = calibration(judge, args, column=COLUMN)
         result["calibration"] = cal
 

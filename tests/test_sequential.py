@@ -27,7 +27,6 @@ from genEval.scores.sequential import (
     looks_of,
     pair_units,
     settle_pair,
-    track,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,44 +269,26 @@ def test_next_rounds_runs_only_the_models_that_still_matter():
 
 
 # ------------------------------------------------------------------------------------------ simulation
-def _equal_model_looks(sim, runs: int, seed: int):
-    """Per boundary (the confidence sequence, alpha spending) the number of equal-model comparisons (25 looks of 200
-    sources, FMR_v 90 vs 90, pairing 0.5) called ordered by each look, and the same for a fixed-design 95% interval
-    looked at every round."""
-    from genEval.scores.outcomes import COLUMN as col
-
-    law = sim.Law(rho=0.5)
-    qs = np.array([law.q_for(90.0)] * 2)
-    rng = np.random.default_rng(seed)
-    tests = [SequentialTest(margin=0, t_star=1000), SequentialTest(margin=0, boundary="spending", max_sources=5000)]
-    called, naive = np.zeros((2, 25)), np.zeros(25)
-    for _ in range(runs):
-        units = [np.concatenate(list(sim.draw_round(rng, law, qs, 200, col)), axis=1) for _ in range(25)]
-        looks = PairLooks.of("a", "b", units, "fmr_validated", 10)
-        for i, test in enumerate(tests):
-            tr = track(looks.n, looks.d, looks.sd, test)
-            called[i] += (tr.low > 0) | (tr.high < 0)
-        naive += np.maximum.accumulate(np.abs(looks.d) > 1.96 * looks.sd / np.sqrt(looks.n))
-    return called / runs, naive / runs
-
-
 def test_equal_models_false_ordering_holds_at_every_look_and_the_fixed_interval_fails(sim):
-    """160 comparisons: the confidence sequence calls equal models ordered by look k in at most 1 - confidence for
-    every k; alpha spending (which spends exactly alpha by the last look) stays within three standard errors of it;
-    a fixed-design interval looked at every round breaks the bound on the same data (the check can fail)."""
-    called, naive = _equal_model_looks(sim, 160, seed=0)
-    assert np.all(called[0] <= 0.05)
-    assert np.all(called[1] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 160))
-    assert np.all(np.diff(called, axis=1) >= 0)  # the running intersection: an ordered verdict stays ordered
-    assert naive[-1] > 0.12  # measured 0.27 with 2,000 comparisons (benchmarks/RESULTS.md, issue 33)
+    """160 equal-model comparisons of 25 looks (benchmarks/sequential.py, ``level_check``): the confidence sequence
+    calls them ordered by look k in at most 1 - confidence for every k; alpha spending (which spends exactly alpha by
+    the last look) stays within three standard errors of it; a fixed-design interval looked at every round breaks
+    the bound on the same data (the check can fail)."""
+    called = {k: np.array(v) for k, v in sim.level_check(160, seed=0).items()}
+    assert np.all(called["sequence"] <= 0.05)
+    for kind in ("pocock", "obrien-fleming"):
+        assert np.all(called[kind] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 160))
+        assert np.all(np.diff(called[kind]) >= 0)  # the running intersection: an ordered verdict stays ordered
+    assert called["fixed 95%"][-1] > 0.12  # measured 0.27 with 2,000 comparisons (benchmarks/RESULTS.md, issue 33)
 
 
 @pytest.mark.slow  # 1,500 simulated comparisons of 25 looks: about a minute on 2 CPU cores
 def test_alpha_spending_holds_its_level_over_many_comparisons(sim):
-    """Alpha spending of the Pocock type at 0.05: within two standard errors of 5% at every look over 1,500
-    comparisons (measured 4.65% over 2,000)."""
-    called, _ = _equal_model_looks(sim, 1500, seed=1)
-    assert np.all(called[1] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 1500)) and called[0][-1] <= 0.05
+    """Both spending types at 0.05: within two standard errors of 5% at every look over 1,500 comparisons."""
+    called = sim.level_check(1500, seed=1)
+    for kind in ("pocock", "obrien-fleming"):
+        assert max(called[kind]) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 1500)
+    assert max(called["sequence"]) <= 0.05
 
 
 def test_simulated_truths_are_exact(sim):
