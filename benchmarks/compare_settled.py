@@ -1,18 +1,21 @@
-"""``stop=settled`` against ``stop=fixed`` on a real zoo (issue 33): sources per model, wall time, order, verdicts.
+"""``stop=settled`` against ``stop=fixed`` on a real zoo (issues 33, 40): sources per model, wall time, verdicts.
 
 Both designs run through the command line with the same base seed, so the fixed design's repetition ``r`` is the
 settled design's round ``r`` (both derive seed ``r`` from ``seed``): the settled run is a prefix of the fixed one,
-and the fixed design spends ``max_sources`` per model whatever the data say. Both are judged by the same
-anytime-valid rule at the end (the fixed design also by its bootstrap differences).
+and the fixed design spends ``max_sources`` per model whatever the data say. Both are judged by the same rule at
+the end (the fixed design also by its bootstrap differences). ``--designs settled`` runs the settled design alone
+(issue 40's before/after: this script against a checkout of each, ``--code``).
 
     python benchmarks/compare_settled.py                         # the digits intervention zoo, budget 10
     python benchmarks/compare_settled.py --args data=cifar10_jpg 'classifiers=[cifar_resnet20,cifar_resnet44]'
+    python benchmarks/compare_settled.py --designs settled --code /tmp/before   # genEval before issue 40
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,10 +28,11 @@ sys.path.insert(0, str(ROOT))
 from genEval.comparisons.leaderboard import Comparison  # noqa: E402
 
 
-def run(args: list[str], out: Path) -> tuple[Comparison, float]:
+def run(args: list[str], out: Path, code: Path = ROOT) -> tuple[Comparison, float]:
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "genEval.cli", "compare", *args, f"out_dir={out}", "report=false"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    proc = subprocess.run(cmd, cwd=code, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     return Comparison.load(out), time.perf_counter() - t0
@@ -38,10 +42,12 @@ def describe(name: str, comp: Comparison, seconds: float) -> list[str]:
     s = comp.settled
     separated = sum(d.excludes_zero for d in comp.differences if d.metric == comp.rank_by)
     run_s = sum((r.time_s or 0.0) * r.repetitions for r in comp.leaderboard)  # the runs' own recorded times
+    per_model = getattr(s, "model_sources", None) or {m: s.sources for m in s.order}
     lines = [
-        f"{name}: {s.sources} sources per model in {s.rounds} round(s), {seconds:.0f} s wall (runs {run_s:.0f} s); "
-        "leaderboard order "
-        f"{', '.join(comp.models)}; {s.headline()}",
+        f"{name}: {s.sources} sources per model at most in {s.rounds} round(s), {sum(per_model.values()):,} "
+        f"model-sources, {seconds:.0f} s wall (runs {run_s:.0f} s); leaderboard order {', '.join(comp.models)}; "
+        f"{s.headline()}",
+        f"  sources per model: {', '.join(f'{m} {n:,}' for m, n in per_model.items())}",
         f"  settled order: {' > '.join(f'{m} ({s.tied_ranks[m]})' for m in s.order)}",
         *(f"  {p.describe(comp.rank_by)}" for p in s.pairs),
         f"  fixed-design bootstrap: {separated} of {len(comp.models) * (len(comp.models) - 1) // 2} pairs separated "
@@ -59,27 +65,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=10, help="search.budget of every run")
     ap.add_argument("--args", nargs="*", default=[], help="more overrides for both designs (data=..., classifiers=...)")
     ap.add_argument("--out", type=Path, default=None, help="keep the comparisons here (default: a temp folder)")
+    ap.add_argument("--designs", nargs="*", default=["settled", "fixed"], choices=("settled", "fixed"))
+    ap.add_argument("--code", type=Path, default=ROOT, help="the genEval checkout to run (default: this one)")
     a = ap.parse_args(argv)
     common = [*a.args, f"seed={a.seed}", f"search.budget={a.budget}", f"margin={a.margin}"]
     out = a.out or Path(tempfile.mkdtemp(prefix="compare-settled-"))
     reps = math.ceil(a.max_sources / a.round_sources)
-    settled, t_settled = run(
-        [*common, "stop=settled", f"round_sources={a.round_sources}", f"max_sources={a.max_sources}"], out / "settled"
-    )
-    fixed, t_fixed = run(
-        [*common, "stop=fixed", f"repetitions={reps}", f"data.limit={a.round_sources}",
-         f"round_sources={a.round_sources}", f"max_sources={a.max_sources}"],
-        out / "fixed",
-    )  # fmt: skip
-    print(f"overrides: {' '.join(common)}; round_sources {a.round_sources}, max_sources {a.max_sources}")
-    print("\n".join(describe("stop=settled", settled, t_settled)))
-    print("\n".join(describe(f"stop=fixed ({reps} repetitions)", fixed, t_fixed)))
-    run_s = [sum((r.time_s or 0.0) * r.repetitions for r in c.leaderboard) for c in (settled, fixed)]
-    print(
-        f"settled / fixed: sources {settled.settled.sources / fixed.settled.sources:.2f}, wall time "
-        f"{t_settled / t_fixed:.2f}, run time {run_s[0] / run_s[1]:.2f} (a resumed comparison's wall time counts only "
-        f"what this call ran; the run times are each run's own); comparisons in {out}"
-    )
+    print(f"overrides: {' '.join(common)}; round_sources {a.round_sources}, max_sources {a.max_sources}; {a.code}")
+    done = {}
+    if "settled" in a.designs:
+        settled_args = [*common, "stop=settled", f"round_sources={a.round_sources}", f"max_sources={a.max_sources}"]
+        done["settled"] = run(settled_args, out / "settled", a.code)
+        print("\n".join(describe("stop=settled", *done["settled"])), flush=True)
+    if "fixed" in a.designs:
+        done["fixed"] = run(
+            [*common, "stop=fixed", f"repetitions={reps}", f"data.limit={a.round_sources}",
+             f"round_sources={a.round_sources}", f"max_sources={a.max_sources}"],
+            out / "fixed", a.code,
+        )  # fmt: skip
+        print("\n".join(describe(f"stop=fixed ({reps} repetitions)", *done["fixed"])))
+    if len(done) == 2:
+        (settled, t_settled), (fixed, t_fixed) = done["settled"], done["fixed"]
+        run_s = [sum((r.time_s or 0.0) * r.repetitions for r in c.leaderboard) for c in (settled, fixed)]
+        print(
+            f"settled / fixed: sources {settled.settled.sources / fixed.settled.sources:.2f}, wall time "
+            f"{t_settled / t_fixed:.2f}, run time {run_s[0] / run_s[1]:.2f} (a resumed comparison's wall time counts "
+            "only what this call ran; the run times are each run's own)"
+        )
+    print(f"comparisons in {out}")
     return 0
 
 

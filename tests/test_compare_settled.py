@@ -1,5 +1,6 @@
-"""``stop=settled`` (issue 33): comparisons in rounds of fresh paired sources until every adjacent pair is ordered or
-equivalent, or ``max_sources``; tied ranks, the sources-needed estimate, resume, and re-ranking stored rounds."""
+"""``stop=settled`` (issues 33 and 40): comparisons in rounds of fresh paired sources, each round only for the models
+of open adjacent pairs, until every adjacent pair is settled or ``max_sources``; tied ranks, the forecast, resume,
+the leaderboard guarantee, and re-ranks that keep the rule the rounds ran with."""
 
 from __future__ import annotations
 
@@ -58,20 +59,40 @@ def test_stops_after_the_round_that_orders_every_adjacent_pair(tmp_path):
     assert 'id="settled"' in html and "reader vs always0: SA difference" in html and "<td>2</td></tr>" in html
 
 
-def test_an_open_pair_runs_to_max_sources_with_fresh_rounds_and_an_estimate(tmp_path):
-    rule = StopRule(stop="settled", round_sources=40, max_sources=120, margin=0.0)
+def test_an_open_pair_runs_to_max_sources_with_fresh_rounds_and_a_forecast(tmp_path):
+    rule = StopRule(stop="settled", round_sources=40, max_sources=120, margin=0.0, resolution=0.0)
     comp = settled_compare({"always0": ConstantClass(0), "always1": ConstantClass(1)}, tmp_path, rule)
     s = comp.settled
     assert s.rounds == 3 and s.sources == 120 and not s.done
     assert "max_sources=120 reached with 1 pair(s) still open" in s.stopped
     (pair,) = s.pairs
-    assert pair.verdict == "open" and pair.low < 0 < pair.high
-    assert pair.more_kind == "order" and (pair.more_sources is None or pair.more_sources > 0)
-    assert s.tied_ranks == {"always0": "1–2", "always1": "1–2"} or s.tied_ranks == {"always1": "1–2", "always0": "1–2"}
+    assert pair.verdict == "open" and pair.low < 0 < pair.high and pair.low <= pair.value <= pair.high
+    assert pair.p_low is None and "max_sources=120 reached" in pair.reason  # nothing left to forecast
+    assert set(s.tied_ranks.values()) == {"1–2"}
     rounds = [_sources(tmp_path, "always0", r) for r in range(3)]
     assert rounds[0] != rounds[1] != rounds[2]  # fresh sources per round
     summary = comp.summary()
-    assert "1 of 1 adjacent pairs still open" in summary and "1–2" in summary
+    assert "1 of 1 adjacent pairs still open" in summary and "1–2" in summary and "per pair at 95%" in summary
+    after_one = aggregate([tmp_path / "runs" / m / "rep0" for m in ("always0", "always1")],
+                          ComparisonSettings(n_boot=20, rank_by="sa"))  # fmt: skip
+    first = after_one.settled.pairs[0]  # after the first round: the chance to be settled by max_sources
+    assert first.verdict == "open" and 0 <= first.p_low <= first.p_high <= 1
+    assert "likely to be settled by 120" in first.describe("SA")
+
+
+def test_only_the_models_of_open_pairs_run_the_next_round(tmp_path):
+    """The reader is ordered above both constant models after round 0; only the two constant models, whose pair stays
+    open, run rounds 1 and 2 (issue 40, item 4): fewer model-sources than every model in every round."""
+    rule = StopRule(stop="settled", round_sources=40, max_sources=120, margin=0.0, resolution=0.0)
+    models = {"reader": PixelReader(), "always0": ConstantClass(0), "always1": ConstantClass(1)}
+    s = settled_compare(models, tmp_path, rule).settled
+    assert s.order[0] == "reader" and s.pairs[0].verdict == "ordered" and s.pairs[1].verdict == "open"
+    assert s.model_sources == {"reader": 40, "always0": 120, "always1": 120}
+    assert not (tmp_path / "runs" / "reader" / "rep1").exists() and (tmp_path / "runs" / "always1" / "rep2").exists()
+    assert s.pairs[1].n_sources == 120 and s.pairs[0].n_sources == 40  # each pair on the rounds both ran
+    assert "280 model-sources in all" in s.headline()
+    again = aggregate([tmp_path / "runs"], ComparisonSettings(n_boot=20, rank_by="sa"))
+    assert again.settled.pairs == s.pairs and again.settled.order == s.order  # a re-rank of unequal rounds
 
 
 def test_a_stopped_comparison_resumes_to_the_verdicts_of_an_uninterrupted_one(tmp_path):
@@ -98,13 +119,36 @@ def test_a_stopped_comparison_resumes_to_the_verdicts_of_an_uninterrupted_one(tm
         settled_compare({"always0": ConstantClass(0), "always1": ConstantClass(1)}, out, rule, seed=8)
 
 
-def test_re_ranking_stored_rounds_gives_the_same_verdicts(tmp_path):
+def test_re_ranking_stored_rounds_keeps_their_rule(tmp_path):
+    """Issue 40, item 8: a re-rank judges stored rounds by the rule they ran with; another confidence is refused naming
+    the recorded 0.95 unless rule=override, and then the verdicts say so; the recorded stop stays settled."""
     rule = StopRule(stop="settled", round_sources=40, max_sources=80, margin=0.0)
     comp = settled_compare({"reader": PixelReader(), "always0": ConstantClass(0)}, tmp_path, rule)
     again = aggregate([tmp_path / "runs"], ComparisonSettings(n_boot=20, rank_by="sa"))
     assert again.settled.pairs == comp.settled.pairs and again.settled.rule == comp.settled.rule
-    wider = aggregate([tmp_path / "runs"], ComparisonSettings(rank_by="sa", sequential=StopRule(confidence=0.999)))
-    assert wider.settled.rule["confidence"] == 0.999 and wider.settled.pairs[0].low < comp.settled.pairs[0].low
+    assert again.settled.rule["stop"] == "settled" and not again.settled.rule_note
+    with pytest.raises(ValueError, match=r"confidence must be the 0.95 these rounds recorded .* rule=override"):
+        aggregate([tmp_path / "runs"], ComparisonSettings(rank_by="sa", sequential=StopRule(confidence=0.8)))
+    with pytest.raises(ValueError, match="max_sources must be the 80 these rounds recorded"):
+        aggregate([tmp_path / "runs"], ComparisonSettings(rank_by="sa", sequential=StopRule(max_sources=100000)))
+    same = aggregate([tmp_path / "runs"], ComparisonSettings(rank_by="sa", sequential=StopRule(confidence=0.95)))
+    assert same.settled.pairs == comp.settled.pairs  # the recorded value given again is not a change
+    wider = aggregate(
+        [tmp_path / "runs"], ComparisonSettings(rank_by="sa", sequential=StopRule(confidence=0.999, rule="override"))
+    )
+    assert wider.settled.rule["confidence"] == 0.999 and wider.settled.rule["stop"] == "settled"
+    assert wider.settled.pairs[0].run_low < comp.settled.pairs[0].run_low
+    assert "rule=override" in wider.settled.rule_note and "confidence=0.999 (recorded: 0.95)" in wider.summary()
+
+
+def test_familywise_boards_say_which_guarantee_they_have(tmp_path):
+    rule = StopRule(stop="settled", round_sources=40, max_sources=80, familywise=True)
+    models = {"reader": PixelReader(), "always0": ConstantClass(0), "always1": ConstantClass(1)}
+    comp = settled_compare(models, tmp_path, rule)
+    s = comp.settled
+    assert s.guarantee == "family-wise at 95% over the 2 adjacent pairs (Holm)" and s.guarantee in comp.summary()
+    assert s.pairs[0].verdict == "ordered" and s.pairs[0].confidence > 0.95  # Holm's first step: alpha / 2
+    assert s.rule["familywise"] is True
 
 
 def test_settled_refuses_what_it_cannot_run(tmp_path):

@@ -3,13 +3,23 @@ ranks, Kendall tau, effective robustness and differences between models."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.special import expit, logit
 
 from genEval.scores.definitions import SCORES, fmr_value, score_values
 from genEval.scores.effective_robustness import er_intervals, fit_effective_robustness
-from genEval.scores.intervals import bootstrap_scores, model_draws, proportion
+from genEval.scores.intervals import (
+    bootstrap,
+    bootstrap_scores,
+    model_draws,
+    percentile,
+    proportion,
+    rep_mean,
+    source_sums,
+)
 from genEval.scores.label_free import hard_softmax_corr, softmax_corr
 from genEval.scores.outcomes import COLUMNS, Outcomes, SampleRecord
 from genEval.scores.rankings import kendall_tau, metric_differences, rank, rank_stability, spearman
@@ -471,7 +481,7 @@ def test_paired_difference_known_answers():
     # paired: only the 10 discordant sources move the difference, so its interval is narrow around 10
     assert 2 < d.low < 10 < d.high < 18 and d.excludes_zero
     same = metric_differences([a], [a], 10, ("sa",), n_boot=200)["sa"]
-    assert (same.value, same.low, same.high) == (0.0, 0.0, 0.0) and not same.excludes_zero
+    assert same.value == 0.0 and same.low < 0 < same.high and not same.excludes_zero  # issue 40: not [0.00, 0.00]
 
 
 def test_pairing_narrows_the_interval_of_correlated_models():
@@ -668,3 +678,61 @@ def test_spearman_known_values():
     assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
     assert spearman([1, 2, 3, None], [1, 3, 2, 5]) == pytest.approx(0.5)  # None left out: 1 - 6*2/(3*8)
     assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+# ------------------------------------------------------------------------------------------ floors (issue 40)
+def test_an_agreeing_ratio_gets_the_interval_of_its_parts():
+    """Issue 40's defect 1: 18 of 20 samples validated, every clean and perturbed image right, printed "FMR 100.00
+    [100.00, 100.00]". Its parts' Wilson intervals are PA [82.41, 100] (18/18) and SA [83.89, 100] (20/20), and
+    their MOVER-R combination (Donner & Zou 2012, by hand: L = 1 - sqrt(1 - 0.8241 (2 - 0.8241)) = 0.8241,
+    U = (1 + sqrt(1 - 0.8389 (2 - 0.8389))) / (0.8389 (2 - 0.8389)) = 1.1921) is FMR [82.41, 119.21]."""
+    ids = [f"s{i}" for i in range(20)]
+    s = compute_scores(outcomes(ids, np.ones(20, bool), np.arange(20) < 18, np.ones(20, bool)), 10, n_boot=200)
+    assert (s.pa.low, s.sa.low) == (pytest.approx(82.41, abs=0.01), pytest.approx(83.89, abs=0.01))
+    assert (s.fmr.value, s.fmr.low, s.fmr.high) == (
+        100.0,
+        pytest.approx(82.41, abs=0.01),
+        pytest.approx(119.21, abs=0.01),
+    )
+    assert s.fmr_validated.low == pytest.approx(82.41, abs=0.01) and s.fmr_validated.high > 100
+
+
+@pytest.mark.parametrize("n", [5, 20, 100, 400, 999])
+def test_no_interval_of_zero_width_from_fewer_than_a_thousand_sources(n):
+    """Every source agreeing (one model; and two identical models), at any n below 1,000: every score of a run, every
+    repetition mean and every difference has an interval of width > 0 that holds its value."""
+    ids = [f"s{i}" for i in range(n)]
+    for clean, final in ((np.ones(n, bool), np.ones(n, bool)), (np.ones(n, bool), np.zeros(n, bool))):
+        o = outcomes(ids, clean, np.ones(n, bool), final)
+        run = compute_scores(o, 10, n_boot=100)
+        reps = bootstrap_scores([o, o], 10, n_boot=100)
+        for e in [*run.estimates.values(), *reps.values()]:
+            if e.value is not None and e.low is not None:
+                assert e.high - e.low > 0 and e.low <= e.value <= e.high, e
+        for d in metric_differences([o], [o], 10, ("sa", "pa", "fmr", "fmr_validated"), n_boot=50).values():
+            assert d.high - d.low > 0 and d.low <= d.value <= d.high, d
+
+
+def test_identical_models_difference_is_the_bonett_price_interval():
+    """Two identical models on 100 sources, 50 right: no discordant pair. Bonett & Price (2012) add one pseudo-count
+    to each discordant cell: p12 = p21 = 1/102, se = sqrt((p12 + p21) / 102) = 0.01386, +-2.72 points. The floor
+    carries the same pseudo-counts through the delta method (sd with them, over n = 100: +-2.74)."""
+    ids = [f"s{i}" for i in range(100)]
+    a = outcomes(ids, np.r_[np.ones(50), np.zeros(50)], np.ones(100), np.ones(100))
+    d = metric_differences([a], [a], 10, ("sa",), n_boot=200)["sa"]
+    bonett_price = 1.959964 * 100 * math.sqrt((2 / 102) / 102)
+    assert d.high == pytest.approx(bonett_price, rel=0.02) and d.low == pytest.approx(-d.high)
+
+
+def test_disagreeing_sources_keep_the_bootstrap_interval():
+    """Where the sources disagree the bootstrap interval is the wider one and stands (the floor only widens): 500
+    sources with FMR about 50."""
+    rng = np.random.default_rng(0)
+    ids = [f"s{i}" for i in range(500)]
+    clean, val = rng.random(500) < 0.85, rng.random(500) < 0.6
+    o = outcomes(ids, clean, val, clean & (rng.random(500) < 0.5))
+    sums = source_sums([o])
+    draws = bootstrap([sums], rep_mean(["fmr"], 10), 1000, np.random.default_rng(0))
+    lo, hi = percentile(draws[:, 0], 0.95)
+    e = bootstrap_scores([o], 10, ("fmr",), n_boot=1000)["fmr"]
+    assert e.low <= lo and e.high >= hi and (e.high - e.low) < 1.05 * (hi - lo)

@@ -224,8 +224,11 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
     order, ranks = order_models(dict(zip(models, values)), entries)
     idx = [models.index(m) for m in order]
     er = er.select(idx)
-    rule = settings.sequential.filled(recorded_rule(runs))
-    settled = settle_comparison(runs, rank_by, num_classes, rule.test(), rule.to_dict(), sources_resampled(runs))
+    recorded = recorded_rule(runs)
+    rule, note = settings.sequential.filled(recorded), settings.sequential.against(recorded)  # re-ranks keep the rule
+    settled = settle_comparison(
+        runs, rank_by, num_classes, rule.test(), rule.to_dict(), sources_resampled(runs), rule_note=note
+    )
     rows = [
         replace(row, tied_rank=settled.tied_ranks.get(row.model))
         for row in leaderboard_rows(runs, entries, order, ranks, base, er, num_classes)
@@ -369,13 +372,12 @@ def compare(
     scoring = replace(Scoring.coerce(scoring), n_boot=settings.n_boot)
     record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
     record |= {"self_judged": judged} if judged else {}  # every look and re-ranking warns about them
-    run = functools.partial(
+    run = functools.partial(  # run(models, seeds): the models given (all of them, or a round's)
         evaluate_repetitions,
-        classifiers,
-        data,
-        build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
-        oracle,
-        search,
+        data=data,
+        generator=build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
+        oracle=oracle,
+        search=search,
         out_dir=out_dir,
         progress=progress,
         run_configs=run_configs,
@@ -389,11 +391,17 @@ def compare(
         executor=executor,
     )
     if rule.settled_mode:  # rounds of fresh sources until the ranking is settled (genEval/comparisons/rounds.py)
-        one_round = lambda r, seed: {m: d[0] for m, d in run([seed], first_repetition=r).items()}
-        look = lambda dirs, seeds: aggregate(dirs, settings.with_seeds(seeds), out_dir=out_dir)
-        return run_until_settled(one_round, look, rule, seeds, out_dir)
+        named = {str(m): c for m, c in classifiers.items()}
+        one_round = lambda models, r, seed: {  # noqa: E731
+            m: d[0] for m, d in run({m: named[m] for m in models}, seeds=[seed], first_repetition=r).items()
+        }
+        # the runs as a list: names and rounds come from their records (a mapping would order rep10 before rep2)
+        look = lambda dirs, seeds: aggregate(  # noqa: E731
+            [d for ds in dirs.values() for d in ds], settings.with_seeds(seeds), out_dir=out_dir
+        )
+        return run_until_settled(one_round, look, rule, seeds, out_dir, list(named))
     seeds_used = repetition_seeds(seeds, repetitions)
-    return aggregate(run(seeds_used), settings.with_seeds(seeds_used), out_dir=out_dir)
+    return aggregate(run(classifiers, seeds=seeds_used), settings.with_seeds(seeds_used), out_dir=out_dir)
 
 
 def _check_settled(rule: StopRule, settings: ComparisonSettings, seeds: Any, mask: Any) -> None:

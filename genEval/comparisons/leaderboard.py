@@ -445,7 +445,12 @@ class Comparison:
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
             f"(95% intervals: {self.settings.interval_note})",
             f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by})"
-            + ("; settled = the rank the anytime-valid verdicts support" if self.settled is not None else "")
+            + (
+                "; settled = the rank the settled verdicts support (a range: an adjacent pair is open, equivalent or "
+                "resolved, a tie)"
+                if self.settled is not None
+                else ""
+            )
             + (f"; every score and rank: {Path(self.out_dir) / 'leaderboard.md'}" if self.out_dir else ""),
         ]
         head = f"{'#':>2} {'model':<20}" + "".join(f" {h:>{w}}" for h, w, _ in cells)
@@ -520,8 +525,8 @@ class Comparison:
             "VR_cond = validated / passed the start check. rank_diff = rank by SA - rank by FMR (positive: higher on "
             "FMR than on SA). ER = effective robustness in points with its bootstrap interval (blank unless "
             "baselines were named and their fit is trusted). Settled rank: the rank by the ranking score pooled over "
-            "every round, a range (2–3) where an adjacent pair is not yet ordered by the anytime-valid rule (see "
-            "Notes).",
+            "every round, a range (2–3) where an adjacent pair is not ordered by the settled rule: open, equivalent or "
+            "resolved, a tie (see Notes).",
             "",
             *_markdown_table(full, self.leaderboard),
             "",

@@ -1,9 +1,12 @@
-"""``stop=settled``: a comparison in rounds of fresh, paired sources until its ranking is settled (issue 33).
+"""``stop=settled``: a comparison in rounds of fresh, paired sources until its ranking is settled (issues 33, 40).
 
 Round ``r`` is repetition ``r`` of a comparison (``runs/<model>/rep<r>``): ``round_sources`` fresh sources drawn
-with the round's seed, the same for every model (paired). After each round the comparison is aggregated and its
-adjacent pairs judged by the anytime-valid rule (:mod:`genEval.comparisons.settled`), which holds at every look;
-the run stops when every adjacent pair is ordered or equivalent, or when ``max_sources`` per model are spent.
+with the round's seed, the same for every model that runs it (paired). Every model runs round 0; after each step the
+comparison is aggregated and its adjacent pairs judged by the rule of :mod:`genEval.comparisons.settled`, which holds
+at every look, and only the models that still matter run the next step: those of open adjacent pairs, the one behind
+in rounds (both when even), while the pair has fewer than ``max_sources`` sources
+(:func:`~genEval.comparisons.settled.next_rounds`, the function the service queues its rounds with). The run stops
+when every adjacent pair is settled, or when no open pair may have another round.
 
 The round seeds derive from one base seed (``seed=``, else a fresh one), written to ``<out_dir>/rounds.json`` before
 the first round: a stopped comparison rerun into the same ``out_dir`` continues from its last finished round (a
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import numpy as np
 
 from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.settings import StopRule
+from genEval.comparisons.settled import next_rounds
 from genEval.fileio import atomic_write_json, ensure_writable_dir
 
 log = logging.getLogger(__name__)
@@ -56,40 +60,50 @@ def base_seed(seed: int | None, out_dir: str | Path, rule: StopRule) -> int:
 
 
 def run_until_settled(
-    run_round: Callable[[int, int], Mapping[str, str]],
+    run_round: Callable[[list[str], int, int], Mapping[str, str]],
     look: Callable[[Mapping[str, list[str]], list[int]], Comparison],
     rule: StopRule,
     seed: int | None,
     out_dir: str | Path,
+    models: Sequence[str],
 ) -> Comparison:
-    """Rounds until the ranking is settled or ``rule.max_sources`` per model are spent.
+    """Steps of rounds until the ranking is settled or no open pair may have another round.
 
-    ``run_round(r, seed)`` evaluates every model on round ``r``'s draw and returns model -> its run directory;
-    ``look(dirs, seeds)`` aggregates the runs so far (model -> run directories in round order) into a
-    :class:`Comparison` written to ``out_dir``. Returns the last look, with why it stopped recorded in its
-    ``settled`` verdicts (and the comparison files rewritten)."""
+    ``run_round(models, r, seed)`` evaluates ``models`` on round ``r``'s draw and returns model -> its run
+    directory; ``look(dirs, seeds)`` aggregates the runs so far (model -> run directories in round order; ``seeds``:
+    the round seeds) into a :class:`Comparison` written to ``out_dir``. ``models``: every compared model (each runs
+    round 0). Returns the last look, with why it stopped recorded in its ``settled`` verdicts (and the comparison
+    files rewritten)."""
     rule = rule.filled()
     base = base_seed(seed, out_dir, rule)
-    dirs: dict[str, list[str]] = {}
+    dirs: dict[str, list[str]] = {m: [] for m in models}
     seeds: list[int] = []
-    sources, r = 0, 0
+    wanted, spent = dict.fromkeys(models, 0), 0
     while True:
-        seeds.append(round_seed(base, r))
-        for model, run_dir in run_round(r, seeds[-1]).items():
-            dirs.setdefault(model, []).append(run_dir)
+        for r in sorted(set(wanted.values())):  # a model behind catches up on the round its neighbour ran
+            seeds += [round_seed(base, len(seeds)) for _ in range(r + 1 - len(seeds))]
+            for model, run_dir in run_round([m for m in models if wanted.get(m) == r], r, seeds[r]).items():
+                dirs[model].append(run_dir)
         comp = look(dirs, seeds)
         settled = comp.settled
-        if settled.sources <= sources:
+        total = sum(settled.model_sources.values())
+        if total <= spent:
             raise ValueError(
-                f"round {r} added no sources (data.limit too small or the data set exhausted?); the comparison "
-                f"stops at {sources} sources per model."
+                f"the rounds {sorted(set(wanted.values()))} added no sources (data.limit too small or the data set "
+                f"exhausted?); the comparison stops at {settled.sources} sources per model."
             )
-        sources, r = settled.sources, r + 1
-        log.info("compare stop=settled: round %d, %d sources per model: %s", r, sources, settled.headline())
+        spent = total
+        log.info(
+            "compare stop=settled: ran %s; %d model-sources in all: %s",
+            ", ".join(f"{m} round {wanted[m]}" for m in models if m in wanted),
+            spent,
+            settled.headline(),
+        )
         if settled.done:
-            stopped = f"every adjacent pair settled after {r} round(s)"
+            stopped = f"every adjacent pair settled after {settled.rounds} round(s)"
             break
-        if sources >= rule.max_sources:
+        wanted = next_rounds(settled.pairs, {m: len(d) for m, d in dirs.items()}, rule.max_sources)
+        if not wanted:
             stopped = f"max_sources={rule.max_sources} reached with {len(settled.open_pairs)} pair(s) still open"
             break
     comp = replace(comp, settled=replace(settled, stopped=stopped))

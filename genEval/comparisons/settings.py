@@ -21,18 +21,28 @@ from genEval.scores.effective_robustness import ACCURACY_FLOOR, SCALES
 from genEval.scores.sequential import SequentialTest
 
 STOPS = ("fixed", "settled")
+RULES = ("recorded", "override")
+#: The fields of the stop rule that decide a verdict: a re-rank that gives one of them differently from what the
+#: runs recorded is refused (issue 40), unless ``rule=override``.
+VERDICT_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "resolution", "familywise", "boundary",
+                "spending")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a comparison has seen enough (issue 33): ``stop=fixed`` runs its repetitions; ``stop=settled`` runs
-    rounds of ``round_sources`` fresh, paired sources until every adjacent pair of the ranking is ordered or
-    equivalent within ``margin`` points at ``confidence`` (anytime-valid, :mod:`genEval.scores.sequential`), or
-    ``max_sources`` per model. ``power``: what the sources-needed estimate of an open pair aims at.
+    """When a comparison has seen enough (issues 33 and 40): ``stop=fixed`` runs its repetitions; ``stop=settled``
+    runs rounds of ``round_sources`` fresh, paired sources, each only for the models of open adjacent pairs
+    (:func:`genEval.comparisons.settled.next_rounds`), until every adjacent pair of the ranking is ordered,
+    equivalent within ``margin`` points or resolved (its interval narrower than ``resolution`` points; 0: never) at
+    ``confidence`` (per pair, or ``familywise`` over the board's adjacent pairs), or has ``max_sources`` per model.
+    ``boundary``: ``spending`` (alpha spending of type ``spending`` over the planned ``max_sources``) or
+    ``sequence`` (the open-ended confidence sequence, tightest at ``sqrt(round_sources * max_sources)``;
+    :mod:`genEval.scores.sequential`). ``power``: what the forecast of an open pair aims at. ``rule``: a re-rank
+    judges stored rounds by the rule they recorded (``recorded``: a differing setting is refused, naming the recorded
+    value), or by this one (``override``: the verdicts then say so).
 
-    A field left None takes the value the runs recorded (a re-rank keeps the design a comparison ran with), else
-    :data:`STOP_DEFAULTS` (:meth:`filled`). The sequence is tightest at ``sqrt(round_sources * max_sources)``
-    sources per model, fixed by the design before any data (:meth:`test`)."""
+    A field left None takes the value the runs recorded, else :data:`STOP_DEFAULTS` (:meth:`filled`); runs
+    recorded before issue 40 lack its fields and get :data:`LEGACY_RULE`, the rule they ran with."""
 
     stop: str | None = None
     round_sources: int | None = None
@@ -40,10 +50,19 @@ class StopRule:
     confidence: float | None = None
     margin: float | None = None
     power: float | None = None
+    resolution: float | None = None
+    familywise: bool | None = None
+    boundary: str | None = None
+    spending: str | None = None
+    rule: str | None = None
 
     def __post_init__(self) -> None:
         if self.stop is not None and self.stop not in STOPS:
             raise SettingError("stop", self.stop, " | ".join(STOPS), "settled", "when a comparison has seen enough")
+        if self.rule is not None and self.rule not in RULES:
+            raise SettingError("rule", self.rule, " | ".join(RULES), "override", "how a re-rank treats the rule")
+        if self.familywise is not None and not isinstance(self.familywise, bool):
+            raise SettingError("familywise", self.familywise, "true or false", "true", "a leaderboard guarantee")
         for key in ("round_sources", "max_sources"):
             v = getattr(self, key)
             if v is not None and not is_whole(v, 1):
@@ -52,19 +71,47 @@ class StopRule:
             raise SettingError(
                 "max_sources", self.max_sources, f">= round_sources ({self.round_sources})", str(self.round_sources)
             )
-        if all(getattr(self, k) is not None for k in ("confidence", "margin", "power")):
-            self.test()  # checks confidence, margin and power, naming the bad one
+        # checks confidence, margin, resolution, power, boundary and spending (the others at their defaults)
+        _sequential_test({k: STOP_DEFAULTS[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS})
 
     def filled(self, recorded: Mapping[str, Any] | None = None) -> StopRule:
-        """Every field set: this rule's, else ``recorded`` (what the runs recorded), else the defaults."""
-        base = {**STOP_DEFAULTS, **{k: v for k, v in (recorded or {}).items() if k in STOP_DEFAULTS and v is not None}}
-        return StopRule(**{k: base[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS})
+        """Every field set: this rule's, else ``recorded`` (what the runs recorded; :data:`LEGACY_RULE` for the
+        fields runs of issue 33 did not record), else the defaults."""
+        legacy = {k: v for k, v in LEGACY_RULE.items() if recorded and k not in recorded}
+        base = {**STOP_DEFAULTS, **legacy, **{k: v for k, v in (recorded or {}).items() if k in STOP_DEFAULTS}}
+        base = {k: STOP_DEFAULTS[k] if base[k] is None else base[k] for k in STOP_DEFAULTS}
+        values = {k: base[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS}
+        return StopRule(**values, rule=self.rule)
+
+    @property
+    def _complete(self) -> bool:
+        return all(getattr(self, k) is not None for k in STOP_DEFAULTS)
+
+    def against(self, recorded: Mapping[str, Any] | None) -> str:
+        """What judging stored rounds that recorded the rule ``recorded`` with this one changes: "" when nothing
+        (or nothing was recorded); with ``rule=override`` the note the verdicts carry; else a refusal naming the
+        recorded value."""
+        if not recorded:
+            return ""
+        mine, theirs = self.filled(recorded), StopRule().filled(recorded)
+        changed = [k for k in VERDICT_KEYS if getattr(self, k) is not None and getattr(mine, k) != getattr(theirs, k)]
+        if not changed:
+            return ""
+        given = ", ".join(f"{k}={getattr(mine, k)} (recorded: {getattr(theirs, k)})" for k in changed)
+        if self.rule == "override":
+            return f"rule=override: these rounds were run with another rule; judged here with {given}"
+        k = changed[0]
+        raise SettingError(
+            k,
+            getattr(mine, k),
+            f"the {getattr(theirs, k)} these rounds recorded (a re-rank judges rounds by the rule they were run "
+            f"with; add rule=override to judge them by another rule, and the output says so)",
+            str(getattr(theirs, k)),
+        )
 
     def test(self) -> SequentialTest:
-        """The anytime-valid test of this (filled) rule."""
-        rule = self.filled() if None in (self.round_sources, self.max_sources) else self
-        t_star = math.sqrt(rule.round_sources * rule.max_sources)
-        return SequentialTest(rule.confidence, rule.margin, t_star, rule.power)
+        """The rule a pair is judged by under this (filled) rule."""
+        return _sequential_test((self if self._complete else self.filled()).to_dict())
 
     @property
     def settled_mode(self) -> bool:
@@ -74,10 +121,24 @@ class StopRule:
         return {k: getattr(self, k) for k in STOP_DEFAULTS}
 
 
-#: The defaults of :class:`StopRule` (``stop=fixed`` stays the default until the settled mode is measured).
+def _sequential_test(rule: Mapping[str, Any]) -> SequentialTest:
+    """The :class:`SequentialTest` of a stop rule's values (every field set); the sequence is tightest at
+    ``sqrt(round_sources * max_sources)`` sources, fixed by the design before any data."""
+    return SequentialTest(
+        confidence=rule["confidence"], margin=rule["margin"], power=rule["power"], resolution=rule["resolution"],
+        t_star=math.sqrt(rule["round_sources"] * rule["max_sources"]), boundary=rule["boundary"],
+        spending=rule["spending"], max_sources=int(rule["max_sources"]), round_sources=int(rule["round_sources"]),
+    )  # fmt: skip
+
+
+#: The defaults of :class:`StopRule` (``stop=fixed`` stays the default: a comparison runs its repetitions unless
+#: asked to settle). ``boundary``, ``resolution``: chosen by simulation (benchmarks/sequential.py, issue 40).
 STOP_DEFAULTS: dict[str, Any] = dict(
-    stop="fixed", round_sources=200, max_sources=5000, confidence=0.95, margin=1.0, power=0.8
-)
+    stop="fixed", round_sources=200, max_sources=5000, confidence=0.95, margin=1.0, power=0.8, resolution=2.0,
+    familywise=False, boundary="spending", spending="pocock",
+)  # fmt: skip
+#: What runs recorded before issue 40 ran with: the confidence sequence, no resolved verdict, per pair.
+LEGACY_RULE: dict[str, Any] = dict(resolution=0.0, familywise=False, boundary="sequence", spending="pocock")
 
 
 @dataclass(frozen=True)

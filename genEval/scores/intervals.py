@@ -8,6 +8,17 @@ and :func:`model_draws` (several models on shared resamples, for rankings and ef
 bootstrap over fewer than :data:`MIN_BOOTSTRAP_SOURCES` source images (counted among the sources that carry the
 score's denominator, e.g. validated samples for FMR) gives no interval: with one or two sources every resample is
 the same few values and the percentile interval collapses to zero width (issue 14), which reads as certainty.
+
+**No interval narrower than its evidence** (issue 40). Where every source agrees the bootstrap still collapses: 18
+of 18 validated samples kept their class gave "FMR 100.00 [100.00, 100.00]", while the Wilson interval of that PA
+alone is [82.41, 100]. So a bootstrap interval is widened to hold the score-type interval its parts give
+(:func:`score_floor`): a proportion's own Wilson interval (a mean over repetitions: the pooled counts'), and for a
+ratio such as FMR the MOVER combination (Zou & Donner, "Construction of confidence limits about effect measures: a
+general approach", Statistics in Medicine 2008) of the Wilson intervals of the proportions it is built from, each
+moved to its bound one at a time, ``L = f - sqrt(sum_i D_i^2 + 2 sum_{i<j} r_ij s_i s_j D_i D_j)`` (``D_i`` the
+move of ``f`` from part ``i``'s bound, ``s_i`` the sign of its effect, ``r_ij`` the parts' correlation over the
+bootstrap resamples, 0 where a part never moves). Where the sources disagree enough, the bootstrap interval is the
+wider one and is kept. Differences between models get the same treatment (:mod:`genEval.scores.rankings`).
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE, score_values
+from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE, SCORES, score_values
 from genEval.scores.outcomes import COLUMN, COLUMNS, Outcomes
 
 INTERVALS = {"wilson": "wilson", "clopper-pearson": "exact"}  # our name -> scipy's proportion_ci method
@@ -69,6 +80,91 @@ def proportion(k: int, n: int, method: str = "wilson", level: float = 0.95, what
 
     ci = sps.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method=INTERVALS[method])
     return Estimate(100.0 * k / n, 100.0 * ci.low, 100.0 * ci.high, int(n), int(k), method)
+
+
+# ------------------------------------------------------------------------------------------ score-type floors
+#: The proportions every derived score is built from (the parts :func:`score_floor` moves).
+PARTS = tuple(s.key for s in SCORES if s.is_proportion)
+
+
+def _derived(values: Mapping[str, float], num_classes: int) -> dict[str, float]:
+    """Every score from the proportions in ``values`` (percent), the derived ones recomputed in order."""
+    out = dict(values)
+    for s in SCORES:
+        if not s.is_proportion:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[s.key] = float(s.formula(out, num_classes))
+    return out
+
+
+def score_floor(
+    totals: np.ndarray,
+    key: str,
+    num_classes: int,
+    level: float = 0.95,
+    corr: Mapping[tuple[str, str], float] | None = None,
+) -> tuple[float, float] | None:
+    """How far below and above the score ``key`` of column sums ``totals`` (K,) its score-type interval reaches
+    (points): a proportion's Wilson interval, a derived score's MOVER combination of its parts' (see the module
+    docstring; ``corr``: (part, part) -> correlation, 0 where missing). None where the score, or a part moved to
+    its bound, is undefined."""
+    score = SCORE[key]
+    if score.is_proportion:
+        k, n = (int(totals[COLUMN[c]]) for c in (score.numerator, score.denominator))
+        e = proportion(k, n, "wilson", level)
+        return None if e.value is None else (e.value - e.low, e.high - e.value)
+    values = {k: float(v) for k, v in score_values(totals, num_classes, PARTS).items()}
+    f = _derived(values, num_classes)[key]
+    if not np.isfinite(f):
+        return None
+    moves = {}  # part -> (down, up, sign): how far moving it to its bounds lowers / raises f
+    for part in PARTS:
+        bound = score_floor(totals, part, num_classes, level)
+        if bound is None:
+            continue
+        at = [_derived({**values, part: values[part] + x}, num_classes)[key] for x in (-bound[0], bound[1])]
+        if not all(np.isfinite(at)):
+            return None
+        if at[0] != f or at[1] != f:
+            moves[part] = (f - min(at + [f]), max(at + [f]) - f, 1.0 if at[1] >= at[0] else -1.0)
+    parts = list(moves)
+
+    def combined(side: int) -> float:
+        total = sum(moves[p][side] ** 2 for p in parts)
+        for i, p in enumerate(parts):
+            for q in parts[i + 1 :]:
+                r = (corr or {}).get((p, q), (corr or {}).get((q, p), 0.0))
+                total += 2.0 * r * moves[p][2] * moves[q][2] * moves[p][side] * moves[q][side]
+        return float(np.sqrt(max(total, 0.0)))
+
+    return combined(0), combined(1)
+
+
+def widened(
+    value: float, low: float | None, high: float | None, floor: tuple[float, float] | None
+) -> tuple[float | None, float | None]:
+    """``[low, high]`` widened to hold ``value - floor[0] .. value + floor[1]`` and ``value`` itself (None: as is)."""
+    if low is None or high is None:
+        return low, high
+    if floor is not None:
+        low, high = min(low, value - floor[0]), max(high, value + floor[1])
+    return float(min(low, value)), float(max(high, value))
+
+
+def part_correlations(draws: np.ndarray, names: Sequence[str]) -> dict[tuple[str, str], float]:
+    """(a, b) -> the correlation of two parts' bootstrap draws ``draws`` (B, len(names)); pairs where either never
+    moves are left out (0 in :func:`score_floor`)."""
+    ok = np.all(np.isfinite(draws), axis=1)
+    d = draws[ok]
+    out = {}
+    if len(d) < 3:
+        return out
+    sd = d.std(0)
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            if sd[i] > 0 and sd[j] > 0:
+                out[a, names[j]] = float(np.corrcoef(d[:, i], d[:, j])[0, 1])
+    return out
 
 
 # ------------------------------------------------------------------------------------------ the bootstrap
@@ -161,7 +257,8 @@ def bootstrap_scores(
     level: float = 0.95,
     context: Mapping | None = None,
 ) -> dict[str, Estimate]:
-    """Each score as the mean over repetitions, with a percentile interval from a bootstrap over source images.
+    """Each score as the mean over repetitions, with a percentile interval from a bootstrap over source images,
+    widened where needed to hold the score-type interval of its pooled parts (:func:`score_floor`).
 
     A source image's samples in *all* repetitions move together (they share the image), and each resample
     recomputes every repetition's score before averaging. One repetition: the run's bootstrap. A score whose
@@ -172,9 +269,11 @@ def bootstrap_scores(
         raise ValueError("bootstrap_scores needs at least one repetition.")
     sums = source_sums(reps)
     g = sums.shape[1]
-    stat = rep_mean(keys, num_classes)
+    stat = rep_mean([*keys, *PARTS], num_classes)  # the parts too: their correlations for the floors
     point = stat(sums.sum(1)[None])[0]
     draws = bootstrap([sums], stat, n_boot, np.random.default_rng(seed)) if g else np.full((0, len(keys)), np.nan)
+    corr = part_correlations(draws[:, len(keys) :], PARTS) if g else {}
+    pooled = sums.sum((0, 1))
     n = int(sum(len(o) for o in reps))
     single = len(reps) == 1
     how = (
@@ -197,7 +296,9 @@ def bootstrap_scores(
             what = "source images" if SCORE[k].support == "n" else f"source images with a {SCORE[k].support} sample"
             out[k] = Estimate(float(point[i]), None, None, n, None, how, few_sources(support, what))
         else:
-            out[k] = Estimate(float(point[i]), *percentile(draws[:, i], level), n, None, how)
+            lo, hi = percentile(draws[:, i], level)
+            floor = score_floor(pooled, k, num_classes, level, corr)
+            out[k] = Estimate(float(point[i]), *widened(float(point[i]), lo, hi, floor), n, None, how)
     return out
 
 

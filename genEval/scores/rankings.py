@@ -2,7 +2,12 @@
 
 Competition ranks ("1224"), Kendall's tau-b (``scipy.stats.kendalltau``; S0, Shi et al., NeurIPS 2023,
 App. A.2) and Spearman's rho. The difference of two models' scores gets the clustered bootstrap of
-:mod:`genEval.scores.intervals` (digest 5.1.9: paired when they share source images, else independent). The rank
+:mod:`genEval.scores.intervals` (digest 5.1.9: paired when they share source images, else independent), widened
+where the sources agree too much for a bootstrap to see (issue 40: two models with the same outcomes on 40 sources
+read "0.00 [0.00, 0.00]"): paired, to the delta-method interval of the paired units with the Bonett-Price
+pseudo-counts on the discordant cells (:func:`genEval.scores.sequential.looks_of`, the spread the settled verdicts
+use, at the fixed-design ``z``); independent, to the MOVER difference (Newcombe 1998; Zou & Donner 2008) of the two
+models' score-type intervals (:func:`genEval.scores.intervals.score_floor`). The rank
 stability of a comparison is a *distribution* (:func:`rank_stability`: Kendall tau between the point ranking and
 the rankings of bootstrap resamples of the source images, :func:`genEval.scores.intervals.model_draws`).
 """
@@ -23,10 +28,13 @@ from genEval.scores.intervals import (
     few_sources,
     percentile,
     rep_mean,
+    score_floor,
     source_sums,
     support_sources,
+    widened,
 )
 from genEval.scores.outcomes import Outcomes
+from genEval.scores.sequential import looks_of
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ def metric_differences(
         how = f"independent bootstrap({n_boot}) over {sa.shape[1]} and {sb.shape[1]} source images"
         n_src = sa.shape[1] + sb.shape[1]
     va, vb = stat(sa.sum(1)[None])[0], stat(sb.sum(1)[None])[0]
+    floors = _difference_floors(sa, sb, metrics, num_classes, level, do_pair)
     out = {}
     for i, m in enumerate(metrics):
         if np.isnan(va[i]) or np.isnan(vb[i]):
@@ -127,7 +136,7 @@ def metric_differences(
         if support < MIN_BOOTSTRAP_SOURCES:
             lo, hi, why = None, None, few_sources(support)
         else:
-            lo, hi = percentile(draws[:, i], level)
+            lo, hi = widened(float(va[i] - vb[i]), *percentile(draws[:, i], level), floors.get(m))
             why = "" if lo is not None else "the score is undefined in every bootstrap resample"
         out[m] = Difference(
             m,
@@ -142,6 +151,29 @@ def metric_differences(
             a_value=float(va[i]),
             b_value=float(vb[i]),
         )
+    return out
+
+
+def _difference_floors(
+    sa: np.ndarray, sb: np.ndarray, metrics: Sequence[str], num_classes: int, level: float, paired: bool
+) -> dict[str, tuple[float, float]]:
+    """Metric -> how far below and above a difference its evidence reaches at least (see the module docstring);
+    ``sa``, ``sb``: (R, G, K) per-source sums of the two models (paired: the same G sources)."""
+    from scipy.stats import norm  # slow import, kept off the command line's start
+
+    z = float(norm.isf((1.0 - level) / 2.0))
+    out = {}
+    for m in metrics:
+        if paired:
+            units = [np.concatenate([a, b], axis=1) for a, b in zip(sa, sb)]  # each repetition a round of units
+            n, _, sd = looks_of(units, m, num_classes)
+            if n[-1] > 0 and np.isfinite(sd[-1]):
+                out[m] = (z * sd[-1] / np.sqrt(n[-1]),) * 2
+            continue
+        fa = score_floor(sa.sum((0, 1)), m, num_classes, level)
+        fb = score_floor(sb.sum((0, 1)), m, num_classes, level)
+        if fa is not None and fb is not None:
+            out[m] = (float(np.hypot(fa[0], fb[1])), float(np.hypot(fa[1], fb[0])))
     return out
 
 

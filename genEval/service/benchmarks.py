@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from genEval.comparisons.settings import StopRule
+from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
 from genEval.interfaces import SettingError
 from genEval.runs.rundir import config_hash
 
@@ -50,7 +50,7 @@ MAX_REPETITIONS = 100
 #: version and its leaderboard); set to anything else it counts like any other key.
 LATER_KEYS = {"data.other_folders": "refuse"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
-STOP_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "power")
+STOP_KEYS = tuple(STOP_DEFAULTS)
 
 
 def shown(value: Any, limit: int = 40) -> str:

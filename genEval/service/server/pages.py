@@ -77,6 +77,8 @@ def _below(v: PairVerdict | None) -> dict | None:
         text = f"ordered above {v.b}"
     elif v.verdict == "equivalent":
         text = f"equivalent to {v.b} (within {points(v.margin)})"
+    elif v.verdict == "resolved":
+        text = f"tied with {v.b} (resolved: interval under {points(v.resolution)})"
     elif v.more_sources is not None:
         text = f"open vs {v.b}: ≈ {v.more_sources:,} more sources to {v.more_kind}"
     else:

@@ -21,7 +21,7 @@ from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
 from genEval.service.server.database import Database
 from genEval.service.server.standings.compute import MARKED, RANK_BY, SORT_KEYS, ModelStanding
-from genEval.service.server.standings.settled import SettledRanks, settled_order, withdrawn
+from genEval.service.server.standings.settled import SettledRanks, withdrawn
 
 #: The rank a settled benchmark's leaderboard shows for a model its submitter withdrew.
 WITHDRAWN = "withdrawn"
@@ -99,11 +99,10 @@ def read_standings(
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
         every = db.standings.board(benchmark, version, "date")[1]
-        order = settled_order(every)
-        ranks = SettledRanks.of(order, db.verdicts.of_version(benchmark, version))
+        ranks = SettledRanks.of(every, db.verdicts.of_version(benchmark, version))
         gone = [r.job_id for r in every if withdrawn(r)]
     if ranks is not None and sort == "rank":
-        ids = [r.job_id for r in (order if descending else order[::-1])] + gone  # the withdrawn ones last
+        ids = (ranks.order if descending else ranks.order[::-1]) + gone  # the withdrawn ones last
         total, board = (
             len(ids),
             db.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
@@ -32,13 +32,22 @@ from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.comparisons.settled import holm
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
+from genEval.scores.sequential import PairLooks, PairVerdict
 from genEval.service.records import JobInfo, StandingInfo
 from genEval.service.server.database import Database
-from genEval.service.server.standings.settled import Neighbours, judge, neighbours, rounds_wanted, settled_order
-from genEval.service.server.standings.verdicts import StoredVerdict
+from genEval.service.server.standings.settled import (
+    Neighbours,
+    board_order,
+    judge,
+    pair_looks,
+    pair_of,
+    rounds_wanted,
+)
+from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
 log = logging.getLogger(__name__)
 
@@ -326,21 +335,34 @@ class StandingsBuilder:
         return len(rows)
 
     def settle(self, benchmark: str, version: str) -> dict[str, int]:
-        """On a settled benchmark version: judge the neighbours on the leaderboard whose verdict misses rounds they
-        share, store the verdicts, and queue the next round of each model the rule asks for
-        (:mod:`~genEval.service.server.standings.settled`); returns submission job id -> round queued. Nothing on a
-        fixed benchmark."""
+        """On a settled benchmark version: order the board and judge its neighbours whose verdict misses rounds they
+        share (every neighbour under a family-wise rule, Holm over them), store the verdicts, and queue the next
+        round of each model the rule asks for (:mod:`~genEval.service.server.standings.settled`); returns submission
+        job id -> round queued. Nothing on a fixed benchmark."""
         rule = self.rule(benchmark, version)
         if rule is None:
             return {}
-        order = settled_order(self.db.standings.rows(benchmark, version))
-        pairs = neighbours(order, self.db.verdicts.of_version(benchmark, version))
-        for i, pair in enumerate(pairs):
-            found = None if pair.fresh else self._judge(pair, rule)
+        stored = self.db.verdicts.of_version(benchmark, version)
+
+        def keep(found: StoredVerdict | None) -> None:
             if found is not None and self.db.verdicts.store(benchmark, version, found):
-                pairs[i] = replace(pair, stored=found)
+                stored[pair_key(found.upper, found.lower)] = found
+
+        def verdict(pair: Neighbours) -> PairVerdict:
+            pair = pair_of(pair.upper, pair.lower, stored)
+            if not pair.fresh:
+                keep(self._judge(pair, rule))
+            return pair_of(pair.upper, pair.lower, stored).verdict()
+
+        _, pairs, _ = board_order(self.db.standings.rows(benchmark, version), verdict)
+        if rule.familywise and len(pairs) > 1:
+            looks = [self._looks(p) for p in pairs]
+            if all(lk is not None for lk in looks):
+                for p, v in zip(pairs, holm(looks, rule.test())):
+                    keep(StoredVerdict(p.upper.job_id, p.lower.job_id, min(p.upper.repetitions, p.lower.repetitions),
+                                       v.to_dict()))  # fmt: skip
         queued = {}
-        for job_id, r in rounds_wanted(pairs, rule).items():
+        for job_id, r in rounds_wanted([pair_of(p.upper, p.lower, stored) for p in pairs], rule).items():
             root = self.db.jobs.get(job_id)
             seed = round_seed(self.db.benchmarks.round_base(benchmark, version), r)
             if root is not None and self.db.jobs.queue_round(root, r, seed) is not None:
@@ -348,13 +370,25 @@ class StandingsBuilder:
                 log.info("settled %s: %s is open against a neighbour; round %d queued", benchmark, root.name, r)
         return queued
 
+    def _runs(self, pair: Neighbours) -> tuple[Contender, Contender] | None:
+        """The loaded runs of two neighbours (None: they cannot be compared)."""
+        a, b = (self._load(r.job_id, r.name, r.run_dirs) for r in (pair.upper, pair.lower))
+        return None if a is None or b is None or a.class_names != b.class_names else (a, b)
+
     def _judge(self, pair: Neighbours, rule: StopRule) -> StoredVerdict | None:
         """The verdict on two neighbours over the rounds they share (None: their runs cannot be compared)."""
-        a, b = (self._load(r.job_id, r.name, r.run_dirs) for r in (pair.upper, pair.lower))
-        if a is None or b is None or a.class_names != b.class_names:
+        if (loaded := self._runs(pair)) is None:
             return None
+        a, b = loaded
         found = judge((a.name, a.runs), (b.name, b.runs), pair.rounds, RANK_BY, a.num_classes, rule)
         return StoredVerdict(a.job_id, b.job_id, pair.rounds, found.to_dict())
+
+    def _looks(self, pair: Neighbours) -> PairLooks | None:
+        """The looks of two neighbours over the rounds they share, for a family-wise rule (None: not comparable)."""
+        if (loaded := self._runs(pair)) is None:
+            return None
+        a, b = loaded
+        return pair_looks((a.name, a.runs), (b.name, b.runs), pair.rounds, RANK_BY, a.num_classes)
 
     def backfill(self) -> int:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
