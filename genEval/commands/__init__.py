@@ -264,7 +264,8 @@ def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
     defaults) as the one object compare, ablation and re-ranking take."""
     given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
     rule = {k: plain(cfg[k]) for k in STOP_DEFAULTS if cfg.get(k) is not None}
-    return ComparisonSettings(**given, sequential=StopRule(**rule))
+    sensitivity = plain((cfg.get("label_free") or {}).get("sensitivity", False))  # issue 44
+    return ComparisonSettings(**given, sequential=StopRule(**rule), label_free_sensitivity=sensitivity)
 
 
 def execution_from(cfg: DictConfig) -> Execution:

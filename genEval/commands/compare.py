@@ -63,7 +63,7 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor", "data_zoos")
+_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor", "data_zoos", "label_free")
 
 
 def _command_line(cfg: DictConfig) -> list[str]:

@@ -89,7 +89,8 @@ class ComparisonSettings:
     ``repetition_seeds``: the seeds of the repetitions, recorded (None: read from the runs). ``rank_by``: the score
     that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v). ``sequential``:
     the :class:`StopRule` whose verdicts on adjacent pairs every comparison reports (and, with ``stop=settled``,
-    stops on).
+    stops on). ``label_free_sensitivity``: also run the label-free measures' sensitivity protocol (S1: the measures on
+    1/5/10/30% of the sources and the ranking with 20/50/70% of the models, 3 runs each seeded by ``seed``; issue 44).
     """
 
     baselines: tuple[str, ...] | None = None
@@ -100,8 +101,11 @@ class ComparisonSettings:
     repetition_seeds: tuple[int, ...] | None = None
     rank_by: str = DEFAULT_RANK_BY
     sequential: StopRule = StopRule()
+    label_free_sensitivity: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.label_free_sensitivity, bool):
+            raise SettingError("label_free.sensitivity", self.label_free_sensitivity, "true or false", "true")
         if isinstance(self.sequential, Mapping):
             object.__setattr__(self, "sequential", StopRule(**self.sequential))
         if self.baselines is not None:
