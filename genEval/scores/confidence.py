@@ -15,7 +15,7 @@ Every score here reads the classifier's maximum softmax probability (MSP, the fi
   last bin out (``range(len(bins) - 1)``); here every sample counts, and fewer than 100 samples are one bin. No
   library computes adaptive (equal-mass) bins, so this is hand-written; :func:`calibration_error_uniform` is the
   same l2 error over 15 equal-width bins, from torchmetrics (``binary_calibration_error(norm='l2')``), which
-  computes that binning exactly.
+  computes that binning exactly (a point value: torchmetrics scores one set per call, too slow for a bootstrap).
 * :func:`anomaly_detection`: -MSP as the anomaly score, AUPR (the paper's ImageNet-O metric, ``sklearn``'s
   ``average_precision_score`` with the anomalies as the positive class) and AUROC (``roc_auc_score``).
 
@@ -118,6 +118,54 @@ def anomaly_detection(in_msp: Sequence[float], out_msp: Sequence[float]) -> tupl
     return 100.0 * float(average_precision_score(y, score)), 100.0 * float(roc_auc_score(y, score))
 
 
+# ------------------------------------------------------------------------------------------ batched (the bootstrap)
+# The bootstrap recomputes a score on n_boot resamples at once: these take (B, N) arrays (one resample a row) and
+# return (B,). The AURRA and calibration rows are the functions above, row by row; the AUROC rows are the
+# Mann-Whitney statistic and the AUPR rows sklearn's average precision (ties grouped as it groups them), written
+# out because sklearn scores one set per call; tests/test_confidence.py checks both against sklearn.
+def _aurra_rows(conf: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    order = np.argsort(-conf, axis=1, kind="stable")
+    hits = np.take_along_axis(ok, order, axis=1).cumsum(1)
+    return 100.0 * (hits / np.arange(1, conf.shape[1] + 1)).mean(1)
+
+
+def _calibration_rows(conf: np.ndarray, ok: np.ndarray, bin_size: int = BIN_SIZE) -> np.ndarray:
+    n = conf.shape[1]
+    order = np.argsort(conf, axis=1, kind="stable")
+    c, k = np.take_along_axis(conf, order, axis=1), np.take_along_axis(ok, order, axis=1)
+    starts = np.array([i * bin_size for i in range(max(1, n // bin_size))])
+    sizes = np.diff(np.r_[starts, n])
+    gap = (np.add.reduceat(c, starts, axis=1) - np.add.reduceat(k, starts, axis=1)) / sizes
+    return 100.0 * np.sqrt((sizes / n * gap**2).sum(1))
+
+
+def _auroc_rows(neg: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """AUROC of the anomaly score ``-msp``: ``neg`` / ``pos`` (B, n0) / (B, n1) MSPs (Mann-Whitney U / n0 n1)."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(-np.concatenate([neg, pos], axis=1), axis=1)  # average ranks for ties
+    n0, n1 = neg.shape[1], pos.shape[1]
+    u = ranks[:, n0:].sum(1) - n1 * (n1 + 1) / 2
+    return 100.0 * u / (n0 * n1)
+
+
+def _aupr_rows(neg: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Average precision of the anomaly score ``-msp`` with the positives ``pos``, tied scores as one threshold."""
+    score = -np.concatenate([neg, pos], axis=1)
+    label = np.concatenate([np.zeros_like(neg), np.ones_like(pos)], axis=1)
+    order = np.argsort(-score, axis=1, kind="stable")
+    s, y = np.take_along_axis(score, order, axis=1), np.take_along_axis(label, order, axis=1)
+    tp = y.cumsum(1)
+    seen = np.arange(1, s.shape[1] + 1)
+    end = np.ones_like(s, dtype=bool)
+    end[:, :-1] = s[:, 1:] != s[:, :-1]  # the last of each run of tied scores
+    tp_end = np.where(end, tp, 0.0)
+    before = np.zeros_like(tp_end)
+    before[:, 1:] = np.maximum.accumulate(tp_end, axis=1)[:, :-1]  # tp at the previous threshold
+    gain = np.where(end, (tp - before) * tp / seen, 0.0)
+    return 100.0 * gain.sum(1) / pos.shape[1]
+
+
 # ------------------------------------------------------------------------------------------ intervals
 def _estimate(
     statistic: Callable[..., float | None],
@@ -128,29 +176,36 @@ def _estimate(
     seed: int,
     level: float,
     what: str,
+    rows: Callable[..., np.ndarray] | None = None,
 ) -> Estimate:
     """``statistic(*data)`` with a percentile bootstrap interval (``scipy.stats.bootstrap``: resampling the samples
-    together when ``paired``, each group on its own otherwise); no interval below
-    :data:`~genEval.scores.intervals.MIN_BOOTSTRAP_SOURCES` samples in a group."""
+    together when ``paired``, each group on its own otherwise; ``rows`` computes the statistic on (B, N) resamples,
+    None: no interval); no interval below :data:`~genEval.scores.intervals.MIN_BOOTSTRAP_SOURCES` samples in a
+    group."""
     n = int(sum(len(d) for d in data)) if not paired else int(len(data[0]))
     value = statistic(*data)
     if value is None:
         return Estimate(None, None, None, n, None, "bootstrap", f"no {what}")
+    if rows is None:
+        return Estimate(value, None, None, n, None, "point value", "no bootstrap: torchmetrics scores one set per call")
     smallest = min(len(d) for d in data)
     if smallest < MIN_BOOTSTRAP_SOURCES:
         return Estimate(value, None, None, n, None, "bootstrap", few_sources(smallest, what))
     from scipy.stats import bootstrap  # slow import (about 0.8 s)
 
-    def stat(*resampled: np.ndarray) -> float:
-        v = statistic(*resampled)
-        return np.nan if v is None else v
+    def stat(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
+        flat = [np.moveaxis(np.asarray(r, dtype=float), axis, -1) for r in resampled]
+        shape = flat[0].shape[:-1]
+        out = rows(*(f.reshape(-1, f.shape[-1]) for f in flat))
+        return out.reshape(shape)
 
     res = bootstrap(
-        data,
+        tuple(np.asarray(d, dtype=float) for d in data),
         stat,
         n_resamples=n_boot,
+        batch=100,  # memory stays at 100 resamples x N
         paired=paired,
-        vectorized=False,
+        vectorized=True,
         confidence_level=level,
         method="percentile",
         rng=np.random.default_rng(seed),
@@ -263,8 +318,8 @@ def selective_prediction(
         n=len(msp),
         accuracy=100.0 * float(np.mean(correct)) if len(msp) else None,
         mean_msp=100.0 * float(np.mean(msp)) if len(msp) else None,
-        aurra=_estimate(aurra, (msp, correct), **kw),
-        calibration_error=_estimate(calibration_error, (msp, correct), **kw),
+        aurra=_estimate(aurra, (msp, correct), rows=_aurra_rows, **kw),
+        calibration_error=_estimate(calibration_error, (msp, correct), rows=_calibration_rows, **kw),
         calibration_error_uniform=_estimate(calibration_error_uniform, (msp, correct), **kw),
         curve=[[round((i + 1) / len(curve), 6), round(100.0 * float(curve[i]), 4)] for i in pick] if len(curve) else [],
     )
@@ -311,8 +366,8 @@ def detection(
         what,
         len(in_msp),
         len(out_msp),
-        _estimate(lambda a, b: anomaly_detection(a, b)[0], (in_msp, out_msp), **kw),
-        _estimate(lambda a, b: anomaly_detection(a, b)[1], (in_msp, out_msp), **kw),
+        _estimate(lambda a, b: anomaly_detection(a, b)[0], (in_msp, out_msp), rows=_aupr_rows, **kw),
+        _estimate(lambda a, b: anomaly_detection(a, b)[1], (in_msp, out_msp), rows=_auroc_rows, **kw),
         100.0 * len(out_msp) / total if total else None,
         meaning,
     )

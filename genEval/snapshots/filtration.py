@@ -319,7 +319,7 @@ def _filter_manifest(
             "candidates": len(stages.candidates),
             "fooled_enough": len(stages.fooled),
             "below_max_true_conf": len(stages.confident),
-            "no_crop_right": len(stages.cropped),
+            **({"no_crop_right": len(stages.cropped)} if rule.ten_crop else {}),
         },
         exported_with=package_versions(),
         filtered_with=list(surrogates),
