@@ -188,9 +188,9 @@ def records(run_dir: Path) -> list[dict]:
 
 
 def same_records(a: Path, b: Path) -> None:
-    """Every field of every record equal; the measured distances and confidences (floats) equal up to float noise, because a
-    resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md, "Crashes
-    cost nothing")."""
+    """Every field of every record equal; the measured distances and confidences (floats) equal up to float noise,
+    because a resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md,
+    "Crashes cost nothing")."""
     ra, rb = records(a), records(b)
     assert [r["source_id"] for r in ra] == [r["source_id"] for r in rb]
     for x, y in zip(ra, rb):

@@ -163,8 +163,8 @@ def rra_curves(models: list[ModelView]) -> PNG | None:
         for part, style in ((c.clean, "-"), (c.perturbed, "--")):
             if part is not None and part.curve:
                 rate, acc = zip(*part.curve)
-                ax.plot([100 * r for r in rate], acc, style, color=_color(i), lw=1.5,
-                        label=f"{m.name} {'clean' if style == '-' else 'perturbed'} (AURRA {part.aurra.fmt(1)})")  # fmt: skip
+                name = f"{m.name} {'clean' if style == '-' else 'perturbed'} (AURRA {part.aurra.fmt(1)})"
+                ax.plot([100 * r for r in rate], acc, style, color=_color(i), lw=1.5, label=name)
                 drawn += 1
     if not drawn:
         return None

@@ -8,9 +8,10 @@ beside the paper's FMR, the oracle's own accuracy, and the run cost: rejected st
 time), scores (SA/SA_v/PA/FMR/FMR_v with intervals), PA against budget, first-fooled steps, per-class scores
 (heatmap and a table with Wilson intervals, the oracle's per-class accuracy included), effective robustness
 (baselines named, with bootstrap intervals), stability (tau between repetitions and its bootstrap
-distribution), the label-free diagnostic (SoftmaxCorr, MaxPred, SoftGap, ATC-MC and agreement with the oracle, each
-with rho and tau_w against PA and FMR_v), selective prediction and calibration (the response-rate accuracy curves,
-AURRA and the RMS calibration error on clean and perturbed images, -MSP detection), pairwise differences, transfer (when a
+distribution), the label-free diagnostic (SoftmaxCorr, MaxPred, SoftGap, ATC-MC and agreement with the oracle,
+each with rho and tau_w against PA and FMR_v), selective prediction and calibration (the response-rate accuracy
+curves, AURRA and the RMS calibration error on clean and perturbed images, -MSP detection), pairwise differences,
+transfer (when a
 ``transfer.csv`` lies next to the input), and image grids (original / perturbed / amplified difference)
 when the runs were made with ``save_images=true``. A single run
 directory is aggregated like a one-model comparison (:func:`genEval.comparisons.aggregate.build_comparison`), so its
@@ -50,11 +51,11 @@ from genEval.reports.figures import (
     ModelView,
     budget_curves,
     er_scatter,
-    rra_curves,
     first_fooled,
     image_grid,
     per_class_heatmap,
     rankings_side_by_side,
+    rra_curves,
     score_bars,
     transfer_heatmap,
 )

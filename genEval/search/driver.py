@@ -23,8 +23,9 @@ Scale-out and crash safety (every decision exact):
   ``genEval.runs.shards`` combines the shards into the run an unsharded evaluation would have written.
 * A rerun on a directory holding an unfinished run of the same identity resumes it
   (:class:`~genEval.runs.recording.Recording`): recorded samples are not recomputed, and the final files hold the
-  decisions and scores of an uninterrupted run (the measured distances, oracle scores and confidences up to float noise: the
-  resumed samples share a batch with other neighbours, and a batch of 5 rounds differently from a batch of 1).
+  decisions and scores of an uninterrupted run (the measured distances, oracle scores and confidences up to float
+  noise: the resumed samples share a batch with other neighbours, and a batch of 5 rounds differently from a batch
+  of 1).
 * A source that cannot be decoded (:class:`~genEval.interfaces.UnreadableSource`) stops the run with that error,
   unless the data set has ``skip_unreadable`` set: then it is logged, left out of the samples and listed (position,
   source id, path, reason) under ``skipped`` in the results. Whether a file decodes depends on its bytes only, so
