@@ -116,7 +116,8 @@ class SampleRecord:
         return cls(**{f.name: given[f.name] if f.name in d else defaults[f.name] for f in fields(cls)})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as JSON carries it (the confidence tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def record(self) -> SampleRecord:
         """The record alone (an :class:`~genEval.search.perturb.Outcome` without its tensors)."""
