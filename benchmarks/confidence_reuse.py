@@ -107,8 +107,9 @@ def cifar(a: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for depth, judge in JUDGE.items():
         run = Path(a.out) / f"cifar_r{depth}"
-        args = [f"data=cifar10_jpg", f"classifier=cifar_resnet{depth}", "oracle=classifier",
-                f"oracle.classifier.depth={judge}", f"oracle.classifier.checkpoint=asset:weights/cifar10-resnet/{WEIGHTS[judge]}",
+        weights = f"asset:weights/cifar10-resnet/{WEIGHTS[judge]}"
+        args = ["data=cifar10_jpg", f"classifier=cifar_resnet{depth}", "oracle=classifier",
+                f"oracle.classifier.depth={judge}", f"oracle.classifier.checkpoint={weights}",
                 f"data.limit={a.limit}", f"search.budget={a.budget}", f"seed={a.seed}", f"ood_data={ood}",
                 "save_images=false", "save_latents=false", f"hydra.run.dir={run}"]  # fmt: skip
         seconds = geneval(args)
@@ -116,7 +117,8 @@ def cifar(a: argparse.Namespace) -> None:
         print(
             f"| ResNet-{depth} (ResNet-{judge}) | {c.clean.n} / {c.perturbed.n} | {c.clean.aurra.fmt()} | "
             f"{c.perturbed.aurra.fmt()} | {c.clean.calibration_error.fmt()} | {c.perturbed.calibration_error.fmt()} | "
-            f"{c.shift.auroc.fmt()} | {c.ood.aupr.fmt()} ({c.ood.chance_aupr:.1f}) | {c.ood.auroc.fmt()} | {seconds:.0f} |"
+            f"{c.shift.auroc.fmt()} | {c.ood.aupr.fmt()} ({c.ood.chance_aupr:.1f}) | {c.ood.auroc.fmt()} | "
+            f"{seconds:.0f} |"
         )
 
 
@@ -173,9 +175,8 @@ def service(a: argparse.Namespace) -> None:
     print("leaderboard:", line.split(">", 1)[1])
     board = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{a.port}/api/leaderboard/digits_settled").read())
     for r in board["rows"]:
-        print(
-            f"  {r['rank']:>4} {r['name']:<18} rounds {r['repetitions']}  FMR_v {r['scores']['fmr_validated']['value']:.2f}"
-        )
+        fmr_v = r["scores"]["fmr_validated"]["value"]
+        print(f"  {r['rank']:>4} {r['name']:<18} rounds {r['repetitions']}  FMR_v {fmr_v:.2f}")
     server.should_exit = True
 
 
