@@ -139,6 +139,8 @@ def service(a: argparse.Namespace) -> None:
     home = Path(a.out) / "service"
     home.mkdir(parents=True, exist_ok=True)
     db = Database(sqlite_url(home / "geneval.db"))
+    if a.table_only:  # the budget of an earlier measurement's runs at other epsilons (no new submissions)
+        return reuse_table(db, home)
     classifiers = registered_classifiers(None)
     for i, recipe in enumerate(RECIPES[: a.models]):  # the digits CNN under different interventions (and seeds)
         classifiers[f"digits_{recipe}_{i}"] = {"_target_": "genEval.classifiers.digits_intervention", "recipe": recipe,
@@ -178,6 +180,24 @@ def service(a: argparse.Namespace) -> None:
         fmr_v = r["scores"]["fmr_validated"]["value"]
         print(f"  {r['rank']:>4} {r['name']:<18} rounds {r['repetitions']}  FMR_v {fmr_v:.2f}")
     server.should_exit = True
+    reuse_table(db, home)
+
+
+def reuse_table(db, home: Path) -> None:
+    """The version's budget from the same runs at several epsilons (delta 0.05): the choice that matters most."""
+    from genEval.runs.reader import RunDir
+    from genEval.service.server.benchmarks.reuse import version_budget
+
+    (version,) = {r.benchmark_version for r in db.jobs.list()}
+    rows = [r for r in db.standings.rows("digits_settled", version) if r.scores is not None]
+    models = {r.job_id: [RunDir(home / d) for d in r.run_dirs] for r in rows}
+    print("\n| epsilon (points) | eta | independent | error | n | union | similarity | Naive Bayes | left |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for eps in (0.02, 0.03, 0.05, 0.1, 0.2):
+        b = version_budget(models, {"epsilon": eps, "delta": 0.05})
+        print(f"| {100 * eps:g} | {b['eta']:.4f} | {b['eta_independent']:.4f} | {b['error_rate']:.4f} | "
+              f"{b['n_sources']} | {b['union_bound']:,} | {b['similarity_bound']:,} | {b['naive_bayes_bound']:,} | "
+              f"{b['submissions_left']:,} |")  # fmt: skip
 
 
 def main() -> None:
@@ -190,6 +210,7 @@ def main() -> None:
     p.add_argument("--ood", type=int, default=500, help="digits in the OOD folder (cifar)")
     p.add_argument("--models", type=int, default=5, help="submissions (service)")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--table-only", action="store_true", help="service: only the epsilon table of --out's runs")
     a = p.parse_args()
     {"zoo": zoo, "cifar": cifar, "service": service}[a.what](a)
 

@@ -86,6 +86,7 @@ def test_agreement_of_synthetic_outcomes_and_the_budget():
     assert got.similarity_bound > got.union_bound  # by how much: the ratio a synthetic agreement of 0.9 buys
     assert got.submissions_left == got.similarity_bound - k and not got.spent
     assert "reuse budget: about" in got.describe() and ReuseBudget.from_dict(got.to_dict()) == got
+    assert "more than 10^15" in reuse_budget(correct, epsilon=0.2).describe()  # beyond what the bounds report
     # the same models on 120 shared sources: not one standing within 1 point -> spent, and said so
     small = {m: dict(list(v.items())[:120]) for m, v in correct.items()}
     spent = reuse_budget(small, epsilon=0.01)

@@ -217,6 +217,8 @@ class ReuseBudget:
         )
         if self.spent:
             return f"reuse budget spent: {basis}; a new version with fresh round seeds is needed"
+        if (self.similarity_bound or 0) >= MAX_MODELS:
+            return f"reuse budget: more than 10^15 submissions left ({basis})"
         return f"reuse budget: about {self.submissions_left:,} submissions left ({basis})"
 
 
