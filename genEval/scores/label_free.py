@@ -15,6 +15,10 @@ hold (:data:`genEval.scores.outcomes.TOP_K` and, for K <= 100, the whole vector)
   gets wrong; the predicted accuracy on the target is the share at or above t) and :func:`oracle_agreement` (the
   share of images where the model's class is the oracle's; the paper's "disagreement with the VLM" negated).
 
+On a validated image the oracle sees the reference class (that is what validated means), so under the default
+``oracle.reference=label`` its classes are the labels of those images: q is then their label histogram and agreement
+with the oracle equals PA, by construction rather than by reading a label (docs/scores.md, "Label-free").
+
 :func:`rank_agreement` is the paper's evaluation of a measure over M models: Spearman rho and the weighted Kendall
 tau_w (``scipy.stats.weightedtau``, the hyperbolic weigher, which weighs the top of the ranking most) against a
 ground truth (PA, FMR_v). :func:`sensitivity` is its protocol (Sec. 5.3 and App. A.2): recompute the measures on
