@@ -186,7 +186,7 @@ def service(a: argparse.Namespace) -> None:
 def reuse_table(db, home: Path) -> None:
     """The version's budget from the same runs at several epsilons (delta 0.05): the choice that matters most."""
     from genEval.runs.reader import RunDir
-    from genEval.service.server.benchmarks.reuse import version_budget
+    from genEval.service.reuse import version_budget
 
     (version,) = {r.benchmark_version for r in db.jobs.list()}
     rows = [r for r in db.standings.rows("digits_settled", version) if r.scores is not None]

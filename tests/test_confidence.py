@@ -193,3 +193,71 @@ def test_old_runs_read_as_not_recorded():
     assert RunConfidence.from_dict(None) == RunConfidence(False, reason=NOT_RECORDED)
     result = EvalResult.from_dict({"scores": {"num_classes": 2}, "class_names": ["a", "b"], "seed": 0})
     assert not result.confidence.recorded  # a results.json written before issue 44
+
+
+# ------------------------------------------------------------------------------------------ ood_data
+class Flat(torch.nn.Module):
+    """A 3-class classifier sure of class 0 on bright images (logit 16 (m - 0.5) for mean brightness m, 0 for the
+    others) and unsure on dark ones."""
+
+    num_classes, name = 3, "flat"
+
+    def forward(self, x):
+        m = x.mean((1, 2, 3))[:, None]
+        return torch.cat([16 * (m - 0.5), torch.zeros(len(x), 2)], 1)
+
+
+def test_ood_images_are_scored_against_the_clean_images(tmp_path):
+    from toys import AcceptAllOracle, ListDataset, SigmoidGenerator
+
+    from genEval import evaluate
+
+    bright, dark = torch.full((6, 3, 2, 2), 0.9), torch.full((4, 3, 2, 2), 0.1)
+    data = ListDataset(bright, [0] * 6, ["a", "b", "c"])
+    ood = ListDataset(dark, [0] * 4, ["x"], name="ood")
+    res = evaluate(Flat(), data, SigmoidGenerator(), AcceptAllOracle(), SearchConfig(budget=0), seed=0, ood=ood,
+                   output=tmp_path / "run")  # fmt: skip
+    c = res.confidence
+    # clean MSP e^6.4/(e^6.4+2) ~ 0.997 on every in-distribution image, 1/(2+e^-6.4) ~ 0.499 on every OOD image
+    assert c.ood.n_in == 6 and c.ood.n_out == 4 and c.ood.aupr.value == pytest.approx(100.0)
+    assert c.ood.auroc.value == pytest.approx(100.0) and c.ood.chance_aupr == pytest.approx(40.0)
+    want = 1 / (2 + math.exp(-6.4))
+    assert res.extra["ood_data"]["msp"] == pytest.approx([want] * 4, abs=1e-5) and res.extra["ood_data"]["n"] == 4
+    assert "-MSP OOD images (ood) vs the clean images: AUPR 100.00" in res.summary()
+    # the merged summary of shards keeps it: results.json holds the OOD MSPs it was computed from
+    from genEval.runs import read_results
+
+    assert read_results(tmp_path / "run").confidence.ood == c.ood
+
+
+def test_ood_data_folder_is_read_at_the_size_and_channels_of_the_data(tmp_path):
+    from PIL import Image
+
+    from genEval.commands.evaluate import ood_data_for
+
+    for i, c in enumerate(("seven", "eight")):
+        (tmp_path / c).mkdir()
+        Image.new("L", (8, 8), 40 * i).save(tmp_path / c / f"{i}.png")
+    data = [(torch.zeros(3, 32, 32), 0, "x")]
+    ood = ood_data_for(str(tmp_path), data)
+    assert len(ood) == 2 and ood[0][0].shape == (3, 32, 32) and ood_data_for(None, data) is None
+
+
+def test_merged_shards_keep_the_ood_scores_of_the_unsharded_run(tmp_path):
+    from toys import AcceptAllOracle, ListDataset, SigmoidGenerator
+
+    from genEval import evaluate
+    from genEval.runs.identity import Shard
+    from genEval.runs.shards import merge_runs
+
+    g = torch.Generator().manual_seed(0)
+    data = ListDataset(torch.rand(12, 3, 2, 2, generator=g), [0] * 12, ["a", "b", "c"])
+    ood = ListDataset(torch.rand(7, 3, 2, 2, generator=g) * 0.5, [0] * 7, ["x"], name="ood")
+    kw = dict(search=SearchConfig(budget=0), seed=0, ood=ood)
+    whole = evaluate(Flat(), data, SigmoidGenerator(), AcceptAllOracle(), output=tmp_path / "whole", **kw)
+    for i in range(2):
+        evaluate(Flat(), data, SigmoidGenerator(), AcceptAllOracle(), shard=Shard(i, 2),
+                 output=tmp_path / "shards" / f"s{i}", **kw)  # fmt: skip
+    merged = merge_runs([tmp_path / "shards"], tmp_path / "merged")
+    assert merged.confidence.ood == whole.confidence.ood and merged.confidence.ood.n_out == 7
+    assert merged.confidence.clean == whole.confidence.clean

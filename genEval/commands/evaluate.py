@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from genEval.commands import (
     build,
@@ -90,10 +90,10 @@ def ood_data_for(root: str | None, data: Any) -> Any:
     channels of the run's data (the first source's), or None when not given."""
     if root is None:
         return None
-    from genEval.data import ImageFolderData  # the one image-folder reader (genEval/data/folders.py)
-
     x = data[0][0]
-    return ImageFolderData(root, image_size=int(x.shape[-1]), channels=int(x.shape[0]), name=f"ood:{Path(root).name}")
+    node = {"_target_": "genEval.data.ImageFolderData", "root": root, "image_size": int(x.shape[-1]),
+            "channels": int(x.shape[0]), "name": f"ood:{Path(root).name}"}  # fmt: skip
+    return build(OmegaConf.create(node), "ood_data")  # the one image-folder reader (genEval/data/folders.py)
 
 
 def device_for(device: str, local_rank: int | None) -> str:

@@ -35,7 +35,7 @@ from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.service.records import JobInfo, StandingInfo
-from genEval.service.server.benchmarks.reuse import version_budget
+from genEval.service.reuse import version_budget
 from genEval.service.server.database import Database
 from genEval.service.server.standings.settled import Neighbours, judge, neighbours, rounds_wanted, settled_order
 from genEval.service.server.standings.verdicts import StoredVerdict
@@ -342,7 +342,7 @@ class StandingsBuilder:
 
     def reuse(self, benchmark: str, version: str) -> dict | None:
         """Recompute and store a settled version's reuse budget from every ranked model's rounds (issue 44,
-        :mod:`~genEval.service.server.benchmarks.reuse`); returns it (None on a fixed benchmark)."""
+        :mod:`genEval.service.reuse`); returns it (None on a fixed benchmark)."""
         if self.rule(benchmark, version) is None:
             return None
         models = {}
