@@ -4,6 +4,7 @@ ResNets (clean against perturbed, with an OOD set of digits), and the reuse budg
     python benchmarks/confidence_reuse.py zoo --limit 200 --budget 10 --seed 0        # geneval compare, sensitivity
     python benchmarks/confidence_reuse.py cifar --limit 300 --budget 5 --seed 0       # three geneval runs, ood_data
     python benchmarks/confidence_reuse.py service --models 5                         # digits_settled, 5 submissions
+    python benchmarks/confidence_reuse.py bounds                                     # the thesis's worked numbers
 
 ``zoo`` runs ``geneval compare label_free.sensitivity=true`` on the digits intervention zoo and prints each
 model's label-free measures, their rho / tau_w against PA and FMR_v, and the sensitivity protocol. ``cifar`` writes
@@ -200,9 +201,24 @@ def reuse_table(db, home: Path) -> None:
               f"{b['submissions_left']:,} |")  # fmt: skip
 
 
+def bounds(a: argparse.Namespace) -> None:
+    """Miller 2022's worked numbers (n = 50,000, p = 0.244, eps = 0.01, delta = 0.05) and the gain by agreement."""
+    from genEval.scores.reuse import independence_agreement, naive_bayes_models, similarity_bound_models
+    from genEval.scores.reuse import union_bound_models as union
+
+    n, p = 50_000, 0.244
+    base = union(n, p, 0.01, 0.05)
+    print(f"union bound: {base:,} models (n={n:,}, p={p}, eps=0.01, delta=0.05)")
+    print("| eta | similarity bound | x union | Naive Bayes | x union |\n|---|---|---|---|---|")
+    for eta in (round(independence_agreement(p, p), 4), 0.7, 0.8, 0.85, 0.9):
+        t0 = time.perf_counter()
+        s, nb = similarity_bound_models(n, p, eta, 0.01, 0.05), naive_bayes_models(n, p, eta, 0.01, 0.05)
+        print(f"| {eta} | {s:,} | {s / base:.2f} | {nb:,} | {nb / base:.3g} |  ({time.perf_counter() - t0:.1f} s)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("zoo", "cifar", "service"))
+    p.add_argument("what", choices=("zoo", "cifar", "service", "bounds"))
     p.add_argument("--out", default=tempfile.mkdtemp(prefix="issue44_"))
     p.add_argument("--limit", type=int, default=200, help="sources per model")
     p.add_argument("--budget", type=int, default=10, help="search steps")
@@ -212,7 +228,7 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--table-only", action="store_true", help="service: only the epsilon table of --out's runs")
     a = p.parse_args()
-    {"zoo": zoo, "cifar": cifar, "service": service}[a.what](a)
+    {"zoo": zoo, "cifar": cifar, "service": service, "bounds": bounds}[a.what](a)
 
 
 if __name__ == "__main__":
