@@ -173,6 +173,29 @@ def test_hand_made_label_free_measures(hand):
     assert lf.spearman_pa == lf.measures["softmax_corr"]["pa"]["rho"]
 
 
+def test_the_terminal_summary_prints_the_confidence_columns_with_distinct_headers(hand):
+    # the two tables of the label-free measures and the confidence scores: every header once, no line over 101
+    # characters (the terminal's score table), and each model's SoftmaxCorr as the row holds it
+    comp = hand[0]
+    lines = comp.summary().splitlines()
+    heads = [line.split() for line in lines if line.lstrip().startswith("model") and "SoftmaxCorr" in line]
+    heads += [line.split() for line in lines if line.lstrip().startswith("model") and "AURRA" in line]
+    assert len(heads) == 2
+    words = " ".join(" ".join(h) for h in heads)
+    for header in ("SoftmaxCorr", "MaxPred", "SoftGap", "ATC-MC", "agree oracle", "AURRA clean", "AURRA pert"):
+        assert words.count(header) == 1
+    assert words.count("RMSCE clean") == 1 and words.count("RMSCE pert") == 1 and "shift AUROC" in words
+    at = [
+        i
+        for i, line in enumerate(lines)
+        if line.lstrip().startswith("model") and ("AURRA" in line or "MaxPred" in line)
+    ]
+    assert all(set(lines[i + 1]) == {"-"} and len(lines[i]) <= 101 for i in at)
+    assert all(len(line) <= 101 for i in at for line in lines[i : i + 2 + len(comp.models)])
+    row = next(line for line in lines if line.split()[:1] == ["A"] and len(line.split()) == 6)
+    assert float(row.split()[1]) == pytest.approx(comp.row("A").softmax_corr, abs=5e-4)
+
+
 def test_hand_made_per_class_table(hand):
     per = {r["name"]: r for r in hand[0].per_class["A"]}
     # A, both repetitions pooled: cat (s0, s2 and copies) perturbed right 6 of 8, dog (s1, s3, ...) 4 of 8

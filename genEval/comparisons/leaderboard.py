@@ -68,6 +68,31 @@ CONFIDENCE_COLUMNS = {
     "ood_auroc": "OOD AUROC",
 }
 
+#: Short headers of :data:`CONFIDENCE_COLUMNS` in the terminal summary (explained by :data:`TERMINAL_LEGEND`).
+TERMINAL_HEADERS = {
+    "softmax_corr": "SoftmaxCorr",
+    "max_pred": "MaxPred",
+    "soft_gap": "SoftGap",
+    "atc_mc": "ATC-MC",
+    "oracle_agreement": "agree oracle",
+    "aurra_clean": "AURRA clean",
+    "aurra_perturbed": "AURRA pert",
+    "calibration_error_clean": "RMSCE clean",
+    "calibration_error_perturbed": "RMSCE pert",
+    "shift_auroc": "shift AUROC",
+    "ood_aupr": "OOD AUPR",
+    "ood_auroc": "OOD AUROC",
+}
+TERMINAL_LEGEND = (
+    "pert = the validated perturbed images; RMSCE = RMS calibration error (bins of 100); shift AUROC = -MSP AUROC "
+    "of the perturbed images against their clean sources; - = not recorded (docs/scores.md)"
+)
+
+
+def _width(key: str) -> int:
+    """The terminal column width of a :data:`TERMINAL_HEADERS` entry (its header, at least a 7-character number)."""
+    return max(len(TERMINAL_HEADERS[key]), 7)
+
 
 def score_columns(rank_by: str = "fmr") -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The (compact, extended) score columns of a table ranked by ``rank_by``, each in :data:`TABLE_SCORES` order:
@@ -505,18 +530,25 @@ class Comparison:
                 f"{'':>2} {r.model[:20]:<20} {_num(r.rejected_per_sample, 3):>15} "
                 f"{_num(r.steps_per_sample, 2):>12} {_num(r.time_s, 1):>9} {_num(r.time_per_sample_s, 4):>9}"
             )
-        lines += ["", f"{'':>2} {'model':<20} " + " ".join(f"{h[:12]:>12}" for h in CONFIDENCE_COLUMNS.values())]
-        lines.append("-" * len(lines[-1]))
-        for r in self.leaderboard:
-            lines.append(
-                f"{'':>2} {r.model[:20]:<20} "
-                + " ".join(f"{_num(getattr(r, k), 3, '-'):>12}" for k in CONFIDENCE_COLUMNS)
-            )
+        lines += self._confidence_lines()
         lines += label_free_lines(self.label_free)
         lines += ["", *self.notes()]
         if self.out_dir:
             lines.append(f"comparison directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)")
         return "\n".join(lines)
+
+    def _confidence_lines(self) -> list[str]:
+        """The terminal's two tables of :data:`CONFIDENCE_COLUMNS` (the label-free measures, then selective
+        prediction, calibration and detection), with :data:`TERMINAL_HEADERS`, each under 101 characters."""
+        keys = list(CONFIDENCE_COLUMNS)
+        lines: list[str] = []
+        for part in (keys[:5], keys[5:]):
+            head = f"{'':>2} {'model':<20}" + "".join(f" {TERMINAL_HEADERS[k]:>{_width(k)}}" for k in part)
+            lines += ["", head, "-" * len(head)]
+            for r in self.leaderboard:
+                cells = "".join(f" {_num(getattr(r, k), 3, '-'):>{_width(k)}}" for k in part)
+                lines.append(f"{'':>2} {r.model[:20]:<20}" + cells)
+        return [*lines, TERMINAL_LEGEND]
 
     def _text_cells(self, intervals: list[str], values: list[str]) -> list[tuple[str, int, Any]]:
         """The terminal table's columns after ``#`` and ``model``, as (header, width, cell of a row): ER first when it
