@@ -123,7 +123,7 @@ def test_a_run_report_embeds_the_grid_png_the_run_wrote(comparison_dir, tmp_path
     grid = base64.b64encode((run / "grid.png").read_bytes()).decode("ascii")
     assert 'data-kind="images" alt="grid.png of lin0: originals (top row) over their perturbed images' in text
     assert f'src="data:image/png;base64,{grid}"' in text and "No images saved" not in text
-    assert n == expected_figures(text) == text.count("<img ") == 5
+    assert n == expected_figures(text) == text.count("<img ") == 6  # the 4 figures, the RRA curves, the grid
 
 
 def test_a_run_report_opens_with_its_headline_and_a_table_of_its_scores(comparison_dir, tmp_path):
