@@ -14,7 +14,8 @@ from genEval.commands import build
 from genEval.commands.snapshot import build_classifiers, run_filter
 from genEval.data.imagenet import imagenet_wnids
 from genEval.snapshots.filtration import Candidate, FilterRule, filter_snapshots, select
-from genEval.snapshots.format import SnapshotError, load_snapshot
+from genEval.snapshots.manifest import SnapshotError
+from genEval.snapshots.reader import load_snapshot
 
 pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 
