@@ -17,6 +17,26 @@ HAND = {
 }
 LABELS = [0, 1, 0, 1]
 COPIES = 2  # each outcome on this many source images
+#: The classifier's softmax probability of the class it predicts, (when right, when wrong), on the clean and the final
+#: image alike (two classes: the other class gets the rest); the oracle's class on every final image is the label.
+CONFIDENCE = {"A": (0.9, 0.6), "B": (0.8, 0.7), "C": (0.95, 0.55)}
+
+
+def confidence_fields(model: str, label: int, clean_ok: int, final_ok: int) -> dict:
+    """A hand-made record's confidence (issue 44): top-2 probabilities and classes, entropies, the whole final
+    softmax vector and the oracle's class, from :data:`CONFIDENCE`."""
+    import math
+
+    out = {}
+    for side, ok in (("clean", clean_ok), ("final", final_ok)):
+        p = CONFIDENCE[model][0 if ok else 1]
+        pred = label if ok else 1 - label
+        out[f"{side}_top_probs"] = [p, round(1 - p, 10)]
+        out[f"{side}_top_classes"] = [pred, 1 - pred]
+        out[f"{side}_entropy"] = -(p * math.log(p) + (1 - p) * math.log(1 - p))
+        if side == "final":
+            out["final_probs"] = [p, round(1 - p, 10)] if pred == 0 else [round(1 - p, 10), p]
+    return out | {"oracle_final_pred": label}
 
 
 def write_hand_runs(root: Path) -> Path:
@@ -42,6 +62,7 @@ def write_hand_runs(root: Path) -> Path:
                     "reference": y,
                     "image_linf": 0.5 / 255 if i == 0 else 0.1,
                     "oracle_score": 0.9,
+                    **confidence_fields(model, y, outcome["clean"][r][i], outcome["final"][r][i]),
                 }
                 for c in range(COPIES)
                 for i, y in enumerate(LABELS)

@@ -131,18 +131,69 @@ def test_effective_robustness_gets_a_bootstrap_interval(hand):
     assert "ER reported with bootstrap(300)" in " ".join(comp.notes())
 
 
-def test_hand_made_label_free_diagnostic(hand):
-    # SoftmaxCorr from hard decisions = cos(predicted-class histogram, accepted-class histogram); the accepted
-    # classes are balanced (0.5, 0.5). Predicted histograms per repetition: A (.5,.5) | (.75,.25), B (.75,.25) |
-    # (.5,.5), C (.75,.25) | (.75,.25); cos((.75,.25), (.5,.5)) = 2/sqrt(5)
+def _softmax_corr_2(rows: list[tuple[float, float]], q: tuple[float, float]) -> float:
+    """SoftmaxCorr written out for two classes (S1 Sec. 4.3): sum_k C_kk q_k / (||C||_F ||q||), C = mean p p^T."""
+    c00 = sum(a * a for a, _ in rows) / len(rows)
+    c11 = sum(b * b for _, b in rows) / len(rows)
+    c01 = sum(a * b for a, b in rows) / len(rows)
+    return (c00 * q[0] + c11 * q[1]) / ((c00**2 + c11**2 + 2 * c01**2) ** 0.5 * (q[0] ** 2 + q[1] ** 2) ** 0.5)
+
+
+def test_hand_made_label_free_measures(hand):
+    # hand_runs.CONFIDENCE: the predicted class gets p (right, wrong) = A (.9, .6), B (.8, .7), C (.95, .55); the
+    # oracle's class on every final image is the label, so q = (.5, .5). Final correctness per repetition (HAND):
+    # A 1100 | 1110, B 1000 | 1100, C 1110 | 1000; clean: A 1111, B 1100, C 1110 (both repetitions).
     comp = hand[0]
-    c = 2 / 5**0.5
-    assert comp.row("A").softmax_corr == pytest.approx((1 + c) / 2) and comp.row("B").softmax_corr == pytest.approx(
-        (1 + c) / 2
-    )
-    assert comp.row("C").softmax_corr == pytest.approx(c)
-    # ranks of SoftmaxCorr (A, B tied above C) against PA (A 62.5 > C 50 > B 37.5): Spearman rho 0
-    assert comp.label_free.n_models == 3 and comp.label_free.spearman_pa == pytest.approx(0.0, abs=1e-12)
+    outcome = {"A": ([1, 1, 0, 0], [1, 1, 1, 0]), "B": ([1, 0, 0, 0], [1, 1, 0, 0]), "C": ([1, 1, 1, 0], [1, 0, 0, 0])}
+    p = {"A": (0.9, 0.6), "B": (0.8, 0.7), "C": (0.95, 0.55)}
+    for m, reps in outcome.items():
+        corr = []
+        for final in reps:
+            rows = []
+            for ok, y in zip(final, [0, 1, 0, 1]):
+                conf = p[m][0 if ok else 1]
+                pred = y if ok else 1 - y
+                rows.append((conf, 1 - conf) if pred == 0 else (1 - conf, conf))
+            corr.append(_softmax_corr_2(rows, (0.5, 0.5)))
+        assert comp.row(m).softmax_corr == pytest.approx(sum(corr) / 2)
+    # MaxPred: mean top-1; SoftGap: mean (top-1 - top-2); agreement with the oracle = accuracy here (oracle = label)
+    assert comp.row("A").max_pred == pytest.approx((0.75 + 0.825) / 2)
+    assert comp.row("B").max_pred == pytest.approx((0.725 + 0.75) / 2)
+    assert comp.row("C").soft_gap == pytest.approx(((0.9 * 3 + 0.1) / 4 + (0.9 + 0.1 * 3) / 4) / 2)
+    assert [comp.row(m).oracle_agreement for m in "ABC"] == pytest.approx([0.625, 0.375, 0.5])
+    # ATC-MC: t such that as many clean images fall below t as are wrong: A t=.9 (no error), B t=.8 (4 of 8 wrong),
+    # C t=.95 (2 of 8 wrong); predicted accuracy = share of final images with top-1 >= t
+    assert [comp.row(m).atc_mc for m in "ABC"] == pytest.approx([(0.5 + 0.75) / 2, (0.25 + 0.5) / 2, (0.75 + 0.25) / 2])
+    lf = comp.label_free
+    # PA: A 62.5 > C 50 > B 37.5; agreement, ATC-MC and MaxPred order the models the same: rho = tau_w = 1
+    for name in ("oracle_agreement", "atc_mc", "max_pred"):
+        assert lf.measures[name]["pa"]["rho"] == pytest.approx(1.0)
+        assert lf.measures[name]["pa"]["tau_w"] == pytest.approx(1.0)
+    assert lf.sensitivity is None and lf.not_recorded == []
+    assert lf.spearman_pa == lf.measures["softmax_corr"]["pa"]["rho"]
+
+
+def test_the_terminal_summary_prints_the_confidence_columns_with_distinct_headers(hand):
+    # the two tables of the label-free measures and the confidence scores: every header once, no line over 101
+    # characters (the terminal's score table), and each model's SoftmaxCorr as the row holds it
+    comp = hand[0]
+    lines = comp.summary().splitlines()
+    heads = [line.split() for line in lines if line.lstrip().startswith("model") and "SoftmaxCorr" in line]
+    heads += [line.split() for line in lines if line.lstrip().startswith("model") and "AURRA" in line]
+    assert len(heads) == 2
+    words = " ".join(" ".join(h) for h in heads)
+    for header in ("SoftmaxCorr", "MaxPred", "SoftGap", "ATC-MC", "agree oracle", "AURRA clean", "AURRA pert"):
+        assert words.count(header) == 1
+    assert words.count("RMSCE clean") == 1 and words.count("RMSCE pert") == 1 and "shift AUROC" in words
+    at = [
+        i
+        for i, line in enumerate(lines)
+        if line.lstrip().startswith("model") and ("AURRA" in line or "MaxPred" in line)
+    ]
+    assert all(set(lines[i + 1]) == {"-"} and len(lines[i]) <= 101 for i in at)
+    assert all(len(line) <= 101 for i in at for line in lines[i : i + 2 + len(comp.models)])
+    row = next(line for line in lines if line.split()[:1] == ["A"] and len(line.split()) == 6)
+    assert float(row.split()[1]) == pytest.approx(comp.row("A").softmax_corr, abs=5e-4)
 
 
 def test_hand_made_per_class_table(hand):

@@ -111,7 +111,10 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
     "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
     "search": {"default": {}},
     "tracking": {"mlflow": {}},  # built, not connected: nothing is written
+    "protocol": {"imagenet_a_200": {}},  # the snapshot commands' logit protocols (conf/filter.yaml, transfer.yaml)
 }
+#: The command config a group's options are composed in (default: the main job's, conf/config.yaml).
+COMPOSED_IN = {"protocol": "filter"}
 NEEDS_ASSETS = {("data", "cifar10_jpg")}
 CASES = [(g, n) for g in FIXTURES for n in config_options(g)]
 
@@ -142,10 +145,12 @@ def test_every_option_composes_and_instantiates(group, name, stand_ins, monkeypa
         monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
         monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda *a, **k: True)
     overrides = [f"{group}={name}"] + [f"{group}.{k}={v.format(**stand_ins)}" for k, v in FIXTURES[group][name].items()]
-    cfg = _compose("config", overrides)
+    cfg = _compose(COMPOSED_IN.get(group, "config"), overrides)
     obj = _build_role(group, cfg[group])
     if group == "data":
         assert isinstance(obj, ImageDataset), f"{group}={name} built {type(obj).__name__}"
+    if group == "protocol":
+        assert callable(obj.wrap) and len(obj.indices) == 200, f"{group}={name} built {obj!r}"
 
 
 def test_experiment_presets_compose_and_instantiate_every_role():

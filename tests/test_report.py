@@ -65,10 +65,11 @@ def comparison_dir(tmp_path_factory):
     return comp, out
 
 
-def expected_count(comp, with_images: bool, transfer: bool = False) -> int:
-    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model), and the
-    sections of issue 43: the per-class difference heatmap (two or more models), multi-ID ER, the fixed shift."""
-    n = 4 + (comp.effective_robustness.w is not None) + transfer
+def expected_count(comp, with_images: bool, transfer: bool = False, rra: bool = True) -> int:
+    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ the response-rate accuracy curves of runs
+    that recorded their confidence) (+ transfer) (+ a grid per model), and the sections of issue 43: the per-class
+    difference heatmap (two or more models), multi-ID ER, the fixed shift."""
+    n = 4 + (comp.effective_robustness.w is not None) + transfer + rra
     n += bool(comp.class_differences and comp.class_differences.pairs) + (comp.multi_id is not None)
     n += comp.fixed_shift is not None
     return n + (len(comp.models) if with_images else 0)
@@ -111,7 +112,7 @@ def test_a_run_report_leaves_out_what_needs_several_models(comparison_dir, tmp_p
     assert not re.search(r"several models|only one model", text, re.I)
     assert "run with <code>save_images=true</code>" in text  # neither image tensors nor grid.png
     assert "genEval run: lin0" in text
-    assert expected_figures(text) == text.count("<img ") == 4
+    assert expected_figures(text) == text.count("<img ") == 5  # bars, budget, first-fooled, per-class, RRA curves
     assert not EXTERNAL.search(text)
 
 
@@ -122,7 +123,7 @@ def test_a_run_report_embeds_the_grid_png_the_run_wrote(comparison_dir, tmp_path
     grid = base64.b64encode((run / "grid.png").read_bytes()).decode("ascii")
     assert 'data-kind="images" alt="grid.png of lin0: originals (top row) over their perturbed images' in text
     assert f'src="data:image/png;base64,{grid}"' in text and "No images saved" not in text
-    assert n == expected_figures(text) == text.count("<img ") == 5
+    assert n == expected_figures(text) == text.count("<img ") == 6  # the 4 figures, the RRA curves, the grid
 
 
 def test_a_run_report_opens_with_its_headline_and_a_table_of_its_scores(comparison_dir, tmp_path):
@@ -193,8 +194,13 @@ def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
     cells = f'<td class="">{t.mean:.3f}</td><td class="">{t.median:.3f}</td><td class="">[{t.low:.3f}, {t.high:.3f}]'
     assert cells in stab and t.n_sources == 8
     label_free = text[text.index('<section id="label-free">') : text.index('<section id="differences">')]
-    assert '<td class="l">C</td><td class="">0.894</td>' in label_free  # 2 / sqrt(5), see test_compare
-    assert "Spearman rho (SoftmaxCorr, PA) over 3 models:\n0.000" in label_free
+    c = comp.row("C")  # the hand-computed measures: test_compare.py::test_hand_made_label_free_measures
+    assert f'<td class="l">C</td><td class="">{c.softmax_corr:.3f}</td><td class="">{c.max_pred:.3f}</td>' in label_free
+    assert '<td class="l">ATC-MC</td><td class="">+1.000</td><td class="">+1.000</td>' in label_free  # rho, tau_w vs PA
+    assert "Spearman rho (SoftmaxCorr, PA) over 3 models:" in label_free
+    conf = text[text.index('<section id="confidence">') : text.index('<section id="differences">')]
+    assert 'alt="response-rate accuracy curves"' not in conf  # hand-made runs: no results.json confidence
+    assert "No run recorded the classifier's confidence" in conf or "not recorded" in conf
     per_class = text[text.index('<section id="per-class">') : text.index('<section id="effective-robustness">')]
     # model B, class dog pooled over both repetitions: SA 4/8 with its Wilson interval
     assert re.search(

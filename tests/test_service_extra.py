@@ -102,6 +102,7 @@ def test_service_commands_without_a_package_of_the_extra(command, overrides, mis
 ROUTES = {
     ("GET", "/api/health"),
     ("GET", "/api/benchmarks"),
+    ("POST", "/api/benchmarks/{benchmark}/renew"),
     ("GET", "/api/classifiers"),
     ("GET", "/api/leaderboard/{benchmark}"),
     ("POST", "/api/uploads"),

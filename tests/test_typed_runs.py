@@ -156,6 +156,7 @@ def test_evaluate_reads_like_the_method():
 def test_one_comparison_settings_object_for_every_aggregation():
     tail = {"baselines", "er_min_r2", "n_boot", "seed", "level", "repetition_seeds", "rank_by", "sequential"}
     tail |= {"er_scale", "er_floor"}  # issue 43: the axes and the accuracy floor of the ER fit
+    tail |= {"label_free_sensitivity"}  # issue 44: the label-free measures' sensitivity protocol
     assert {f.name for f in fields(ComparisonSettings)} == tail
     for fn in (compare, aggregate, build_comparison, build_ablation, aggregate_ablation, compare_generators):
         params = set(inspect.signature(fn).parameters)
@@ -172,6 +173,8 @@ def test_one_comparison_settings_object_for_every_aggregation():
         ComparisonSettings(level=95)
     with pytest.raises(TypeError, match=r"unknown comparison setting\(s\) \['nboot'\]"):
         ComparisonSettings.coerce({"nboot": 3})
+    with pytest.raises(SettingError, match=r"label_free.sensitivity must be true or false, got 'yes'"):
+        ComparisonSettings(label_free_sensitivity="yes")
 
 
 def test_a_mask_resolves_itself():

@@ -188,15 +188,15 @@ def records(run_dir: Path) -> list[dict]:
 
 
 def same_records(a: Path, b: Path) -> None:
-    """Every field of every record equal; the measured distances (floats) equal up to float noise, because a
-    resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md, "Crashes
-    cost nothing")."""
+    """Every field of every record equal; the measured distances and confidences (floats) equal up to float noise,
+    because a resumed run refills its batch with other neighbours than the uninterrupted one (docs/scale-out.md,
+    "Crashes cost nothing")."""
     ra, rb = records(a), records(b)
     assert [r["source_id"] for r in ra] == [r["source_id"] for r in rb]
     for x, y in zip(ra, rb):
         assert x.keys() == y.keys()
         for k in x:
-            if isinstance(x[k], float):
-                assert x[k] == pytest.approx(y[k], rel=1e-5, abs=1e-6), (x["source_id"], k)
+            if isinstance(x[k], float) or (isinstance(x[k], list) and any(isinstance(v, float) for v in x[k])):
+                assert x[k] == pytest.approx(y[k], rel=1e-5, abs=1e-6), (x["source_id"], k)  # lists: confidences
             else:
                 assert x[k] == y[k], (x["source_id"], k)

@@ -268,7 +268,8 @@ def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
     er = cfg.get("er") or {}  # er.scale (logit | probit) and er.floor (percent), issue 43
     given |= {f"er_{k}": plain(er[k]) for k in ("scale", "floor") if er.get(k) is not None}
 
-    return ComparisonSettings(**given, sequential=StopRule(**rule))
+    sensitivity = plain((cfg.get("label_free") or {}).get("sensitivity", False))  # issue 44
+    return ComparisonSettings(**given, sequential=StopRule(**rule), label_free_sensitivity=sensitivity)
 
 
 def execution_from(cfg: DictConfig) -> Execution:

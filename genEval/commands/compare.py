@@ -83,6 +83,7 @@ _NOT_RUN_KEYS = (
     "families",
     "shift",
     "corruptions",
+    "label_free",  # issue 44: the label-free measures' sensitivity protocol
 )
 
 

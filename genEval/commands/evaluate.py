@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from genEval.commands import (
     build,
@@ -49,6 +49,9 @@ SETTINGS = {
     "shard.count": Setting(int, "4", low=1, nullable=True),
     "save_latents": Setting(bool, "true"),
     "save_images": Setting(bool, "true"),
+    "ood_data": Setting(
+        str, "/data/ood_images", nullable=True, note="a folder of images of classes outside the label set"
+    ),
 }
 
 #: The component groups the main job builds.
@@ -82,6 +85,17 @@ def shard_from(cfg: DictConfig, environ: dict[str, str] | None = None) -> tuple[
     return Shard(int(index or 0), int(count or 1)), local
 
 
+def ood_data_for(root: str | None, data: Any) -> Any:
+    """The images of ``ood_data=<folder>`` (sub-folders are read as classes, none of them the data's), at the size and
+    channels of the run's data (the first source's), or None when not given."""
+    if root is None:
+        return None
+    x = data[0][0]
+    node = {"_target_": "genEval.data.ImageFolderData", "root": root, "image_size": int(x.shape[-1]),
+            "channels": int(x.shape[0]), "name": f"ood:{Path(root).name}"}  # fmt: skip
+    return build(OmegaConf.create(node), "ood_data")  # the one image-folder reader (genEval/data/folders.py)
+
+
 def device_for(device: str, local_rank: int | None) -> str:
     """``device=auto`` under a launcher picks ``cuda:<local rank>`` when CUDA is there."""
     if device == "auto" and local_rank is not None and torch.cuda.is_available():
@@ -113,6 +127,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         data = build_data(cfg.data, classifier)
         generator = build(cfg.generator, "generator")
         oracle = build(cfg.oracle, "oracle")
+        ood = ood_data_for(cfg.get("ood_data"), data)
         run_dir = hydra_output_dir()
         if run_dir is not None and shard.count > 1:
             run_dir = Path(run_dir) / shard.name
@@ -129,6 +144,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
             scoring=scoring_from(cfg),
             shard=shard,
             config=run_config(cfg),
+            ood=ood,
         )
         track.results(result.to_dict(), result.run_dir)
     print(result.summary())

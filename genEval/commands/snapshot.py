@@ -28,7 +28,13 @@ from genEval.snapshots.verify import verify_snapshot
 
 
 def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
-    return {name: make() for name, make in classifier_factories(classifier_nodes(cfg, key), key).items()}
+    """The classifiers listed under ``key``; with ``protocol=`` (e.g. imagenet_a_200) each one's logits restricted to
+    the protocol's classes (genEval/classifiers/subset.py)."""
+    built = {name: make() for name, make in classifier_factories(classifier_nodes(cfg, key), key).items()}
+    if cfg.get("protocol") is None:
+        return built
+    protocol = build(cfg.protocol, "protocol")
+    return {name: protocol.wrap(clf) for name, clf in built.items()}
 
 
 @command(
@@ -152,13 +158,19 @@ def run_filter(cfg: DictConfig) -> Any:
         device=resolve_device(cfg.device),
         format=cfg.format,
         shard_size=cfg.shard_size,
+        rule=cfg.get("rule", "mean"),
+        ten_crop=cfg.get("ten_crop"),
     )
     m = Manifest.read(path)
     c = m.counts
+    f = m.filter
+    crops = f", {c['no_crop_right']} with no crop right (10-crop)" if f.get("ten_crop") else ""
     print(
-        f"filtered {c['candidates']} samples from {len(srcs)} snapshot(s) with {', '.join(surrogates)}:\n"
-        f"  {c['fooled_enough']} fool >= {m.filter['min_fooled']} surrogates, "
-        f"{c['below_max_true_conf']} below max_true_conf, {c['samples']} kept after the per-pair cap\n"
+        f"filtered {c['candidates']} samples from {len(srcs)} snapshot(s) with {', '.join(surrogates)} "
+        f"(rule={f.get('rule', 'mean')}):\n"
+        f"  {c['fooled_enough']} fool >= {f['min_fooled']} surrogates, "
+        f"{c['below_max_true_conf']} below max_true_conf={f['max_true_conf']} ({f['true_conf']}){crops}, "
+        f"{c['samples']} kept after the per-pair cap ({f['max_per_pair']})\n"
         f"  written to {path}\n  report transfer on models NOT in filtered_with: "
         f"geneval transfer snapshots='{{hard: {path}}}' targets=[...]"
     )

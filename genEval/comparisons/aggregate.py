@@ -36,12 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from genEval.comparisons.confidence import label_free_section
 from genEval.comparisons.executors import Executor
 from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import (
     Comparison,
-    LabelFree,
-    LeaderboardRow,
     Settings,
     write_comparison,
 )
@@ -75,7 +74,6 @@ from genEval.scores.outcomes import Outcomes
 from genEval.scores.rankings import (
     pairwise_differences,
     rank_stability,
-    spearman,
 )
 from genEval.scores.run_scores import Scoring, per_class_table
 from genEval.search.execution import Execution
@@ -176,18 +174,6 @@ def _settings(
     )
 
 
-def _label_free(rows: Sequence[LeaderboardRow]) -> LabelFree:
-    rho = spearman([r.softmax_corr for r in rows], [r["pa"].value for r in rows])
-    n = sum(r.softmax_corr is not None and r["pa"].value is not None for r in rows)
-    return LabelFree(
-        rho,
-        n,
-        "hard decisions: P one-hot from the model's class for each validated perturbed image, "
-        "q the histogram of the oracle's accepted class; the records hold no softmax vectors",
-        "" if rho is not None else "needs at least 3 models with SoftmaxCorr and PA defined and not all equal",
-    )
-
-
 def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSettings | None = None) -> Comparison:
     """Aggregate loaded runs (model -> repetitions, see :func:`load_runs`) into a Comparison ordered by
     ``settings.rank_by`` (:mod:`genEval.comparisons.ranking`); no I/O."""
@@ -268,7 +254,9 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
         per_class=per_class,
         settings=_settings(runs, num_classes, settings, base),
         warnings=warnings,
-        label_free=_label_free(rows),
+        label_free=label_free_section(
+            runs, rows, num_classes, with_sensitivity=settings.label_free_sensitivity, seed=settings.seed
+        ),
         settled=settled,
         class_differences=class_differences(order, outcomes, class_names, num_classes, n_boot, seed, level)
         if len(order) > 1

@@ -52,6 +52,46 @@ COMPACT_SCORES = ("fmr", "fmr_validated", "sa", "pa", "vr")
 #: Per-model run-cost columns (means over repetitions): the paper's speed claim for the mask comes from
 #: fewer rejected steps, so rejections stand next to the run time.
 COST = ("rejected_per_sample", "steps_per_sample", "time_s", "time_per_sample_s")
+#: The label-free measures and confidence scores of a row (issue 44), in table order, with their headers.
+CONFIDENCE_COLUMNS = {
+    "softmax_corr": "SoftmaxCorr",
+    "max_pred": "MaxPred",
+    "soft_gap": "SoftGap",
+    "atc_mc": "ATC-MC",
+    "oracle_agreement": "agrees w/ oracle",
+    "aurra_clean": "AURRA clean",
+    "aurra_perturbed": "AURRA perturbed",
+    "calibration_error_clean": "RMS cal. err. clean",
+    "calibration_error_perturbed": "RMS cal. err. perturbed",
+    "shift_auroc": "-MSP AUROC perturbed vs clean",
+    "ood_aupr": "OOD AUPR",
+    "ood_auroc": "OOD AUROC",
+}
+
+#: Short headers of :data:`CONFIDENCE_COLUMNS` in the terminal summary (explained by :data:`TERMINAL_LEGEND`).
+TERMINAL_HEADERS = {
+    "softmax_corr": "SoftmaxCorr",
+    "max_pred": "MaxPred",
+    "soft_gap": "SoftGap",
+    "atc_mc": "ATC-MC",
+    "oracle_agreement": "agree oracle",
+    "aurra_clean": "AURRA clean",
+    "aurra_perturbed": "AURRA pert",
+    "calibration_error_clean": "RMSCE clean",
+    "calibration_error_perturbed": "RMSCE pert",
+    "shift_auroc": "shift AUROC",
+    "ood_aupr": "OOD AUPR",
+    "ood_auroc": "OOD AUROC",
+}
+TERMINAL_LEGEND = (
+    "pert = the validated perturbed images; RMSCE = RMS calibration error (bins of 100); shift AUROC = -MSP AUROC "
+    "of the perturbed images against their clean sources; - = not recorded (docs/scores.md)"
+)
+
+
+def _width(key: str) -> int:
+    """The terminal column width of a :data:`TERMINAL_HEADERS` entry (its header, at least a 7-character number)."""
+    return max(len(TERMINAL_HEADERS[key]), 7)
 
 
 def score_columns(rank_by: str = "fmr") -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -107,8 +147,13 @@ class LeaderboardRow:
     order), ``rank_fmr`` / ``rank_sa`` its ranks by the paper's FMR and by SA;
     ``rank_diff = rank_sa - rank_fmr`` (timm's convention: positive = ranks higher on FMR than on SA);
     ``er`` is the effective robustness in points (None unless baselines were named and their fit is trusted)
-    with its bootstrap interval ``er_low``/``er_high``. ``softmax_corr``: label-free SoftmaxCorr of the model on
-    its perturbed images (hard decisions; :func:`genEval.scores.label_free.hard_softmax_corr`), mean over repetitions.
+    with its bootstrap interval ``er_low``/``er_high``. The label-free measures of the model on its validated perturbed
+    images (:mod:`genEval.scores.label_free`, from the recorded softmax probabilities, q from the oracle's classes;
+    means over repetitions; None: not recorded): ``softmax_corr``, ``max_pred``, ``soft_gap``, ``atc_mc``,
+    ``oracle_agreement``. Selective prediction and calibration of its runs (:mod:`genEval.scores.confidence`, percent,
+    means over repetitions): ``aurra_clean`` / ``aurra_perturbed``, ``calibration_error_clean`` /
+    ``calibration_error_perturbed`` (RMS, bins of 100), ``shift_auroc`` (-MSP telling its validated perturbed images
+    from their clean sources) and, with ``ood_data``, ``ood_aupr`` / ``ood_auroc``.
     Run cost, means over repetitions: ``rejected_per_sample`` (samples whose search ended on an oracle
     rejection, per sample), ``steps_per_sample`` (steps the oracle judged, start check excluded), ``time_s``
     per run and ``time_per_sample_s``.
@@ -138,6 +183,17 @@ class LeaderboardRow:
     warnings: list[str] = field(default_factory=list)
     rank: int | None = None
     tied_rank: str | None = None
+    max_pred: float | None = None
+    soft_gap: float | None = None
+    atc_mc: float | None = None
+    oracle_agreement: float | None = None
+    aurra_clean: float | None = None
+    aurra_perturbed: float | None = None
+    calibration_error_clean: float | None = None
+    calibration_error_perturbed: float | None = None
+    shift_auroc: float | None = None
+    ood_aupr: float | None = None
+    ood_auroc: float | None = None
 
     def __getitem__(self, key: str) -> MetricEntry:
         return self.scores[key]
@@ -229,12 +285,19 @@ class Stability:
 @dataclass(frozen=True)
 class LabelFree:
     """The label-free diagnostic (S1, Tu et al. 2024): SoftmaxCorr of each model on its perturbed images
-    (leaderboard rows, ``softmax_corr``) and its Spearman correlation with PA across the models."""
+    (leaderboard rows, ``softmax_corr``) and its Spearman correlation with PA across the models (``spearman_pa``).
+    ``measures``: every label-free measure (SoftmaxCorr, MaxPred, SoftGap, ATC-MC, agreement with the oracle) ->
+    truth (``pa``, ``fmr_validated``) -> ``{rho, tau_w, n_models, reason}``; ``sensitivity``: the same measure ->
+    truth -> ``{subsample: {fraction: {rho, tau_w}}, kept_models: {...}}`` when the paper's protocol was run
+    (``label_free.sensitivity=true``); ``not_recorded``: models whose runs hold no confidence (issue 44)."""
 
     spearman_pa: float | None
     n_models: int
     method: str
     reason: str = ""
+    measures: dict[str, dict[str, dict[str, Any]]] | None = None
+    sensitivity: dict[str, dict[str, dict[str, Any]]] | None = None
+    not_recorded: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -404,6 +467,14 @@ class Comparison:
                 f"label-free diagnostic: SoftmaxCorr on the perturbed images ({lf.method}); Spearman rho "
                 f"(SoftmaxCorr, PA) over {lf.n_models} models = " + _num(lf.spearman_pa, 3, f"undefined ({lf.reason})")
             )
+            for name, by_truth in (lf.measures or {}).items():
+                out.append(
+                    f"label-free {name}: "
+                    + "; ".join(
+                        f"{score_label(t)} rho {_num(a.get('rho'), 3, '-')} tau_w {_num(a.get('tau_w'), 3, '-')}"
+                        for t, a in by_truth.items()
+                    )
+                )
         over = [r.model for r in self.leaderboard if (r["fmr"].value or 0) > 100]
         if over:
             out.append(
@@ -464,10 +535,25 @@ class Comparison:
                 f"{'':>2} {r.model[:20]:<20} {_num(r.rejected_per_sample, 3):>15} "
                 f"{_num(r.steps_per_sample, 2):>12} {_num(r.time_s, 1):>9} {_num(r.time_per_sample_s, 4):>9}"
             )
+        lines += self._confidence_lines()
+        lines += label_free_lines(self.label_free)
         lines += ["", *self.notes()]
         if self.out_dir:
             lines.append(f"comparison directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)")
         return "\n".join(lines)
+
+    def _confidence_lines(self) -> list[str]:
+        """The terminal's two tables of :data:`CONFIDENCE_COLUMNS` (the label-free measures, then selective
+        prediction, calibration and detection), with :data:`TERMINAL_HEADERS`, each under 101 characters."""
+        keys = list(CONFIDENCE_COLUMNS)
+        lines: list[str] = []
+        for part in (keys[:5], keys[5:]):
+            head = f"{'':>2} {'model':<20}" + "".join(f" {TERMINAL_HEADERS[k]:>{_width(k)}}" for k in part)
+            lines += ["", head, "-" * len(head)]
+            for r in self.leaderboard:
+                cells = "".join(f" {_num(getattr(r, k), 3, '-'):>{_width(k)}}" for k in part)
+                lines.append(f"{'':>2} {r.model[:20]:<20}" + cells)
+        return [*lines, TERMINAL_LEGEND]
 
     def _text_cells(self, intervals: list[str], values: list[str]) -> list[tuple[str, int, Any]]:
         """The terminal table's columns after ``#`` and ``model``, as (header, width, cell of a row): ER first when it
@@ -544,6 +630,15 @@ class Comparison:
                 f"| {r.model} | {_num(r.rejected_per_sample, 3)} | {_num(r.steps_per_sample, 2)} | "
                 f"{_num(r.time_s, 1)} | {_num(r.time_per_sample_s, 4)} | {_num(r.softmax_corr, 3)} |"
             )
+        lines += [
+            "",
+            "## Label-free measures and confidence (mean over repetitions; - = not recorded)",
+            "",
+            "| model | " + " | ".join(CONFIDENCE_COLUMNS.values()) + " |",
+            "|---|" + "---|" * len(CONFIDENCE_COLUMNS),
+        ]
+        for r in self.leaderboard:
+            lines.append(f"| {r.model} | " + " | ".join(_num(getattr(r, k), 3, "-") for k in CONFIDENCE_COLUMNS) + " |")
         lines += ["", "## Notes", "", *[f"- {n}" for n in self.notes()], ""]
         if self.differences:
             lines += [
@@ -578,10 +673,11 @@ class Comparison:
         tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST, "rank"]
         scores = [c for k in LEADERBOARD_SCORES for c in (k, f"{k}_low", f"{k}_high", f"{k}_std")]
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by", "tied_rank"], lineterminator="\n")
+        extra = list(CONFIDENCE_COLUMNS)[1:]  # after the columns of comparisons made before issue 44
+        w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by", "tied_rank", *extra], lineterminator="\n")
         w.writeheader()
         for r in self.leaderboard:
-            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail} | {
+            row: dict[str, Any] = {k: getattr(r, k) for k in head + tail + extra} | {
                 "rank_by": self.rank_by,
                 "tied_rank": r.tied_rank,
             }
@@ -590,6 +686,30 @@ class Comparison:
                 row.update({k: e.value, f"{k}_low": e.low, f"{k}_high": e.high, f"{k}_std": e.std})
             w.writerow({k: "" if v is None else v for k, v in row.items()})
         return buf.getvalue()
+
+
+def label_free_lines(lf: LabelFree | None) -> list[str]:
+    """The label-free table of a comparison's printed summary: each measure's rho and tau_w against PA and FMR_v,
+    and, when computed, the sensitivity protocol's means."""
+    if lf is None or not lf.measures:
+        return []
+    num = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
+    head = f"{'label-free measure':<20} {'rho PA':>8} {'tau_w PA':>8} {'rho FMR_v':>9} {'tau_w FMR_v':>11}"
+    out = ["", head, "-" * len(head)]
+    for name, by_truth in lf.measures.items():
+        pa, fv = by_truth.get("pa", {}), by_truth.get("fmr_validated", {})
+        out.append(
+            f"{name:<20} {num(pa.get('rho')):>8} {num(pa.get('tau_w')):>8} {num(fv.get('rho')):>9} "
+            f"{num(fv.get('tau_w')):>11}"
+        )
+    if lf.sensitivity:
+        out += ["", "sensitivity (S1 Sec. 5.3, App. A.2; mean of 3 seeded runs): rho / tau_w against PA"]
+        for name, by_truth in lf.sensitivity.items():
+            s: dict[str, Any] = by_truth.get("pa", {})
+            sub = "  ".join(f"{float(f):.0%} {num(v['rho'])}/{num(v['tau_w'])}" for f, v in s["subsample"].items())
+            kept = "  ".join(f"{float(f):.0%} {num(v['rho'])}/{num(v['tau_w'])}" for f, v in s["kept_models"].items())
+            out.append(f"  {name:<18} sources {sub} | models kept {kept}")
+    return out
 
 
 def _markdown_table(columns: list[tuple[str, Any]], rows: list[LeaderboardRow]) -> list[str]:

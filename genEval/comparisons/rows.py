@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from genEval.comparisons.confidence import confidence_fields
 from genEval.comparisons.leaderboard import (
     LeaderboardRow,
     MetricEntry,
@@ -22,8 +23,6 @@ from genEval.runs.reader import RunDir
 from genEval.scores.definitions import LEADERBOARD_SCORES, score_values
 from genEval.scores.effective_robustness import ACCURACY_FLOOR, ERFit, er_intervals, fit_effective_robustness
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, bootstrap_scores, few_sources
-from genEval.scores.label_free import hard_softmax_corr
-from genEval.scores.outcomes import Outcomes
 from genEval.scores.rankings import (
     rank,
 )
@@ -81,15 +80,13 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def _cost_and_label_free(reps: list[RunDir], num_classes: int) -> dict[str, float | None]:
-    """Run cost (rejections and steps per sample, run time) and hard-label SoftmaxCorr, means over repetitions."""
+    """Run cost (rejections and steps per sample, run time), the label-free measures (SoftmaxCorr from the recorded
+    softmax rows, never from labels) and the runs' confidence scores, means over repetitions
+    (:func:`genEval.comparisons.confidence.confidence_fields`)."""
 
     def steps(run: RunDir) -> float | None:
         judged = [r.accepted_steps + (r.rejected_at > 0) for r in run.samples]
         return float(np.mean(judged)) if judged else None
-
-    def corr(o: Outcomes) -> float | None:
-        v = o.validated
-        return hard_softmax_corr(o.predictions[v], o.references[v], num_classes)
 
     timings = [r.results.timings for r in reps]
     return {
@@ -97,7 +94,7 @@ def _cost_and_label_free(reps: list[RunDir], num_classes: int) -> dict[str, floa
         "steps_per_sample": _mean([steps(r) for r in reps]),
         "time_s": _mean([t.get("total_s") for t in timings]),
         "time_per_sample_s": _mean([t.get("per_sample_s") for t in timings]),
-        "softmax_corr": _mean([corr(r.outcomes) for r in reps]),
+        **confidence_fields(reps, num_classes),
     }
 
 

@@ -153,6 +153,8 @@ class ComparisonSettings:
     the :class:`StopRule` whose verdicts on adjacent pairs every comparison reports (and, with ``stop=settled``,
     stops on). ``er_scale``: the axes the ER line (and the multi-ID plane) is fitted in, ``logit`` (Shi et al.) or
     ``probit`` (Miller); ``er_floor``: baselines whose ID accuracy is below it (percent) are left out of the fit.
+    ``label_free_sensitivity``: also run the label-free measures' sensitivity protocol (S1: the measures on 1/5/10/30%
+    of the sources and the ranking with 20/50/70% of the models, 3 runs each seeded by ``seed``; issue 44).
     """
 
     baselines: tuple[str, ...] | None = None
@@ -165,8 +167,11 @@ class ComparisonSettings:
     sequential: StopRule = StopRule()
     er_scale: str = "logit"
     er_floor: float = ACCURACY_FLOOR
+    label_free_sensitivity: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.label_free_sensitivity, bool):
+            raise SettingError("label_free.sensitivity", self.label_free_sensitivity, "true or false", "true")
         if isinstance(self.sequential, Mapping):
             object.__setattr__(self, "sequential", StopRule(**self.sequential))
         if self.baselines is not None:

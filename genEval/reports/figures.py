@@ -171,6 +171,34 @@ def budget_curves(models: list[ModelView]) -> PNG:
     return _png(fig, "PA against budget")
 
 
+def rra_curves(models: list[ModelView]) -> PNG | None:
+    """The response-rate accuracy curves (Hendrycks et al. 2021, App. 7.3; :mod:`genEval.scores.confidence`) of each
+    model's first run: accuracy on the share of images it is most confident on, clean (solid) and validated
+    perturbed (dashed); None when no run recorded its confidence."""
+    fig = _new(8, 3.8)
+    ax = fig.add_subplot()
+    drawn = 0
+    for i, m in enumerate(models):
+        c = m.runs[0].results.confidence if m.runs else None
+        if c is None or not c.recorded:
+            continue
+        for part, style in ((c.clean, "-"), (c.perturbed, "--")):
+            if part is not None and part.curve:
+                rate, acc = zip(*part.curve)
+                name = f"{m.name} {'clean' if style == '-' else 'perturbed'} (AURRA {part.aurra.fmt(1)})"
+                ax.plot([100 * r for r in rate], acc, style, color=_color(i), lw=1.5, label=name)
+                drawn += 1
+    if not drawn:
+        return None
+    ax.set_xlabel("response rate (% of images answered, most confident first)")
+    ax.set_ylabel("accuracy on them (%)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.set_title("Response-rate accuracy: solid clean images, dashed validated perturbed images", fontsize=10)
+    ax.legend(fontsize=7)
+    return _png(fig, "response-rate accuracy curves")
+
+
 def first_fooled(models: list[ModelView]) -> tuple[PNG, list[list]]:
     """Histogram of the first accepted step the model got wrong, and a table row per model
     (name, validated, wrong at some accepted step, median first-fooled step)."""

@@ -8,7 +8,10 @@ beside the paper's FMR, the oracle's own accuracy, and the run cost: rejected st
 time), scores (SA/SA_v/PA/FMR/FMR_v with intervals), PA against budget, first-fooled steps, per-class scores
 (heatmap and a table with Wilson intervals, the oracle's per-class accuracy included), effective robustness
 (baselines named, with bootstrap intervals), stability (tau between repetitions and its bootstrap
-distribution), the label-free diagnostic (SoftmaxCorr against PA), pairwise differences, transfer (when a
+distribution), the label-free diagnostic (SoftmaxCorr, MaxPred, SoftGap, ATC-MC and agreement with the oracle,
+each with rho and tau_w against PA and FMR_v), selective prediction and calibration (the response-rate accuracy
+curves, AURRA and the RMS calibration error on clean and perturbed images, -MSP detection), pairwise differences,
+transfer (when a
 ``transfer.csv`` lies next to the input), and image grids (original / perturbed / amplified difference)
 when the runs were made with ``save_images=true``. A single run
 directory is aggregated like a one-model comparison (:func:`genEval.comparisons.aggregate.build_comparison`), so its
@@ -60,6 +63,7 @@ from genEval.reports.figures import (
     image_grid,
     per_class_heatmap,
     rankings_side_by_side,
+    rra_curves,
     saved_grid,
     score_bars,
     transfer_heatmap,
@@ -81,6 +85,7 @@ SECTIONS = {
     "effective-robustness": "Effective robustness",
     "stability": "Ranking stability",
     "label-free": "Label-free diagnostic",
+    "confidence": "Selective prediction and calibration",
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
@@ -268,6 +273,8 @@ def _figures(loaded: Loaded, grid_samples: int, transfer: Path | None) -> dict[s
         if comp.class_names and comp.per_class
         else None,
         "er": er_scatter(models, er) if loaded.kind == "comparison" and er.w is not None else None,
+        "rra": rra_curves(models),
+        "confidence_rows": _confidence_rows(models),
         "transfer": _transfer(transfer),
         "grids": [(m.name, _grid(m, comp.class_names, grid_samples)) for m in models],
     }
@@ -281,6 +288,25 @@ def _grid(m: ModelView, class_names: list[str], k: int) -> PNG | str | None:
 
 def _fmt(v: float | None, spec: str) -> str:
     return "" if v is None else format(v, spec)
+
+
+def _confidence_rows(models: list[ModelView]) -> list[list]:
+    """(model, repetition, n clean/perturbed, AURRA and RMS calibration error clean and perturbed, -MSP AUROC of
+    perturbed vs clean, OOD AUPR / AUROC) per run that recorded its confidence (cells: estimates or text)."""
+    rows = []
+    for m in models:
+        for i, run in enumerate(m.runs):
+            c = run.results.confidence
+            if not c.recorded or c.clean is None or c.perturbed is None:
+                rows.append([m.name, i, *([""] * 8), c.reason])
+                continue
+            ood = c.ood
+            rows.append(
+                [m.name, i, f"{c.clean.n} / {c.perturbed.n}", c.clean.aurra, c.perturbed.aurra,
+                 c.clean.calibration_error, c.perturbed.calibration_error, c.shift.auroc if c.shift else "",
+                 ood.aupr if ood else "", ood.auroc if ood else "", ""]
+            )  # fmt: skip
+    return rows
 
 
 #: Per-class table columns: score key -> header, every per-class score of genEval.scores.definitions.SCORES, in
@@ -368,10 +394,55 @@ def _tables(comp: Comparison) -> dict[str, list]:
             ]
             for r in comp.leaderboard
         ],
-        "label_free": [[r.model, _fmt(r.softmax_corr, ".3f"), r["pa"]] for r in comp.leaderboard],
+        "label_free": [
+            [r.model, *(_fmt(getattr(r, k), ".3f") or "-" for k in LABEL_FREE_COLUMNS), r["pa"], r["fmr_validated"]]
+            for r in comp.leaderboard
+        ],
+        "label_free_rank": _label_free_rank_rows(comp),
+        "label_free_sensitivity": _sensitivity_rows(comp),
         "per_class_head": ["model", "class", "n", *PER_CLASS_COLUMNS.values()],
         "per_class": _per_class_rows(comp, MAX_CLASSES),
     }
+
+
+#: The label-free measures of the report's table (row attribute -> header).
+LABEL_FREE_COLUMNS = {
+    "softmax_corr": "SoftmaxCorr",
+    "max_pred": "MaxPred",
+    "soft_gap": "SoftGap",
+    "atc_mc": "ATC-MC",
+    "oracle_agreement": "agreement with the oracle",
+}
+
+
+def _label_free_rank_rows(comp: Comparison) -> list[list]:
+    """(measure, rho and tau_w against PA, against FMR_v) rows of the label-free ranking table."""
+    lf = comp.label_free
+    if lf is None or not lf.measures:
+        return []
+    num = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
+    out = []
+    for name, by_truth in lf.measures.items():
+        pa, fv = by_truth.get("pa", {}), by_truth.get("fmr_validated", {})
+        out.append([LABEL_FREE_COLUMNS.get(name, name), num(pa.get("rho")), num(pa.get("tau_w")),
+                    num(fv.get("rho")), num(fv.get("tau_w")), pa.get("n_models")])  # fmt: skip
+    return out
+
+
+def _sensitivity_rows(comp: Comparison) -> list[list]:
+    """(measure, truth, protocol, fraction, rho, tau_w) rows of the sensitivity protocol, when it was run."""
+    lf = comp.label_free
+    if lf is None or not lf.sensitivity:
+        return []
+    num = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
+    rows = []
+    for name, by_truth in lf.sensitivity.items():
+        for truth, s in by_truth.items():
+            for what, part in (("sources", s["subsample"]), ("models kept", s["kept_models"])):
+                for frac, v in part.items():
+                    rows.append([LABEL_FREE_COLUMNS.get(name, name), score_label(truth), what,
+                                 f"{100 * float(frac):g}%", num(v["rho"]), num(v["tau_w"])])  # fmt: skip
+    return rows
 
 
 def _count(figures: dict[str, Any]) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from genEval.runs.identity import RunIdentity, Shard
 from genEval.runs.settings import SearchConfig
+from genEval.scores.confidence import RunConfidence
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORES
 from genEval.scores.outcomes import SampleRecord
 from genEval.scores.run_scores import Scores, Scoring
@@ -238,6 +239,12 @@ class EvalResult:
         """A person's audit of the oracle stored with the run (:mod:`genEval.reports.audit`), None when not audited."""
         return self.extra.get("oracle_audit")
 
+    @property
+    def confidence(self) -> RunConfidence:
+        """The run's selective prediction, calibration and -MSP detection scores (results.json ``confidence``,
+        :mod:`genEval.scores.confidence`); "not recorded" for a run written before issue 44."""
+        return RunConfidence.from_dict(self.extra.get("confidence"))
+
     def with_extra(self, key: str, value: Any) -> EvalResult:
         """This result with the results.json entry ``key`` set to ``value`` (a later step's, e.g. an oracle audit)."""
         return replace(self, extra={**self.extra, key: value})
@@ -269,6 +276,11 @@ class EvalResult:
                 "the oracle vouched for, often the easier ones) while SA is over all samples; FMR_v compares "
                 "the same population."
             )
+        if "confidence" in self.extra:
+            lines += [
+                "  confidence (selective prediction, calibration, -MSP detection; 95% CI)",
+                *self.confidence.lines(),
+            ]
         if "total_s" in self.timings:
             lines.append(f"  time {self.timings['total_s']:.1f}s")
         lines += [f"  WARNING: {w}" for w in self.warnings]

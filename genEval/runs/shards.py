@@ -132,7 +132,10 @@ def merge_runs(paths: Sequence[str | Path | RunDir], out_dir: str | Path) -> Eva
             run_dir=str(writer.dir),
             timings=timings,
             details={
-                "skipped": None if all(s is None for s in unread) else sorted((x for s in skipped for x in s), key=_pos)
+                "skipped": None
+                if all(s is None for s in unread)
+                else sorted((x for s in skipped for x in s), key=_pos),
+                "ood_data": results.extra.get("ood_data"),  # every shard scored the same OOD images
             },
         )
         if config.save_images:

@@ -13,6 +13,7 @@ from typing import Any
 from genEval.data.base import limit_warning
 from genEval.runs.identity import RunIdentity, environment, package_versions
 from genEval.runs.results import EvalResult, RunConfig
+from genEval.scores.confidence import run_confidence
 from genEval.scores.outcomes import Outcomes, SampleRecord
 from genEval.scores.run_scores import compute_scores, per_class_table, score_warnings
 
@@ -38,6 +39,9 @@ def summarize(
     of results.json (``kernels``, ``execution``, ``batch``, ``image_shapes``, ``skipped``; None values are left
     out). ``skipped``: the sources left out because they could not be read (``data.skip_unreadable``; position,
     source id, path, reason), or None when the run did not skip (then results hold no ``skipped`` list).
+    ``ood_data``: the classifier's maximum softmax probability on the images of an OOD set (``ood_data=<folder>``:
+    ``{"data", "n", "sha256", "msp"}``), scored against the clean images in the run's ``confidence``
+    (:func:`genEval.scores.confidence.run_confidence`, issue 44).
     """
     scoring, search = config.scoring, config.search
     outcomes = Outcomes.from_records(records)
@@ -66,6 +70,14 @@ def summarize(
     if beyond is not None:
         warnings.append(limit_warning(*beyond, identity.sources.data or "the data"))
     details = {k: v for k, v in (details or {}).items() if v is not None}
+    ood = details.get("ood_data")
+    details["confidence"] = run_confidence(
+        records,
+        None if ood is None else ood["msp"],
+        ood_name=f"OOD images ({ood['data']})" if ood else "OOD images",
+        n_boot=scoring.n_boot,
+        seed=seed,
+    ).to_dict()
     skipped = details.get("skipped")
     if skipped:
         shown = ", ".join(f"'{s['path']}'" for s in skipped[:3]) + (", ..." if len(skipped) > 3 else "")

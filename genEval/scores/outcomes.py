@@ -38,6 +38,16 @@ COLUMN = {c: i for i, c in enumerate(COLUMNS)}
 #: A validated sample whose final image moved less than this (L-inf, images in [0, 1]) from the start
 #: reconstruction counts as unchanged: below one 8-bit grey level, so a saved image would not differ at all.
 UNCHANGED_LINF = 1.0 / 255
+#: How many of the classifier's largest softmax probabilities a record keeps for the clean and the final image (issue
+#: 44): top-1 is the maximum softmax probability every confidence score reads (MaxPred, ATC-MC, AURRA, the calibration
+#: error, -MSP), top-2 gives SoftGap, and top-5 the standard second accuracy of a 1000-class model; five numbers a
+#: record whatever the number of classes.
+TOP_K = 5
+#: Up to this many classes a record also keeps the whole softmax vector of the final image: SoftmaxCorr (Tu et al.
+#: 2024) needs C = P^T P / N, whose norm mixes every pair of classes, so no per-sample summary gives it exactly. 100
+#: floats a record (CIFAR-100) is small; above it the record keeps the top-k only and SoftmaxCorr spreads the rest of
+#: each row's mass evenly over the other classes (:func:`genEval.scores.label_free.probability_rows`).
+FULL_VECTOR_CLASSES = 100
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,13 @@ class SampleRecord:
     class the oracle had to keep seeing; ``accepted_steps``: last accepted step (0 = none: not ``validated``);
     ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are measured from the start of the search; ``part``:
     the run directory's tensor part (latents/images) holding this sample, -1 when none was saved.
+
+    The classifier's confidence (issue 44; None in a record written before it was recorded): ``clean_top_probs`` /
+    ``clean_top_classes`` its :data:`TOP_K` largest softmax probabilities (descending) and their classes on the clean
+    image, ``clean_entropy`` the entropy of that softmax (nats, in [0, ln K]); the same with ``final_`` for the final
+    image (the one ``final_pred`` is the class of), ``final_probs`` its whole softmax vector when the classifier has at
+    most :data:`FULL_VECTOR_CLASSES` classes (else None), and ``oracle_final_pred`` the oracle's own class for that
+    image (``oracle_score`` is its probability of the reference class there).
     """
 
     source_id: str
@@ -69,6 +86,14 @@ class SampleRecord:
     image_dist: float
     image_linf: float
     part: int = -1
+    clean_top_probs: tuple[float, ...] | None = None
+    clean_top_classes: tuple[int, ...] | None = None
+    clean_entropy: float | None = None
+    final_top_probs: tuple[float, ...] | None = None
+    final_top_classes: tuple[int, ...] | None = None
+    final_entropy: float | None = None
+    final_probs: tuple[float, ...] | None = None
+    oracle_final_pred: int | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "") -> SampleRecord:
@@ -86,14 +111,13 @@ class SampleRecord:
         err = _mistyped(d, where)
         if err is not None:
             raise err
-        given = {
-            k: float(v) if _KINDS.get(k) == "float" else v for k, v in d.items()
-        }  # JSON writes 1.0 as 1.0, a hand 1
+        given = {k: _typed(_KINDS.get(k, "int"), v) for k, v in d.items()}  # JSON writes 1.0 as 1.0, a hand 1
         defaults = {**_DEFAULTS, "reference": d["label"]}
         return cls(**{f.name: given[f.name] if f.name in d else defaults[f.name] for f in fields(cls)})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as JSON carries it (the confidence tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def record(self) -> SampleRecord:
         """The record alone (an :class:`~genEval.search.perturb.Outcome` without its tensors)."""
@@ -114,6 +138,17 @@ REQUIRED = (
     "oracle_start_pred",
     "image_linf",
 )
+#: The classifier's (and the oracle's) confidence fields of a record (issue 44): None when not recorded.
+CONFIDENCE_FIELDS = (
+    "clean_top_probs",
+    "clean_top_classes",
+    "clean_entropy",
+    "final_top_probs",
+    "final_top_classes",
+    "final_entropy",
+    "final_probs",
+    "oracle_final_pred",
+)
 #: What a record written before a measurement existed (or by hand) reads as for the fields no score needs.
 _DEFAULTS: dict[str, Any] = {
     "index": -1,
@@ -123,16 +158,56 @@ _DEFAULTS: dict[str, Any] = {
     "latent_dist": float("nan"),
     "image_dist": float("nan"),
     "part": -1,
-}
+} | {k: None for k in CONFIDENCE_FIELDS}
 
 
 #: How JSON types every :class:`SampleRecord` field that is not a whole number (``int``, never a boolean): a
 #: boolean, a number (whole or not, never a boolean) or a string.
-_KINDS = {"source_id": "str", "start_ok": "bool", "validated": "bool"} | {
-    k: "float" for k in ("oracle_score", "latent_dist", "image_dist", "image_linf")
+_KINDS = (
+    {"source_id": "str", "start_ok": "bool", "validated": "bool"}
+    | {k: "float" for k in ("oracle_score", "latent_dist", "image_dist", "image_linf")}
+    | {k: "float?" for k in ("clean_entropy", "final_entropy")}
+    | {k: "floats?" for k in ("clean_top_probs", "final_top_probs", "final_probs")}
+    | {k: "ints?" for k in ("clean_top_classes", "final_top_classes")}
+    | {"oracle_final_pred": "int?"}
+)
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "bool": (bool,),
+    "float": (int, float),
+    "str": (str,),
+    "int?": (int, type(None)),
+    "float?": (int, float, type(None)),
+    "floats?": (list, tuple, type(None)),
+    "ints?": (list, tuple, type(None)),
 }
-_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "bool": (bool,), "float": (int, float), "str": (str,)}
-_EXPECTED = {"int": "a whole number", "bool": "true or false", "float": "a number", "str": "a string"}
+_EXPECTED = {
+    "int": "a whole number",
+    "bool": "true or false",
+    "float": "a number",
+    "str": "a string",
+    "int?": "a whole number or null",
+    "float?": "a number or null",
+    "floats?": "a list of numbers or null",
+    "ints?": "a list of whole numbers or null",
+}
+#: The type every entry of a list field must have (exact types, as for the fields themselves).
+_ITEM = {"floats?": (int, float), "ints?": (int,)}
+
+
+def _typed(kind: str, value: Any) -> Any:
+    """A field's JSON value as the record holds it: a number as a float, a list as a tuple (records are frozen)."""
+    if value is None:
+        return None
+    if kind in ("float", "float?"):
+        return float(value)
+    if kind == "floats?":
+        return tuple(float(v) for v in value)
+    if kind == "ints?":
+        return tuple(value)
+    return value
+
+
 _JSON_NAMES = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "list": "list", "dict": "object"}
 
 
@@ -143,7 +218,10 @@ def _mistyped(d: Mapping[str, Any], where: str) -> ValueError | None:
         if f.name not in d:
             continue
         kind, value = _KINDS.get(f.name, "int"), d[f.name]
-        if type(value) not in _TYPES[kind]:  # exact types: a bool is an int to isinstance
+        items = _ITEM.get(kind)
+        if type(value) not in _TYPES[kind] or (
+            items is not None and value is not None and any(type(v) not in items for v in value)
+        ):  # exact types: a bool is an int to isinstance
             given = f"the {_JSON_NAMES.get(type(value).__name__, type(value).__name__)} {json.dumps(value)}"
             return ValueError(
                 f"{where + ': ' if where else ''}field {f.name!r} of the record of source {d.get('source_id')!r} must "

@@ -23,8 +23,9 @@ Scale-out and crash safety (every decision exact):
   ``genEval.runs.shards`` combines the shards into the run an unsharded evaluation would have written.
 * A rerun on a directory holding an unfinished run of the same identity resumes it
   (:class:`~genEval.runs.recording.Recording`): recorded samples are not recomputed, and the final files hold the
-  decisions and scores of an uninterrupted run (the measured distances and oracle scores up to float noise: the
-  resumed samples share a batch with other neighbours, and a batch of 5 rounds differently from a batch of 1).
+  decisions and scores of an uninterrupted run (the measured distances, oracle scores and confidences up to float
+  noise: the resumed samples share a batch with other neighbours, and a batch of 5 rounds differently from a batch
+  of 1).
 * A source that cannot be decoded (:class:`~genEval.interfaces.UnreadableSource`) stops the run with that error,
   unless the data set has ``skip_unreadable`` set: then it is logged, left out of the samples and listed (position,
   source id, path, reason) under ``skipped`` in the results. Whether a file decodes depends on its bytes only, so
@@ -57,6 +58,7 @@ from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.batching import auto_batch_size, is_out_of_memory, too_large
 from genEval.search.execution import EXECUTION_FIELDS, Execution, accelerate
+from genEval.search.ood import ood_confidence
 from genEval.search.perturb import SearchConfig, perturb
 from genEval.search.progress import Progress
 from genEval.search.sources import first_readable, sample_seed, skips_unreadable, source_ids, source_stream
@@ -94,6 +96,7 @@ def evaluate(
     shard: Shard | None = None,
     reference: str | None = None,
     config: Mapping[str, Any] | None = None,
+    ood: ImageDataset | None = None,
 ) -> EvalResult:
     """Evaluate ``classifier`` on ``data`` by oracle-vetted latent perturbation (paper Algorithm 1).
 
@@ -108,7 +111,9 @@ def evaluate(
     ``shard``: evaluate only part of the sources (see :class:`Shard`).
     ``reference``: the class the oracle must keep seeing, the true ``label`` or its own verdict on the clean image
     (``clean_prediction``); None takes the oracle's ``reference`` hook, else ``label``. ``config``: what the run
-    records as its configuration (the CLI's resolved config; None: these settings).
+    records as its configuration (the CLI's resolved config; None: these settings). ``ood``: images of classes
+    outside the label set (``ood_data=<folder>``); the classifier's confidence on them is scored against the clean
+    images (-MSP AUPR and AUROC in results.json ``confidence.ood``, :mod:`genEval.search.ood`).
     """
     t_start = time.perf_counter()
     output, scoring = RunOutput.coerce(output), Scoring.coerce(scoring)
@@ -138,6 +143,8 @@ def evaluate(
         samples = source_stream(data, todo, seed, batch_size, execution.num_workers, roles.device, skipped.add)
         loop_s = _search(samples, roles, search, batch_size, mask.tensor, reference, run, progress, first)
         details = dict(kernels=roles.kernels, execution=execution.to_dict(), batch=batch)
+        if ood is not None:
+            details["ood_data"] = ood_confidence(roles.classifier, ood, roles.device, batch_size)
         result = summarize(
             run.records(),
             list(data.class_names),

@@ -43,7 +43,7 @@ from genEval.interfaces import (
     hook,
 )
 from genEval.runs.settings import UPDATE_RULES, SearchConfig  # noqa: F401 (their old home: imported from here)
-from genEval.scores.outcomes import SampleRecord
+from genEval.scores.outcomes import FULL_VECTOR_CLASSES, TOP_K, SampleRecord
 from genEval.search.execution import check_batch_size, compile_generator_regions
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ _LONGS = (
     "first_fooled",
     "final_pred",
     "oracle_start_pred",
+    "oracle_final_pred",
 )
 #: What went wrong in a row, read back by :meth:`SearchRows.sync` (in this order).
 _FLAGS = ("bad_grad", "bad_loss", "nan_x", "range_x")
@@ -80,6 +81,28 @@ _RECORDED = (
     "final_pred",
     "oracle_start_pred",
 )
+
+
+#: The clean image's confidence, computed when a source is prepared and copied into its row.
+_CLEAN = ("clean_top_p", "clean_top_c", "clean_entropy")
+#: The per-row confidence read back with a finished sample's record (issue 44), in the record's order.
+_CONFIDENCE = (*_CLEAN, "final_top_p", "final_top_c", "final_entropy", "final_probs", "oracle_final_pred")
+#: Decimals of the probabilities and entropies a record keeps (float32 carries about 7 significant digits).
+_DECIMALS = 6
+
+
+def confidence(logits: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The classifier's confidence in its answer for a batch of logits (B, K): the top-``min(TOP_K, K)`` softmax
+    probabilities (B, k) in descending order and their classes (B, k), the softmax's entropy (B,) in nats (0 for a
+    one-hot answer, ln K for a uniform one) and the softmax itself (B, K), all in fp32 (records: issue 44)."""
+    probs = logits.detach().float().softmax(1)
+    top_p, top_c = probs.topk(min(TOP_K, probs.shape[1]), dim=1)
+    entropy = -torch.special.xlogy(probs, probs).sum(1)
+    return top_p, top_c, entropy, probs
+
+
+def _rounded(values: list[float]) -> tuple[float, ...]:
+    return tuple(round(float(v), _DECIMALS) for v in values)
 
 
 @dataclass(frozen=True)
@@ -262,8 +285,10 @@ class SearchRows:
         x = torch.stack([s.x for s in batch]).to(self.dev)
         y = torch.tensor([s.label for s in batch], device=self.dev)
         with torch.no_grad():
-            clean_pred = self.classifier(x).argmax(1)
+            clean_logits = self.classifier(x)
+            clean_pred = clean_logits.argmax(1)
             oracle_clean = self.oracle.judge(x, y).predictions.to(self.dev)  # the oracle's own verdict on x
+            clean_top_p, clean_top_c, clean_entropy, _ = confidence(clean_logits)
         x_in = x
         if self.cfg.fgsm_start > 0:  # paper App. E: start from an FGSM image
             xg = x.detach().clone().requires_grad_(True)
@@ -297,6 +322,10 @@ class SearchRows:
                 "oracle_clean_pred": oracle_clean[i],
                 "reference": reference[i],
                 "recon_pred": None if recon_pred is None else recon_pred[i],
+                "clean_top_p": clean_top_p[i],
+                "clean_top_c": clean_top_c[i],
+                "clean_entropy": clean_entropy[i],
+                "num_classes": int(clean_logits.shape[1]),
             }
             for i, s in enumerate(batch)
         ]
@@ -334,6 +363,12 @@ class SearchRows:
         for k in ("alive", "start_ok", "recon_known", "searching", *_FLAGS):
             s[k] = torch.zeros(n, dtype=torch.bool, device=dev)
         s["oracle_score"], s["samples"] = torch.zeros(n, device=dev), [None] * n
+        k, classes = first["clean_top_p"].shape[0], first["num_classes"]  # the classifier's confidence (issue 44)
+        for side in ("clean", "final"):
+            s[f"{side}_top_p"] = torch.zeros((n, k), device=dev)
+            s[f"{side}_top_c"] = torch.zeros((n, k), dtype=torch.long, device=dev)
+            s[f"{side}_entropy"] = torch.zeros(n, device=dev)
+        s["final_probs"] = torch.zeros((n, classes if classes <= FULL_VECTOR_CLASSES else 0), device=dev)
         for k in ("z", "m", "v", "z0", "z_start", "final_z"):
             s[k] = z.new_zeros((n, *z.shape))
         with torch.no_grad():
@@ -360,7 +395,7 @@ class SearchRows:
             rows = [i for i, alive in enumerate(self.alive) if not alive][: len(fresh)]
             idx = torch.tensor(rows, device=self.dev)
             known = [item["recon_pred"] is not None for item in fresh]
-            for k in ("label", "reference", "clean_pred", "oracle_clean_pred", "z0", "z_start"):
+            for k in ("label", "reference", "clean_pred", "oracle_clean_pred", "z0", "z_start", *_CLEAN):
                 s[k][idx] = torch.stack([item[k] for item in fresh])
             s["recon_known"][idx] = torch.tensor(known, device=self.dev)
             s["recon_pred"][idx] = torch.stack(
@@ -420,6 +455,13 @@ class SearchRows:
         s["final_x"] = torch.where(self._rows(keep, x), x, s["final_x"])
         s["final_z"] = torch.where(self._rows(keep, s["z"]), s["z"].detach(), s["final_z"])
         s["oracle_score"] = torch.where(keep, scores.to(self.dev).float(), s["oracle_score"])
+        s["oracle_final_pred"] = torch.where(keep, preds.to(self.dev), s["oracle_final_pred"])
+        top_p, top_c, entropy, probs = confidence(logits)  # the kept image's softmax (issue 44)
+        s["final_top_p"] = torch.where(keep[:, None], top_p, s["final_top_p"])
+        s["final_top_c"] = torch.where(keep[:, None], top_c, s["final_top_c"])
+        s["final_entropy"] = torch.where(keep, entropy, s["final_entropy"])
+        if s["final_probs"].shape[1]:
+            s["final_probs"] = torch.where(keep[:, None], probs, s["final_probs"])
         fooled = step & ok & (pred != s["label"])
         s["first_fooled"] = torch.where(fooled & (s["first_fooled"] < 0), t, s["first_fooled"])
         s["rejected_at"] = torch.where(step & ~ok, t, s["rejected_at"])
@@ -506,6 +548,12 @@ class SearchRows:
             dx.norm(dim=1).double(),
             dx.abs().amax(1).double() if dx.shape[1] else torch.zeros(len(rows), device=self.dev, dtype=torch.float64),
         ]
+        spans = {}  # the confidence columns of the table: name -> (first column, width)
+        for name in _CONFIDENCE:
+            col = s[name][pick].double()
+            col = col[:, None] if col.ndim == 1 else col
+            spans[name] = (len(numbers), col.shape[1])
+            numbers += list(col.unbind(1))
         tensors = [
             t.detach().to("cpu", non_blocking=True)
             for t in (
@@ -519,6 +567,7 @@ class SearchRows:
         for j, row in enumerate(rows):
             sample, values = s["samples"][row], table[j]
             ints = dict(zip(_RECORDED, values))
+            conf = {name: values[a : a + w] for name, (a, w) in spans.items()}
             yield Outcome(
                 source_id=sample.source_id,
                 index=sample.index,
@@ -538,6 +587,14 @@ class SearchRows:
                 latent_dist=values[len(_RECORDED) + 1],
                 image_dist=values[len(_RECORDED) + 2],
                 image_linf=values[len(_RECORDED) + 3],
+                clean_top_probs=_rounded(conf["clean_top_p"]),
+                clean_top_classes=tuple(int(c) for c in conf["clean_top_c"]),
+                clean_entropy=_rounded(conf["clean_entropy"])[0],
+                final_top_probs=_rounded(conf["final_top_p"]),
+                final_top_classes=tuple(int(c) for c in conf["final_top_c"]),
+                final_entropy=_rounded(conf["final_entropy"])[0],
+                final_probs=_rounded(conf["final_probs"]) if conf["final_probs"] else None,
+                oracle_final_pred=int(conf["oracle_final_pred"][0]),
                 original=sample.x,
                 image=tensors[0][j],
                 start_image=tensors[1][j],

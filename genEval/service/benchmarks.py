@@ -16,13 +16,21 @@ Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: 
 to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has ``max_sources``
 (:mod:`genEval.service.server.standings.settled`). The rule is part of the version; a fixed benchmark's version is
 computed as before (its hash does not change).
+
+Every submission to a settled version reuses its rounds (the same secret round seeds), which is the adaptive test-set
+reuse Miller's thesis bounds (ch. 3; issue 44): the service reports a *reuse budget* per settled version
+(:mod:`genEval.scores.reuse`), with the preset's ``reuse_epsilon`` (how close every standing must stay to its
+population value, a fraction: 0.01 = 1 point) and ``reuse_delta`` (at ``1 - delta``) in its ``benchmark:`` block; they
+say how the budget is reported, not what is measured, so they are not part of the version. When a version's budget
+is spent an admin *renews* it (:meth:`Benchmark.renewed`): a new version (``epoch`` + 1, part of its hash) whose
+rounds draw from a fresh secret; standings carry over only by re-running.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
@@ -51,6 +59,8 @@ MAX_REPETITIONS = 100
 LATER_KEYS = {"data.other_folders": "refuse"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
 STOP_KEYS = tuple(STOP_DEFAULTS)
+#: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (issue 44).
+REUSE_KEYS = {"reuse_epsilon": 0.01, "reuse_delta": 0.05}
 
 
 def shown(value: Any, limit: int = 40) -> str:
@@ -191,6 +201,9 @@ class Benchmark:
     config: dict
     overrides: dict[str, dict] = field(default_factory=dict)
     rule: StopRule | None = None
+    reuse_epsilon: float = REUSE_KEYS["reuse_epsilon"]
+    reuse_delta: float = REUSE_KEYS["reuse_delta"]
+    epoch: int = 0
 
     @classmethod
     def from_config(cls, name: str, config: dict) -> Benchmark:
@@ -224,6 +237,12 @@ class Benchmark:
                 raise ValueError(f"benchmark {name}: override key {key!r} is not in the preset.") from None
             rules[key] = _check_rule(name, key, rule, default)
         stop = _stop_rule(name, meta, config, reps)
+        reuse = {}
+        for key, default in REUSE_KEYS.items():
+            v = meta.get(key, default)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+                raise ValueError(f"benchmark {name}: {key} must be a number in (0, 1), got {v!r} (default {default}).")
+            reuse[key] = float(v)
         return cls(
             name=name,
             title=str(meta.get("title") or name),
@@ -232,6 +251,7 @@ class Benchmark:
             config=config,
             overrides=rules,
             rule=stop,
+            **reuse,
         )
 
     @property
@@ -250,7 +270,24 @@ class Benchmark:
             except KeyError:  # a preset whose role has no such key
                 pass
         key = {"config": _without(self.config, [*self.overrides, *neutral]), "repetitions": self.repetitions}
-        return config_hash(key | ({"stop": self.rule.to_dict()} if self.rule else {}))
+        key |= {"stop": self.rule.to_dict()} if self.rule else {}
+        return config_hash(key | ({"epoch": self.epoch} if self.epoch else {}))  # epoch 0: the hash it always had
+
+    @property
+    def base_version(self) -> str:
+        """The version of the preset before any renewal (epoch 0): what ties a renewed version to its preset."""
+        return replace(self, epoch=0).version if self.epoch else self.version
+
+    def renewed(self) -> Benchmark:
+        """The next version of this settled benchmark: the same preset with ``epoch`` + 1 (a new hash, so a new
+        leaderboard, whose rounds draw from a fresh secret); a fixed benchmark draws fresh seeds per submission and
+        reuses nothing, so it is refused."""
+        if self.rule is None:
+            raise ValueError(
+                f"benchmark {self.name} is fixed: every submission draws fresh seeds, so its test images are never "
+                "reused and it has no reuse budget to renew."
+            )
+        return replace(self, epoch=self.epoch + 1)
 
     def record(self) -> dict:
         """What the database keeps for this version (and ``GET /api/benchmarks`` shows)."""
@@ -263,6 +300,9 @@ class Benchmark:
             "overrides": self.overrides,
             "config": self.config,
             "stop": self.rule.to_dict() if self.rule else None,
+            "reuse": {"epsilon": self.reuse_epsilon, "delta": self.reuse_delta} if self.rule else None,
+            "epoch": self.epoch,
+            "base_version": self.base_version,
         }
 
     def apply_overrides(self, overrides: dict[str, Any]) -> tuple[dict, dict]:

@@ -52,6 +52,7 @@ class BenchmarkVersion:
     title: str
     config: dict
     registered_at: float
+    reuse: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,18 @@
 
 docs/method.md, "Adversarial filtration": a generated pool becomes a hard static benchmark by keeping what
 fools a set of surrogate models (digest S2 Sec. 3.2): a sample is kept when at least ``min_fooled``
-surrogates misclassify its perturbed image, optionally only when their mean true-class confidence is low,
+surrogates misclassify its perturbed image, optionally only when the surrogates' true-class confidence is low,
 and at most ``max_per_pair`` samples per (true, predicted) confusion pair. The new snapshot lists its
 surrogates under ``filtered_with``; transfer is to be reported on other models
 (:func:`genEval.snapshots.scoring.transfer_matrix` marks or skips them).
+
+Two rules (``rule=``): ``mean`` (the default, as before issue 44) compares the surrogates' *mean* true-class
+probability with ``max_true_conf`` and has no caps unless given. ``imagenet_a`` is ImageNet-A's filter exactly
+(Hendrycks et al. 2021, Sec. 3): an image is removed when *any* surrogate gives the true class more than 15%
+(the max over surrogates) or when *any* of its 10 crops is classified correctly by any surrogate (the 10-crop
+check: the four corners and the centre at 87.5% of the side, 224/256 as for ImageNet, and their mirror images;
+``torchvision.transforms.v2.functional.ten_crop``), and at most 15 images are kept per (true, predicted) pair:
+those caps are on unless set otherwise. Every surrogate must be fooled on the whole image (``min_fooled``: all).
 """
 
 from __future__ import annotations
@@ -36,21 +44,51 @@ def _whole(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+#: The filter rules (``rule=``) and ImageNet-A's caps (Hendrycks et al. 2021, Sec. 3).
+RULES = ("mean", "imagenet_a")
+IMAGENET_A_MAX_TRUE_CONF, IMAGENET_A_MAX_PER_PAIR = 0.15, 15
+#: The side of a crop of the 10-crop check, relative to the image (ImageNet's 224 of 256).
+CROP_FRACTION = 224 / 256
+
+
 @dataclass(frozen=True)
 class FilterRule:
-    """ImageNet-A's rule: fooled by >= ``min_fooled`` surrogates, mean true-class softmax probability below
-    ``max_true_conf`` (ImageNet-A: 0.15), at most ``max_per_pair`` per (true, predicted) pair (ImageNet-A: 15).
+    """Which samples a filter keeps: fooled by >= ``min_fooled`` surrogates, the true-class softmax probability
+    below ``max_true_conf`` (``rule="mean"``: the mean over surrogates below it; ``rule="imagenet_a"``: every
+    surrogate's at most it, i.e. removed when any gives more), at most ``max_per_pair`` per (true, predicted) pair,
+    and with ``ten_crop`` removed when any of the 10 crops is classified correctly by any surrogate.
     """
 
     min_fooled: int
     max_true_conf: float | None = None
     max_per_pair: int | None = None
+    rule: str = "mean"
+    ten_crop: bool = False
 
     @classmethod
     def make(
-        cls, n_surrogates: int, min_fooled: int | None, max_true_conf: float | None, max_per_pair: int | None
+        cls,
+        n_surrogates: int,
+        min_fooled: int | None,
+        max_true_conf: float | None,
+        max_per_pair: int | None,
+        rule: str = "mean",
+        ten_crop: bool | None = None,
     ) -> FilterRule:
-        """The rule for ``n_surrogates`` surrogates (``min_fooled=None``: all of them), or a teaching error."""
+        """The rule for ``n_surrogates`` surrogates (``min_fooled=None``: all of them), or a teaching error. Under
+        ``rule="imagenet_a"`` a cap left None is ImageNet-A's (0.15, 15) and ``ten_crop`` defaults to on."""
+        if rule not in RULES:
+            raise SnapshotError(
+                f"rule must be one of {', '.join(RULES)}, got {rule!r}: mean (the surrogates' mean true-class "
+                "probability, no caps by default) or imagenet_a (Hendrycks et al.: removed when any surrogate gives "
+                "the true class more than 15% or any of 10 crops is right; at most 15 per confusion pair)."
+            )
+        if rule == "imagenet_a":
+            max_true_conf = IMAGENET_A_MAX_TRUE_CONF if max_true_conf is None else max_true_conf
+            max_per_pair = IMAGENET_A_MAX_PER_PAIR if max_per_pair is None else max_per_pair
+            ten_crop = True if ten_crop is None else ten_crop
+        if not isinstance(ten_crop if ten_crop is not None else False, bool):
+            raise SnapshotError(f"ten_crop must be true or false (or null: the rule's default), got {ten_crop!r}.")
         k = n_surrogates if min_fooled is None else min_fooled
         if not _whole(k) or not 1 <= k <= n_surrogates:
             raise SnapshotError(
@@ -65,15 +103,34 @@ class FilterRule:
             raise SnapshotError(
                 f"max_per_pair must be a whole number >= 1 or None, got {max_per_pair!r} (ImageNet-A used 15)."
             )
-        return cls(k, max_true_conf, max_per_pair)
+        return cls(k, max_true_conf, max_per_pair, rule, bool(ten_crop))
+
+    def true_conf(self, c: Candidate) -> float:
+        """The true-class confidence the rule compares: the surrogates' mean (``mean``) or max (``imagenet_a``)."""
+        return c.max_true_conf if self.rule == "imagenet_a" else c.mean_true_conf
+
+    def confident_enough(self, c: Candidate) -> bool:
+        """Whether ``c`` passes the confidence cap: mean below it, or (ImageNet-A) no surrogate above it."""
+        if self.max_true_conf is None:
+            return True
+        return (
+            c.max_true_conf <= self.max_true_conf
+            if self.rule == "imagenet_a"
+            else c.mean_true_conf < self.max_true_conf
+        )
 
     def to_dict(self) -> dict[str, Any]:
+        which = "max" if self.rule == "imagenet_a" else "mean"
         return {
+            "rule": self.rule,
             "min_fooled": self.min_fooled,
             "max_true_conf": self.max_true_conf,
+            "true_conf": f"{which} over surrogates of the true-class softmax probability",
             "max_per_pair": self.max_per_pair,
+            "ten_crop": self.ten_crop,
+            "crop_fraction": CROP_FRACTION if self.ten_crop else None,
             "predicted": "most common wrong surrogate prediction",
-            "cap_order": "lowest mean true-class confidence first",
+            "cap_order": f"lowest {which} true-class confidence first",
         }
 
 
@@ -86,6 +143,8 @@ class Candidate:
     label: int
     preds: dict[str, int]  # surrogate name -> prediction, in surrogate order
     mean_true_conf: float  # true-class softmax probability, mean over surrogates
+    max_true_conf: float = 0.0  # ... the largest over surrogates (ImageNet-A's rule)
+    crop_correct: bool | None = None  # some surrogate classifies some of the 10 crops correctly (None: not checked)
 
     @property
     def n_fooled(self) -> int:
@@ -109,6 +168,7 @@ class FilterStages:
     candidates: list[Candidate]
     fooled: list[Candidate]  # fooled >= min_fooled surrogates
     confident: list[Candidate]  # ... and below max_true_conf
+    cropped: list[Candidate]  # ... and no crop right (the 10-crop check; all of ``confident`` without it)
     kept: list[Candidate]  # ... and within the per-pair cap
 
 
@@ -124,10 +184,41 @@ def _load_sources(paths: Sequence[str | Path], verify: bool) -> list[Snapshot]:
     return snaps
 
 
+def crops_correct(
+    images: Any, surrogates: Mapping[str, Any], device: torch.device | str, batch_size: int
+) -> torch.Tensor:
+    """(N,) bool: some surrogate classifies some of the 10 crops of image i correctly (ImageNet-A's 10-crop check;
+    crops of :data:`CROP_FRACTION` of each side, ``torchvision.transforms.v2.functional.ten_crop``)."""
+    from torchvision.transforms.v2.functional import ten_crop  # slow import: only where crops are checked
+
+    labels = torch.tensor(images.labels, dtype=torch.long)
+    out = torch.zeros(len(images), dtype=torch.bool)
+    with torch.no_grad():
+        for i in range(len(images)):
+            x = torch.from_numpy(images.uint8(i)).float().div(255)
+            size = [max(1, round(CROP_FRACTION * s)) for s in x.shape[-2:]]
+            crops = torch.stack(ten_crop(x, size))  # (10, C, h, w)
+            for clf in surrogates.values():
+                dev = on_device(clf, device)
+                for start in range(0, len(crops), batch_size):
+                    pred = clf(crops[start : start + batch_size].to(dev)).argmax(1).cpu()
+                    if bool((pred == labels[i]).any()):
+                        out[i] = True
+                        break
+                if out[i]:
+                    break
+    return out
+
+
 def score_candidates(
-    snaps: Sequence[Snapshot], surrogates: Mapping[str, Any], device: torch.device | str, batch_size: int
+    snaps: Sequence[Snapshot],
+    surrogates: Mapping[str, Any],
+    device: torch.device | str,
+    batch_size: int,
+    ten_crop: bool = False,
 ) -> list[Candidate]:
-    """Every sample of every snapshot, with each surrogate's prediction and true-class probability."""
+    """Every sample of every snapshot, with each surrogate's prediction and true-class probability (and, with
+    ``ten_crop``, whether some surrogate gets some crop of it right)."""
     out = []
     for si, snap in enumerate(snaps):
         preds, confs = [], []
@@ -136,32 +227,38 @@ def score_candidates(
             preds.append(p)
             confs.append(c)
         P, C = torch.stack(preds, 1), torch.stack(confs, 1)  # (N, S)
+        crops = crops_correct(snap.images, surrogates, device, batch_size) if ten_crop else None
         for i in range(len(snap)):
             row = dict(zip(surrogates, P[i].tolist(), strict=True))
-            out.append(Candidate(si, i, int(snap.labels[i]), row, float(C[i].mean())))
+            crop = None if crops is None else bool(crops[i])
+            out.append(Candidate(si, i, int(snap.labels[i]), row, float(C[i].mean()), float(C[i].max()), crop))
     return out
 
 
-def _cap_per_pair(cands: list[Candidate], cap: int) -> list[Candidate]:
-    """At most ``cap`` per (label, pair_pred), the lowest mean true-class confidence first; pool order kept."""
+def _cap_per_pair(cands: list[Candidate], cap: int, conf: Any = None) -> list[Candidate]:
+    """At most ``cap`` per (label, pair_pred), the lowest true-class confidence (``conf(c)``, default the mean)
+    first; pool order kept."""
+    conf = conf or (lambda c: c.mean_true_conf)
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)
     for pos, c in enumerate(cands):
         groups[c.label, c.pair_pred].append(pos)
-    chosen = sorted(pos for g in groups.values() for pos in sorted(g, key=lambda p: cands[p].mean_true_conf)[:cap])
+    chosen = sorted(pos for g in groups.values() for pos in sorted(g, key=lambda p: conf(cands[p]))[:cap])
     return [cands[p] for p in chosen]
 
 
 def select(cands: list[Candidate], rule: FilterRule) -> FilterStages:
     """Apply ``rule`` step by step."""
     fooled = [c for c in cands if c.n_fooled >= rule.min_fooled]
-    confident = [c for c in fooled if rule.max_true_conf is None or c.mean_true_conf < rule.max_true_conf]
-    kept = confident if rule.max_per_pair is None else _cap_per_pair(confident, rule.max_per_pair)
+    confident = [c for c in fooled if rule.confident_enough(c)]
+    cropped = [c for c in confident if not (rule.ten_crop and c.crop_correct)]
+    kept = cropped if rule.max_per_pair is None else _cap_per_pair(cropped, rule.max_per_pair, rule.true_conf)
     if not kept:
         raise SnapshotError(
             f"no sample passes the filter ({len(cands)} candidates, {len(fooled)} fool >= {rule.min_fooled} "
-            f"surrogates, {len(confident)} below max_true_conf); lower min_fooled or raise max_true_conf."
+            f"surrogates, {len(confident)} below max_true_conf, {len(cropped)} with no crop right); lower min_fooled, "
+            "raise max_true_conf or set ten_crop=false."
         )
-    return FilterStages(cands, fooled, confident, kept)
+    return FilterStages(cands, fooled, confident, cropped, kept)
 
 
 def _filtered_items(snaps: Sequence[Snapshot], kept: list[Candidate]) -> Iterator[SnapshotItem]:
@@ -177,6 +274,8 @@ def _filtered_items(snaps: Sequence[Snapshot], kept: list[Candidate]) -> Iterato
             "n_fooled": c.n_fooled,
             "pair_pred": c.pair_pred,
             "mean_true_conf": c.mean_true_conf,
+            "max_true_conf": c.max_true_conf,
+            **({} if c.crop_correct is None else {"crop_correct": c.crop_correct}),
         }
         yield SnapshotItem(snap.images.png_bytes(c.index), snap.originals.png_bytes(c.index), meta)
 
@@ -211,6 +310,7 @@ def _filter_manifest(
             "candidates": len(stages.candidates),
             "fooled_enough": len(stages.fooled),
             "below_max_true_conf": len(stages.confident),
+            **({"no_crop_right": len(stages.cropped)} if rule.ten_crop else {}),
         },
         exported_with=package_versions(),
         filtered_with=list(surrogates),
@@ -232,6 +332,8 @@ def filter_snapshots(
     format: str | None = None,
     shard_size: int = 1000,
     verify: bool = True,
+    rule: str = "mean",
+    ten_crop: bool | None = None,
 ) -> Path:
     """Pool the snapshots at ``paths``, keep what fools the surrogates (:class:`FilterRule`), write a snapshot.
 
@@ -240,7 +342,9 @@ def filter_snapshots(
     probability averaged over surrogates is below it. Each kept sample's predicted class is the most common
     wrong prediction among the surrogates (ties: the first surrogate, in the given order, that predicts one
     of the tied classes); with ``max_per_pair`` at most that many samples per (true, predicted) pair are
-    kept, the lowest mean true-class confidence first. The new snapshot (``format``: default the first
+    kept, the lowest mean true-class confidence first. ``rule="imagenet_a"`` is ImageNet-A's filter (the module
+    docstring): the max over surrogates instead of the mean, the 10-crop check (``ten_crop``, default on there) and
+    the caps 0.15 and 15 unless given. The new snapshot (``format``: default the first
     source's) lists the surrogates under ``filtered_with``; report transfer on other models.
     ``device``: a torch device. Returns the new snapshot directory.
     """
@@ -249,20 +353,22 @@ def filter_snapshots(
         raise SnapshotError("filter_snapshots needs at least one source snapshot directory.")
     if not surrogates:
         raise SnapshotError("filter_snapshots needs at least one surrogate classifier: {name: classifier}.")
-    rule = FilterRule.make(len(surrogates), min_fooled, max_true_conf, max_per_pair)
+    rule = FilterRule.make(len(surrogates), min_fooled, max_true_conf, max_per_pair, rule, ten_crop)
     snaps = _load_sources(srcs, verify)
     fmt = format or snaps[0].manifest.format
     check_format(fmt, shard_size)
     check_out_dir(out_dir, overwrite, [s.path for s in snaps])
     for name, clf in surrogates.items():
         check_classes(clf, snaps[0].class_names, str(snaps[0].path), name)
-    stages = select(score_candidates(snaps, surrogates, device, batch_size), rule)
+    stages = select(score_candidates(snaps, surrogates, device, batch_size, rule.ten_crop), rule)
     log.info(
-        "filter: %d candidates -> %d fool >= %d surrogates -> %d confident -> %d kept",
+        "filter (%s): %d candidates -> %d fool >= %d surrogates -> %d confident -> %d no crop right -> %d kept",
+        rule.rule,
         len(stages.candidates),
         len(stages.fooled),
         rule.min_fooled,
         len(stages.confident),
+        len(stages.cropped),
         len(stages.kept),
     )
     return write_snapshot(
@@ -277,4 +383,13 @@ def filter_snapshots(
     )
 
 
-__all__ = ["Candidate", "FilterRule", "FilterStages", "filter_snapshots", "score_candidates", "select"]
+__all__ = [
+    "RULES",
+    "Candidate",
+    "FilterRule",
+    "FilterStages",
+    "crops_correct",
+    "filter_snapshots",
+    "score_candidates",
+    "select",
+]

@@ -168,6 +168,7 @@ def _leaderboard(
         "queued": counts["queued"],
         "running": counts["running"],
         "versions": service.catalog.versions(name),
+        "reuse": service.catalog.reuse_budget(name, st.version),  # a settled version's budget (issue 44)
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
 

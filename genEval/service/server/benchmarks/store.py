@@ -6,6 +6,10 @@ seeds (:meth:`BenchmarkStore.round_base`; round ``r``'s seed is :func:`genEval.c
 the same for every model of the version, so that all models' round ``r`` see the same sources). A secret rather than
 the version hash: the hash is public (URLs, ``/api/benchmarks``), and seeds derived from it would tell anyone every
 future round's images before any model ran them, where the secret leaves a round unknown until it first runs.
+
+A settled version also keeps its *reuse budget* (issue 44, :mod:`genEval.service.reuse`): the correctness agreement
+of the models submitted to it and how many further submissions its shared rounds can take, recomputed by the worker
+that finishes a job (:meth:`BenchmarkStore.set_reuse`; null until then, and for fixed benchmarks).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class BenchmarkRow(Base):
     #: The secret base of the version's round seeds (drawn at registration; null in a database of an earlier genEval
     #: until first asked for).
     round_base: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: A settled version's reuse budget (genEval.scores.reuse.ReuseBudget as a dict; null: not computed yet).
+    reuse: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class BenchmarkStore:
@@ -70,6 +76,22 @@ class BenchmarkStore:
         if base is None:
             raise KeyError(f"benchmark {name} has no registered version {version!r}.")
         return int(base)
+
+    def set_reuse(self, name: str, version: str, budget: dict) -> None:
+        """Store the reuse budget of a registered version (the worker's, after a job of it finished)."""
+        with self.sessions.write() as s:
+            s.execute(
+                update(BenchmarkRow)
+                .where(BenchmarkRow.name == name, BenchmarkRow.version == version)
+                .values(reuse=budget)
+            )
+
+    def reuse(self, name: str, version: str) -> dict | None:
+        """The stored reuse budget of a version (None: not computed yet, or not registered)."""
+        with self.sessions.read() as s:
+            return s.scalars(
+                select(BenchmarkRow.reuse).where(BenchmarkRow.name == name, BenchmarkRow.version == version)
+            ).first()
 
     def versions(self, name: str) -> list[BenchmarkVersion]:
         """Every registered version of ``name``, newest first."""

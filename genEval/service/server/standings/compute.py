@@ -38,6 +38,7 @@ from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.scores.sequential import PairLooks, PairVerdict
 from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.reuse import version_budget
 from genEval.service.server.database import Database
 from genEval.service.server.standings.settled import (
     Neighbours,
@@ -390,6 +391,21 @@ class StandingsBuilder:
         a, b = loaded
         return pair_looks((a.name, a.runs), (b.name, b.runs), pair.rounds, RANK_BY, a.num_classes)
 
+    def reuse(self, benchmark: str, version: str) -> dict | None:
+        """Recompute and store a settled version's reuse budget from every ranked model's rounds (issue 44,
+        :mod:`genEval.service.reuse`); returns it (None on a fixed benchmark)."""
+        if self.rule(benchmark, version) is None:
+            return None
+        models = {}
+        for row in self.db.standings.rows(benchmark, version):
+            loaded = None if row.scores is None else self._load(row.job_id, row.name, row.run_dirs)
+            if loaded is not None:
+                models[row.job_id] = loaded.runs
+        registered = self.db.benchmarks.get(benchmark, version)
+        budget = version_budget(models, registered and registered.config.get("reuse"))
+        self.db.benchmarks.set_reuse(benchmark, version, budget)
+        return budget
+
     def backfill(self) -> int:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
         worker); returns how many were added."""
@@ -436,4 +452,8 @@ def record_finished(
         builder.settle(job.benchmark, job.benchmark_version)
     except Exception:  # noqa: BLE001 - the next finished round (or the backfill) judges and queues again
         log.exception("standings of %s: judging its neighbours or queueing its next round failed", job.name)
+    try:
+        builder.reuse(job.benchmark, job.benchmark_version)
+    except Exception:  # noqa: BLE001 - the budget is recomputed when the next job of the version finishes
+        log.exception("reuse budget of %s %s: not updated", job.benchmark, job.benchmark_version)
     return True
