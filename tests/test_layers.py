@@ -39,6 +39,7 @@ FOUNDATION = {
     "genEval.assets",
     "genEval.kernels",  # NHWC modules and regional compilation: the generators and the execution settings share them
     "genEval.sandbox",
+    "genEval.validation",  # SettingError and the setting vocabularies, torch-free (the command line checks first)
 }
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
@@ -46,6 +47,10 @@ LOCAL_IMPORTS_ALLOWED = {
         "genEval",
         "genEval.search.driver",
     ): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
+    (
+        "genEval",
+        "genEval.interfaces",
+    ): "`import genEval` stays cheap (no torch): genEval.Classifier & co. load the contracts on first use",
     (
         "genEval.commands.serve",
         "genEval.commands.server",

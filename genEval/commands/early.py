@@ -1,0 +1,96 @@
+"""The checks a command runs before it imports torch (issue 42, item 1): its own settings, the execution settings
+(device spelling, batch size, precision, memory format, compile), so that ``geneval batch_size=0`` answers in a
+fraction of a second, before any model is built and before Hydra makes a run directory.
+
+What needs the components (the keys of each ``_target_``, the classes of the presets, whether CUDA is there) is the
+command's own check, registered with :func:`genEval.commands.base.command` (``check=``) and run next, still before
+anything is built. Both run again inside the command (a notebook or test that calls it directly gets them too).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from genEval.commands.settings import Setting, check_settings
+from genEval.scores.intervals import INTERVALS
+from genEval.search.execution_settings import EXECUTION_FIELDS, Execution
+
+#: The main job's own settings (conf/config.yaml), checked before anything is built.
+RUN_SETTINGS = {
+    "seed": Setting(int, "0", low=0, nullable=True, note="null draws a fresh seed and records it"),
+    "interval": Setting(str, "wilson", choices=tuple(INTERVALS)),
+    "n_boot": Setting(int, "1000", low=1),
+    "grid_size": Setting(int, "8", low=0),
+    "gap_warn_points": Setting(float, "10"),
+    "oracle_warn_accuracy": Setting(float, "70", low=0, high=100, nullable=True),
+    "progress": Setting(bool, "false", nullable=True),
+    "log_interval": Setting(float, "30", above=0),
+    "shard.index": Setting(int, "0", low=0, nullable=True),
+    "shard.count": Setting(int, "4", low=1, nullable=True),
+    "save_latents": Setting(bool, "true"),
+    "save_images": Setting(bool, "true"),
+    "report": Setting(bool, "false"),
+    "allow_one_class": Setting(bool, "true"),
+}
+#: The settings of the commands that score snapshots with a classifier.
+SCORING_SETTINGS = {"interval": RUN_SETTINGS["interval"]}
+
+
+def plain(cfg: Any) -> Any:
+    """A resolved plain-Python copy of a config node (dicts and lists), for the library and for records."""
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def one_paragraph(text: str) -> str:
+    """``text`` on one paragraph: line breaks and runs of spaces become one space (a message from deep inside a
+    library may span lines; the user reads one error)."""
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def refuse(prog: str, message: str) -> NoReturn:
+    """The one way a command refuses: one paragraph ``<prog>: error: <message>`` on stderr, exit status 2."""
+    print(f"{prog}: error: {one_paragraph(message)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def execution_from(cfg: DictConfig) -> Execution:
+    """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
+    ``precision``, ``role_precision``, ``memory_format``, ``compile``, ``compile_mode``, ``compile_scope``, ``tf32`` at
+    the top level; the deprecated ``channels_last``) as the one validated object every entry point passes on; a bad
+    value is a SettingError naming its key."""
+    return Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
+
+
+def _run(cfg: DictConfig) -> None:
+    check_settings(cfg, RUN_SETTINGS)
+    execution_from(cfg)
+
+
+def _snapshot_scoring(cfg: DictConfig) -> None:
+    """``score``, ``transfer``, ``filter``: their device and batch size as the main job checks them."""
+    check_settings(cfg, SCORING_SETTINGS)
+    Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg})
+
+
+#: Command name -> its torch-free checks.
+EARLY: Mapping[str, Callable[[DictConfig], None]] = {
+    "evaluate": _run,
+    "compare": execution_from,
+    "worker": execution_from,
+    "serve": execution_from,
+    "score": _snapshot_scoring,
+    "transfer": _snapshot_scoring,
+    "filter": _snapshot_scoring,
+}
+
+
+def early_checks(name: str, cfg: DictConfig) -> None:
+    """Run command ``name``'s torch-free checks on its composed config; a bad value raises a SettingError."""
+    check = EARLY.get(name)
+    if check is not None:
+        check(cfg)
