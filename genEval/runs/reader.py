@@ -43,7 +43,6 @@ from genEval.runs.results import EvalResult
 from genEval.scores.outcomes import Outcomes, SampleRecord
 
 
-
 def read_json(path: Path) -> dict | None:
     """A JSON file's content, or None when it is absent or cut short."""
     try:
