@@ -193,6 +193,11 @@ class Registry(Mapping):
         self._load(name)
         return self._checks.get(name)
 
+    def pop(self, name: str) -> tuple[str, Callable[..., Any]]:
+        """Unregister ``name`` (a plug-in's or a test's command); returns what it was registered as."""
+        self._checks.pop(name, None)
+        return self._entries.pop(name)
+
     def __iter__(self) -> Iterator[str]:
         yield from COMMANDS
         yield from (n for n in self._entries if n not in COMMANDS)
