@@ -217,7 +217,7 @@ def trained_digits_model(
     from safetensors.torch import save
 
     log.info(
-        "training digits classifier %s once (%s epochs on the digits train split, a few seconds; then cached at %s)",
+        "training digits classifier %s once (%s epochs on the digits train split; then cached at %s)",
         name,
         settings["epochs"],
         path,

@@ -207,6 +207,15 @@ def _check_classes(cfg: DictConfig, classifiers: Mapping[str, DictConfig], data:
     raise ValueError(f"{head}: {them} not know. {fix}" + (f" ({where})." if where else "."))
 
 
+def classifiers_for(cfg: DictConfig) -> list[str]:
+    """The classifier presets that know the classes of ``cfg``'s data by name or label space (what a comparison on
+    these data could test), from their declarations; [] when the data's classes are not known."""
+    data = declaration(cfg.get("data"))
+    if data is None or data.classes is None:
+        return []
+    return _fitting_presets(cfg, "classifier", lambda d: _knows(d.classes, data.classes))
+
+
 def _check_one_class(cfg: DictConfig, data: ClassSet) -> None:
     """Refuse data of a single class folder unless ``allow_one_class=true``."""
     if data.names is None or len(data.names) != 1 or not data.mapped or cfg.get("allow_one_class", False):

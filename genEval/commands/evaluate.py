@@ -38,7 +38,7 @@ from genEval.commands import (
     plain,
     scoring_from,
 )
-from genEval.commands.checks import check_run, choice
+from genEval.commands.checks import check_run, choice, classifiers_for
 from genEval.commands.early import RUN_SETTINGS
 from genEval.commands.settings import check_node, check_settings
 from genEval.commands.tracking import run_config, tracked
@@ -123,17 +123,19 @@ def roles_named(cfg: DictConfig) -> dict[str, str]:
     return {role: choice(cfg, role) for role in ROLES_SHOWN}
 
 
-def summary_lines(result: EvalResult, roles: dict[str, str] | None = None, report: Path | None = None) -> list[str]:
+def summary_lines(
+    result: EvalResult, roles: dict[str, str] | None = None, report: Path | None = None, cfg: DictConfig | None = None
+) -> list[str]:
     """What the main job (and ``geneval merge``) prints at its end (module docstring); ``roles``: role -> name as
-    the user chose it (None: the components' ids)."""
+    the user chose it (None: the components' ids); ``cfg``: the run's config, for the commands to run next."""
     roles = roles or {r: str(result.components.get(r, r)) for r in ROLES_SHOWN}
     scores = result.scores.to_dict()
     shard = result.shard
+    seed = f"seed {result.seed}" + (f" (drawn; seed={result.seed} repeats the run)" if result.seed_drawn else "")
     lines = [
         f"{roles['classifier']} on {roles['data']}: {headline(scores, DEFAULT_RANK_BY)}",
         *score_table(scores),
-        f"  generator {roles['generator']}, oracle {roles['oracle']}; seed {result.seed}"
-        + (" (drawn: seed=<it> repeats the run)" if result.seed_drawn else "")
+        f"  generator {roles['generator']}, oracle {roles['oracle']}; {seed}"
         + (f"; shard {shard.index} of {shard.count}" if shard.count > 1 else "")
         + (f"; {result.timings['total_s']:.1f} s" if "total_s" in result.timings else ""),
     ]
@@ -152,22 +154,34 @@ def summary_lines(result: EvalResult, roles: dict[str, str] | None = None, repor
         )
     lines += [f"  warning: {w}" for w in result.warnings]
     if result.run_dir:
-        run = Path(result.run_dir)
-        files = sorted(p.name for p in run.iterdir() if p.is_file() and not p.name.startswith("."))
-        lines.append(f"files: {run}/  ({', '.join(files)})")
-        lines.append("next:")
-        if report is not None:
-            lines.append(f"  open {report}")
-        else:
-            lines.append(f"  geneval report {run}                 (report.html with the grids and per-class scores)")
-        if (run / "images").is_dir():
-            lines.append(f"  geneval export {run}                 (the validated images as a snapshot)")
-        else:
-            lines.append("  geneval save_images=true ...   (keep the images; then geneval export <run dir>)")
-        other = "digits_mlp" if roles["classifier"] != "digits_mlp" else "digits_cnn"
+        lines += _where_and_next(Path(result.run_dir), roles, report, cfg)
+    return lines
+
+
+def shown(path: Path | str) -> str:
+    """``path`` as the user would type it: relative to the working folder when it lies inside it."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _where_and_next(run: Path, roles: dict[str, str], report: Path | None, cfg: DictConfig | None) -> list[str]:
+    """Where the files went, and the commands to run next: the report, the export, a comparison."""
+    run, report = Path(shown(run)), None if report is None else shown(report)
+    files = sorted(p.name for p in run.iterdir() if p.is_file() and not p.name.startswith("."))
+    lines = [f"files: {run}/  ({', '.join(files)})", "next:"]
+    lines.append(f"  open {report}" if report is not None else f"  geneval report {run}   (report.html)")
+    if (run / "images").is_dir():
+        lines.append(f"  geneval export {run}   (the validated images as a snapshot)")
+    else:
+        lines.append("  add save_images=true to keep the images, then geneval export <run dir>   (a snapshot)")
+    others = [c for c in classifiers_for(cfg) if c != roles["classifier"]] if cfg is not None else []
+    if others:
         lines.append(
-            f"  geneval compare 'classifiers=[{roles['classifier']},{other}]' data={roles['data']}"
-            "   (rank it against other models)"
+            f"  geneval compare 'classifiers=[{roles['classifier']},{others[0]}]' data={roles['data']}"
+            "   (rank it against another model)"
         )
     return lines
 
@@ -207,5 +221,5 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
         )
         report = write_report(result.run_dir) if result.run_dir and cfg.get("report", True) else None
         track.results(result.to_dict(), result.run_dir)
-    print("\n".join(summary_lines(result, roles, report)))
+    print("\n".join(summary_lines(result, roles, report, cfg)))
     return result.metrics
