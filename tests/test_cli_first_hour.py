@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval import evaluate
 from genEval.cli import _arguments, _overrides_for_hydra
+from genEval.commands.checks import check_run
 from genEval.commands.compose import nearest
-from genEval.commands.registry import COMMANDS, config_options
+from genEval.commands.registry import COMMANDS, CONF_DIR, config_options
 from genEval.commands.serve import Progress
 from genEval.data.standard import DigitsData
 from genEval.runs.index import index_runs
@@ -171,13 +173,15 @@ def test_a_run_refused_before_it_starts_leaves_no_run_directory(tmp_path):
     run = tmp_path / "run"
     r = geneval("batch_size=0", f"hydra.run.dir={run}", cwd=tmp_path)
     assert r.returncode == 2 and "batch_size must be a whole number >= 1" in r.stderr
-    one = tmp_path / "one-class" / "cat"
+    one = tmp_path / "one-class" / "7"  # a folder of sevens, for a digits classifier (no weights needed)
     one.mkdir(parents=True)
-    r = geneval("data=imagefolder", f"data.root={one.parent}", "classifier=cifar_resnet20", f"hydra.run.dir={run}",
-                cwd=tmp_path)  # fmt: skip
+    r = geneval("data=imagefolder", f"data.root={one.parent}", f"hydra.run.dir={run}", cwd=tmp_path)
     assert r.returncode == 2
-    assert "has one class folder (cat)" in r.stderr and "allow_one_class=true" in r.stderr
+    assert "has one class folder (7)" in r.stderr and "allow_one_class=true" in r.stderr
     assert not run.exists() and not (tmp_path / "outputs").exists()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):  # allowed: the checks pass (nothing is built)
+        cfg = compose("config", ["data=imagefolder", f"data.root={one.parent}", "allow_one_class=true"], True)
+    check_run(cfg, classifiers={"classifier": cfg.classifier}, generators={"generator": cfg.generator})
 
 
 def test_runs_is_in_gitignore():
@@ -328,3 +332,77 @@ def test_the_demo_trains_on_one_cpu_thread_and_restores_torchs():
     with pytest.raises(ValueError, match="threads=0 must be a whole number >= 1"):
         with cpu_threads(torch.device("cpu"), 0):
             pass
+
+
+def test_the_summary_names_the_classes_the_data_cover(tmp_path):
+    """A folder of 2 of a classifier's 10 classes: the summary says so (and the scores are about those 2)."""
+    from toys import ListDataset
+
+    from genEval.commands.evaluate import summary_lines
+
+    x = torch.rand(8, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    data = ListDataset(x, [3, 5] * 4, [f"c{i}" for i in range(10)])
+    result = evaluate(
+        classifier=LinearClassifier(seed=0, in_features=4, num_classes=10),
+        data=data,
+        generator=SigmoidGenerator(),
+        oracle=AcceptAllOracle(),
+        search={"budget": 1},
+        seed=0,
+        output=RunOutput(tmp_path / "run", progress=False),
+    )
+    lines = summary_lines(result)
+    assert (
+        "  note: the data cover 2 of the classifier's 10 classes (c3, c5); the scores are about these classes only."
+        in lines
+    )
+    assert lines[0].startswith("linear0 on toy: FMR_v ") or lines[0].startswith("linear0 on ")
+    assert any(line.startswith("files: ") for line in lines) and "next:" in lines
+
+
+def test_score_json_lands_beside_its_snapshot(toy_run, tmp_path):
+    snapshot = toy_run / "snapshot-scored"
+    assert geneval("export", str(toy_run), f"out={snapshot}", cwd=tmp_path).returncode == 0
+    net = ("+classifier.module={_target_:torch.nn.Sequential,_args_:[{_target_:torch.nn.Flatten},"
+           "{_target_:torch.nn.Linear,in_features:64,out_features:10}]}")  # fmt: skip
+    r = geneval("score", str(snapshot), "classifier=module", "classifier.num_classes=10", "classifier.mean=[0.5]",
+                "classifier.std=[0.5]", "classifier.name=flat", net, "device=cpu", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    written = toy_run / "snapshot-scored.score-module.json"
+    assert f"written to {written}" in r.stdout and written.is_file()
+    assert json.loads(written.read_text())["n"] == 20
+    assert not list(tmp_path.iterdir())  # nothing in the working folder
+
+
+def test_submit_ends_with_the_summary_geneval_prints():
+    from genEval.commands.serve import job_summary
+
+    job = {"id": "j1", "name": "my-cnn", "benchmark": "digits_smoke"}
+    lines = job_summary(job, [{"seed": 7, "scores": SCORES, "warnings": ["oracle is weak"]}], "http://127.0.0.1:8000")
+    assert lines[0] == (
+        "my-cnn on digits_smoke, repetition 0 (seed 7): FMR_v 70.27 [55.26, 84.38]  (40 images, 37 validated, PA 26/37)"
+    )
+    assert lines[1:][: len(score_table(SCORES))] == score_table(SCORES)
+    assert "  warning: oracle is weak" in lines and "job page: http://127.0.0.1:8000/jobs/j1" in lines
+
+
+@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_command_line_makes_openmp_wait_passively_unless_told(given, expected, tmp_path):
+    code = (
+        "import os, genEval.cli\ngenEval.cli.main(['list', 'oracles'])\nprint('WAIT', os.environ['OMP_WAIT_POLICY'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"PYTHONPATH": str(ROOT)}
+    if given:
+        env["OMP_WAIT_POLICY"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert f"WAIT {expected}" in out.stdout, out.stderr
+
+
+def test_report_false_leaves_report_html_out(digits_cache, tmp_path):
+    run = tmp_path / "run"
+    r = geneval("seed=0", "data.limit=6", "search.budget=1", "report=false", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (run / "results.json").is_file() and not (run / "report.html").exists()
+    assert "  geneval report run   (report.html)" in r.stdout.splitlines()  # offered instead, relative to the cwd
