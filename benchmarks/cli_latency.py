@@ -10,7 +10,9 @@ empty working folder, one at a time. For each: the exit status, wall seconds and
 child, from ``resource.getrusage(RUSAGE_CHILDREN)`` before and after; on a shared machine wall time is mostly waiting,
 CPU time is what the command costs), whether it imported torch (one more run with ``-X importtime``, not timed: a
 line for ``torch`` in its import log says so), whether it left an ``outputs/`` folder in the working folder, and its
-first line of output. The median over ``--repeat`` runs is printed, with the load average before the first.
+first line of output. The median over ``--repeat`` runs is printed, with the load average before the first. The quick
+commands get an empty ``GENEVAL_CACHE`` unless ``--cache`` names one (a warm cache: ``device=cuda`` is then refused
+after loading the models, not after training them, on code that builds them first).
 
 ``--cold`` runs the offline default (``geneval seed=0``) once with ``GENEVAL_CACHE`` pointed at an empty folder: the
 first run trains the demo's models, then evaluates. Its stdout and stderr are read line by line as they come (tqdm's
@@ -156,6 +158,7 @@ def main() -> None:
     ap.add_argument("--cold-timeout", type=float, default=600.0, help="stop the cold run after this many seconds")
     ap.add_argument("--cold-override", action="append", default=[], help="extra overrides of the cold run")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
+    ap.add_argument("--cache", type=Path, help="GENEVAL_CACHE of the quick commands (default: a fresh empty folder)")
     args = ap.parse_args()
     code = args.code.resolve()
     head = subprocess.run(["git", "-C", str(code), "log", "--oneline", "-1"], capture_output=True, text=True).stdout
@@ -165,7 +168,8 @@ def main() -> None:
         print(f"load average before: {_load()}")
         print("| command | exit | wall s | CPU s | imports torch | leaves outputs/ | first line |")
         print("|---|---|---|---|---|---|---|")
-        with tempfile.TemporaryDirectory(prefix="cli-cache-") as cache:
+        with tempfile.TemporaryDirectory(prefix="cli-cache-") as fresh:
+            cache = str(args.cache) if args.cache else fresh
             for label, cmd in QUICK:
                 if args.only and not any(o in label for o in args.only):
                     continue
