@@ -137,7 +137,6 @@ COMMANDS: dict[str, Command] = {
             "train_generator",
             "train a small taming VQ generator on your data (resumable; held-out PSNR)",
             run_dir=True,
-            run_dir_key="out_dir",
         ),
         Command(
             "serve",
