@@ -173,6 +173,8 @@ def test_a_run_refused_before_it_starts_leaves_no_run_directory(tmp_path):
     run = tmp_path / "run"
     r = geneval("batch_size=0", f"hydra.run.dir={run}", cwd=tmp_path)
     assert r.returncode == 2 and "batch_size must be a whole number >= 1" in r.stderr
+    r = geneval("search.update=lbfgs", f"hydra.run.dir={run}", cwd=tmp_path)  # the search checks itself first too
+    assert r.returncode == 2 and "unknown search.update='lbfgs'" in r.stderr
     one = tmp_path / "one-class" / "7"  # a folder of sevens, for a digits classifier (no weights needed)
     one.mkdir(parents=True)
     r = geneval("data=imagefolder", f"data.root={one.parent}", f"hydra.run.dir={run}", cwd=tmp_path)

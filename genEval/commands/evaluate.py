@@ -107,6 +107,9 @@ def check_evaluate(cfg: DictConfig) -> Checked:
     """Every check of the main job that needs no built component (module docstring), in the order of their cost."""
     check_settings(cfg, SETTINGS)
     execution = execution_from(cfg)  # device, batch size, precision, compile...: checked once, here
+    SearchConfig.coerce(plain(cfg.search))  # the search, scoring and output bundles check themselves
+    scoring_from(cfg)
+    output_from(cfg, None)
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
     # the pieces against each other (classes, images, latents, assets, weights), still before anything is built
