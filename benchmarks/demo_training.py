@@ -3,6 +3,7 @@
     python benchmarks/demo_training.py                               # the shipped digits VQ recipe, 1 thread
     python benchmarks/demo_training.py --ch 32 16 --epochs 8         # two model widths, 8 epochs each
     python benchmarks/demo_training.py --threads 1 2 --epochs 1      # one epoch on one and on two threads
+    python benchmarks/demo_training.py --search --limit 40           # the demo's search: threads, OpenMP's wait
 
 Trains the digits VQ generator (``generators.small_vq.train_vq_generator`` on the digits train split, held-out PSNR
 on the test split, the settings of ``digits_vq`` unless changed here) in this process, once per combination of
@@ -11,15 +12,22 @@ the environment), and prints per epoch the process CPU seconds (user + sys) and 
 training loss and the held-out PSNR of the continuous and the quantised latent. Then the three digits classifiers
 are trained the same way (CPU and wall each). The load average is printed before and after: on a shared machine
 compare CPU seconds.
+
+``--search`` measures the demo's evaluation instead (its models cached in ``GENEVAL_CACHE``): ``geneval seed=0
+data.limit=N progress=false`` in a child process, once per setting of torch's threads and OpenMP's wait policy (one
+thread; two threads waiting actively, OpenMP's default; two waiting passively, what ``geneval`` sets), with the
+child's CPU seconds, its wall seconds and the search loop's seconds from ``results.json``; the scores must agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,6 +120,35 @@ def train_classifiers() -> None:
             print(f"| digits_{arch}:seed{seed} | {settings['epochs']} | {cpu:.1f} | {wall:.1f} |")
 
 
+#: (label, environment) of the --search runs.
+SEARCH_SETTINGS = (
+    ("1 thread", {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}),
+    ("2 threads, active wait", {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"}),
+    ("2 threads, passive wait", {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}),
+)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def search(limit: int) -> None:
+    print(f"\nthe demo's search: geneval seed=0 data.limit={limit} (cached models: GENEVAL_CACHE)")
+    print("| setting | CPU s | wall s | search loop s | FMR_v |")
+    print("|---|---|---|---|---|")
+    for label, env in SEARCH_SETTINGS:
+        with tempfile.TemporaryDirectory(prefix="demo-search-") as out:
+            cmd = [sys.executable, "-m", "genEval.cli", "seed=0", f"data.limit={limit}", "progress=false"]
+            cpu0, t0 = _children_cpu(), time.perf_counter()
+            subprocess.run([*cmd, "report=false", f"hydra.run.dir={out}"], env={**os.environ, **env}, check=True,
+                           capture_output=True, cwd=out)  # fmt: skip
+            cpu, wall = _children_cpu() - cpu0, time.perf_counter() - t0
+            res = json.loads((Path(out) / "results.json").read_text())
+            fmr = res["scores"]["fmr_validated"]["value"]
+            print(f"| {label} | {cpu:.1f} | {wall:.1f} | {res['timings']['loop_s']:.1f} | {fmr:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ch", type=int, nargs="+", default=[DIGITS_DDCONFIG["ch"]], help="taming ddconfig ch")
@@ -119,11 +156,17 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, nargs="+", default=[DIGITS_BATCH_SIZE])
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--no-classifiers", action="store_true", help="leave out the classifiers' training")
+    ap.add_argument("--search", action="store_true", help="measure the demo's search instead (see the docstring)")
+    ap.add_argument("--limit", type=int, default=40, help="--search: source images")
     args = ap.parse_args()
     print(
         f"torch {torch.__version__}, {os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
         f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    if args.search:
+        search(args.limit)
+        print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     for ch in args.ch:
         for batch_size in args.batch_size:
             for threads in args.threads:

@@ -19,8 +19,9 @@ torch, scipy or httpx, are imported only when it runs.
    only their own files, no ``outputs/`` folder. A multirun (``-m``) and Hydra's own flags go to Hydra unchanged.
 
 ``OMP_WAIT_POLICY=PASSIVE`` is set for the process unless the environment sets it (before torch is imported): torch's
-OpenMP threads otherwise spin while they wait, which on a busy machine cost the offline demo's search 262 s instead
-of 20 s (40 images, 2 threads, load average 15; benchmarks/RESULTS.md, issue 42).
+OpenMP threads otherwise spin while they wait, which on a busy 2-core machine made the offline demo's search several
+times slower and costlier in CPU than one thread (``python benchmarks/demo_training.py --search``;
+benchmarks/RESULTS.md, issue 42).
 """
 
 from __future__ import annotations
