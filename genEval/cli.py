@@ -94,6 +94,16 @@ def _overrides_for_hydra(spec: Command, args: list[str], run_dir: str | None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``geneval``'s entry point; a reader that stops early (``geneval list classifiers | head``) ends it quietly,
+    as the Python docs advise for a closed pipe (stdout pointed at devnull, so the exit does not complain again)."""
+    try:
+        _main(argv)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+def _main(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     spec, args = _command(args)
     if "--help" in args or "-h" in args:

@@ -21,6 +21,7 @@ from genEval import evaluate
 from genEval.cli import _arguments, _overrides_for_hydra
 from genEval.commands.checks import check_run
 from genEval.commands.compose import nearest
+from genEval.commands.preflight import prepare
 from genEval.commands.registry import COMMANDS, CONF_DIR, config_options
 from genEval.commands.serve import Progress
 from genEval.data.standard import DigitsData
@@ -75,13 +76,50 @@ def toy_run(tmp_path_factory) -> Path:
 # ------------------------------------------------------------------------------------------- answers at once
 @pytest.mark.parametrize(
     "args",
-    [("--help",), ("compare", "--help"), ("compar",), ("batch_size=0",), ("data.limt=5",), ("list", "classifiers")],
+    [
+        ("--help",),
+        ("compare", "--help"),
+        ("compar",),
+        ("batch_size=0",),
+        ("data.limt=5",),
+        ("search.budget=abc",),
+        ("report", "runs/nope"),
+        ("score", "nope"),
+        ("list", "classifiers"),
+    ],
 )
 def test_help_typos_and_refusals_answer_without_importing_torch(args, tmp_path):
     torch_loaded, out, err = loads_torch(*args, cwd=tmp_path)
     assert not torch_loaded, f"geneval {' '.join(args)} imported torch\n{out}\n{err}"
     assert out.strip() != "TORCH False" or err.strip()  # it answered something
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("report", "runs/nope"), "geneval report: error: run or comparison directory 'runs/nope' does not exist; "),
+        (("export", "runs/nope"), "geneval export: error: run directory 'runs/nope' does not exist; pass the"),
+        (("verify", "snap"), "geneval verify: error: snapshot directory 'snap' does not exist; pass a snapshot"),
+        (("score", "snap"), "geneval score: error: snapshot directory 'snap' does not exist; pass a snapshot"),
+    ],
+)
+def test_a_folder_that_is_not_there_is_refused_naming_it(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        prepare(COMMANDS[args[0]], _arguments(COMMANDS[args[0]], list(args[1:])))
+    assert info.value.code == 2 and capsys.readouterr().err.startswith(message)
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(tmp_path):
+    """``geneval list classifiers | head -1``: the reader is gone before geneval writes (the read end closed first)."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "genEval.cli", "list", "classifiers"]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+    os.close(write)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
 
 
 def test_import_genEval_is_cheap_and_genEval_evaluate_still_works():

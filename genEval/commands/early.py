@@ -1,6 +1,7 @@
 """The checks a command runs before it imports torch (issue 42, item 1): its own settings, the execution settings
-(device spelling, batch size, precision, memory format, compile), so that ``geneval batch_size=0`` answers in a
-fraction of a second, before any model is built and before Hydra makes a run directory.
+(device spelling, batch size, precision, memory format, compile), the search (``search.budget``...), and that the
+folder a command reads exists, so that ``geneval batch_size=0`` or ``geneval report runs/nope`` answers in a fraction
+of a second, before any model is built and before Hydra makes a run directory.
 
 What needs the components (the keys of each ``_target_``, the classes of the presets, whether CUDA is there) is the
 command's own check, registered with :func:`genEval.commands.base.command` (``check=``) and run next, still before
@@ -12,11 +13,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NoReturn
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from genEval.commands.settings import Setting, check_settings
+from genEval.runs.settings import SearchConfig
 from genEval.scores.intervals import INTERVALS
 from genEval.search.execution_settings import EXECUTION_FIELDS, Execution
 
@@ -69,6 +72,8 @@ def execution_from(cfg: DictConfig) -> Execution:
 def _run(cfg: DictConfig) -> None:
     check_settings(cfg, RUN_SETTINGS)
     execution_from(cfg)
+    if "search" in cfg:
+        SearchConfig.coerce(plain(cfg.search))  # search.budget=abc: refused before torch (the paper's Eq. 2 loop)
 
 
 def _snapshot_scoring(cfg: DictConfig) -> None:
@@ -77,15 +82,48 @@ def _snapshot_scoring(cfg: DictConfig) -> None:
     Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg})
 
 
+#: The folder a command reads (its positional path's key) -> what it must be, named in the refusal.
+READS = {
+    "report": ("input", "run or comparison directory", "a run directory (results.json) or a comparison directory"),
+    "export": ("run", "run directory", "the directory of a finished geneval run"),
+    "fit-mask": ("run", "run directory", "the directory of a finished geneval run"),
+    "audit": ("run", "run directory", "the directory of a finished geneval run"),
+    "verify": ("snapshot", "snapshot directory", "a snapshot directory (made by geneval export)"),
+    "score": ("snapshot", "snapshot directory", "a snapshot directory (made by geneval export)"),
+}
+
+
+def _reads(name: str, cfg: DictConfig) -> None:
+    """A folder the command reads must exist: ``geneval report runs/nope`` is refused here, before torch is imported
+    (issue 42, item 1). A key left unset is the command's to refuse (it names the key)."""
+    key, noun, fix = READS[name]
+    value = cfg.get(key) if key in cfg and not OmegaConf.is_missing(cfg, key) else None
+    if value not in (None, "", "???") and not Path(str(value)).expanduser().is_dir():
+        raise ValueError(f"{noun} '{Path(str(value)).expanduser()}' does not exist; pass {fix}.")
+
+
+def _both(*checks: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
+    def run(cfg: DictConfig) -> None:
+        for check in checks:
+            check(cfg)
+
+    return run
+
+
+def _reading(name: str) -> Callable[[DictConfig], None]:
+    return lambda cfg: _reads(name, cfg)
+
+
 #: Command name -> its torch-free checks.
 EARLY: Mapping[str, Callable[[DictConfig], None]] = {
     "evaluate": _run,
     "compare": execution_from,
     "worker": execution_from,
     "serve": execution_from,
-    "score": _snapshot_scoring,
+    "score": _both(_reading("score"), _snapshot_scoring),
     "transfer": _snapshot_scoring,
     "filter": _snapshot_scoring,
+    **{name: _reading(name) for name in READS if name != "score"},
 }
 
 

@@ -120,6 +120,8 @@ def guarded(fn: Checked, prog: str) -> Checked:
                 file=sys.stderr,
             )
             sys.exit(stop.exit_code)
+        except BrokenPipeError:
+            raise  # the reader of stdout left (`| head`): not the user's mistake; the command line ends quietly
         except (*user_errors(), InstantiationException) as err:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
