@@ -28,6 +28,8 @@ from genEval.data.standard import DigitsData
 from genEval.runs.index import index_runs
 from genEval.runs.recording import RunOutput
 from genEval.scores.text import headline, score_table
+from genEval.search.execution_settings import GPU_DRIVER_FILES, refuse_cuda_without_driver
+from genEval.validation import SettingError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,6 +111,21 @@ def test_a_folder_that_is_not_there_is_refused_naming_it(args, message, tmp_path
     with pytest.raises(SystemExit) as info:
         prepare(COMMANDS[args[0]], _arguments(COMMANDS[args[0]], list(args[1:])))
     assert info.value.code == 2 and capsys.readouterr().err.startswith(message)
+
+
+def test_cuda_on_a_machine_without_a_gpu_driver_is_refused_without_torch(tmp_path):
+    there = tmp_path / "nvidiactl"
+    there.touch()
+    refuse_cuda_without_driver("cuda", driver_files=(str(there),))  # a driver: torch decides later
+    refuse_cuda_without_driver("cpu", driver_files=())
+    if sys.platform.startswith("linux"):
+        with pytest.raises(
+            SettingError, match=r"device must be a device this machine has, got 'cuda:1'; e.g. device=cpu"
+        ):
+            refuse_cuda_without_driver("cuda:1", driver_files=(str(tmp_path / "none"),))
+    if not any(os.path.exists(p) for p in GPU_DRIVER_FILES) and sys.platform.startswith("linux"):
+        torch_loaded, _, err = loads_torch("device=cuda", cwd=tmp_path)
+        assert not torch_loaded and "no CUDA device is available" in err, err
 
 
 def test_a_reader_that_closes_the_pipe_gets_no_traceback(tmp_path):

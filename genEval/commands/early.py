@@ -21,7 +21,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from genEval.commands.settings import Setting, check_settings
 from genEval.runs.settings import SearchConfig
 from genEval.scores.intervals import INTERVALS
-from genEval.search.execution_settings import EXECUTION_FIELDS, Execution
+from genEval.search.execution_settings import EXECUTION_FIELDS, Execution, refuse_cuda_without_driver
 
 #: The main job's own settings (conf/config.yaml), checked before anything is built.
 RUN_SETTINGS = {
@@ -65,8 +65,10 @@ def execution_from(cfg: DictConfig) -> Execution:
     """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
     ``precision``, ``role_precision``, ``memory_format``, ``compile``, ``compile_mode``, ``compile_scope``, ``tf32`` at
     the top level; the deprecated ``channels_last``) as the one validated object every entry point passes on; a bad
-    value is a SettingError naming its key."""
-    return Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
+    value is a SettingError naming its key; ``device=cuda`` on a machine without a GPU driver is one too."""
+    execution = Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
+    refuse_cuda_without_driver(execution.device)
+    return execution
 
 
 def _run(cfg: DictConfig) -> None:
@@ -79,7 +81,9 @@ def _run(cfg: DictConfig) -> None:
 def _snapshot_scoring(cfg: DictConfig) -> None:
     """``score``, ``transfer``, ``filter``: their device and batch size as the main job checks them."""
     check_settings(cfg, SCORING_SETTINGS)
-    Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg})
+    refuse_cuda_without_driver(
+        Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg}).device
+    )
 
 
 #: The folder a command reads (its positional path's key) -> what it must be, named in the refusal.

@@ -9,7 +9,9 @@ only to check an unusual device spelling and when a device is resolved.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -43,6 +45,21 @@ def _device_spelling(device: Any) -> str:
     except (RuntimeError, TypeError) as err:
         raise SettingError("device", str(device), "auto, cpu, cuda or cuda:N", "auto") from err
     return str(device)
+
+
+#: The files a GPU driver puts on Linux (NVIDIA's control device and version, AMD ROCm's kernel driver): CUDA (or
+#: ROCm, which torch also calls ``cuda``) cannot work without one of them.
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/kfd")
+
+
+def refuse_cuda_without_driver(device: str, driver_files: tuple[str, ...] = GPU_DRIVER_FILES) -> None:
+    """``device=cuda`` (or ``cuda:N``) on a Linux machine with no GPU driver file: refused without importing torch,
+    with the message :func:`resolve_device` gives (issue 42, item 1). Anywhere else (a driver is there, or not Linux)
+    torch decides later, in :func:`resolve_device`."""
+    if not str(device).startswith("cuda") or not sys.platform.startswith("linux"):
+        return
+    if not any(os.path.exists(p) for p in driver_files):
+        raise SettingError("device", str(device), "a device this machine has", "cpu", "no CUDA device is available")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
