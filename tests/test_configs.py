@@ -58,11 +58,11 @@ def _image_folder(root: Path) -> Path:
     return root
 
 
-def _wnid_folder(root: Path) -> Path:
-    """An ImageNet validation-layout folder: tench (1k class 0), goldfish (1) and Chihuahua (151, a dog)."""
+def _wnid_folder(root: Path, wnids: tuple[str, ...] = ("n01440764", "n01443537", "n02085620")) -> Path:
+    """An ImageNet validation-layout folder: tench (1k class 0), goldfish (1) and Chihuahua (151, a dog) by default."""
     from PIL import Image
 
-    for i, wnid in enumerate(("n01440764", "n01443537", "n02085620")):
+    for i, wnid in enumerate(wnids):
         (root / wnid).mkdir(parents=True)
         Image.new("RGB", (20 + 4 * i, 16), (60 * i, 90, 180)).save(root / wnid / f"ILSVRC2012_val_{i:08d}.JPEG")
     return root
@@ -89,6 +89,7 @@ def stand_ins(tmp_path_factory) -> dict[str, str]:
     paths["cifar10"] = _cifar10(root / "cifar")
     paths["folder"] = _image_folder(root / "folder")
     paths["wnids"] = _wnid_folder(root / "wnids")
+    paths["wnids_cifar"] = _wnid_folder(root / "wnids_cifar", ("n01641577", "n02085782"))  # a frog and a dog
     paths["mask"] = _style_mask(root)
     return {k: str(v) for k, v in paths.items()}
 
@@ -104,6 +105,8 @@ FIXTURES: dict[str, dict[str, dict[str, str]]] = {
         "mnist": {"root": "{mnist}"},
         "imagenet": {"root": "{wnids}"},
         "imagenet9": {"root": "{wnids}"},
+        "imagenet_cifar10": {"root": "{wnids_cifar}"},
+        "digits_noisy": {},
     },
     "mask": {"none": {}, "auto": {}, "sparse": {"path": "{mask}"}},
     "search": {"default": {}},

@@ -4,12 +4,16 @@ lacks.
 
 The convention for code blocks (CONTRIBUTING.md): a fenced ```bash or ```python block is a command, and this test
 runs it, in a fresh folder per page, blocks of one page in order (a later block may read what an earlier one
-wrote), with this checkout's ``geneval`` and ``python``. Its leading comment lines may say why not, or when:
+wrote), with this checkout's ``geneval`` and ``python``. HTML comments on the lines right above the fence (unseen
+on the site and on GitHub, so readers copy only the command) may say why not, or when:
 
-* ``# needs: <what> (...)``: the block runs only where that is available: ``assets`` (../shared/assets) and ``gpu``
-  (CUDA); never here: ``network``, ``imagenet``, ``cluster``, ``server`` (it serves until interrupted), ``ci`` (a
-  step of .ci/run, which runs it), ``measurement`` (a benchmark, run by hand).
-* ``# slow: <why>``: the block runs with ``-m slow`` only.
+* ``<!-- needs: <what> (...) -->``: the block runs only where that is available: ``assets`` (../shared/assets) and
+  ``gpu`` (CUDA); never here: ``network``, ``imagenet``, ``cluster``, ``server`` (it serves until interrupted),
+  ``ci`` (a step of .ci/run, which runs it), ``measurement`` (a benchmark, run by hand).
+* ``<!-- slow: <why> -->``: the block runs with ``-m slow`` only.
+
+The same markers as the block's leading comment lines (``# needs: ...``, ``# slow: ...``) are still read, for pages
+not yet moved to the comments (README.md); the pages of the docs site (docs/*.md) carry none in their blocks.
 
 README's two commands are run by .ci/run, exactly as written (tests/test_cli.py checks that).
 """
@@ -32,6 +36,10 @@ from conftest import ASSETS
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
+#: A marker in an HTML comment of its own line, right above a fence: ``<!-- needs: assets (why) -->``.
+COMMENT = re.compile(r"^<!--\s*((?:needs|slow):.*?)\s*-->$")
+#: A marker as a block's leading comment line (the older form).
+IN_BLOCK = re.compile(r"^# (?:needs|slow):")
 #: What a block may need, and whether this machine has it.
 NEEDS = {
     "assets": ASSETS.exists,
@@ -72,6 +80,18 @@ def _needs(head: list[str], where: str) -> tuple[str, ...]:
     return needs
 
 
+def _markers(text: str, m: re.Match) -> list[str]:
+    """A block's markers as ``# needs: ...`` / ``# slow: ...`` lines: from the HTML comments right above its fence,
+    then from its own leading comment lines."""
+    above = list(
+        itertools.takewhile(
+            lambda c: c is not None, (COMMENT.match(ln) for ln in reversed(text[: m.start()].splitlines()))
+        )
+    )
+    inside = itertools.takewhile(lambda ln: ln.startswith("#"), m[2].splitlines())
+    return [f"# {c[1]}" for c in reversed(above)] + list(inside)
+
+
 def blocks(text: str, page: str) -> list[Block]:
     """The command blocks of a page, in order, with what each needs (the convention of the module docstring)."""
     start = text.find(TWO_COMMANDS) if page == "README.md" else -1
@@ -79,7 +99,7 @@ def blocks(text: str, page: str) -> list[Block]:
     found, in_two = [], 0
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        head = list(itertools.takewhile(lambda ln: ln.startswith("#"), m[2].splitlines()))
+        head = _markers(text, m)
         needs = _needs(head, f"{page}:{line}")
         if start < m.start() < end:  # README's two commands: .ci/run runs them as written
             in_two += 1
@@ -103,7 +123,10 @@ def shell_env(tmp_path_factory, digits_cache) -> dict[str, str]:
     bin_dir = tmp_path_factory.mktemp("bin")
     (bin_dir / "geneval").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m genEval.cli "$@"\n')
     (bin_dir / "geneval").chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    # A wrapper, not a symlink: a symlink to the venv's own symlinked interpreter loses the venv (its pyvenv.cfg is
+    # looked for beside the link), and `python` would then be the base interpreter without the project's packages.
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
     return {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -149,6 +172,26 @@ def test_the_block_convention_reads_needs_slow_and_the_two_commands():
     assert [(b.needs, b.slow, b.line) for b in both] == [(("assets",), True, 1)]
     with pytest.raises(ValueError, match=r"unknown '# needs:' \['coffee'\]"):
         blocks("```bash\n# needs: coffee\nls\n```\n", "x.md")
+
+
+def test_markers_sit_in_html_comments_above_the_fence_and_the_site_shows_none():
+    page = (
+        "# t\n\n<!-- needs: assets (the JPEGs) -->\n<!-- slow: two models -->\n```bash\n# a comment for readers\n"
+        "geneval compare\n```\n\n<!-- an ordinary comment -->\n```bash\ngeneval --help\n```\n\n"
+        "<!-- needs: coffee -->\ntext between\n\n```bash\nls\n```\n"
+    )
+    got = [(b.needs, b.slow, b.line) for b in blocks(page, "docs/x.md")]
+    assert got == [(("assets",), True, 5), ((), False, 11), ((), False, 18)]  # only comments right above count
+    with pytest.raises(ValueError, match=r"unknown '# needs:' \['coffee'\]"):
+        blocks("<!-- needs: coffee -->\n```bash\nls\n```\n", "x.md")
+    shown = [
+        f"{p.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+        for p in sorted((ROOT / "docs").glob("*.md"))
+        for text in [p.read_text()]
+        for m in FENCE.finditer(text)
+        if any(IN_BLOCK.match(ln) for ln in m[2].splitlines())
+    ]
+    assert not shown, f"move these markers into an HTML comment above the fence: {shown}"
 
 
 def _hooks_module():

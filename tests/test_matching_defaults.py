@@ -143,6 +143,18 @@ MATCHING = {
         "generators.taef2.TAEF2Generator",
         224,
     ),
+    "imagenet_cifar10": (  # issue 43: ImageNet images in the CIFAR-10 classes ImageNet-1k shares
+        "genEval.classifiers.superclass_classifier",
+        "oracles.clip.CLIPOracle",
+        "generators.taef2.TAEF2Generator",
+        224,
+    ),
+    "digits_noisy": (  # issue 43: a second ID set of the digits zoo (the test split under Gaussian noise)
+        "genEval.classifiers.digits_classifier",
+        "oracles.zoo.ZooOracle",
+        "generators.small_vq.digits_vq",
+        16,
+    ),
 }
 
 

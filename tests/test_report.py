@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -17,10 +18,20 @@ from toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 from genEval.commands.report import run_report
 from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.leaderboard import score_columns
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.figures import pa_by_budget
-from genEval.reports.report import SECTIONS, expected_figures, read_transfer, render_report, write_report
+from genEval.reports.report import (
+    NEEDS_SEVERAL,
+    SECTIONS,
+    expected_figures,
+    public_text,
+    read_transfer,
+    render_report,
+    write_report,
+)
 from genEval.runs.recording import RunOutput
+from genEval.scores.definitions import SCORE
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 
@@ -55,8 +66,11 @@ def comparison_dir(tmp_path_factory):
 
 
 def expected_count(comp, with_images: bool, transfer: bool = False) -> int:
-    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model)."""
+    """bars + PA-vs-budget + first-fooled + per-class (+ ER scatter) (+ transfer) (+ a grid per model), and the
+    sections of issue 43: the per-class difference heatmap (two or more models), multi-ID ER, the fixed shift."""
     n = 4 + (comp.effective_robustness.w is not None) + transfer
+    n += bool(comp.class_differences and comp.class_differences.pairs) + (comp.multi_id is not None)
+    n += comp.fixed_shift is not None
     return n + (len(comp.models) if with_images else 0)
 
 
@@ -75,31 +89,82 @@ def test_comparison_report_has_every_section_and_no_external_resources(compariso
     assert "first fooled step is in [1, t]" in text  # the PA-vs-budget approximation is stated
 
 
-def test_single_run_report_and_missing_images(comparison_dir, tmp_path):
-    _, out = comparison_dir
+def _run_copy(out, tmp_path, *, images: bool, grid: bool):
+    """A copy of one of the comparison's runs, with or without its image tensors and its grid.png."""
     run = tmp_path / "run"
     shutil.copytree(out / "runs" / "lin0" / "rep0", run)
-    shutil.rmtree(run / "images")
+    if not images:
+        shutil.rmtree(run / "images")
+    if not grid:
+        (run / "grid.png").unlink()
+    return run
+
+
+def test_a_run_report_leaves_out_what_needs_several_models(comparison_dir, tmp_path):
+    _, out = comparison_dir
+    run = _run_copy(out, tmp_path, images=False, grid=False)
     path = write_report(run)
     assert path == run / "report.html"
     text = path.read_text()
-    for sid in SECTIONS:
-        assert f'<section id="{sid}">' in text
-    assert "run with <code>save_images=true</code>" in text
-    assert "genEval run: lin0" in text and "needs several models" in text
+    shown = re.findall(r'<section id="([^"]+)">', text)
+    assert shown == [s for s in SECTIONS if s not in (*NEEDS_SEVERAL, "transfer")]
+    assert not re.search(r"several models|only one model", text, re.I)
+    assert "run with <code>save_images=true</code>" in text  # neither image tensors nor grid.png
+    assert "genEval run: lin0" in text
     assert expected_figures(text) == text.count("<img ") == 4
     assert not EXTERNAL.search(text)
 
 
-def test_single_run_leaderboard_shows_the_runs_own_scores(comparison_dir, tmp_path):
+def test_a_run_report_embeds_the_grid_png_the_run_wrote(comparison_dir, tmp_path):
     _, out = comparison_dir
-    scores = json.loads((out / "runs" / "lin1" / "rep1" / "results.json").read_text())["scores"]
+    run = _run_copy(out, tmp_path, images=False, grid=True)
+    text, n = render_report(run)
+    grid = base64.b64encode((run / "grid.png").read_bytes()).decode("ascii")
+    assert 'data-kind="images" alt="grid.png of lin0: originals (top row) over their perturbed images' in text
+    assert f'src="data:image/png;base64,{grid}"' in text and "No images saved" not in text
+    assert n == expected_figures(text) == text.count("<img ") == 5
+
+
+def test_a_run_report_opens_with_its_headline_and_a_table_of_its_scores(comparison_dir, tmp_path):
+    _, out = comparison_dir
+    res = json.loads((out / "runs" / "lin1" / "rep1" / "results.json").read_text())
+    scores = res["scores"]
     text, _ = render_report(out / "runs" / "lin1" / "rep1")
-    board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
-    for key in ("fmr", "sa", "pa"):
+    e = scores["fmr_validated"]
+    headline = (
+        f"FMR_v {e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}] on {scores['n']} sources, "
+        f"{scores['n_validated']} validated"
+    )
+    assert f'<p class="headline" id="headline">{headline}</p>' in text
+    table = text[text.index('<section id="scores">') : text.index('<section id="budget">')]
+    for key, label in (("fmr", "FMR"), ("sa", "SA"), ("pa", "PA")):
         e = scores[key]
-        assert f'{e["value"]:.2f}<span class="ci">[{e["low"]:.2f}, {e["high"]:.2f}]</span>' in board
-    assert "genEval run: lin1" in text and f'<td class="">{scores["n"]}</td>' in text
+        cell = f'{e["value"]:.2f}<span class="ci">[{e["low"]:.2f}, {e["high"]:.2f}]</span>'
+        assert f'<td class="l">{label}</td><td class="">{cell}</td>' in table, key
+    sa = scores["sa"]
+    assert f'<td class="">{sa["k"]} of {sa["n"]}</td>' in table  # the counts a share rests on
+    assert "genEval run: lin1" in text and "Run cost" in table
+
+
+def test_a_report_names_no_path_of_the_machine_that_wrote_it(tmp_path):
+    runs = write_hand_runs(tmp_path)
+    res_path = runs / "A" / "rep0" / "results.json"
+    res = json.loads(res_path.read_text())
+    res["components"]["classifier"] = "TorchScriptClassifier(path='/srv/geneval/uploads/3f2a/model.pt', n=10)"
+    res["components"]["data"] = "ImageFolder(root='~/data/cifar/test', limit=20)"
+    res["warnings"] = ["weights read from /home/me/.cache/geneval/w.safetensors (1/255 of them moved)"]
+    res_path.write_text(json.dumps(res))
+    text, _ = render_report(runs / "A" / "rep0")
+    assert "/srv/geneval" not in text and "~/data" not in text and "/home/me" not in text and str(runs) not in text
+    assert "TorchScriptClassifier(path=&#39;…/model.pt&#39;, n=10)" in text and "…/test" in text
+    assert "weights read from …/w.safetensors (1/255 of them moved)" in text
+    assert '<td class="l">folder</td><td class="">rep0</td>' in text  # the folder by its name
+
+
+def test_public_text_shortens_absolute_paths_and_nothing_else():
+    assert public_text("/a/b/c.pt and ~/x/y and /tmp/") == "…/c.pt and …/y and …/"
+    same = "1/255, PA / SA, http://host/a/b, data.subset=random, a/b/c, [0, 1]/2, /root"
+    assert public_text(same) == same  # fractions, URLs, relative paths and a single part are left alone
 
 
 def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
@@ -110,10 +175,16 @@ def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
     )
     text, n = render_report(comp)
     board = text[text.index('<section id="leaderboard">') : text.index('<section id="scores">')]
-    rows = re.findall(r'<td class="l">(\d)</td>\s*<td class="l">(\w) \(baseline\)</td>\s*<td>([\d.]+)<span', board)
-    assert rows == [("1", "B", "75.00"), ("2", "C", "66.67"), ("3", "A", "62.50")]  # rank, model, FMR
-    assert "<td>+2</td>" in board and "<td>-2</td>" in board  # rank_diff of B and A
-    assert "<th>FMR_v</th>" in board and "<th>oracle clean</th>" in board and "<th>unchanged</th>" in board
+    compact_table, every = board.split('<details id="every-score">')
+    row = r'<td class="l rank">(\d)</td>\s*<td class="l model">(\w) \(baseline\)</td>\s*<td>([\d.]+)<span'
+    rows = [("1", "B", "75.00"), ("2", "C", "66.67"), ("3", "A", "62.50")]  # rank, model, FMR
+    assert re.findall(row, compact_table) == re.findall(row, every) == rows
+    compact, extended = score_columns(comp.rank_by)
+    heads = re.findall(r"<th>([^<]+)</th>", compact_table)
+    assert heads == [SCORE[k].short or SCORE[k].label for k in compact] + ["ER", "n", "settled rank"]
+    assert "<td>+2</td>" in every and "<td>-2</td>" in every  # rank_diff of B and A, behind the toggle
+    assert "<th>FMR_v</th>" in board and "<th>oracle clean</th>" in every and "<th>unchanged</th>" in every
+    assert all(f"<th>{SCORE[k].short or SCORE[k].label}</th>" in every for k in extended)
     assert '<td class="l">B</td><td class="">0.000</td><td class="">3.00</td>' in board  # run cost
     stab = text[text.index('<section id="stability">') : text.index('<section id="label-free">')]
     assert '<td class="l">0 vs 1</td><td class="">-0.816</td>' in stab  # tau-b of the two repetitions
@@ -131,7 +202,9 @@ def test_comparison_report_shows_the_hand_computed_numbers(tmp_path):
         r"\[21\.52, 78\.48\]</span>",
         per_class,
     )
-    assert n == expected_figures(text) == text.count("<img ") == 5  # with the ER scatter; no images were saved
+    assert (
+        n == expected_figures(text) == text.count("<img ") == 6
+    )  # with the ER scatter and the per-class difference heatmap; no images
 
 
 def test_text_from_the_runs_is_escaped(tmp_path):
@@ -257,3 +330,69 @@ def test_grids_state_the_one_size_originals_and_perturbed_images_are_shown_at():
         == "originals (32x32 px) resized to the perturbed images' size (64x64 px) to be shown side by side"
     )
     assert shown_at_one_size((16, 16), (16, 16)) == "originals and perturbed images at their size, 16x16 px"
+
+
+def _drawn(monkeypatch) -> list:
+    """Every matplotlib figure the report module draws, as (alt, figure)."""
+    from genEval.reports import figures
+
+    seen, png = [], figures._png
+    monkeypatch.setattr(figures, "_png", lambda fig, alt, *a, **k: (seen.append((alt, fig)), png(fig, alt, *a, **k))[1])
+    return seen
+
+
+def _ticks(axis) -> list[float]:
+    lo, hi = sorted(axis.get_view_interval())
+    return [float(t) for t in axis.get_ticklocs() if lo - 1e-9 <= t <= hi + 1e-9]
+
+
+def test_step_and_count_axes_have_whole_ticks_and_fmr_has_its_own_axis(comparison_dir, monkeypatch):
+    _, out = comparison_dir
+    seen = _drawn(monkeypatch)
+    render_report(out / "runs" / "lin0" / "rep0")  # budget 4: matplotlib's own ticks would be 0, 0.5, 1, ...
+    fig = dict(seen)
+    (budget,) = fig["PA against budget"].axes
+    first = fig["histogram of first-fooled steps"].axes[0]
+    for axis in (budget.xaxis, first.xaxis, first.yaxis):
+        ticks = _ticks(axis)
+        assert len(ticks) >= 2 and all(t == int(t) for t in ticks), ticks
+    acc, ratio = next(f for alt, f in seen if alt.startswith("bar charts")).axes
+    assert [t.get_text() for t in acc.get_xticklabels()] == ["SA", "SA_v", "PA"]
+    assert [t.get_text() for t in ratio.get_xticklabels()] == ["FMR", "FMR_v"]
+    assert acc.get_ylabel().startswith("accuracy") and "FMR" in ratio.get_ylabel() and acc.get_ylim() == (0, 105)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless browser: install the Debian package `chromium`")
+def test_reports_fit_1280_px_with_a_toggle_for_every_score_and_a_sticky_model_column(comparison_dir, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test drives Chromium with playwright")
+    from page_toys import CHROMIUM_FLAGS, TABLE_LAYOUT_JS
+
+    comp, out = comparison_dir
+    run = _run_copy(out, tmp_path, images=False, grid=True)
+    write_report(run)
+    requests: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else 0)
+            for name, path, table in (("run", run, "table.scores"), ("comparison", out, "#main-table")):
+                page.goto((path / "report.html").as_uri())
+                page.screenshot(path=str(tmp_path / f"report-{name}.png"), full_page=True)
+                lay = page.evaluate(TABLE_LAYOUT_JS, table)
+                assert lay["container_scroll"] <= lay["container_client"], (name, lay)
+                assert lay["page_scroll"] <= lay["page_client"] and lay["interval_lines"] == 1, (name, lay)
+                assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+            assert page.locator("#every-score table").is_hidden()
+            page.click("#every-score summary")
+            every = page.locator("#every-score .scroll")
+            assert every.evaluate("b => b.scrollWidth > b.clientWidth")  # every score: wider than the page ...
+            assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+            model = page.locator("#every-score td.model").first
+            before = model.bounding_box()["x"]
+            every.evaluate("b => { b.scrollLeft = 500; }")
+            assert every.evaluate("b => b.scrollLeft") > 0
+            assert model.bounding_box()["x"] == pytest.approx(before, abs=1)  # ... and its model column stays put
+        finally:
+            browser.close()
+    assert not requests, requests

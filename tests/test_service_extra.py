@@ -120,6 +120,7 @@ ROUTES = {
     ("GET", "/leaderboard/{name}"),
     ("GET", "/jobs/{job_id}"),
     ("GET", "/jobs/{job_id}/report"),
+    ("GET", "/jobs/{job_id}/grid.png"),
 }
 #: Answers that are not JSON models, with their media type: HTML pages and files served as they are.
 NOT_MODELS = {
@@ -127,6 +128,7 @@ NOT_MODELS = {
     "/leaderboard/{name}": "text/html",
     "/jobs/{job_id}": "text/html",
     "/jobs/{job_id}/report": "text/html",
+    "/jobs/{job_id}/grid.png": "image/png",
     "/api/jobs/{job_id}/results.json": "application/json",
     "/api/jobs/{job_id}/snapshot": "application/x-tar",
 }
@@ -179,7 +181,7 @@ def test_openapi_documents_every_route_and_its_answer(app):
 def test_the_service_stack_is_an_extra_that_the_test_extra_brings():
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    stack = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "python-multipart"}
+    stack = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "python-multipart", "fastapi-offline"}
 
     def names(requirements: list[str]) -> set[str]:
         return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}

@@ -155,6 +155,7 @@ def test_evaluate_reads_like_the_method():
 
 def test_one_comparison_settings_object_for_every_aggregation():
     tail = {"baselines", "er_min_r2", "n_boot", "seed", "level", "repetition_seeds", "rank_by", "sequential"}
+    tail |= {"er_scale", "er_floor"}  # issue 43: the axes and the accuracy floor of the ER fit
     assert {f.name for f in fields(ComparisonSettings)} == tail
     for fn in (compare, aggregate, build_comparison, build_ablation, aggregate_ablation, compare_generators):
         params = set(inspect.signature(fn).parameters)

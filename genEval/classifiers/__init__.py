@@ -20,7 +20,9 @@ Factories (the Hydra ``_target_`` of ``conf/classifier/*.yaml``, spelled ``genEv
 * :func:`robustbench_classifier`, :func:`checkpoint_classifier` - ImageNet robustness interventions from local
   checkpoint files (RobustBench's names and layouts, the paper's Table 2 releases; :mod:`genEval.classifiers.robust`).
 * :func:`superclass_classifier` - a 1k ImageNet classifier read as a super-class classifier (the paper's
-  9-class ImageNet): the 1k logits of each super-class are pooled (log-sum-exp by default).
+  9-class ImageNet): the 1k logits of each super-class are pooled (log-sum-exp by default); ``superclasses:
+  cifar10`` reads it in the CIFAR-10 classes ImageNet-1k shares (:mod:`genEval.data.class_maps`).
+* :func:`class_subset` - any classifier restricted to a subset of its classes (a CIFAR-10 model on those 9).
 
 A classifier trained on known classes carries them in ``class_names`` (CIFAR ResNets: the CIFAR-10 names,
 digits models: ``"0"..."9"``, a super-class classifier: the super-class names); an oracle built from it
@@ -45,7 +47,13 @@ from genEval.classifiers.loaders import (
     torchvision_classifier,
 )
 from genEval.classifiers.robust import ROBUSTBENCH_IMAGENET, checkpoint_classifier, robustbench_classifier
-from genEval.classifiers.superclass import POOLS, SuperclassClassifier, superclass_classifier
+from genEval.classifiers.superclass import (
+    POOLS,
+    ClassSubsetClassifier,
+    SuperclassClassifier,
+    class_subset,
+    superclass_classifier,
+)
 
 __all__ = [
     "DIGITS_ARCHS",
@@ -55,9 +63,11 @@ __all__ = [
     "RECIPES",
     "ROBUSTBENCH_IMAGENET",
     "CifarResNet",
+    "ClassSubsetClassifier",
     "ImageClassifier",
     "SuperclassClassifier",
     "checkpoint_classifier",
+    "class_subset",
     "cifar_resnet",
     "digits_classifier",
     "digits_intervention",

@@ -1,10 +1,15 @@
-"""A 1k ImageNet classifier read as a classifier over super-classes (the paper's 9-class ImageNet)."""
+"""A classifier read in another label space: a 1k ImageNet classifier over super-classes (the paper's 9-class
+ImageNet; the CIFAR-10 classes ImageNet-1k shares, :mod:`genEval.data.class_maps`), and any classifier restricted to a
+subset of its classes (a CIFAR-10 model on the classes it shares with ImageNet: Shi et al. 2023, section 5.1)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
+from genEval.data.class_maps import SHARED_CIFAR10
 from genEval.data.imagenet import superclass_members, superclass_table
 from genEval.declared import ClassSet, Declaration, declared_by
 
@@ -80,5 +85,63 @@ def superclass_classifier(
             "name -> [first, last] 1k indices, as data=imagenet9 does."
         )
     clf = SuperclassClassifier(classifier, superclasses, pool, name)
+    clf.eval().requires_grad_(False)
+    return clf
+
+
+class ClassSubsetClassifier(nn.Module):
+    """``classifier`` restricted to the named ``classes`` (a subset of its own ``class_names``): the logits of those
+    classes only, in the order given, so its prediction is the best of them (Miller et al. 2021 restrict models to
+    the classes two test sets share). Images ``(B, C, H, W)`` in ``[0, 1]`` -> ``(B, len(classes))``."""
+
+    def __init__(self, classifier: nn.Module, classes: Sequence[str], name: str | None = None) -> None:
+        super().__init__()
+        own = list(getattr(classifier, "class_names", None) or [])
+        if not own:
+            raise ValueError(
+                "class_subset needs a classifier that names its classes (class_names); give the classifier's "
+                "class_names, e.g. the CIFAR ResNets carry CIFAR-10's."
+            )
+        classes = [str(c) for c in classes]
+        missing = [c for c in classes if c not in own]
+        if missing or not classes:
+            raise ValueError(
+                f"class_subset: classes {missing or classes} are not classes of the classifier ({', '.join(own)})."
+            )
+        self.classifier = classifier
+        self.class_names = classes
+        self.num_classes = len(classes)
+        self.register_buffer("keep", torch.tensor([own.index(c) for c in classes]), persistent=False)
+        self.name = name or f"{getattr(classifier, 'name', type(classifier).__name__)}>{len(classes)}-class-subset"
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.classifier(images)[:, self.keep]
+
+    def train(self, mode: bool = True) -> ClassSubsetClassifier:
+        return super().train(False)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, classes={self.class_names}"
+
+
+def _subset_classes(classes: str | Sequence[str]) -> list[str]:
+    if classes == "shared_cifar10":
+        return list(SHARED_CIFAR10)
+    if isinstance(classes, str):
+        raise ValueError(f"unknown class subset {classes!r}; give shared_cifar10 or a list of class names.")
+    return [str(c) for c in classes]
+
+
+def _declare_subset(classes: str | Sequence[str] = "shared_cifar10", **_: object) -> Declaration:
+    return Declaration(classes=ClassSet(_subset_classes(classes)))
+
+
+@declared_by(_declare_subset)
+def class_subset(
+    classifier: nn.Module, classes: str | Sequence[str] = "shared_cifar10", name: str | None = None
+) -> ClassSubsetClassifier:
+    """Hydra target: ``classifier`` restricted to ``classes`` (``shared_cifar10``: the 9 CIFAR-10 classes ImageNet-1k
+    shares, :data:`genEval.data.class_maps.SHARED_CIFAR10`, or a list of its class names)."""
+    clf = ClassSubsetClassifier(classifier, _subset_classes(classes), name)
     clf.eval().requires_grad_(False)
     return clf

@@ -167,11 +167,14 @@ def output_from(cfg: DictConfig, run_dir: str | Path | None) -> RunOutput:
 
 
 def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
-    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``n_boot``, ``rank_by``, and the stop rule:
+    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``er.scale``, ``er.floor``, ``n_boot``,
+    ``rank_by``, and the stop rule:
     ``stop``, ``round_sources``, ``max_sources``, ``confidence``, ``margin``; the bootstrap seed and level at their
     defaults) as the one object compare, ablation and re-ranking take."""
     given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
     rule = {k: plain(cfg[k]) for k in STOP_DEFAULTS if cfg.get(k) is not None}
+    er = cfg.get("er") or {}  # er.scale (logit | probit) and er.floor (percent), issue 43
+    given |= {f"er_{k}": plain(er[k]) for k in ("scale", "floor") if er.get(k) is not None}
     return ComparisonSettings(**given, sequential=StopRule(**rule))
 
 

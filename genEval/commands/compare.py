@@ -49,11 +49,18 @@ from genEval.commands import (
     hydra_output_dir,
     output_from,
     plain,
+    robustness,
     scoring_from,
 )
 from genEval.commands.checks import Style, check_run, choice
 from genEval.commands.tracking import tracked
-from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, compare_generators, runs_by_generator
+from genEval.comparisons.ablation import (
+    GeneratorAblation,
+    aggregate_ablation,
+    compare_generators,
+    compare_settings,
+    runs_by_generator,
+)
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.settings import ComparisonSettings
@@ -64,7 +71,20 @@ from genEval.search.perturb import SearchConfig
 log = logging.getLogger(__name__)
 
 #: Keys of conf/compare.yaml that describe the comparison rather than one run (left out of each run's record).
-_NOT_RUN_KEYS = ("classifiers", "generators", "zoo", "hydra", "tracking", "executor", "data_zoos")
+_NOT_RUN_KEYS = (
+    "classifiers",
+    "generators",
+    "zoo",
+    "hydra",
+    "tracking",
+    "executor",
+    "data_zoos",
+    "ablate",  # issue 43: each value's runs record the config of that value
+    "id_data",
+    "families",
+    "shift",
+    "corruptions",
+)
 
 
 def _command_line(cfg: DictConfig) -> list[str]:
@@ -150,9 +170,16 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
     until the ranking is settled (``stop=settled``), then compare."""
     nodes, baselines = _models(cfg)
     generators = _generators(cfg)
+    ablation = robustness.ablation_spec(cfg)
+    if ablation is not None and generators is not None:
+        raise ValueError(
+            "generators=[...] is the generator ablation and ablate={...} an ablation of any key: give one of them "
+            "(ablate={generator:[a,b]} is generators=[a,b])."
+        )
+    robustness.check_extras(cfg, baselines, ablation is not None or generators is not None)
     rule = settings.sequential.filled()
     if rule.settled_mode:
-        if generators is not None:
+        if generators is not None or ablation is not None:
             raise ValueError(
                 "stop=settled runs one comparison in rounds; a generator ablation (generators=[...]) runs a fixed "
                 "design: use stop=fixed with it, or compare under one generator."
@@ -185,10 +212,13 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         **_evaluate_kwargs(cfg),
     )
     factories = classifier_factories(nodes, "classifiers")
+    if ablation is not None:
+        return _ablate(cfg, ablation, nodes, factories, shared)
     data, oracle = build(cfg.data, "data"), build(cfg.oracle, "oracle")
     if generators is None:
         generator = functools.partial(build, cfg.generator, "generator")  # built after the checks
-        return compare(factories, data, generator, oracle, run_configs=_run_configs(cfg, nodes), **shared)
+        comp = compare(factories, data, generator, oracle, run_configs=_run_configs(cfg, nodes), **shared)
+        return robustness.add_extras(cfg, comp, shared["settings"], factories, data)
     return compare_generators(
         factories,
         data,
@@ -200,8 +230,44 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
     )
 
 
+def _ablate(
+    cfg: DictConfig, ablation: tuple[str, list], nodes: dict, factories: dict, shared: dict[str, Any]
+) -> GeneratorAblation:
+    """``ablate={key: [values]}``: the comparison under each value (same sources and seeds), then the ablation."""
+    key, values = ablation
+    if key.split(".")[0] == "mask":
+        raise ValueError("ablate={mask: [...]}: the mask is fitted per comparison; compare mask presets one at a time.")
+    variants = robustness.variants(cfg, key, values)
+    for label, v in variants.items():  # every value's pieces checked before anything is built
+        check_run(
+            v,
+            classifiers={f"classifiers.{n}": node for n, node in nodes.items()},
+            generators={f"ablate.{label}.generator": v.generator},
+            style=Style("compare"),
+        )
+    args = {
+        label: dict(
+            data=build(v.data, "data"),
+            generator=functools.partial(build, v.generator, "generator"),
+            oracle=build(v.oracle, "oracle"),
+            search=SearchConfig.coerce(plain(v.search)),
+            run_configs=_run_configs(v, nodes),
+        )
+        for label, v in variants.items()
+    }
+    shared = {k: v for k, v in shared.items() if k != "search"}
+    return compare_settings(
+        key,
+        factories,
+        args,
+        on_comparison=write_report if cfg.get("report", True) else None,
+        **shared,
+    )
+
+
 def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> Comparison | GeneratorAblation:
     """Aggregate (re-rank) existing runs; runs made by a generator ablation give an ablation again."""
+    robustness.check_extras(cfg, None, False)
     runs = cfg.runs
     paths = [str(resolve_run_dir(r)) for r in ([runs] if isinstance(runs, str) else runs)]  # a sweep: its merged run
     groups = runs_by_generator(paths)

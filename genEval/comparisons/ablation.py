@@ -1,4 +1,5 @@
-"""Generator ablation: the same models, sources and seeds ranked under several generators (paper Table 3).
+"""Ablation: the same models, sources and seeds ranked under several values of one setting (paper Table 3 for the
+generator; issue 43 for any key: ``geneval compare 'ablate={search.budget:[10,50]}'``).
 
 The paper re-ranks its Table 2 interventions under five generators (ADM, Improved DDPM, Efficient-VDVAE,
 StyleGAN-XL, VQGAN) and finds the rankings unchanged; its reviewers' main objection is the converse risk, an
@@ -18,6 +19,12 @@ generator with the **same repetition seeds** (so the same source images per repe
 :func:`write_ablation` writes ``comparison.json`` (every generator's comparison and the agreement),
 ``leaderboard.csv`` (the leaderboard columns of every generator's rows, with ``generator`` last) and
 ``leaderboard.md``; each generator's own folder holds its usual comparison files.
+
+Any setting (issue 43): :func:`compare_settings` runs the same under each value of ``key`` (the search budget or step
+size, the oracle, its prompt templates, the generator), each value a set of :func:`compare` arguments, into
+``<out_dir>/settings/<label>/``; the ablation is the same :class:`GeneratorAblation` with ``key`` naming the
+setting and ``generators`` holding the value labels. ``compare generators=[...]`` is its case ``key="generator"``
+(:func:`compare_generators`, files under ``generators/``).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 from genEval.runs.reader import RunDir, find_run_dirs
 from genEval.runs.recording import RunOutput
+from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
 from genEval.scores.rankings import kendall_tau, rank
 from genEval.scores.run_scores import Scoring
@@ -52,6 +60,8 @@ from genEval.search.execution import Execution
 log = logging.getLogger(__name__)
 
 ABLATION_KIND = "generator_ablation"
+#: The kind of an ablation of any other setting (comparison.json ``kind``).
+SETTING_ABLATION_KIND = "ablation"
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,9 @@ class ModelRanks:
 @dataclass(frozen=True)
 class GeneratorAblation:
     """The models ranked under each generator (``comparisons``, one :class:`Comparison` per generator, same
-    seeds), the rank agreement of every pair of generators and each model's ranks across them."""
+    seeds), the rank agreement of every pair of generators and each model's ranks across them. ``key``: the
+    setting varied (``generator``, or any config key such as ``search.budget``); ``generators`` then lists the
+    labels of its values (``budget=10``, ...)."""
 
     generators: list[str]
     comparisons: dict[str, Comparison]
@@ -109,16 +121,32 @@ class GeneratorAblation:
     repetition_seeds: list[int | None]
     warnings: list[str] = field(default_factory=list)
     out_dir: str | None = None
+    key: str = "generator"
 
     @property
     def dependent(self) -> list[str]:
-        """The models whose rank depends on the generator."""
+        """The models whose rank depends on the generator (the ablated setting)."""
         return [m.model for m in self.models if m.depends]
+
+    @property
+    def values(self) -> list[str]:
+        """The labels of the ablated setting's values (the generators in a generator ablation)."""
+        return self.generators
+
+    @property
+    def what(self) -> str:
+        """How one value is named in text: ``generator``, or ``<key> value``."""
+        return "generator" if self.key == "generator" else f"{self.key} value"
+
+    @property
+    def kind(self) -> str:
+        return ABLATION_KIND if self.key == "generator" else SETTING_ABLATION_KIND
 
     def to_dict(self) -> dict:
         return {
             "schema_version": 1,
-            "kind": ABLATION_KIND,
+            "kind": self.kind,
+            "key": self.key,
             "generators": self.generators,
             "rank_by": self.rank_by,
             "rank_reason": self.rank_reason,
@@ -147,23 +175,24 @@ class GeneratorAblation:
             repetition_seeds=list(d.get("repetition_seeds") or []),
             warnings=list(d.get("warnings") or []),
             out_dir=d.get("out_dir"),
+            key=str(d.get("key") or "generator"),
         )
 
     # ---------------------------------------------------------------------------------- text renderings
     def notes(self) -> list[str]:
         label = score_label(self.rank_by)
-        out = [f"ranked by {label} under each generator: {self.rank_reason}"]
+        out = [f"ranked by {label} under each {self.what}: {self.rank_reason}"]
         out += [f"rank agreement {a.a} vs {a.b}: Kendall tau {a.fmt()}" for a in self.agreement]
         dep = [m for m in self.models if m.depends]
         if dep:
             out += [
-                f"{m.model}: rank depends on the generator ("
+                f"{m.model}: rank depends on the {self.key} ("
                 + ", ".join(f"{g} {_rank(m.ranks.get(g))}" for g in self.generators)
                 + ")"
                 for m in dep
             ]
         else:
-            out.append("every model keeps its rank under every generator")
+            out.append(f"every model keeps its rank under every {self.what}")
         return out + [f"WARNING: {w}" for w in self.warnings]
 
     def summary(self) -> str:
@@ -173,9 +202,9 @@ class GeneratorAblation:
         width = max(8, *(len(g) for g in self.generators))
         head = f"{'model':<20} " + " ".join(f"{g[:width]:>{width}}" for g in self.generators) + "  depends"
         lines = [
-            f"genEval generator ablation  {len(self.models)} models x {len(self.generators)} generators "
+            f"genEval {self.key} ablation  {len(self.models)} models x {len(self.generators)} {self.what}s "
             f"(same sources and seeds; repetition seeds {self.repetition_seeds})",
-            f"rank by {label} (value) under each generator:",
+            f"rank by {label} (value) under each {self.what}:",
             head,
             "-" * len(head),
         ]
@@ -189,7 +218,7 @@ class GeneratorAblation:
             )
         lines += ["", *self.notes()]
         for g in self.generators:
-            lines += ["", f"=== generator {g} ===", self.comparisons[g].summary()]
+            lines += ["", f"=== {self.what} {g} ===", self.comparisons[g].summary()]
         if self.out_dir:
             lines += ["", f"ablation directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)"]
         return "\n".join(lines)
@@ -198,15 +227,15 @@ class GeneratorAblation:
         label = score_label(self.rank_by)
         gens = self.generators
         lines = [
-            "# genEval generator ablation",
+            f"# genEval {self.key} ablation",
             "",
-            f"{len(self.models)} models under {len(gens)} generators with the same source images and seeds "
+            f"{len(self.models)} models under {len(gens)} {self.what}s with the same source images and seeds "
             f"(repetition seeds {self.repetition_seeds}). Ranked by {label} (rank_by={self.rank_by}): "
             f"{self.rank_reason}.",
             "",
-            "## Ranks by generator",
+            f"## Ranks by {self.what}",
             "",
-            "| model | " + " | ".join(gens) + " | rank depends on the generator |",
+            "| model | " + " | ".join(gens) + f" | rank depends on the {self.key} |",
             "|---|" + "---|" * len(gens) + "---|",
         ]
         for m in self.models:
@@ -217,7 +246,7 @@ class GeneratorAblation:
             "",
             f"## Rank agreement (Kendall tau-b between {label} rankings, {100 * self.level:g}% bootstrap interval)",
             "",
-            "| generator a | generator b | tau | models | method |",
+            f"| {self.what} a | {self.what} b | tau | models | method |",
             "|---|---|---|---|---|",
         ]
         for a in self.agreement:
@@ -235,7 +264,7 @@ class GeneratorAblation:
         for g in self.generators:
             rows = list(csv.DictReader(io.StringIO(self.comparisons[g].csv())))
             for row in rows:
-                row["generator"] = g
+                row[self.key] = g
                 if writer is None:
                     writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
                     writer.writeheader()
@@ -253,13 +282,14 @@ def _num(v: float | None, digits: int, missing: str) -> str:
 
 def load_comparison(path: str | Path) -> Comparison | GeneratorAblation:
     """A ``comparison.json`` (or the directory holding it): a :class:`Comparison`, or a :class:`GeneratorAblation`
-    when it was written by a generator ablation."""
+    when it was written by an ablation (of the generator or of any setting)."""
     p = Path(path)
     p = p / "comparison.json" if p.is_dir() else p
     if not p.is_file():
         raise FileNotFoundError(f"no comparison.json at '{p}'; make one with `geneval compare`.")
     d = json.loads(p.read_text(encoding="utf-8"))
-    return GeneratorAblation.from_dict(d) if d.get("kind") == ABLATION_KIND else Comparison.from_dict(d)
+    ablation = d.get("kind") in (ABLATION_KIND, SETTING_ABLATION_KIND)
+    return GeneratorAblation.from_dict(d) if ablation else Comparison.from_dict(d)
 
 
 # ------------------------------------------------------------------------------------------ agreement
@@ -276,7 +306,15 @@ def _check_same_models(runs: Mapping[str, Mapping[str, list[RunDir]]]) -> list[s
 
 
 def _agreement(
-    a: str, b: str, pa: np.ndarray, pb: np.ndarray, da: np.ndarray, db: np.ndarray, n_sources: int, level: float
+    a: str,
+    b: str,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    da: np.ndarray,
+    db: np.ndarray,
+    n_sources: int,
+    level: float,
+    what: str = "generator",
 ) -> RankAgreement:
     """Kendall tau between point values ``pa``/``pb`` (M,) and its distribution over draws ``da``/``db`` (B, M)."""
     ok = np.isfinite(pa) & np.isfinite(pb)
@@ -303,7 +341,7 @@ def _agreement(
         lo,
         hi,
         n_defined=len(taus),
-        method=f"bootstrap({n_boot}) over {n_sources} source images shared by every generator",
+        method=f"bootstrap({n_boot}) over {n_sources} source images shared by every {what}",
         reason="" if taus else "tau is undefined in every resample",
         **common,
     )
@@ -314,14 +352,16 @@ def build_ablation(
     settings: ComparisonSettings | None = None,
     *,
     comparisons: Mapping[str, Comparison] | None = None,
+    key: str = "generator",
 ) -> GeneratorAblation:
     """Aggregate loaded runs (generator -> model -> repetitions) into a :class:`GeneratorAblation`; no I/O.
     ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`). ``comparisons``: the
-    per-generator comparisons when already built (else built here)."""
+    per-generator comparisons when already built (else built here). ``key``: the setting the runs differ in
+    (default the generator; the runs' keys are then its value labels)."""
     settings = ComparisonSettings.coerce(settings)
     rank_by, n_boot, seed, level = settings.rank_by, settings.n_boot, settings.seed, settings.level
     if len(runs) < 2:
-        raise ValueError(f"a generator ablation needs at least 2 generators, got {list(runs)}.")
+        raise ValueError(f"an ablation of {key} needs at least 2 values, got {list(runs)}.")
     gens = list(runs)
     models = _check_same_models(runs)
     comps = dict(comparisons or {})
@@ -341,7 +381,10 @@ def build_ablation(
         point[g] = np.array([np.nan if (v := _value(comp, m, rank_by)) is None else v for m in models], dtype=float)
         boot[g] = rank_draws(rank_by, keys, draws[:, i * m_count : (i + 1) * m_count], er)
     agreement = [
-        _agreement(a, b, point[a], point[b], boot[a], boot[b], n_sources, level) for a, b in combinations(gens, 2)
+        _agreement(
+            a, b, point[a], point[b], boot[a], boot[b], n_sources, level, "generator" if key == "generator" else "value"
+        )
+        for a, b in combinations(gens, 2)
     ]
     changed = _rank_changes(boot, gens) if n_sources >= MIN_BOOTSTRAP_SOURCES and len(draws) else None
     per_model = []
@@ -370,6 +413,7 @@ def build_ablation(
         level=level,
         repetition_seeds=list(settings.repetition_seeds or first.settings.repetition_seeds),
         warnings=warnings,
+        key=key,
     )
 
 
@@ -395,7 +439,8 @@ def write_ablation(ab: GeneratorAblation, out_dir: str | Path) -> GeneratorAblat
     (atomically); each generator's comparison files go to ``<out_dir>/generators/<generator>/`` unless they are
     already written elsewhere. Returns the ablation with ``out_dir`` set."""
     out = ensure_writable_dir(out_dir)
-    comps = {g: c if c.out_dir else write_comparison(c, out / "generators" / g) for g, c in ab.comparisons.items()}
+    sub = "generators" if ab.key == "generator" else "settings"
+    comps = {g: c if c.out_dir else write_comparison(c, out / sub / g) for g, c in ab.comparisons.items()}
     ab = replace(ab, comparisons=comps, out_dir=str(out))
     atomic_write_json(out / "comparison.json", ab.to_dict())
     atomic_write_bytes(out / "leaderboard.csv", ab.csv().encode())
@@ -405,11 +450,13 @@ def write_ablation(ab: GeneratorAblation, out_dir: str | Path) -> GeneratorAblat
 
 def runs_by_generator(run_dirs: Sequence[str | Path]) -> dict[str | None, list[Path]]:
     """Run directories grouped by the generator a generator ablation recorded for them (``config.comparison.
-    generator``); runs without one are grouped under None. Folders are searched for runs."""
+    generator``), or the value of the setting an ablation of any key recorded (``ablation_value``); runs without
+    one are grouped under None. Folders are searched for runs."""
     grouped: dict[str | None, list[Path]] = {}
     for p in find_run_dirs(list(run_dirs)):
         rec = RunDir(p).results.config.comparison
-        grouped.setdefault(None if rec is None else rec.generator, []).append(p)
+        label = None if rec is None else (rec.ablation_value or rec.generator)
+        grouped.setdefault(label, []).append(p)
     if len(grouped) > 1 and None in grouped:
         log.info("generator ablation: %d run(s) without a recorded generator left out", len(grouped[None]))
         del grouped[None]
@@ -425,7 +472,13 @@ def aggregate_ablation(
     """A :class:`GeneratorAblation` from finished runs: generator -> its run directories (or folders holding
     them). With ``out_dir`` its files are written there (per-generator comparisons in ``generators/<name>/``)."""
     runs = {str(g): load_runs([str(d) for d in dirs]) for g, dirs in run_dirs.items()}
-    ab = build_ablation(runs, ComparisonSettings.coerce(settings))
+    keys = {
+        (RunDir(d).results.config.comparison or ComparisonRecord()).ablation_key
+        for dirs in run_dirs.values()
+        for d in find_run_dirs([str(x) for x in dirs])[:1]
+    }
+    key = next(iter(keys)) if len(keys) == 1 and None not in keys else "generator"
+    ab = build_ablation(runs, ComparisonSettings.coerce(settings), key=key)
     return ab if out_dir is None else write_ablation(ab, out_dir)
 
 
@@ -454,41 +507,106 @@ def compare_generators(
 ) -> GeneratorAblation:
     """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
     sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
-    ``out_dir``.
+    ``out_dir``: :func:`compare_settings` with ``key="generator"``.
 
     ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
-    after). ``settings``: how every generator's runs are aggregated (:class:`ComparisonSettings`). ``run_configs``:
-    generator -> model -> the config recorded in each run. ``on_comparison``: called with each generator's finished
-    comparison (e.g. to write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``,
-    ``scoring``, ``reference`` and ``executor`` (where the evaluations run, :mod:`genEval.comparisons.executors`) go
-    to ``compare`` as they are.
+    after). ``run_configs``: generator -> model -> the config recorded in each run. The other parameters are those of
+    :func:`compare_settings`.
     """
-    settings = ComparisonSettings.coerce(settings)
     names = [str(g) for g in generators]
     if len(names) < 2:
         raise ValueError(
             f"generators={names}: a generator ablation needs at least 2 generators (for one, use generator=...)."
         )
+    variants = {
+        str(g): dict(data=data, generator=entry, oracle=oracle, search=search, run_configs=(run_configs or {}).get(g))
+        for g, entry in generators.items()
+    }
+    return compare_settings(
+        "generator",
+        classifiers,
+        variants,
+        out_dir=out_dir,
+        repetitions=repetitions,
+        seeds=seeds,
+        settings=settings,
+        allow_self_judging=allow_self_judging,
+        on_comparison=on_comparison,
+        progress=progress,
+        mask=mask,
+        mask_reference=mask_reference,
+        execution=execution,
+        output=output,
+        scoring=scoring,
+        reference=reference,
+        executor=executor,
+    )
+
+
+def compare_settings(
+    key: str,
+    classifiers: Mapping[str, Any],
+    variants: Mapping[str, Mapping[str, Any]],
+    *,
+    out_dir: str | Path,
+    repetitions: int = 1,
+    seeds: Sequence[int] | int | None = None,
+    settings: ComparisonSettings | None = None,
+    allow_self_judging: bool = False,
+    on_comparison: Callable[[Comparison], Any] | None = None,
+    progress: bool | None = True,
+    mask: Any = None,
+    mask_reference: str | None = None,
+    execution: Execution | None = None,
+    output: RunOutput | None = None,
+    scoring: Scoring | None = None,
+    reference: str | None = None,
+    executor: Any = None,
+) -> GeneratorAblation:
+    """The comparison under every value of the setting ``key`` with the same seeds (hence the same sources per
+    repetition and the same start noise), then the ablation: rank agreement between every two values and the models
+    whose rank depends on the setting (see the module docstring).
+
+    ``variants``: value label -> the :func:`compare` arguments that value changes: ``data``, ``generator``,
+    ``oracle``, ``search`` (each a component or a factory) and ``run_configs`` (model -> the config recorded in each
+    run). Each value's runs go to ``<out_dir>/generators/<label>/`` (``key="generator"``) or
+    ``<out_dir>/settings/<label>/``, recorded with the key and the value. ``settings``: how every value's runs are
+    aggregated (:class:`ComparisonSettings`). ``on_comparison``: called with each value's finished comparison (e.g. to
+    write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``, ``scoring``,
+    ``reference`` and ``executor`` (where the evaluations run, :mod:`genEval.comparisons.executors`) go to
+    ``compare`` as they are. Models that are part of an oracle are refused before any run unless
+    ``allow_self_judging``.
+    """
+    settings = ComparisonSettings.coerce(settings)
+    names = [str(v) for v in variants]
+    if len(names) < 2:
+        raise ValueError(f"an ablation of {key} needs at least 2 values, got {names}.")
     check_model_names(names)
     check_model_names(list(classifiers))
     seeds_used = repetition_seeds(seeds, repetitions)
-    check_not_judging(classifiers, oracle, allow_self_judging, build_entry)  # once, not per generator
+    checked: list[int] = []
+    for v in variants.values():  # once per distinct oracle, before any run
+        if id(v["oracle"]) not in checked:
+            check_not_judging(classifiers, v["oracle"], allow_self_judging, build_entry)
+            checked.append(id(v["oracle"]))
+    sub = "generators" if key == "generator" else "settings"
+    record = {"generators": names} if key == "generator" else {"ablation_key": key, "ablation_values": names}
     comps: dict[str, Comparison] = {}
-    for name, entry in zip(names, generators.values()):
-        log.info("generator ablation: %s (%d of %d)", name, len(comps) + 1, len(names))
+    for name, v in variants.items():
+        log.info("%s ablation: %s (%d of %d)", key, name, len(comps) + 1, len(names))
         comps[name] = compare(
             classifiers,
-            data,
-            entry,  # a generator or a factory: compare builds it, one generator in memory at a time
-            oracle,
-            search,
-            out_dir=Path(out_dir) / "generators" / name,
+            v["data"],
+            v["generator"],  # a generator or a factory: compare builds it, one generator in memory at a time
+            v["oracle"],
+            v.get("search"),
+            out_dir=Path(out_dir) / sub / name,
             repetitions=repetitions,
             seeds=seeds_used,
             settings=settings,
             allow_self_judging=True,  # checked above
-            run_configs=(run_configs or {}).get(name),
-            record={"generator": name, "generators": names},
+            run_configs=v.get("run_configs"),
+            record={**record, **({"generator": name} if key == "generator" else {"ablation_value": name})},
             progress=progress,
             mask=mask,
             mask_reference=mask_reference,
@@ -501,5 +619,5 @@ def compare_generators(
         if on_comparison is not None:
             on_comparison(comps[name])
     runs = {g: load_runs([d for m in c.models for d in c.runs[m]]) for g, c in comps.items()}
-    ab = build_ablation(runs, settings.with_seeds(seeds_used), comparisons=comps)
+    ab = build_ablation(runs, settings.with_seeds(seeds_used), comparisons=comps, key=key)
     return write_ablation(ab, out_dir)

@@ -69,6 +69,7 @@ from genEval.masks import AutoMask
 from genEval.runs.reader import RunDir
 from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
+from genEval.scores.class_differences import class_differences, per_class_ratio_intervals, with_ratio_intervals
 from genEval.scores.intervals import model_draws
 from genEval.scores.outcomes import Outcomes
 from genEval.scores.rankings import (
@@ -211,7 +212,7 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
     outcomes = {m: [r.outcomes for r in runs[m]] for m in models}
     keys = ("sa", "pa", "fmr", *((rank_by,) if rank_by not in ("sa", "pa", "fmr", "er") else ()))
     point, draws, g = model_draws([outcomes[m] for m in models], num_classes, keys, n_boot, seed)
-    er = effective_robustness(models, entries, base, settings.er_min_r2, draws, g)
+    er = effective_robustness(models, entries, base, settings.er_min_r2, draws, g, settings.er_scale, settings.er_floor)
     if rank_by == "er" and not er.trusted:
         raise ValueError(
             f"rank_by=er, but effective robustness is not reported here: {er.reason} Rank by another score "
@@ -247,7 +248,11 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
         *stability_warnings(stab),
     ]
     per_class = {
-        m: per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.samples]), class_names) for m in order
+        m: with_ratio_intervals(
+            per_class_table(Outcomes.from_records([x for r in runs[m] for x in r.samples]), class_names),
+            per_class_ratio_intervals(outcomes[m], class_names, num_classes, n_boot, seed, level),
+        )
+        for m in order
     }
     return Comparison(
         leaderboard=rows,
@@ -262,6 +267,9 @@ def build_comparison(runs: Mapping[str, list[RunDir]], settings: ComparisonSetti
         warnings=warnings,
         label_free=_label_free(rows),
         settled=settled,
+        class_differences=class_differences(order, outcomes, class_names, num_classes, n_boot, seed, level)
+        if len(order) > 1
+        else None,
     )
 
 

@@ -18,9 +18,12 @@ from typing import Any
 
 from genEval.comparisons.settled import Settled
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
+from genEval.scores.class_differences import ClassDifferences
 from genEval.scores.definitions import LEADERBOARD_SCORES, SCORE
 from genEval.scores.effective_robustness import ERFit
+from genEval.scores.fixed_shift import FixedShift
 from genEval.scores.intervals import Estimate, format_estimate
+from genEval.scores.multi_id import MultiIDFit
 from genEval.scores.rankings import Difference, TauDistribution
 
 COMPARISON_SCHEMA = 2
@@ -41,9 +44,21 @@ _ORDER = (
     "unchanged_share",
 )
 TABLE_SCORES = (*(k for k in _ORDER if k in LEADERBOARD_SCORES), *(k for k in LEADERBOARD_SCORES if k not in _ORDER))
+#: The compact tables' scores (the terminal, ``leaderboard.md``, the report and the service's pages show these
+#: first): the paper's FMR with FMR_v beside it, the two accuracies FMR is made of and the validation rate. Every
+#: other leaderboard score, one added to :data:`genEval.scores.definitions.SCORES` later included, is *extended*:
+#: behind a toggle in the pages, in the full table of ``leaderboard.md``, and in ``leaderboard.csv`` and the JSON.
+COMPACT_SCORES = ("fmr", "fmr_validated", "sa", "pa", "vr")
 #: Per-model run-cost columns (means over repetitions): the paper's speed claim for the mask comes from
 #: fewer rejected steps, so rejections stand next to the run time.
 COST = ("rejected_per_sample", "steps_per_sample", "time_s", "time_per_sample_s")
+
+
+def score_columns(rank_by: str = "fmr") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The (compact, extended) score columns of a table ranked by ``rank_by``, each in :data:`TABLE_SCORES` order:
+    :data:`COMPACT_SCORES` and the ranking score (when it is another score), then every other leaderboard score."""
+    compact = tuple(k for k in TABLE_SCORES if k in COMPACT_SCORES or k == rank_by)
+    return compact, tuple(k for k in TABLE_SCORES if k not in compact)
 
 
 def _fields(cls: type, d: Mapping) -> dict:
@@ -126,6 +141,14 @@ class LeaderboardRow:
 
     def __getitem__(self, key: str) -> MetricEntry:
         return self.scores[key]
+
+    def headline(self, rank_by: str = "fmr") -> str:
+        """One line: the ranking score with its interval, then the counts it rests on, e.g.
+        ``FMR_v 68.42 [48.62, 88.58] on 24 sources, 19 validated`` (per repetition: a mean over several)."""
+        score = self.scores.get(rank_by)
+        value = (er_cell(self) or "undefined") if rank_by == "er" or score is None else score.fmt()
+        reps = f" (means over {self.repetitions} repetitions)" if self.repetitions > 1 else ""
+        return f"{score_label(rank_by)} {value} on {_count(self.n)} sources, {_count(self.n_validated)} validated{reps}"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -239,6 +262,9 @@ class Settings:
 
 #: Comparison's fields that are objects of their own in comparison.json (read back by their own from_dict).
 _NESTED = ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free", "settled")
+#: Optional parts added by issue 43, each an object of its own with to_dict / from_dict / notes_text /
+#: markdown_lines: multi-ID ER, the fixed-shift column, per-class differences.
+_EXTRAS: dict[str, type] = {"multi_id": MultiIDFit, "fixed_shift": FixedShift, "class_differences": ClassDifferences}
 
 
 @dataclass(frozen=True)
@@ -263,6 +289,13 @@ class Comparison:
     out_dir: str | None = None
     label_free: LabelFree | None = None
     settled: Settled | None = None
+    multi_id: MultiIDFit | None = None
+    fixed_shift: FixedShift | None = None
+    class_differences: ClassDifferences | None = None
+
+    def extras(self) -> list[Any]:
+        """The optional parts present (multi-ID ER, fixed shift, per-class differences), in that order."""
+        return [getattr(self, k) for k in _EXTRAS if getattr(self, k) is not None]
 
     @property
     def models(self) -> list[str]:
@@ -303,6 +336,7 @@ class Comparison:
             "out_dir": self.out_dir,
             "label_free": None if self.label_free is None else asdict(self.label_free),
             "settled": None if self.settled is None else self.settled.to_dict(),
+            **{k: None if getattr(self, k) is None else getattr(self, k).to_dict() for k in _EXTRAS},
         }
 
     @classmethod
@@ -315,9 +349,10 @@ class Comparison:
             settings=Settings(**_fields(Settings, d["settings"])),
             label_free=LabelFree(**d["label_free"]) if d.get("label_free") else None,
             settled=Settled.from_dict(d["settled"]) if d.get("settled") else None,
+            **{k: t.from_dict(d[k]) for k, t in _EXTRAS.items() if d.get(k)},
             **_fields(
                 cls,
-                {k: v for k, v in d.items() if k not in _NESTED},
+                {k: v for k, v in d.items() if k not in _NESTED and k not in _EXTRAS},
             ),
         )
 
@@ -382,45 +417,41 @@ class Comparison:
                 f"style mask {m.get('id')} fitted once with reference model {m.get('reference')} on "
                 f"{m.get('fit_samples')} samples (scored by no model) and used for every model"
             )
+        out += [n for extra in self.extras() for n in extra.notes_text()]
         return out + [f"WARNING: {w}" for w in self.warnings]
 
     def _er_note(self) -> str:
         er = self.effective_robustness
         if er.w is None:
             return f"effective robustness: {er.reason or 'not computed'}"
-        base = [m for m, b in zip(self.models, er.baselines) if b]
+        base = [m for m, b in zip(self.models, er.fitted_on) if b]
+        t = er.space
         return (
-            f"effective robustness fit ({er.space} space, {er.n_baselines} baselines: {', '.join(base)}): "
-            f"logit(PA) = {er.w:.3f} logit(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
+            f"effective robustness fit ({t} space, {er.n_baselines} baselines: {', '.join(base)}): "
+            f"{t}(PA) = {er.w:.3f} {t}(SA) + {er.b:.3f}, R^2 = {_num(er.r2, 3, 'undefined')} "
             f"(threshold {er.min_r2}), MAE = {er.mae:.2f} points -> "
             + (f"ER reported with {er.interval or 'no interval'}" if er.trusted else er.reason)
+            + "".join(f"; {n}" for n in er.notes)
         )
 
     def summary(self) -> str:
-        """The fixed-width tables printed at the end of ``geneval compare``: scores, then run cost."""
+        """The tables printed at the end of ``geneval compare``: the compact scores (the ranking score and FMR with
+        their intervals, the other :func:`score_columns` as values), then run cost, then the notes. Every score and
+        rank is in ``leaderboard.md`` and ``leaderboard.csv``."""
+        compact, _ = score_columns(self.rank_by)
+        intervals = list(dict.fromkeys(k for k in (self.rank_by, "fmr") if k in SCORE))  # ER has its own column
+        cells = self._text_cells(intervals, [k for k in compact if k not in intervals])
         lines = [
             f"genEval compare  {len(self.models)} models x {self.settings.repetitions} repetitions  "
             f"(95% intervals: {self.settings.interval_note})",
-            f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by}); rankFMR, rankSA = ranks by FMR and SA; "
-            "settled = the rank the anytime-valid verdicts support (a range: an adjacent pair is open or equivalent)",
+            f"# = rank by {score_label(self.rank_by)} (rank_by={self.rank_by})"
+            + ("; settled = the rank the anytime-valid verdicts support" if self.settled is not None else "")
+            + (f"; every score and rank: {Path(self.out_dir) / 'leaderboard.md'}" if self.out_dir else ""),
         ]
-        with_er = any(r.er is not None for r in self.leaderboard)
-        head = (
-            f"{'#':>2} {'model':<20} {'FMR':>22} {'FMR_v':>22} {'SA':>22} {'PA':>22} {'SA_v':>7} {'VR':>7} "
-            f"{'VR_cond':>7}"
-            + (f" {'ER':>24}" if with_er else "")
-            + f" {'rankFMR':>7} {'rankSA':>6} {'diff':>5} {'settled':>7}"
-        )
+        head = f"{'#':>2} {'model':<20}" + "".join(f" {h:>{w}}" for h, w, _ in cells)
         lines += [head, "-" * len(head)]
         for r in self.leaderboard:
-            lines.append(
-                f"{_rank(r.rank):>2} {r.model[:20]:<20} {r['fmr'].fmt():>22} "
-                f"{r['fmr_validated'].fmt():>22} {r['sa'].fmt():>22} {r['pa'].fmt():>22} "
-                f"{_num(r['sa_validated'].value):>7} {_num(r['vr'].value):>7} "
-                f"{_num(r['vr_conditional'].value):>7}"
-                + (f" {er_cell(r) or ('baseline' if r.baseline else ''):>24}" if with_er else "")
-                + f" {_rank(r.rank_fmr):>7} {_rank(r.rank_sa):>6} {signed(r.rank_diff):>5} {r.tied_rank or '-':>7}"
-            )
+            lines.append(f"{_rank(r.rank):>2} {r.model[:20]:<20}" + "".join(f" {c(r):>{w}}" for _, w, c in cells))
         cost = f"{'':>2} {'model':<20} {'rejected/sample':>15} {'steps/sample':>12} {'s/run':>9} {'s/sample':>9}"
         lines += ["", cost, "-" * len(cost)]
         for r in self.leaderboard:
@@ -433,17 +464,44 @@ class Comparison:
             lines.append(f"comparison directory: {self.out_dir} (leaderboard.md, comparison.json, report.html)")
         return "\n".join(lines)
 
+    def _text_cells(self, intervals: list[str], values: list[str]) -> list[tuple[str, int, Any]]:
+        """The terminal table's columns after ``#`` and ``model``, as (header, width, cell of a row): ER first when it
+        ranks, the ``intervals`` scores with their interval, the ``values`` scores as values, ER (when reported),
+        the settled rank (a settled comparison)."""
+
+        def er(r: LeaderboardRow) -> str:
+            return er_cell(r) or ("baseline" if r.baseline else "-")
+
+        has_er = any(r.er is not None for r in self.leaderboard)
+        cells: list[tuple[str, int, Any]] = [("ER", 24, er)] if self.rank_by == "er" else []
+        cells += [(SCORE[k].label, 22, lambda r, k=k: r[k].fmt()) for k in intervals]
+        cells += [(SCORE[k].label, 7, lambda r, k=k: _num(r[k].value, missing="-")) for k in values]
+        if has_er and self.rank_by != "er":
+            cells.append(("ER", 24, er))
+        if self.settled is not None:
+            cells.append(("settled", 7, lambda r: r.tied_rank or "-"))
+        return cells
+
     def markdown(self) -> str:
-        """``leaderboard.md``."""
-        cols = [
-            "rank",
-            "model",
-            *(SCORE[k].short or SCORE[k].label for k in TABLE_SCORES),
-            "ER",
-            "rank FMR",
-            "rank SA",
-            "rank_diff",
-            "settled rank",
+        """``leaderboard.md``: the compact table (:func:`score_columns`), then every score and rank in a full table
+        behind a ``<details>`` toggle, run cost, notes and pairwise differences."""
+        compact, _ = score_columns(self.rank_by)
+        has_er = any(r.er is not None for r in self.leaderboard)
+        short = [
+            ("rank", lambda r: _rank(r.rank)),
+            ("model", lambda r: r.model + (" (baseline)" if r.baseline else "")),
+            *((SCORE[k].short or SCORE[k].label, lambda r, k=k: r[k].fmt()) for k in compact),
+            *([("ER", er_cell)] if has_er else []),
+            *([("settled rank", lambda r: r.tied_rank or "-")] if self.settled is not None else []),
+        ]
+        full = [
+            *short[:2],
+            *((SCORE[k].short or SCORE[k].label, lambda r, k=k: r[k].fmt()) for k in TABLE_SCORES),
+            ("ER", er_cell),
+            ("rank FMR", lambda r: _rank(r.rank_fmr)),
+            ("rank SA", lambda r: _rank(r.rank_sa)),
+            ("rank_diff", lambda r: signed(r.rank_diff)),
+            ("settled rank", lambda r: r.tied_rank or "-"),
         ]
         lines = [
             "# genEval leaderboard",
@@ -453,27 +511,22 @@ class Comparison:
             f"{self.settings.interval_note}. Ranked by {score_label(self.rank_by)} (rank_by={self.rank_by}): "
             f"{self.settings.rank_reason or 'higher first'}. FMR is the paper's 100 PA / SA; "
             "FMR_v = 100 PA / SA_v with SA_v over the validated samples (the population of PA); "
-            "VR_cond = validated / passed the start check. "
-            "rank_diff = rank by SA - rank by FMR (positive: higher on FMR than on SA). ER = effective robustness "
-            "in points with its bootstrap interval (blank unless baselines were named and their fit is trusted). "
-            "Settled rank: the rank by the ranking score pooled over every round, a range (2–3) where an adjacent "
-            "pair is not yet ordered by the anytime-valid rule (see Notes).",
+            "VR = validated / all samples. Every score and rank: the table under it, and leaderboard.csv.",
             "",
-            "| " + " | ".join(cols) + " |",
-            "|" + "---|" * len(cols),
+            *_markdown_table(short, self.leaderboard),
+            "",
+            f"<details><summary>Every score and rank ({len(full)} columns)</summary>",
+            "",
+            "VR_cond = validated / passed the start check. rank_diff = rank by SA - rank by FMR (positive: higher on "
+            "FMR than on SA). ER = effective robustness in points with its bootstrap interval (blank unless "
+            "baselines were named and their fit is trusted). Settled rank: the rank by the ranking score pooled over "
+            "every round, a range (2–3) where an adjacent pair is not yet ordered by the anytime-valid rule (see "
+            "Notes).",
+            "",
+            *_markdown_table(full, self.leaderboard),
+            "",
+            "</details>",
         ]
-        for r in self.leaderboard:
-            cells = [
-                _rank(r.rank),
-                r.model + (" (baseline)" if r.baseline else ""),
-                *(r[k].fmt() for k in TABLE_SCORES),
-                er_cell(r),
-                _rank(r.rank_fmr),
-                _rank(r.rank_sa),
-                signed(r.rank_diff),
-                r.tied_rank or "-",
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
         lines += [
             "",
             "## Run cost (mean over repetitions)",
@@ -509,6 +562,7 @@ class Comparison:
                     f"{'yes' if d.excludes_zero else 'no'} |"
                 )
             lines.append("")
+        lines += [line for extra in self.extras() for line in extra.markdown_lines()]
         return "\n".join(lines)
 
     def csv(self) -> str:
@@ -531,6 +585,20 @@ class Comparison:
                 row.update({k: e.value, f"{k}_low": e.low, f"{k}_high": e.high, f"{k}_std": e.std})
             w.writerow({k: "" if v is None else v for k, v in row.items()})
         return buf.getvalue()
+
+
+def _markdown_table(columns: list[tuple[str, Any]], rows: list[LeaderboardRow]) -> list[str]:
+    """A Markdown table of ``rows``: one column per (header, cell of a row)."""
+    return [
+        "| " + " | ".join(h for h, _ in columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows),
+    ]
+
+
+def _count(v: float) -> str:
+    """A count that may be a mean over repetitions: ``24``, or ``23.5``."""
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
 
 
 def score_label(key: str) -> str:

@@ -73,7 +73,8 @@ def rank_draws(rank_by: str, keys: Sequence[str], draws: np.ndarray, er: ERFit) 
     :func:`genEval.scores.intervals.model_draws`, or ER with the line refitted per draw (``keys`` then holds
     ``sa`` and ``pa``)."""
     if rank_by == "er":
-        return er_draws(er.baselines, draws[:, :, list(keys).index("sa")], draws[:, :, list(keys).index("pa")], er.clip)
+        sa, pa = draws[:, :, list(keys).index("sa")], draws[:, :, list(keys).index("pa")]
+        return er_draws(er.fitted_on, sa, pa, er.clip, er.space)
     return draws[:, :, list(keys).index(rank_by)]
 
 
@@ -100,6 +101,8 @@ def rank_per_rep(
             min_r2=0.0,
             min_baselines=er.min_baselines,
             clip=er.clip,
+            scale=er.space,
+            floor=er.floor,
         )
         out[:, r] = arr(fit.er_untrusted)
     return out

@@ -20,7 +20,7 @@ from genEval.comparisons.leaderboard import (
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import LEADERBOARD_SCORES, score_values
-from genEval.scores.effective_robustness import ERFit, er_intervals, fit_effective_robustness
+from genEval.scores.effective_robustness import ACCURACY_FLOOR, ERFit, er_intervals, fit_effective_robustness
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, bootstrap_scores, few_sources
 from genEval.scores.label_free import hard_softmax_corr
 from genEval.scores.outcomes import Outcomes
@@ -132,16 +132,22 @@ def effective_robustness(
     er_min_r2: float,
     draws: np.ndarray,
     n_sources: int,
+    scale: str = "logit",
+    floor: float = ACCURACY_FLOOR,
 ) -> ERFit:
     """ER over the named baselines (none named: left out), with its bootstrap interval over the sources; per model
-    in the order of ``models`` (``draws`` (B, M, S) holds SA and PA as its first two scores, same order)."""
+    in the order of ``models`` (``draws`` (B, M, S) holds SA and PA as its first two scores, same order). ``scale``:
+    the axes of the line (logit | probit); baselines with SA below ``floor`` percent are left out with a note."""
     if not base:
-        return ERFit.unfitted(len(models), NO_BASELINES, min_r2=er_min_r2)
+        return ERFit.unfitted(len(models), NO_BASELINES, min_r2=er_min_r2, space=scale, floor=floor)
     er = fit_effective_robustness(
         [entries[m]["sa"].value for m in models],
         [entries[m]["pa"].value for m in models],
         [m in base for m in models],
         min_r2=er_min_r2,
+        scale=scale,
+        floor=floor,
+        names=models,
     )
     if n_sources < MIN_BOOTSTRAP_SOURCES:
         return er_intervals(er, draws[:0, :, 0], draws[:0, :, 1], how=few_sources(n_sources))

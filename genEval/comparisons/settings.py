@@ -17,6 +17,7 @@ from typing import Any
 
 from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by
 from genEval.interfaces import SettingError, is_whole
+from genEval.scores.effective_robustness import ACCURACY_FLOOR, SCALES
 from genEval.scores.sequential import SequentialTest
 
 STOPS = ("fixed", "settled")
@@ -89,7 +90,8 @@ class ComparisonSettings:
     ``repetition_seeds``: the seeds of the repetitions, recorded (None: read from the runs). ``rank_by``: the score
     that orders the leaderboard (:data:`genEval.comparisons.ranking.RANK_SCORES`; default FMR_v). ``sequential``:
     the :class:`StopRule` whose verdicts on adjacent pairs every comparison reports (and, with ``stop=settled``,
-    stops on).
+    stops on). ``er_scale``: the axes the ER line (and the multi-ID plane) is fitted in, ``logit`` (Shi et al.) or
+    ``probit`` (Miller); ``er_floor``: baselines whose ID accuracy is below it (percent) are left out of the fit.
     """
 
     baselines: tuple[str, ...] | None = None
@@ -100,6 +102,8 @@ class ComparisonSettings:
     repetition_seeds: tuple[int, ...] | None = None
     rank_by: str = DEFAULT_RANK_BY
     sequential: StopRule = StopRule()
+    er_scale: str = "logit"
+    er_floor: float = ACCURACY_FLOOR
 
     def __post_init__(self) -> None:
         if isinstance(self.sequential, Mapping):
@@ -121,6 +125,13 @@ class ComparisonSettings:
         object.__setattr__(self, "n_boot", int(self.n_boot))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "rank_by", check_rank_by(self.rank_by))
+        if self.er_scale not in SCALES:
+            raise SettingError("er.scale", self.er_scale, " | ".join(SCALES), "probit", "the axes of the ER fit")
+        if not _number(self.er_floor) or not 0 <= self.er_floor < 100:
+            raise SettingError(
+                "er.floor", self.er_floor, "a percentage in [0, 100)", "5", "baselines below it are left out"
+            )
+        object.__setattr__(self, "er_floor", float(self.er_floor))
 
     @classmethod
     def coerce(cls, settings: ComparisonSettings | Mapping[str, Any] | None = None) -> ComparisonSettings:

@@ -30,6 +30,7 @@ from genEval.interfaces import SettingError, UnreadableSource
 
 log = logging.getLogger(__name__)
 
+OTHER_FOLDERS = ("refuse", "skip")  # what an image folder does with the folders of classes not in class_names
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 
 
@@ -133,6 +134,9 @@ class ImageFolderData(ImageData):
     command layer passes them, ``known_from`` says whose they are) play that role, so folder names land on the
     model's indices; without either, the classes are the sorted sub-folder names (see the module docstring).
     ``skip_unreadable``: the driver skips sources whose file cannot be decoded (logged, listed in results).
+    ``other_folders="skip"`` (with ``class_names``) leaves out the folders of classes not named instead of refusing
+    them: the classes two label spaces share, e.g. CIFAR-10 without deer for an ImageNet classifier
+    (:mod:`genEval.data.class_maps`).
     With ``image_size=None`` the selected images must share one size (and, with ``channels=None``, one channel
     count): the headers are checked when the dataset is built, and an error names two files that differ and
     ``data.image_size=``, before any batch is formed.
@@ -153,10 +157,19 @@ class ImageFolderData(ImageData):
         skip_unreadable: bool = False,
         known_classes: Sequence[str] | None = None,
         known_from: str | None = None,
+        other_folders: str = "refuse",
     ) -> None:
         super().__init__(image_size, channels, limit, subset, subset_seed, indices)
         self.skip_unreadable = _flag("skip_unreadable", skip_unreadable)
         folders = self._open_root(root, extensions)
+        if other_folders not in OTHER_FOLDERS:
+            raise SettingError("other_folders", other_folders, " | ".join(OTHER_FOLDERS), "skip")
+        if other_folders == "skip" and class_names is not None:  # keep the classes named (shared classes only)
+            named = {_norm(c) for c in class_names}
+            left = [f for f in folders if _norm(f) not in named]
+            folders = [f for f in folders if _norm(f) in named]
+            if left:
+                log.info("image folder '%s': left out the folders of other classes: %s", self.root, ", ".join(left))
         if class_names is not None:
             self.class_names = check_unique_names(class_names, f"image folder '{self.root}'")
             label_of = map_folders(folders, self.class_names, self.root, "class_names")

@@ -29,6 +29,8 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from genEval.data.class_maps import CIFAR10_IMAGENET
+
 log = logging.getLogger(__name__)
 
 NUM_CLASSES = 1000
@@ -50,6 +52,17 @@ RESTRICTED_IMAGENET9: dict[str, tuple[tuple[int, int], ...]] = {
     "insect": ((300, 319),),
 }
 SUPERCLASS_SETS = {"restricted_imagenet9": RESTRICTED_IMAGENET9}
+#: Named sets defined by WordNet ids, resolved to 1k indices through timm's metadata when asked for:
+#: ``cifar10``, the CIFAR-10 classes ImageNet-1k shares (genEval/data/class_maps.py, cited there).
+WNID_SETS = ("cifar10",)
+
+
+def _wnid_set(name: str) -> dict[str, tuple[tuple[int, int], ...]]:
+    """A named set of :data:`WNID_SETS` as super-class -> one-class ranges in the 1k order."""
+    index = {w: i for i, w in enumerate(imagenet_wnids())}
+    return {
+        c: tuple((index[w], index[w]) for w in sorted(ws, key=index.__getitem__)) for c, ws in CIFAR10_IMAGENET.items()
+    }
 
 
 @functools.cache
@@ -142,12 +155,15 @@ def wnid_index(wnid: str) -> int:
 
 
 def superclass_table(superclasses: str | Mapping[str, Sequence]) -> dict[str, tuple[tuple[int, int], ...]]:
-    """Validated super-classes: a named set (``restricted_imagenet9``) or a mapping name -> ``[first, last]``
+    """Validated super-classes: a named set (``restricted_imagenet9``; ``cifar10``: the 9 CIFAR-10 classes ImageNet-1k
+    shares, :mod:`genEval.data.class_maps`) or a mapping name -> ``[first, last]``
     (inclusive 1k indices) or a list of such pairs. Ranges must lie in 0..999 and not overlap."""
     if isinstance(superclasses, str):
+        if superclasses in WNID_SETS:
+            return _wnid_set(superclasses)
         if superclasses not in SUPERCLASS_SETS:
             raise ValueError(
-                f"unknown super-class set {superclasses!r}; choose one of {', '.join(SUPERCLASS_SETS)} "
+                f"unknown super-class set {superclasses!r}; choose one of {', '.join([*SUPERCLASS_SETS, *WNID_SETS])} "
                 "or give a mapping name -> [first, last] 1k indices."
             )
         return dict(SUPERCLASS_SETS[superclasses])

@@ -99,12 +99,19 @@ def pa_by_budget(records: list[SampleRecord], budget: int) -> tuple[np.ndarray, 
     return ts, pa
 
 
-def score_bars(
-    models: list[ModelView], keys: tuple[str, ...] = ("sa", "sa_validated", "pa", "fmr", "fmr_validated")
-) -> PNG:
-    """SA, SA_v, PA, FMR and FMR_v per model with 95% interval error bars (no bar for an undefined score)."""
-    fig = _new(min(12, 3 + 1.2 * len(models) * len(keys) / 2), 3.6)
-    ax = fig.add_subplot()
+def _integer_ticks(axis) -> None:
+    """Ticks at whole numbers only (steps and sample counts have no fractions)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+#: The bar chart's two axes: accuracies (percent of images, 0 to 100) and the FMR ratios (100 PA / SA, which can
+#: pass 100), each on its own scale.
+ACCURACIES, RATIOS = ("sa", "sa_validated", "pa"), ("fmr", "fmr_validated")
+
+
+def _bars(ax, models: list[ModelView], keys: tuple[str, ...]) -> None:
     width = 0.8 / max(1, len(models))
     for i, m in enumerate(models):
         es = [m.row.scores.get(k) or _UNDEFINED for k in keys]
@@ -116,12 +123,26 @@ def score_bars(
         x = np.arange(len(keys)) + (i - (len(models) - 1) / 2) * width
         ax.bar(x, vals, width * 0.92, yerr=err, capsize=3, label=m.name, color=_color(i))
     ax.set_xticks(np.arange(len(keys)), [SCORE[k].label for k in keys])
-    ax.set_ylabel("percent")
     ax.grid(axis="y", alpha=0.3)
+
+
+def score_bars(models: list[ModelView]) -> PNG:
+    """SA, SA_v and PA (accuracies, percent) on one axis, FMR and FMR_v (100 PA / SA, a ratio that can pass 100)
+    on another, per model, with 95% interval error bars (no bar for an undefined score)."""
+    fig = _new(min(12, 4 + 0.9 * len(models) * 5 / 2), 3.6)
+    acc, ratio = fig.subplots(1, 2, gridspec_kw={"width_ratios": [len(ACCURACIES), len(RATIOS)]})
+    _bars(acc, models, ACCURACIES)
+    acc.set_ylabel("accuracy (% of images)")
+    acc.set_ylim(0, 105)
+    acc.set_title("accuracies", fontsize=10)
+    _bars(ratio, models, RATIOS)
+    ratio.set_ylabel("100 PA / SA (FMR), 100 PA / SA_v (FMR_v)", fontsize=9)
+    ratio.set_ylim(bottom=0)
+    ratio.set_title("robustness ratios (can pass 100)", fontsize=10)
     if len(models) > 1:
-        ax.legend(fontsize=8, ncols=min(4, len(models)))
-    ax.set_title("SA, SA_v, PA, FMR and FMR_v (error bars: 95% interval)", fontsize=10)
-    return _png(fig, "bar chart of SA, SA_v, PA, FMR and FMR_v with 95% intervals")
+        fig.legend(*acc.get_legend_handles_labels(), loc="outside lower center", fontsize=8, ncols=min(4, len(models)))
+    fig.suptitle("SA, SA_v, PA | FMR, FMR_v (error bars: 95% interval)", fontsize=10)
+    return _png(fig, "bar charts of SA, SA_v and PA (accuracies) and of FMR and FMR_v (ratios) with 95% intervals")
 
 
 def budget_curves(models: list[ModelView]) -> PNG:
@@ -138,6 +159,7 @@ def budget_curves(models: list[ModelView]) -> PNG:
             ax.scatter([ts[-1]], [m.row["pa"].value], color=_color(i), marker="x", s=50, zorder=3)
         drawn += 1
     ax.set_xlabel("budget t (steps)")
+    _integer_ticks(ax.xaxis)
     ax.set_ylabel("PA at budget t (%)")
     ax.set_ylim(-2, 102)
     ax.grid(alpha=0.3)
@@ -164,6 +186,8 @@ def first_fooled(models: list[ModelView]) -> tuple[PNG, list[list]]:
             ax.hist(ff, bins=bins, histtype="step", lw=1.6, color=_color(i), label=m.name)
     ax.set_xlabel("first accepted step whose image the model got wrong")
     ax.set_ylabel("validated samples")
+    _integer_ticks(ax.xaxis)
+    _integer_ticks(ax.yaxis)
     ax.grid(alpha=0.3)
     if any(r[2] for r in rows):
         ax.legend(fontsize=8)
@@ -223,7 +247,8 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
         ax.annotate(models[i].name, (sa, pa), textcoords="offset points", xytext=(5, 4), fontsize=8)
     r2 = "undefined" if er.r2 is None else f"{er.r2:.3f}"
     ax.set_title(
-        f"logit(PA) = {er.w:.2f} logit(SA) + {er.b:.2f};  R^2 (logit) = {r2},  MAE = {er.mae:.2f} pts", fontsize=9
+        f"{er.space}(PA) = {er.w:.2f} {er.space}(SA) + {er.b:.2f};  R^2 ({er.space}) = {r2},  MAE = {er.mae:.2f} pts",
+        fontsize=9,
     )
     ax.set_xlabel("SA (%)")
     ax.set_ylabel("PA (%)")
@@ -233,7 +258,7 @@ def er_scatter(models: list[ModelView], er: ERFit) -> PNG:
 
 
 def rankings_side_by_side(
-    generators: list[str], models: list[str], ranks: list[dict[str, int | None]], label: str
+    generators: list[str], models: list[str], ranks: list[dict[str, int | None]], label: str, what: str = "generator"
 ) -> PNG:
     """The paper's Table 3 as a picture: one column per generator, each model's rank (by ``label``) under it,
     joined across generators (rank 1 at the top; a crossing line is a model whose rank depends on the generator)."""
@@ -255,8 +280,8 @@ def rankings_side_by_side(
     ax.set_yticks(np.arange(1, n + 1))
     ax.set_ylabel(f"rank by {label}")
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(f"rank by {label} under each generator (solid: the rank depends on the generator)", fontsize=9)
-    return _png(fig, f"ranks by {label} under each generator, one line per model")
+    ax.set_title(f"rank by {label} under each {what} (solid: the rank depends on the {what})", fontsize=9)
+    return _png(fig, f"ranks by {label} under each {what}, one line per model")
 
 
 def transfer_heatmap(sources: list[str], targets: list[str], mat: np.ndarray, marks: dict[tuple[int, int], str]) -> PNG:
@@ -341,6 +366,16 @@ def image_grid(m: ModelView, class_names: list[str], k: int) -> PNG | None | str
     size = shown_at_one_size(tuple(data["original"].shape[-2:]), tuple(data["perturbed"].shape[-2:]))
     fig.suptitle(size, fontsize=8)
     return _png(fig, f"image grid for {m.name}: {size}", kind="images")
+
+
+def saved_grid(m: ModelView) -> PNG | None:
+    """The ``grid.png`` a run writes (originals over their perturbed images, ``output.grid_size`` validated samples),
+    from the first of the model's runs that has one; None when none has."""
+    path = next((r.path / "grid.png" for r in m.runs if (r.path / "grid.png").is_file()), None)
+    if path is None:
+        return None
+    src = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return PNG(src, f"grid.png of {m.name}: originals (top row) over their perturbed images (bottom row)", "images")
 
 
 def shown_at_one_size(original_hw: tuple[int, int], perturbed_hw: tuple[int, int]) -> str:

@@ -23,6 +23,14 @@ marked next to each curve, so the gap is visible.
 
 ``transfer.csv``: the long format ``geneval transfer`` writes (``source, target, pa, ...``; see
 :func:`read_transfer`) or a wide one (header ``source,<target>,...``, one row of accuracies per source).
+
+Readable at 1280 px: the leaderboard shows the compact columns
+(:func:`genEval.comparisons.leaderboard.score_columns`) with the model column sticky, and every score and rank in a
+full table behind a ``<details>`` toggle; an interval never wraps. A run's report leaves out what needs several
+models (the leaderboard, effective robustness, stability, the label-free diagnostic, differences; transfer unless a
+``transfer.csv`` is there) and shows its scores as a table instead; it embeds ``grid.png`` when the run saved no
+image tensors. Reports are shared, so they name files by their name, never by a path on the machine that wrote
+them (:func:`public_text`; the run's own ``results.json`` keeps the full config).
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import numpy as np
 
 from genEval.comparisons.ablation import GeneratorAblation, load_comparison
 from genEval.comparisons.aggregate import build_comparison
-from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, score_label, signed
+from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, score_columns, score_label, signed
 from genEval.comparisons.loading import load_runs
 from genEval.fileio import atomic_write_bytes
 from genEval.reports.figures import (
@@ -52,10 +60,12 @@ from genEval.reports.figures import (
     image_grid,
     per_class_heatmap,
     rankings_side_by_side,
+    saved_grid,
     score_bars,
     transfer_heatmap,
 )
 from genEval.reports.html import TEMPLATES
+from genEval.reports.robustness import ROBUSTNESS_SECTIONS, figure_count, robustness_context
 from genEval.scores.definitions import PER_CLASS_SCORES, SCORE
 from genEval.scores.rankings import TauDistribution
 
@@ -74,8 +84,28 @@ SECTIONS = {
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
+    **ROBUSTNESS_SECTIONS,  # issue 43 (genEval/reports/robustness.py, templates/robustness.html.j2)
 }
+#: What a single run's report leaves out: sections about several models (its one-row leaderboard becomes a table of
+#: its scores in "scores").
+NEEDS_SEVERAL = ("leaderboard", "effective-robustness", "stability", "label-free", "differences")
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+#: An absolute path in free text (``/srv/geneval/uploads/3f2a/model.pt``, ``~/runs/x``): two or more parts after a
+#: leading ``/`` or ``~/``, not inside a URL (``http://host/a/b``) or a fraction (``1/255``).
+_PATH = re.compile(r"(?<![\w.:/~-])~?/(?:[\w.@+=-]+/)+([\w.@+=-]*)")
+
+
+def public_text(text: str) -> str:
+    """``text`` with every absolute path shortened to its last part (``…/model.pt``): what a shared page may show."""
+    return _PATH.sub(lambda m: "…/" + m[1], text)
+
+
+def sections_for(kind: str, transfer: bool) -> dict[str, str]:
+    """The sections of a report of ``kind`` (``run`` or ``comparison``), in order: a run's leaves out
+    :data:`NEEDS_SEVERAL`, and transfer unless there is a ``transfer.csv`` (``transfer``)."""
+    if kind == "comparison":
+        return dict(SECTIONS)
+    return {k: v for k, v in SECTIONS.items() if k not in NEEDS_SEVERAL and (k != "transfer" or transfer)}
 
 
 @dataclass(frozen=True)
@@ -178,23 +208,50 @@ def _transfer(path: Path | None) -> dict[str, Any] | None:
     return {"figure": transfer_heatmap(sources, targets, mat, marks), "targets": targets, "rows": rows}
 
 
-def _summary_rows(loaded: Loaded) -> list[tuple[str, Any]]:
+def _summary_rows(loaded: Loaded) -> list[tuple[str, str]]:
+    """The summary's (setting, value) rows, as text a shared page may show (:func:`public_text`)."""
     comp, first = loaded.comp, loaded.models[0]
     info: list[tuple[str, Any]] = [
-        ("input", str(loaded.base) if loaded.base else "(in memory)"),
+        ("folder", loaded.base.name if loaded.base else "(in memory)"),
         ("kind", loaded.kind),
         ("models", ", ".join(comp.models)),
         *((role, comp.settings.components.get(role)) for role in ("data", "generator", "oracle")),
     ]
+    if loaded.kind == "run":
+        info.insert(3, ("classifier", first.runs[0].results.components.get("classifier")))
     if comp.settings.search:
         info.append(("search", ", ".join(f"{k}={v}" for k, v in comp.settings.search.items())))
     if loaded.kind == "comparison":
-        return info + [
+        info += [
             ("repetitions", comp.settings.repetitions),
             ("seeds per repetition", comp.settings.repetition_seeds),
             ("intervals", comp.settings.interval_note),
         ]
-    return info + [("seed", first.runs[0].results.seed), ("n", len(first.runs[0].outcomes))]
+    else:
+        info += [("seed", first.runs[0].results.seed), ("n", len(first.runs[0].outcomes))]
+    return [(k, public_text("" if v is None else str(v))) for k, v in info]
+
+
+def _headline(comp: Comparison) -> str:
+    """The report's first line: a run's ranking score with its interval and counts; a comparison's first model's."""
+    if not comp.leaderboard:
+        return "no models"
+    top = comp.leaderboard[0]
+    line = top.headline(comp.rank_by)
+    return line if len(comp.leaderboard) == 1 else f"first: {top.model}, {line}"
+
+
+def _run_scores(comp: Comparison, models: list) -> list[list]:
+    """A run's scores, one row each: label, value with its interval, the counts it is a share of, how the interval
+    was made."""
+    own = models[0].runs[0].results.scores.estimates if models and models[0].runs else {}
+    row = comp.leaderboard[0]
+
+    def counts(k: str) -> str:
+        e = own.get(k)
+        return f"{e.k} of {e.n}" if e is not None and SCORE[k].is_proportion and e.k is not None and e.n else ""
+
+    return [[SCORE[k].label, row[k], counts(k), row[k].method or row[k].reason] for k in TABLE_SCORES]
 
 
 def _figures(loaded: Loaded, grid_samples: int, transfer: Path | None) -> dict[str, Any]:
@@ -212,8 +269,14 @@ def _figures(loaded: Loaded, grid_samples: int, transfer: Path | None) -> dict[s
         else None,
         "er": er_scatter(models, er) if loaded.kind == "comparison" and er.w is not None else None,
         "transfer": _transfer(transfer),
-        "grids": [(m.name, image_grid(m, comp.class_names, grid_samples)) for m in models],
+        "grids": [(m.name, _grid(m, comp.class_names, grid_samples)) for m in models],
     }
+
+
+def _grid(m: ModelView, class_names: list[str], k: int) -> PNG | str | None:
+    """The model's image grid from its saved images, else the ``grid.png`` its run wrote, else None."""
+    grid = image_grid(m, class_names, k)
+    return saved_grid(m) if grid is None else grid
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -335,7 +398,10 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
     rank agreement between generators as tables, each generator's leaderboard, and links to each generator's own
     report (``generators/<name>/report.html``)."""
     label = score_label(ab.rank_by)
-    figure = rankings_side_by_side(ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label)
+    sub = "generators" if ab.key == "generator" else "settings"
+    figure = rankings_side_by_side(
+        ab.generators, [m.model for m in ab.models], [m.ranks for m in ab.models], label, ab.what
+    )
     rank_rows = [
         [
             m.model,
@@ -363,17 +429,17 @@ def render_ablation(ab: GeneratorAblation) -> tuple[str, int]:
         for g, c in ab.comparisons.items()
     }
     links = {
-        g: f"generators/{g}/report.html"
+        g: f"{sub}/{g}/report.html"
         for g in ab.generators
-        if ab.out_dir and (Path(ab.out_dir) / "generators" / g / "report.html").is_file()
+        if ab.out_dir and (Path(ab.out_dir) / sub / g / "report.html").is_file()
     }
     html = TEMPLATES.get_template("ablation.html.j2").render(
-        title="genEval generator ablation: " + ", ".join(ab.generators),
+        title=f"genEval {ab.key} ablation: " + ", ".join(ab.generators),
         csp=CSP,
         ab=ab,
         label=label,
         figure=figure,
-        rank_head=["model", *ab.generators, "rank depends on the generator"],
+        rank_head=["model", *ab.generators, f"rank depends on the {ab.key}"],
         rank_rows=rank_rows,
         agreement=agreement,
         board_head=["rank", "model", label, "FMR", "SA", "PA", "ER", "rank FMR"],
@@ -402,7 +468,8 @@ def render_report(
     comp = loaded.comp
     tpath = Path(transfer) if transfer else (loaded.base / "transfer.csv" if loaded.base else None)
     figures = _figures(loaded, grid_samples, tpath)
-    n_figures = _count(figures)
+    robust = robustness_context(comp)
+    n_figures = _count(figures) + (figure_count(robust) if robust else 0)
     names = comp.models
     title = (
         "genEval comparison: " + ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
@@ -412,19 +479,26 @@ def render_report(
     warnings = (
         comp.warnings if loaded.kind == "comparison" else [*loaded.models[0].runs[0].results.warnings, *comp.warnings]
     )
+    compact, extended = score_columns(comp.rank_by)
     html = TEMPLATES.get_template("report.html.j2", globals={"signed": signed}).render(
         title=title,
         csp=CSP,
-        sections=SECTIONS,
+        sections=sections_for(loaded.kind, figures["transfer"] is not None),
         kind=loaded.kind,
         comp=comp,
         models=loaded.models,
+        headline=_headline(comp),
         info=_summary_rows(loaded),
-        warnings=warnings,
+        warnings=[public_text(w) for w in warnings],
         tables=_tables(comp),
+        run_scores=_run_scores(comp, loaded.models) if loaded.kind == "run" else [],
         table_scores=TABLE_SCORES,
+        compact=compact,
+        n_extended=len(extended),
+        has_er=any(r.er is not None for r in comp.leaderboard),
         score=SCORE,
         fig=figures,
+        robust=robust,
         er_cell=er_cell,
         n_figures=n_figures,
         rank_label=score_label(comp.rank_by),
@@ -432,7 +506,7 @@ def render_report(
         max_classes=MAX_CLASSES,
         n_classes=len(comp.class_names),
         notes=[
-            n
+            public_text(n)
             for n in comp.notes()
             if not n.startswith("effective robustness") and not (comp.settled and n in comp.settled.notes())
         ],
@@ -478,4 +552,13 @@ def expected_figures(html_text: str) -> int:
     return int(m.group(1))
 
 
-__all__ = ["write_report", "render_report", "render_ablation", "read_transfer", "expected_figures", "SECTIONS"]
+__all__ = [
+    "write_report",
+    "render_report",
+    "render_ablation",
+    "read_transfer",
+    "expected_figures",
+    "public_text",
+    "sections_for",
+    "SECTIONS",
+]

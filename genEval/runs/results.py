@@ -65,6 +65,9 @@ class ComparisonRecord:
     generators: tuple[str, ...] = ()
     sequential: Mapping[str, Any] | None = None
     self_judged: tuple[str, ...] = ()
+    ablation_key: str | None = None  # an ablation of any setting (issue 43): its key and this run's value label
+    ablation_value: str | None = None
+    ablation_values: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ComparisonRecord:
@@ -82,6 +85,9 @@ class ComparisonRecord:
             generators=tuple(str(g) for g in get("generators") or ()),
             sequential=get("sequential"),
             self_judged=tuple(str(m) for m in get("self_judged") or ()),
+            ablation_key=get("ablation_key"),
+            ablation_value=get("ablation_value"),
+            ablation_values=tuple(str(v) for v in get("ablation_values") or ()),
         )
 
 

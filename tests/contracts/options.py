@@ -86,6 +86,7 @@ OPTIONS: tuple[Option, ...] = (
     *(Option("classifier", f"digits_{a}", **DIGITS) for a in ("cnn", "mlp", "wide_cnn")),  # as the demo's
     Option("classifier", "digits_intervention", {"recipe": "gaussian_noise", "epochs": "1"}, **DIGITS),
     Option("classifier", "imagenet9", {"classifier.weights": "null"}),
+    Option("classifier", "imagenet_cifar10", {"classifier.weights": "null"}),
     Option(
         "classifier",
         "module",

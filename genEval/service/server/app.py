@@ -1,7 +1,7 @@
-"""The HTTP API (FastAPI; OpenAPI docs at ``/docs``, the schema at ``/openapi.json``) and the app that also serves
-the leaderboard pages: :func:`create_app` puts together the router of each slice (:data:`ROUTERS`), the pages
-(:mod:`~genEval.service.server.pages`), the body limit (:mod:`genEval.service.limits`) and the error answers, around
-one :class:`~genEval.service.server.facade.Service`.
+"""The HTTP API (FastAPI; OpenAPI docs at ``/docs``, served offline, the schema at ``/openapi.json``) and the app that
+also serves the leaderboard pages: :func:`create_app` puts together the router of each slice (:data:`ROUTERS`), the
+pages (:mod:`~genEval.service.server.pages`), the body limit (:mod:`genEval.service.limits`) and the error answers,
+around one :class:`~genEval.service.server.facade.Service`.
 
 Public: ``GET /api/health``, ``/api/benchmarks``, ``/api/classifiers``, ``/api/leaderboard/{benchmark}``,
 ``/api/jobs/{id}`` (+ ``/results.json``, ``/snapshot``), and the HTML pages. With a token
@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from genEval import __version__
 from genEval.sandbox import CheckStopped
@@ -49,8 +50,10 @@ REFUSALS = {status: {"model": Refusal} for status in (401, 403, 404, 409, 413, 4
 
 
 def create_app(service: Service) -> FastAPI:
-    """The FastAPI application serving ``service``."""
-    app = FastAPI(
+    """The FastAPI application serving ``service``. Its API pages (Swagger UI at ``/docs``, ReDoc at ``/redoc``) load
+    their scripts and styles from this server, out of the fastapi-offline package (``/static-offline-docs``), never
+    from a CDN, so they work offline."""
+    app = FastAPIOffline(
         title="genEval service",
         version=__version__,
         description="Submit an image classifier; it is evaluated on freshly generated, oracle-vetted "

@@ -1,10 +1,17 @@
 """Server-rendered HTML (jinja2 templates in ``templates/``), one router: the leaderboard of each benchmark, a job's
-status page and each run's report. No scripts, fonts or styles from elsewhere: the pages work offline.
+page, each run's report and its image grid. No scripts, fonts or styles from elsewhere: the pages work offline.
 Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
 rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why. On a
 settled benchmark (issue 33) the rows follow the settled order, ranks are tied ("2–3") where a pair of neighbours is
 open or equivalent, and a column says the verdict on each row and the one below it (an open pair: the sources per
 model that would settle it).
+
+Readable at 1280 px (issue 42): the leaderboard shows the compact score columns
+(:func:`genEval.comparisons.leaderboard.score_columns`); every other score is one click away (a CSS-only toggle,
+and a column sorted by stays shown), intervals never wrap, and the model column stays in view when the table
+scrolls. A finished job's page opens with its headline (the ranking score with its interval and the counts it rests
+on), then every score with its interval and the run's image grid; the model is named as submitted (a registered
+config, or an architecture with its uploaded file's hash), and no page shows a path on the server.
 """
 
 from __future__ import annotations
@@ -16,12 +23,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from genEval.comparisons.leaderboard import score_columns
+from genEval.runs.reader import read_results
 from genEval.scores.definitions import SCORE
 from genEval.scores.intervals import format_estimate
 from genEval.scores.sequential import PairVerdict, points
-from genEval.service.refusals import Invalid
+from genEval.service.records import JobInfo
+from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
+from genEval.service.server.jobs.routes import file_answer
 from genEval.service.server.standings.board import Row, standings
 from genEval.service.server.standings.compute import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS
 
@@ -31,6 +42,20 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 def _date(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
+
+
+def _day(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d", time.gmtime(ts))
+
+
+def _cell(e: dict | None) -> dict:
+    """A score as the pages show it: its value, its interval (one unbroken line under it) and the whole estimate."""
+    e = e or {"value": None, "low": None, "high": None}  # a row stored before the score existed
+    return {
+        "value": "–" if e.get("value") is None else f"{e['value']:.2f}",
+        "interval": "" if e.get("low") is None or e.get("high") is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
+        "title": format_estimate(e),
+    }
 
 
 #: Rows per leaderboard page (``?page=``); the API returns every row unless asked for a page.
@@ -68,14 +93,7 @@ def _reports(row: Row) -> list[str]:
 
 def _row(rank: int, row: Row) -> dict:
     s = row.standing
-    cells = {}
-    for k in COLUMNS:
-        e = s.scores.get(k) or {"value": None, "low": None, "high": None}  # stored before the score existed
-        cells[k] = {
-            "value": "–" if e["value"] is None else f"{e['value']:.2f}",
-            "interval": "" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
-            "title": format_estimate(e),
-        }
+    cells = {k: _cell(s.scores.get(k)) for k in COLUMNS}
     better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
     return {
         "rank": row.rank or rank,
@@ -84,7 +102,8 @@ def _row(rank: int, row: Row) -> dict:
         "job": row.job_id,
         "cells": cells,
         "reps": s.repetitions,
-        "date": _date(row.finished_at),
+        "date": _day(row.finished_at),
+        "finished": _date(row.finished_at),
         "better": better,
         "reports": _reports(row),
     }
@@ -122,6 +141,7 @@ def _leaderboard(
         for k in (*COLUMNS, "repetitions", "date", "name")
     ]
     counts = service.db.jobs.count(benchmark=name, version=st.version)
+    compact, extended = score_columns(st.rank_by)
     context = {
         "bench": bench,
         "version": st.version,
@@ -129,6 +149,8 @@ def _leaderboard(
         "rows": rows,
         "heads": {h["key"]: h for h in heads},
         "columns": COLUMNS,
+        # shown by default: the compact columns, and the one sorted by; the others behind the "every score" toggle
+        "extended": [k for k in COLUMNS if k in extended and k != sort],
         "note": st.interval_note,
         "ranked_by": {"label": LABELS[st.rank_by], "reason": st.rank_reason} if sort in (st.rank_by, "rank") else None,
         "stop": st.stop,
@@ -174,20 +196,93 @@ def leaderboard(
     return _leaderboard(request, svc, name, sort, order, version, page)
 
 
+def model_label(model: dict) -> str:
+    """A submitted model as people name it: ``digits_cnn (registered config)``, ``resnet18 (timm, uploaded weights
+    sha256 3f2a9c01e4b7…)``, ``TorchScript model (uploaded file sha256 …)``, with its class count and input size
+    when given."""
+    kind, name = model.get("kind", "?"), model.get("name")
+    sha = f"sha256 {model['sha256'][:12]}…" if model.get("sha256") else "no upload recorded"
+    if kind == "config":
+        text = f"{name} (registered config)"
+    elif kind == "torchscript":
+        text = f"TorchScript / torch.export model (uploaded file {sha})"
+    else:
+        text = f"{name} ({kind}, uploaded weights {sha})"
+    extra = [f"{model['num_classes']} classes" if model.get("num_classes") else ""]
+    extra.append(f"input {model['input_size']} px" if model.get("input_size") else "")
+    return text + "".join(f", {e}" for e in extra if e)
+
+
+def _counts(ns: list[int], validated: list[int]) -> str:
+    if len(ns) == 1:
+        return f"on {ns[0]} sources, {validated[0]} validated"
+    return (
+        f"over {len(ns)} repetitions of {', '.join(map(str, ns))} sources ({', '.join(map(str, validated))} validated)"
+    )
+
+
+def _job_scores(svc: Service, job: JobInfo) -> dict:
+    """A done job's headline, its scores (the leaderboard row when it pools several repetitions or rounds, then each
+    repetition's own, from its results.json) and the repetitions that drew an image grid."""
+    try:
+        runs = [read_results(svc.files.rep_dir(job, r)) for r in range(len(job.seeds))]
+    except (OSError, ValueError) as err:  # a run directory removed or unreadable: the page says so, still renders
+        return {"error": f"the results of this job cannot be read ({type(err).__name__}); ask the service's admin."}
+    board = svc.db.standings.board_of([job.root_id])
+    pooled = board[0].scores if board and board[0].scores and board[0].repetitions > 1 else None
+    own = [{k: e.to_dict() for k, e in res.scores.estimates.items()} for res in runs]
+    heads = (["leaderboard row (pooled)"] if pooled else []) + [
+        f"repetition {r} (seed {res.seed})" for r, res in enumerate(runs)
+    ]
+    compact = score_columns(RANK_BY)[0]
+    rows = [
+        {
+            "label": LABELS[k],
+            "compact": k in compact,
+            "cells": [_cell(c.get(k)) for c in ([pooled] if pooled else []) + own],
+        }
+        for k in COLUMNS
+    ]
+    counts = _counts([res.scores.n for res in runs], [res.scores.n_validated for res in runs])
+    return {
+        "headline": f"{LABELS[RANK_BY]} {format_estimate((pooled or own[0]).get(RANK_BY) or {})} {counts}",
+        "rank_label": LABELS[RANK_BY],
+        "heads": heads,
+        "rows": rows,
+        "grids": [r for r in range(len(runs)) if (svc.files.rep_dir(job, r) / "grid.png").is_file()],
+    }
+
+
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, svc: Facade):
-    """A job's status page (progress while it runs, its reports once done)."""
+    """A job's page: progress while it runs; once done, its headline, every score with its interval, the image grid
+    of each repetition and its reports."""
     job = svc.jobs.job(job_id)
     pct = None if not job.images_total else 100.0 * job.images_done / job.images_total
+    done = job.status == "done"
     context = {
         "job": job,
+        "model": model_label(job.model),
         "pct": pct,
         "benchmarks": list(svc.benchmarks.values()),
         "created": _date(job.created_at),
         "finished": _date(job.finished_at),
-        "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))] if job.status == "done" else [],
+        "reports": [f"/jobs/{job.id}/report?rep={r}" for r in range(len(job.seeds))] if done else [],
+        "scores": _job_scores(svc, job) if done else None,
     }
     return TEMPLATES.TemplateResponse(request, "job.html", context)
+
+
+@router.get(
+    "/jobs/{job_id}/grid.png",
+    **file_answer("image/png", {"type": "string", "format": "binary"}, "originals over their perturbed images"),
+)
+def grid(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
+    """Repetition ``rep``'s ``grid.png``: validated originals (top row) over their perturbed images (bottom row)."""
+    path = svc.files.finished_run(job_id, rep, what="image grid exists")[1] / "grid.png"
+    if not path.is_file():
+        raise NotFound(f"job {job_id}'s repetition {rep} drew no image grid (no validated sample).")
+    return FileResponse(path, media_type="image/png")
 
 
 @router.get("/jobs/{job_id}/report")
