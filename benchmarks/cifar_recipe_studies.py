@@ -130,7 +130,7 @@ def study_mask(out: Path, n: int, seed: int) -> dict:
 
 def study_snapshots(out: Path, n: int, seed: int) -> None:
     from genEval.search.execution import resolve_device
-    from genEval.snapshots.format import export_snapshot
+    from genEval.snapshots.export import export_snapshot
     from genEval.snapshots.scoring import format_transfer, transfer_matrix
 
     snaps = {}

@@ -88,8 +88,9 @@ def snapshot_step(step: str, run: str, out: str) -> dict:
     export-webdataset, verify (the webdataset snapshot) or score (the webdataset snapshot, with ResNet-20)."""
     import torch
 
-    from genEval.snapshots.format import export_snapshot, verify_snapshot
+    from genEval.snapshots.export import export_snapshot
     from genEval.snapshots.scoring import score_snapshot
+    from genEval.snapshots.verify import verify_snapshot
 
     torch.set_num_threads(2)
     t0 = time.perf_counter()

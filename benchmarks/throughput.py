@@ -73,7 +73,7 @@ for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the si
         sys.path.insert(0, _p)
 
 from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
-from roofline import KernelRow, markdown, peak_for, rows_as_dicts, step_roofline  # noqa: E402
+from harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts  # noqa: E402
 
 from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
 from genEval.fileio import atomic_write_json  # noqa: E402
@@ -812,6 +812,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not 0 < args.accept_prob <= 1 or not 1 <= args.classes <= NUM_CLASSES:
         ap.error(f"--accept-prob must be in (0, 1] and --classes in [1, {NUM_CLASSES}]")
     return args
+
+
+def step_roofline(roles: Any, setting: str, batch: int, args: argparse.Namespace, dev: torch.device) -> list[KernelRow]:
+    """The roofline of ``args.steps`` loop steps of ``setting`` at ``batch`` with this script's roles (a warm-up
+    run first, which compiles)."""
+    *wrapped, effective = apply_setting(roles, SETTINGS[setting], dev)
+    sources = make_sources(batch, args.size)
+    oracle = lambda: ScriptedOracle(wrapped[2], roles.oracle_classes)  # noqa: E731
+    run_search(sources, wrapped, oracle(), 1 + args.warmup, batch, dev, effective)
+    events = profile_events(lambda: run_search(sources, wrapped, oracle(), 1 + args.steps, batch, dev, effective), dev)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    return kernel_rows(events, dev.type == "cuda", peak_for(name), tf32=effective.get("tf32", False))
 
 
 def main(argv: list[str] | None = None) -> int:

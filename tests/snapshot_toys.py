@@ -20,7 +20,7 @@ from genEval.runs import RunDir, read_samples
 from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
-from genEval.snapshots.format import export_snapshot
+from genEval.snapshots.export import export_snapshot
 
 CLASSES = ["cat", "dog", "originals"]  # a class named like the originals/ folder must not collide with it
 

@@ -29,7 +29,8 @@ from genEval.runs.summary import summarize
 from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
-from genEval.snapshots.format import export_snapshot, load_snapshot
+from genEval.snapshots.export import export_snapshot
+from genEval.snapshots.reader import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = SearchConfig(budget=4, step_size=0.3)
@@ -141,7 +142,7 @@ def test_snapshots_audit_masks_and_shards_take_a_run_dir(tmp_path):
 def test_the_ad_hoc_views_of_a_loaded_run_are_gone():
     from genEval.comparisons import loading
     from genEval.reports import audit
-    from genEval.snapshots import format as snapshots
+    from genEval.snapshots import export as snapshots
 
     assert loading.LoadedRun is RunDir  # the old name, kept for code written against it
     assert not hasattr(snapshots, "_Run") and not hasattr(snapshots, "_read_run")

@@ -30,8 +30,11 @@ from genEval.runs.parts import load_latent_file
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
-from genEval.snapshots import format as snapmod
-from genEval.snapshots.format import Manifest, SnapshotError, export_snapshot, load_snapshot, verify_snapshot
+from genEval.snapshots import export as snapmod  # the exporter encodes each PNG
+from genEval.snapshots.export import export_snapshot
+from genEval.snapshots.manifest import Manifest, SnapshotError
+from genEval.snapshots.reader import load_snapshot
+from genEval.snapshots.verify import verify_snapshot
 
 pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 

@@ -24,9 +24,12 @@ from genEval.runs.recording import RunOutput
 from genEval.scores.intervals import proportion
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
+from genEval.snapshots.export import export_snapshot
 from genEval.snapshots.filtration import Candidate, filter_snapshots
-from genEval.snapshots.format import SnapshotError, export_snapshot, load_snapshot, verify_snapshot
+from genEval.snapshots.manifest import SnapshotError
+from genEval.snapshots.reader import load_snapshot
 from genEval.snapshots.scoring import TRANSFER_COLUMNS, score_snapshot, transfer_matrix
+from genEval.snapshots.verify import verify_snapshot
 
 pytest_plugins = ("snapshot_fixtures",)  # run_dir, run_data, snap_if, snap_wds
 

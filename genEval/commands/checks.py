@@ -328,10 +328,14 @@ def _check_generator(cfg: DictConfig, key: str, node: DictConfig, data: Declarat
 # ------------------------------------------------------------------------------------------- presets
 def choice(cfg: DictConfig, group: str) -> str:
     """The preset of ``group`` the run composed (``digits_cnn``), else its target's last name."""
-    try:
-        name = HydraConfig.get().runtime.choices.get(group)
-    except ValueError:  # not under @hydra.main: a config composed with return_hydra_config=True still tells
-        name = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None)
+    # a config composed with return_hydra_config=True tells itself (and wins over a HydraConfig that an earlier
+    # in-process run left set); under @hydra.main the hydra node is stripped and HydraConfig tells
+    name = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None)
+    if name is None and OmegaConf.select(cfg, "hydra", default=None) is None:
+        try:
+            name = HydraConfig.get().runtime.choices.get(group)
+        except ValueError:  # not under @hydra.main
+            name = None
     if name:
         return str(name)
     node = cfg.get(group)

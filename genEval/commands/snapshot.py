@@ -1,6 +1,6 @@
 """``geneval export|verify|score|transfer|filter``: the snapshot commands.
 
-Library: genEval/snapshots/format.py (export, verify), genEval/snapshots/scoring.py (score, transfer),
+Library: genEval/snapshots/export.py, verify.py, genEval/snapshots/scoring.py (score, transfer),
 genEval/snapshots/filtration.py (filter). ``device=auto`` is resolved here into a torch device.
 
 Each ``run_*`` takes the config composed from ``conf/<command>.yaml`` and prints a summary; ``verify`` exits
@@ -21,9 +21,11 @@ from genEval.commands.checks import check_snapshot_classes, choice
 from genEval.fileio import atomic_write_json
 from genEval.runs.shards import resolve_run_dir
 from genEval.search.execution import resolve_device
+from genEval.snapshots.export import export_snapshot
 from genEval.snapshots.filtration import filter_snapshots
-from genEval.snapshots.format import Manifest, export_snapshot, verify_snapshot
+from genEval.snapshots.manifest import Manifest
 from genEval.snapshots.scoring import format_transfer, score_snapshot, transfer_matrix
+from genEval.snapshots.verify import verify_snapshot
 
 
 def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:

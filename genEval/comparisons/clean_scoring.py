@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from genEval.comparisons.repetitions import build_entry
+from genEval.interfaces import hook
 from genEval.search.execution import Execution, resolve_device
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def predict_correct(classifier: Any, images: Tensor, labels: Tensor, device: tor
 
 def check_classes(name: str, classifier: Any, class_names: list[str], what: str) -> None:
     """Refuse a model whose logits do not cover the image set's classes (naming both)."""
-    n = getattr(classifier, "num_classes", None)
+    n = hook(classifier, "num_classes")
     if n is not None and int(n) != len(class_names):
         raise ValueError(
             f"{name} returns {n} logits but {what} has {len(class_names)} classes ({', '.join(class_names[:5])}...); "
@@ -56,7 +57,7 @@ def per_model(
     out = {}
     for name, entry in classifiers.items():
         clf = build_entry(entry)
-        if hasattr(clf, "to"):
+        if isinstance(clf, torch.nn.Module):
             clf = clf.to(device).eval()
         out[name] = score(name, clf, device)
         del clf

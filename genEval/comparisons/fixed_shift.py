@@ -32,6 +32,7 @@ from genEval.comparisons.repetitions import data_for_seed
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.corruptions import FAMILIES, check_corruptions, corrupt_image, family_of, image_seed
 from genEval.fileio import atomic_write_bytes
+from genEval.interfaces import component_id
 from genEval.scores.fixed_shift import FixedShift, Interval, ShiftRow
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, bootstrap, few_sources, percentile, rep_mean, source_sums
 from genEval.scores.rankings import kendall_tau, rank
@@ -69,7 +70,7 @@ def _meta(names: list[str], sev: list[int], seed: int, seeds: Sequence[int], dat
         "severities": sev,
         "seed": int(seed),
         "repetition_seeds": [int(s) for s in seeds],
-        "data": str(getattr(data, "name", type(data).__name__)),
+        "data": component_id(data),
     }
 
 
@@ -122,7 +123,7 @@ def score_corruptions(
     y = torch.tensor(labels)
 
     def score(name: str, clf: Any, device: Any) -> np.ndarray:
-        check_classes(name, clf, list(data.class_names), f"data {getattr(data, 'name', '')}")
+        check_classes(name, clf, list(data.class_names), f"data {component_id(data)}")
         out = np.zeros((len(ids), len(names) * len(sev)), bool)
         for j in range(out.shape[1]):
             for start in range(0, len(ids), 256):

@@ -26,6 +26,7 @@ from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.loading import load_runs
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_json
+from genEval.interfaces import component_id, hook
 from genEval.scores.intervals import model_draws
 from genEval.scores.multi_id import fit_plane, needed_baselines, plane_intervals
 from genEval.search.execution import Execution
@@ -73,7 +74,7 @@ def _read(path: Path, sets: Mapping[str, Any]) -> dict[str, IDSetScores] | None:
     if not path.is_file():
         return None
     found = _parse(path)
-    want = {n: str(getattr(data, "name", type(data).__name__)) for n, data in sets.items()}
+    want = {n: component_id(data) for n, data in sets.items()}
     return found if {n: s.data for n, s in found.items()} == want else None
 
 
@@ -113,7 +114,7 @@ def score_id_sets(
             for x, y, sid in read(set_name, data):
                 correct.append(predict_correct(clf, x, y, device))
                 ids += sid
-            out[set_name] = IDSetScores(set_name, str(getattr(data, "name", set_name)), ids, np.concatenate(correct))
+            out[set_name] = IDSetScores(set_name, str(hook(data, "name") or set_name), ids, np.concatenate(correct))
             log.info("multi-ID: %s has SA %.2f on %s (%d images)", name, out[set_name].sa, set_name, len(ids))
         atomic_write_json(
             _file(out_dir, name),

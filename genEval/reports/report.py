@@ -155,7 +155,7 @@ def _load(source: Comparison | str | Path) -> Loaded:
 def read_transfer(path: str | Path) -> tuple[list[str], list[str], np.ndarray, dict[tuple[int, int], str]]:
     """``transfer.csv`` -> (sources, targets, accuracy matrix in percent (NaN = empty), cell marks).
 
-    Long format (``geneval transfer``, genEval.snapshots.format.transfer_matrix): columns ``source, target, pa, ...``
+    Long format (``geneval transfer``, genEval.snapshots.scoring.transfer_matrix): columns ``source, target, pa, ...``
     with optional ``self_generated`` / ``used_for_filtering`` flags (marked ``*`` / ``f``). Wide format:
     header ``source,<target>,...`` and one row of accuracies per source.
     """

@@ -45,6 +45,10 @@ EVALUATE_KEYS = (
     "role_precision",
 )
 MAX_REPETITIONS = 100
+#: Keys added to the role presets after benchmarks were versioned, each with the value that keeps the earlier
+#: behaviour: at that value a key changes no score, so it is left out of the version (a shipped benchmark keeps its
+#: version and its leaderboard); set to anything else it counts like any other key.
+LATER_KEYS = {"data.other_folders": "refuse"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
 STOP_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "power")
 
@@ -238,7 +242,14 @@ class Benchmark:
     def version(self) -> str:
         """The config hash: everything that can change a score (the allowlisted keys excluded), and a settled
         benchmark's stop rule (left out of a fixed one's, whose hash is what it was before settled benchmarks)."""
-        key = {"config": _without(self.config, list(self.overrides)), "repetitions": self.repetitions}
+        neutral = []
+        for later, value in LATER_KEYS.items():
+            try:
+                if _get(self.config, later) == value:
+                    neutral.append(later)
+            except KeyError:  # a preset whose role has no such key
+                pass
+        key = {"config": _without(self.config, [*self.overrides, *neutral]), "repetitions": self.repetitions}
         return config_hash(key | ({"stop": self.rule.to_dict()} if self.rule else {}))
 
     def record(self) -> dict:

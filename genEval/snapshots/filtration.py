@@ -21,19 +21,10 @@ import torch
 
 from genEval.fileio import sha256_file
 from genEval.runs.identity import package_versions
-from genEval.snapshots.format import (
-    MANIFEST,
-    Manifest,
-    Snapshot,
-    SnapshotError,
-    SnapshotItem,
-    check_format,
-    check_out_dir,
-    load_snapshot,
-    now_utc,
-    write_snapshot,
-)
+from genEval.snapshots.manifest import MANIFEST, Manifest, SnapshotError, now_utc
+from genEval.snapshots.reader import Snapshot, load_snapshot
 from genEval.snapshots.scoring import check_classes, classifier_name, on_device, predict
+from genEval.snapshots.writer import SnapshotItem, check_format, check_out_dir, write_snapshot
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Scoring classifiers on static snapshots: re-scoring one model and the transfer matrix (paper App. D, O).
 
-A snapshot (:mod:`genEval.snapshots.format`) stores the perturbed images *and* their originals, so any classifier
+A snapshot (:mod:`genEval.snapshots.manifest`) stores the perturbed images *and* their originals, so any classifier
 can be scored on it with no access to the source data set: PA on the perturbed images and ``sa`` on the
 originals (percent, 95% Wilson or Clopper-Pearson intervals over the snapshot's samples). The originals are
 those of the *validated* samples only, so ``sa`` is SA_v. FMR has one definition everywhere (docs/method.md,
@@ -30,7 +30,8 @@ from genEval.fileio import atomic_write_bytes
 from genEval.interfaces import check_batch_size, component_id, hook
 from genEval.scores.definitions import fmr_value
 from genEval.scores.intervals import Estimate, format_estimate, proportion
-from genEval.snapshots.format import Snapshot, SnapshotDataset, SnapshotError, load_snapshot
+from genEval.snapshots.manifest import SnapshotError
+from genEval.snapshots.reader import Snapshot, SnapshotDataset, load_snapshot
 
 #: What a full-sample SA may be given as: an estimate, its dict form (results.json, the manifest) or a percent.
 FullSA = Estimate | Mapping[str, Any] | float | int

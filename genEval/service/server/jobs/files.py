@@ -12,7 +12,8 @@ from genEval.reports.report import write_report
 from genEval.service.records import JobInfo
 from genEval.service.refusals import Conflict, NotFound
 from genEval.service.server.jobs.desk import JobDesk
-from genEval.snapshots.format import SnapshotError, export_snapshot
+from genEval.snapshots.export import export_snapshot
+from genEval.snapshots.manifest import SnapshotError
 
 
 class RunFiles:
@@ -60,7 +61,7 @@ class RunFiles:
             raise Conflict(f"no snapshot for this run: {err}") from None
 
     def snapshot_tar(self, job: JobInfo, rep: int) -> Path:
-        """The run's generated images as a snapshot (genEval.snapshots.format.export_snapshot, image-folder format),
+        """The run's generated images as a snapshot (genEval.snapshots.export.export_snapshot, image-folder format),
         packed into one tar under ``home/snapshots`` (made once, then served from there)."""
         out = self.home / "snapshots" / job.id
         tar_path = out / f"rep{rep}.tar"
