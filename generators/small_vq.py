@@ -303,6 +303,16 @@ def _train_epoch(
     return running / max(count, 1)
 
 
+def _log_epoch(epoch: int, epochs: int, start: int, loss: float, psnr: float, psnr_q: float, spent: float) -> None:
+    """The line per epoch the first run shows (issue 42): loss, held-out PSNR, seconds so far and about how many
+    are left (the mean epoch of this call times the epochs to go)."""
+    left = spent / (epoch + 1 - start) * (epochs - epoch - 1)
+    log.info(
+        "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB); %.0f s so far, about %.0f s to go",
+        *(epoch + 1, epochs, loss, psnr, psnr_q, spent, left),
+    )
+
+
 def train_vq_generator(
     train_data: ImageDataset,
     held_out_data: ImageDataset | None = None,
@@ -415,19 +425,7 @@ def train_vq_generator(
             psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
             psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
             model.train()
-            spent = time.perf_counter() - t0
-            left = spent / (epoch + 1 - start_epoch) * (epochs - epoch - 1)
-            log.info(
-                "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB); %.0f s so far, about "
-                "%.0f s to go",
-                epoch + 1,
-                epochs,
-                last_loss,
-                psnr,
-                psnr_q,
-                spent,
-                left,
-            )
+            _log_epoch(epoch, epochs, start_epoch, last_loss, psnr, psnr_q, time.perf_counter() - t0)
             save(epoch + 1)
 
     model.eval()
