@@ -45,12 +45,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from genEval.validation import COMPILE_SCOPES, MEMORY_FORMATS  # noqa: F401  (the vocabulary, torch-free, re-exported)
+
 log = logging.getLogger(__name__)
 
-#: ``memory_format`` values: ``auto`` = channels_last where the step is compiled on CUDA, contiguous elsewhere.
-MEMORY_FORMATS = ("auto", "channels_last", "contiguous")
-#: ``compile_scope`` values: ``full`` = the step as one graph; ``regional`` = the decoder's repeated blocks.
-COMPILE_SCOPES = ("full", "regional")
 _TORCH_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
 
 

@@ -21,6 +21,7 @@ digits and cached) and the ``trainer`` node of ``conf/train_generator.yaml`` (:f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -28,7 +29,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -180,6 +181,29 @@ def _complete_ddconfig(ddconfig: Mapping | None, shape: tuple[int, ...]) -> dict
     return cfg
 
 
+@contextlib.contextmanager
+def cpu_threads(device: torch.device, threads: int | None) -> Iterator[None]:
+    """Run the block with torch's intra-op pool at ``threads`` on a CPU (restored afterwards); a no-op on another
+    device or for ``threads=None``.
+
+    Why training defaults to one thread: the demo's batches are tiny (32 images of 16 px), so splitting each op over
+    threads costs more in hand-offs than it saves, and on a busy machine the waiting threads spin. Measured on 2
+    shared cores under load (``python benchmarks/demo_training.py --threads 1 2 --epochs 1``; benchmarks/RESULTS.md,
+    issue 42), one epoch of the digits VQ costs several times more CPU on two threads than on one.
+    """
+    if device.type != "cpu" or threads is None:
+        yield
+        return
+    if int(threads) < 1:
+        raise ValueError(f"threads={threads} must be a whole number >= 1 (or null: torch's own setting).")
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _epoch_order(n: int, seed: int, epoch: int) -> Tensor:
     # Seeded per epoch, so a resumed run visits the same batches as an uninterrupted one.
     g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (1 << 62))
@@ -279,6 +303,16 @@ def _train_epoch(
     return running / max(count, 1)
 
 
+def _log_epoch(epoch: int, epochs: int, start: int, loss: float, psnr: float, psnr_q: float, spent: float) -> None:
+    """The line per epoch the first run shows (issue 42): loss, held-out PSNR, seconds so far and about how many
+    are left (the mean epoch of this call times the epochs to go)."""
+    left = spent / (epoch + 1 - start) * (epochs - epoch - 1)
+    log.info(
+        "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB); %.0f s so far, about %.0f s to go",
+        *(epoch + 1, epochs, loss, psnr, psnr_q, spent, left),
+    )
+
+
 def train_vq_generator(
     train_data: ImageDataset,
     held_out_data: ImageDataset | None = None,
@@ -297,6 +331,7 @@ def train_vq_generator(
     device: str | torch.device | None = None,
     held_out_fraction: float = 0.1,
     max_held_out: int | None = 1024,
+    threads: int | None = 1,
 ) -> TrainReport:
     """Train a taming-architecture VQ autoencoder on ``train_data`` and save ``out_dir/last.ckpt``.
 
@@ -314,6 +349,8 @@ def train_vq_generator(
         progress: a progress bar; ``None`` shows one only on a terminal.
         loss: reconstruction term, ``"l1"`` or ``"mse"``; the VQ term is always added.
         device: where to train (``None``/``"auto"``: CUDA when available, else CPU).
+        threads: torch's intra-op threads while training on a CPU (``None``: as torch is set); see
+            :func:`cpu_threads` for why one.
 
     Returns a :class:`TrainReport`. The checkpoint holds ``state_dict``, ``config`` (``ddconfig``,
     ``n_embed``, ``embed_dim``), ``epoch``, ``optimizer``, ``psnr``, ``psnr_quantized``, ``train_loss``,
@@ -368,34 +405,28 @@ def train_vq_generator(
         }
         atomic_write(ckpt_path, lambda fh: torch.save(state, fh))
 
-    for epoch in range(start_epoch, epochs):
-        last_loss = _train_epoch(
-            model,
-            opt,
-            train,
-            epoch,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            lr_schedule=lr_schedule,
-            loss=loss,
-            seed=seed,
-            device=device,
-            show=show,
-        )
-        model.eval()
-        psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
-        psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
-        model.train()
-        log.info(
-            "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB)",
-            epoch + 1,
-            epochs,
-            last_loss,
-            psnr,
-            psnr_q,
-        )
-        save(epoch + 1)
+    with cpu_threads(device, threads):  # tiny batches: one thread unless asked (cpu_threads' docstring)
+        for epoch in range(start_epoch, epochs):
+            last_loss = _train_epoch(
+                model,
+                opt,
+                train,
+                epoch,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                lr_schedule=lr_schedule,
+                loss=loss,
+                seed=seed,
+                device=device,
+                show=show,
+            )
+            model.eval()
+            psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
+            psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
+            model.train()
+            _log_epoch(epoch, epochs, start_epoch, last_loss, psnr, psnr_q, time.perf_counter() - t0)
+            save(epoch + 1)
 
     model.eval()
     model.requires_grad_(False)
@@ -480,8 +511,10 @@ def digits_vq(
     dims, batch 32, Adam lr 3e-3 with a cosine schedule: about 6 s per epoch when the cores are free.
     Held-out PSNR of the continuous latent: 22.9 dB after 4 epochs, 27.2 after 6, 29.3 after 9
     (9-epoch run); a constant lr of 2e-3 reached only 22.1 / 26.2 / 28.5 dB after 4 / 8 / 12 epochs
-    and fluctuated by 2 dB between epochs, batch 64 was worse per second. 8 epochs (about 50 s)
-    is the default: inside the offline demo's one-minute training budget.
+    and fluctuated by 2 dB between epochs, batch 64 was worse per second. 8 epochs is the default. Training runs
+    on one thread (:func:`cpu_threads`): on 2 shared cores (load average 15) one epoch cost 9.4 s of CPU on one
+    thread and 167.5 s on two, and the 8 epochs 67 s of CPU on one, reaching 28.4 dB (issue 42;
+    ``python benchmarks/demo_training.py``, benchmarks/RESULTS.md).
     """
     dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
     settings = {
@@ -509,7 +542,13 @@ def digits_vq(
                 f"no trained digits VQ generator cached at '{ckpt}'; call digits_vq with "
                 "train_if_missing=true to train it (about a minute on a CPU)."
             )
-        log.info("training the digits VQ generator (cached at %s)", folder)
+        log.info(
+            "training the offline demo's generator once (then cached at %s): a small VQ autoencoder, %d epochs over "
+            "the 1,257 digits of the train split; about 70 s of CPU time on one core (measured: benchmarks/"
+            "demo_training.py), a line per epoch with the time left",
+            folder,
+            epochs,
+        )
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "settings.json", settings)
         report = train_vq_generator(

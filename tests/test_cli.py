@@ -99,15 +99,20 @@ def test_main_job_end_to_end_on_the_offline_default(tmp_path):
     # the first run trains the digits models (about 5 minutes on 2 quiet cores): a generous limit for busy machines
     r = geneval("seed=0", "data.limit=60", "search.budget=5", f"hydra.run.dir={run}", timeout=2400)
     assert r.returncode == 0, r.stderr[-3000:]
-    for line in ("SA ", "RA ", "VR ", "PA ", "FMR "):
-        assert line in r.stdout
-    assert f"run directory: {run}" in r.stdout
     res = json.loads((run / "results.json").read_text())
+    fmr_v = res["scores"]["fmr_validated"]
+    # one headline (the ranking score, its interval, the counts), the table, where the files went, what to run next
+    assert r.stdout.startswith(f"digits_cnn on digits: FMR_v {fmr_v['value']:.2f} [{fmr_v['low']:.2f}, ")
+    for label in ("SA", "RA", "VR", "PA", "FMR", "FMR_v"):
+        assert any(line.split()[:1] == [label] for line in r.stdout.splitlines()), label
+    assert f"files: {run}/" in r.stdout and "report.html" in r.stdout and "next:" in r.stdout
+    assert "[20" not in r.stdout.splitlines()[0]  # no Hydra log prefix on stdout: logs go to stderr
+    assert "VQ epoch 8/8" in r.stderr  # the first run says what it trains, epoch by epoch
     assert res["seed"] == 0 and res["scores"]["n"] == 60
     assert res["config"]["search"]["budget"] == 5 and res["config"]["data"]["limit"] == 60
     assert res["components"]["generator"].startswith("vq:digits")
     assert len((run / "samples.jsonl").read_text().splitlines()) == 60
-    assert (run / ".hydra" / "config.yaml").exists() and (run / "grid.png").exists()
+    assert (run / ".hydra" / "config.yaml").exists() and (run / "grid.png").exists() and (run / "report.html").exists()
     # the same seed gives the same scores
     r2 = geneval("seed=0", "data.limit=60", "search.budget=5", f"hydra.run.dir={tmp_path / 'again'}")
     assert r2.returncode == 0, r2.stderr[-3000:]

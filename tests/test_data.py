@@ -253,7 +253,8 @@ def test_configs_instantiate(tmp_path):
     names = {p.stem for p in CONF.glob("*.yaml")}
     assert names >= {"digits", "cifar10_jpg", "cifar10", "mnist", "imagefolder"}
     ds = _load("digits")
-    assert isinstance(ds, DigitsData) and len(ds) == 540
+    assert isinstance(ds, DigitsData) and len(ds) == 200  # the offline demo's preset: 200 of the 540 held-out digits
+    assert len(_load("digits", limit=None)) == 540
     root = _write_folder(tmp_path / "imgs", {"a": 2, "b": 1})
     assert len(_load("imagefolder", root=str(root))) == 3
     with pytest.raises(Exception, match="root"):

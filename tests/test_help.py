@@ -1,10 +1,12 @@
 """``geneval --help`` names every command with its one line, the most used overrides and the config groups;
-``geneval <command> --help`` gives that command's purpose and its keys (issue 37 item 7; Hydra's help template
-conf/hydra/help/geneval.yaml filled by genEval/commands/helptext.py)."""
+``geneval <command> --help`` gives that command's purpose and its keys (issue 37 item 7; genEval/commands/helptext.py),
+at once: before torch or any command module is imported (issue 42)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -60,6 +62,22 @@ def test_every_override_the_help_recommends_composes(override):
             for part in leaf[:-1]:
                 node = node[part]
             assert str(node[leaf[-1]]) == value, item
+
+
+@pytest.mark.parametrize("args", [["--help"], ["score", "-h"]])
+def test_help_does_not_import_torch(args):
+    code = (
+        "import sys, genEval.cli\n"
+        "try:\n"
+        f"    genEval.cli.main({args!r})\n"
+        "except SystemExit as done:\n"
+        "    print('EXIT', done.code)\n"
+        "print('TORCH', sorted(m for m in ('torch', 'torchvision', 'scipy', 'httpx') if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert "EXIT 0" in out.stdout and "== Keys" in out.stdout or "== Commands ==" in out.stdout, out.stderr
+    assert "TORCH []" in out.stdout, out.stdout[-500:]
 
 
 def test_a_command_without_a_one_line_summary_is_refused():

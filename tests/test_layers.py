@@ -41,6 +41,7 @@ FOUNDATION = {
     "genEval.sandbox",
     "genEval.sandbox_mounts",  # what the sandbox's child sees (bubblewrap's mounts), the sandbox's own
     "genEval.model_ops",  # what a model file's graph calls: the checks of the sandbox's one caller, checkpoints' kin
+    "genEval.validation",  # SettingError and the setting vocabularies, torch-free (the command line checks first)
 }
 # Function-local imports of the project's own modules, each with its reason (everything else is at the top).
 LOCAL_IMPORTS_ALLOWED = {
@@ -48,6 +49,10 @@ LOCAL_IMPORTS_ALLOWED = {
         "genEval",
         "genEval.search.driver",
     ): "`import genEval` stays cheap; genEval.evaluate loads the engine on first use",
+    (
+        "genEval",
+        "genEval.interfaces",
+    ): "`import genEval` stays cheap (no torch): genEval.Classifier & co. load the contracts on first use",
     (
         "genEval.commands.serve",
         "genEval.commands.server",

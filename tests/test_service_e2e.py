@@ -5,6 +5,7 @@ Chromium (Playwright driving the system Chromium)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -134,7 +135,12 @@ def test_serve_submit_and_see_it_on_the_leaderboard(tmp_path):
             timeout=1300,
         )
         assert sub.returncode == 0, sub.stdout + sub.stderr
-        assert '"sa":' in sub.stdout and "queued" in sub.stdout
+        assert "queued" in sub.stdout
+        # it ends as `geneval` does: the headline of each repetition, then its table of scores (issue 42)
+        assert "e2e-cnn on digits_smoke, repetition 0 (seed " in sub.stdout and ": FMR_v " in sub.stdout
+        assert any(line.split()[:1] == ["SA"] for line in sub.stdout.splitlines())
+        counts = [int(m) for m in re.findall(r"running: (\d+)/\d+ images", sub.stdout)]
+        assert counts == sorted(counts), sub.stdout  # the progress only grows
 
         _check_in_browser(base, tmp_path / "chromium-profile", "e2e-cnn")
     finally:

@@ -78,7 +78,7 @@ def _run(overrides: list[str], capsys) -> tuple[int, str]:
     ],
 )
 def test_bad_values_name_their_key_before_anything_is_built(override, expected, capsys, monkeypatch):
-    import genEval.commands as commands
+    import genEval.commands.base as commands  # build() and the instantiate it calls
 
     built = []
     monkeypatch.setattr(commands, "instantiate", lambda *a, **k: built.append(a) or pytest.fail("built"), raising=True)

@@ -216,6 +216,12 @@ def trained_digits_model(
         return freeze(clf)
     from safetensors.torch import save
 
+    log.info(
+        "training digits classifier %s once (%s epochs on the digits train split; then cached at %s)",
+        name,
+        settings["epochs"],
+        path,
+    )
     t0 = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -10,11 +10,7 @@ from genEval.reports.audit import record_audit, write_audit
 from genEval.runs.shards import resolve_run_dir
 
 
-@command(
-    "audit",
-    config="audit",
-    summary="check the oracle by hand: a page of validated pairs to mark, then store the agreement",
-)
+@command("audit")
 def run_audit(cfg: DictConfig) -> dict:
     run = str(resolve_run_dir(require(cfg, "run", "audit", "run=<run directory made with save_images=true> n=100")))
     if cfg.get("answers"):

@@ -8,7 +8,8 @@ first-use training or a scan of the data.
 2. every component that can tell (a ``check_available`` hook on its ``_target_``) can be built now: its weights
    are cached or downloadable;
 3. the tested classifier's classes against the data's: their number, and their names (or label space) whenever both
-   are known, and the same for every judge inside the oracle that knows its classes;
+   are known, and the same for every judge inside the oracle that knows its classes; a folder of one class is
+   refused unless ``allow_one_class=true`` (every image is of that class: a model that always answers it scores 100);
 4. the data's images (channels, size) against each generator: channels, and sides that are multiples of its
    down-sampling;
 5. a style mask file's latent shape against the generator's latent shape for these images.
@@ -85,6 +86,7 @@ def check_run(
     shape = declaration(data) or Declaration()
     if shape.classes is not None:
         _check_classes(cfg, classifiers, shape.classes, style)
+        _check_one_class(cfg, shape.classes)
         if isinstance(oracle, DictConfig):
             _check_oracle(cfg, oracle, _labels(shape.classes, classifiers))
     for key, node in generators.items():
@@ -203,6 +205,44 @@ def _check_classes(cfg: DictConfig, classifiers: Mapping[str, DictConfig], data:
     head = "; ".join(parts) + f", but data {data_name} has {data.describe()}"
     them = "it would be tested on classes it does" if len(wrong) == 1 else "they would be tested on classes they do"
     raise ValueError(f"{head}: {them} not know. {fix}" + (f" ({where})." if where else "."))
+
+
+def classifiers_for(cfg: DictConfig) -> list[str]:
+    """The classifier presets that know the classes of ``cfg``'s data by name or label space (what a comparison on
+    these data could test), from their declarations; [] when the data's classes are not known."""
+    data = declaration(cfg.get("data"))
+    if data is None or data.classes is None:
+        return []
+    return _fitting_presets(cfg, "classifier", lambda d: _knows(d.classes, data.classes))
+
+
+def _check_one_class(cfg: DictConfig, data: ClassSet) -> None:
+    """Refuse data of a single class folder unless ``allow_one_class=true``."""
+    if data.names is None or len(data.names) != 1 or not data.mapped or cfg.get("allow_one_class", False):
+        return
+    raise ValueError(
+        f"data {choice(cfg, 'data')} has one class folder ({data.names[0]}): every image is of that class, so SA, PA "
+        "and FMR measure that class alone and a model that always answers it scores 100. Add the folders of the "
+        "other classes, or set allow_one_class=true to run it anyway."
+    )
+
+
+def check_snapshot_classes(cfg: DictConfig, key: str, class_names: list[str], where: str) -> None:
+    """Refuse to score the classifier of ``cfg[key]`` on a snapshot of other classes (``class_names``, the snapshot's
+    manifest; ``where``: the snapshot), naming the classifier presets that fit, before the classifier is built."""
+    node = cfg.get(key)
+    decl = declaration(node) if isinstance(node, DictConfig) else None
+    snapshot = ClassSet(class_names)
+    why = decl.classes.mismatch(snapshot) if decl is not None and decl.classes is not None else None
+    if why is None:
+        return
+    fits = _fitting_presets(cfg, "classifier", lambda d: d.classes is not None and d.classes.mismatch(snapshot) is None)
+    fix = f"Score it with a classifier of these classes: {Style().presets('classifier', fits)}" if fits else (
+        "Score it with a classifier trained on these classes")  # fmt: skip
+    raise ValueError(
+        f"classifier {choice(cfg, key)} was trained on {decl.classes.describe()} but snapshot {where} holds images "
+        f"of {snapshot.describe()} ({why}): its accuracies would be meaningless. {fix}."
+    )
 
 
 def _check_oracle(cfg: DictConfig, oracle: DictConfig, data: ClassSet) -> None:

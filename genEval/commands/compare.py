@@ -29,6 +29,7 @@ with ``out_dir=<its folder>`` to continue a stopped one.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 from dataclasses import replace
@@ -280,12 +281,26 @@ def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str)
     return aggregate(paths, settings, out_dir=out_dir)
 
 
-@command(
-    "compare",
-    config="compare",
-    summary="rank classifiers under the same data, generator, oracle and seeds: leaderboard, ER, Kendall tau",
-)
+def check_compare(cfg: DictConfig) -> None:
+    """Refuse a comparison of fewer than two models before anything is built (one model is ``geneval``'s job)."""
+    if cfg.get("runs"):
+        return
+    cfg = copy.deepcopy(cfg)  # the data preset's zoo swapped in on a copy: the command does it again on its own
+    _data_zoo(cfg)
+    nodes, _ = _models(cfg)
+    if len(nodes) < 2:
+        name = next(iter(nodes), "<model>")
+        given = cfg.get("classifiers")
+        name = str(given[name]) if isinstance(given, DictConfig) and isinstance(given.get(name), str) else name
+        raise ValueError(
+            f"geneval compare ranks two or more models; it was given one ({name}). Evaluate one model with "
+            f"geneval classifier={name}, or compare it with another: geneval compare 'classifiers=[{name},digits_mlp]'."
+        )
+
+
+@command("compare", check=check_compare)
 def run_compare(cfg: DictConfig) -> str:
+    check_compare(cfg)
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
     settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here
     with tracked(cfg, f"compare on {choice(cfg, 'data')}", "compare") as track:  # tracking=mlflow: a parent run

@@ -1,16 +1,13 @@
-"""``geneval --help`` and ``geneval <command> --help``: the text of Hydra's help template.
+"""``geneval --help`` and ``geneval <command> --help``, written from the command table and the config files, so the
+text cannot drift from them:
 
-``conf/hydra/help/geneval.yaml`` is the template (Hydra's "Customizing Application's help"); its body is the
-resolver ``${geneval_help:<config name>}`` registered here, so the text comes from the command registry and the
-config files themselves and cannot drift from them:
-
-* ``geneval --help``: every command with its one-line summary (:data:`genEval.commands.SUMMARIES`), the overrides
-  users type most (:data:`COMMON_OVERRIDES`) and the config groups with their options (Hydra's
-  ``$APP_CONFIG_GROUPS``);
+* ``geneval --help``: every command with its one-line summary (:data:`genEval.commands.registry.COMMANDS`), the
+  overrides users type most (:data:`COMMON_OVERRIDES`) and the config groups with their options (``conf/<group>/``);
 * ``geneval <command> --help``: the command's summary, the groups it composes with their options, and its keys:
   ``conf/<config>.yaml`` as written, comments included (without its ``hydra:`` block).
 
-Nothing here builds a component or imports a backend, so the help stays as quick as the command line's start.
+The command line prints it before Hydra or any command module is imported (issue 42): it reads YAML files, nothing
+more, and answers at once. (``--hydra-help`` still shows Hydra's own.)
 """
 
 from __future__ import annotations
@@ -18,9 +15,8 @@ from __future__ import annotations
 import re
 
 import yaml
-from omegaconf import OmegaConf
 
-from genEval.commands import CONF_DIR, REGISTRY, SUMMARIES, config_options
+from genEval.commands.registry import COMMANDS, CONF_DIR, SUMMARIES, config_options
 
 #: The overrides users type most, each with what it does (``geneval --help`` lists them; a test composes each).
 COMMON_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -37,17 +33,7 @@ COMMON_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("hydra.run.dir=runs/a", "the run directory; rerunning the same command resumes it"),
     ("tracking=mlflow", "log the run to MLflow"),
 )
-MAIN = "config"  # the main job's config: `geneval [overrides]`
-
-
-def _names() -> dict[str, str]:
-    """Config name -> command name."""
-    return {config: name for name, (config, _) in REGISTRY.items()}
-
-
-def _escaped(text: str) -> str:
-    """``text`` for Hydra's ``string.Template``: a literal ``$`` (``$GENEVAL_CACHE`` in a comment) is ``$$``."""
-    return text.replace("$", "$$")
+MAIN = "evaluate"  # the main job: `geneval [overrides]`
 
 
 def _groups(config: str) -> list[str]:
@@ -74,11 +60,17 @@ def _keys(config: str) -> str:
     return "\n".join(lines).strip()
 
 
+def config_groups() -> list[str]:
+    """``group: option, option, ...`` for every config group of the package (``hydra/`` aside), as Hydra lists them."""
+    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    return [f"{g}: {', '.join(config_options(g))}" for g in groups if config_options(g)]
+
+
 def main_help() -> str:
     """``geneval --help``."""
-    width = max(len(name) for name in REGISTRY)
+    width = max(len(name) for name in SUMMARIES)
     commands = [f"  {'(none)':<{width}}  {SUMMARIES['evaluate']}"]
-    commands += [f"  {name:<{width}}  {SUMMARIES[name]}" for name in REGISTRY if name != "evaluate"]
+    commands += [f"  {name:<{width}}  {SUMMARIES[name]}" for name in SUMMARIES if name != "evaluate"]
     most = max(len(o) for o, _ in COMMON_OVERRIDES)
     overrides = [f"  {o:<{most}}  {what}" for o, what in COMMON_OVERRIDES]
     return "\n".join(
@@ -96,32 +88,33 @@ def main_help() -> str:
             *overrides,
             "",
             "== Config groups == (group=option; conf/<group>/<option>.yaml)",
-            "$APP_CONFIG_GROUPS",
+            *config_groups(),
+            "",
+            "`geneval list classifiers` (generators, oracles, benchmarks, presets) names each with one line;",
             "`geneval --cfg job` prints every key of the composed configuration.",
         ]
     )
 
 
-def command_help(config: str) -> str:
-    """``geneval <command> --help`` for the command composing ``conf/<config>.yaml``."""
-    name = _names().get(config, config)
+def command_help(name: str) -> str:
+    """``geneval <command> --help``."""
+    config = COMMANDS[name].config
+    path = COMMANDS[name].path
+    usage = f"geneval {name}" + (f" [{path}]" if path else "") + " [key=value ...]"
     groups = [f"  {g}: {', '.join(config_options(g))}" for g in _groups(config)]
     return "\n".join(
         [
             f"geneval {name}: {SUMMARIES[name]}",
             "",
-            f"Usage: geneval {name} [key=value ...]",
+            f"Usage: {usage}" + (f"     (a first argument without '=' sets {path})" if path else ""),
             *(["", "== Config groups it composes == (group=option)", *groups] if groups else []),
             "",
             f"== Keys (conf/{config}.yaml) ==",
-            _escaped(_keys(config)),
+            _keys(config),
         ]
     )
 
 
-def help_text(config: str) -> str:
-    """The help for ``conf/<config>.yaml``: the main help for the main job, else the command's."""
-    return main_help() if config == MAIN else command_help(config)
-
-
-OmegaConf.register_new_resolver("geneval_help", help_text, replace=True)
+def help_text(name: str) -> str:
+    """The help of command ``name``: the main help for the main job, else the command's."""
+    return main_help() if name == MAIN else command_help(name)

@@ -13,11 +13,7 @@ from genEval.runs.shards import resolve_run_dir
 FIT_KEYS = ("C", "solver", "target_sparsity", "target_score", "test_fraction", "max_iter", "seed")
 
 
-@command(
-    "fit-mask",
-    config="fit_mask",
-    summary="fit the sparse style mask (L1 logistic regression) from a run saved with save_latents=true",
-)
+@command("fit-mask")
 def run_fit_mask(cfg: DictConfig) -> str:
     run = resolve_run_dir(
         require(cfg, "run", "fit-mask", "run=<directory of a finished run made with save_latents=true>")

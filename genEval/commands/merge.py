@@ -1,4 +1,5 @@
-"""``geneval merge runs=[DIR,...] out=DIR``: combine the shards of one evaluation (genEval/runs/shards.py).
+"""``geneval merge runs=[DIR,...] [out=DIR]``: combine the shards of one evaluation (genEval/runs/shards.py); without
+``out=`` into ``merged/`` beside the shards (no ``outputs/`` folder: merge makes no Hydra run directory).
 
 :class:`MergeShards` is the Hydra callback (registered under ``hydra.callbacks`` in ``conf/config.yaml``) that does the
 same by itself at the end of a multirun over shards: ``geneval -m shard.count=N 'shard.index=range(N)' ...`` leaves
@@ -7,6 +8,7 @@ same by itself at the end of a multirun over shards: ``geneval -m shard.count=N 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,15 +16,12 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from genEval.commands import USER_ERRORS, command, hydra_output_dir, require
+from genEval.commands import USER_ERRORS, command, require
+from genEval.commands.evaluate import summary_lines
 from genEval.runs.shards import MERGED, merge_runs, merge_sweep
 
 
-@command(
-    "merge",
-    config="merge",
-    summary="merge the shards of a run into the run directory an unsharded run would have written",
-)
+@command("merge")
 def run_merge(cfg: DictConfig) -> dict:
     runs = require(
         cfg,
@@ -31,10 +30,18 @@ def run_merge(cfg: DictConfig) -> dict:
         "runs=[outputs/run/shard-0-of-2,outputs/run/shard-1-of-2] out=outputs/merged (or runs=<a multirun directory>)",
     )
     runs = [str(runs)] if isinstance(runs, str) else [str(r) for r in runs]
-    out = Path(cfg.out) if cfg.get("out") else hydra_output_dir()
+    out = Path(cfg.out) if cfg.get("out") else merged_dir(runs)
     result = merge_runs(runs, out)
-    print(result.summary())
+    print("\n".join(summary_lines(result)))
     return result.metrics
+
+
+def merged_dir(runs: list[str]) -> Path:
+    """Where ``geneval merge`` writes without ``out=``: ``<the folder holding the shards>/merged`` (a multirun
+    directory given as such: inside it, as a multirun merges itself)."""
+    if len(runs) == 1:
+        return Path(runs[0]).expanduser() / MERGED
+    return Path(os.path.commonpath([str(Path(r).expanduser().resolve()) for r in runs])) / MERGED
 
 
 class MergeShards(Callback):
@@ -58,4 +65,4 @@ class MergeShards(Callback):
             )
             sys.exit(2)
         for out, result in merged:
-            print(f"{result.summary()}\nmerged the shards of {sweep} into {out}")
+            print("\n".join([*summary_lines(result), f"merged the shards of {sweep} into {out}"]))

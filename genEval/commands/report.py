@@ -9,7 +9,7 @@ from genEval.reports.report import write_report
 from genEval.runs.shards import resolve_run_dir
 
 
-@command("report", config="report", summary="write one self-contained report.html for a run or a comparison")
+@command("report")
 def run_report(cfg: DictConfig) -> str:
     source = resolve_run_dir(require(cfg, "input", "report", "input=<run directory or comparison directory>"))
     path = write_report(

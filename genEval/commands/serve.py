@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
 from types import ModuleType
 
@@ -31,6 +30,8 @@ from genEval.commands.presets import (  # importable from here, as before the sp
     load_benchmarks,
     registered_classifiers,
 )
+from genEval.comparisons.ranking import DEFAULT_RANK_BY
+from genEval.scores.text import headline, score_table
 from genEval.service.client import ServiceClient
 
 __all__ = [
@@ -76,31 +77,67 @@ def _installed(name: str) -> bool:
         return False
 
 
-@command(
-    "serve",
-    config="serve",
-    summary="run the HTTP service: submissions, workers, leaderboards (the [service] extra)",
-)
+@command("serve")
 def run_serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
     service_stack(cfg).serve(cfg)
 
 
-@command("worker", config="worker", summary="claim and evaluate the service's queued jobs (the [service] extra)")
+@command("worker")
 def run_worker(cfg: DictConfig) -> int:
     """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
     return service_stack(cfg).worker(cfg)
 
 
-@command("token", config="token", summary="create, list or revoke the service's API tokens (the [service] extra)")
+@command("token")
 def run_token(cfg: DictConfig) -> None:
     """Create (name=, role=), list (list=true) or revoke (revoke=<id>) API tokens."""
     service_stack(cfg).token(cfg)
 
 
-@command("submit", config="submit", summary="submit a model to a genEval service and follow its job")
+class Progress:
+    """What ``geneval submit wait=true`` prints while it follows a job: a line when the status changes or more images
+    are done, never a count below one already shown (the worker may report a repetition's count, then the next one's
+    from 0, then none while it finishes: the user reads one count that only grows)."""
+
+    def __init__(self) -> None:
+        self.status: str | None = None
+        self.done = -1
+
+    def line(self, job: dict) -> str | None:
+        """The line to print for this poll of ``job``, or None when nothing new happened."""
+        status, total = job["status"], job.get("images_total")
+        done = max(self.done, int(job.get("images_done") or 0))
+        if status == self.status and (done == self.done or not total):
+            return None
+        self.status, self.done = status, done
+        eta = job.get("eta_s")
+        counted = f": {done}/{total} images" if total and status == "running" else ""
+        return f"  {status}{counted}" + (f", about {eta:.0f}s left" if eta and status == "running" else "")
+
+
+def job_summary(job: dict, results: list[dict], url: str) -> list[str]:
+    """The end of ``geneval submit wait=true``: per repetition the headline and table of scores ``geneval`` prints
+    (:mod:`genEval.scores.text`), then where to see the job."""
+    lines = []
+    for rep, res in enumerate(results):
+        seed = res.get("seed")
+        head = f"{job.get('name')} on {job.get('benchmark')}" + (
+            f", repetition {rep} (seed {seed})" if seed is not None else ""
+        )
+        lines += [
+            f"{head}: {headline(res.get('scores') or {}, DEFAULT_RANK_BY)}",
+            *score_table(res.get("scores") or {}),
+        ]
+        lines += [f"  warning: {w}" for w in res.get("warnings") or []]
+    lines += [f"job page: {url}/jobs/{job['id']}", f"next:\n  open {url}/jobs/{job['id']}/report   (its report)"]
+    return lines
+
+
+@command("submit")
 def run_submit(cfg: DictConfig) -> dict:
-    """Upload (when model.file is set) and submit a model; with wait=true follow the job to its end."""
+    """Upload (when model.file is set) and submit a model; with wait=true follow the job to its end and print its
+    scores as ``geneval`` does."""
     name = require(cfg, "name", "submit", "name=my-model model.kind=config model.name=digits_cnn")
     if not cfg.get("token"):
         raise ValueError(
@@ -117,25 +154,17 @@ def run_submit(cfg: DictConfig) -> dict:
         print(f"job {job['id']} queued: {client.url}/jobs/{job['id']}", flush=True)
         if not cfg.wait:
             return job
-        shown = {"status": None}
+        progress = Progress()
 
         def show(j: dict) -> None:
-            line = (j["status"], j.get("images_done"))
-            if line != shown["status"]:
-                total = j.get("images_total")
-                eta = j.get("eta_s")
-                print(
-                    f"  {j['status']}"
-                    + (f": {j['images_done']}/{total} images" if total else "")
-                    + (f", about {eta:.0f}s left" if eta else ""),
-                    flush=True,
-                )
-                shown["status"] = line
+            line = progress.line(j)
+            if line is not None:
+                print(line, flush=True)
 
         job = client.wait(job["id"], timeout_s=float(cfg.timeout_s), on_update=show)
-    if job["status"] != "done":
-        print(f"geneval submit: job {job['id']} {job['status']}: {job.get('error') or ''}", file=sys.stderr)
-        sys.exit(1)
-    for rep in job["result"]["repetitions"]:
-        print(json.dumps({"repetition": rep["repetition"], "seed": rep["seed"], **rep["metrics"]}))
+        if job["status"] != "done":
+            print(f"geneval submit: job {job['id']} {job['status']}: {job.get('error') or ''}", file=sys.stderr)
+            sys.exit(1)
+        results = [client.results(job["id"], rep["repetition"]) for rep in job["result"]["repetitions"]]
+    print("\n".join(job_summary(job, results, client.url)))
     return job

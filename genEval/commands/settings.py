@@ -32,7 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from genEval.interfaces import SettingError
+from genEval.validation import SettingError
 
 #: Examples of valid values for common argument names (else the signature's default, else one per type).
 EXAMPLES = {

@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
+from genEval.commands.checks import check_snapshot_classes, choice
 from genEval.fileio import atomic_write_json
 from genEval.runs.shards import resolve_run_dir
 from genEval.search.execution import resolve_device
@@ -37,14 +38,10 @@ def build_classifiers(cfg: DictConfig, key: str) -> dict[str, Any]:
     return {name: protocol.wrap(clf) for name, clf in built.items()}
 
 
-@command(
-    "export",
-    config="export",
-    summary="freeze a run's perturbed images as a static snapshot (imagefolder or webdataset)",
-)
+@command("export")
 def run_export(cfg: DictConfig) -> Any:
     """``geneval export run=<run dir> [out=...] [format=imagefolder|webdataset]``."""
-    run = resolve_run_dir(require(cfg, "run", "export", "run=outputs/2024-01-01/12-00-00"))  # a sweep: its merged/
+    run = resolve_run_dir(require(cfg, "run", "export", "runs/a (the run directory)"))  # a sweep: its merged/
     out = cfg.get("out") or run / ("snapshot" if cfg.format == "imagefolder" else f"snapshot-{cfg.format}")
     path = export_snapshot(
         run,
@@ -58,19 +55,16 @@ def run_export(cfg: DictConfig) -> Any:
     print(
         f"snapshot: {m.samples} validated samples of {m.counts['run_samples']} from {run} ({m.format})\n"
         f"  written to {path}\n  tested model: {', '.join(m.tested_models)}\n"
-        f"  check it:  geneval verify snapshot={path}\n  score it:  geneval score snapshot={path} classifier=<name>"
+        f"next:\n  geneval verify {path}                      (check every file against the manifest)\n"
+        f"  geneval score {path} classifier=<name>     (score any classifier on it)"
     )
     return str(path)
 
 
-@command(
-    "verify",
-    config="verify",
-    summary="check a snapshot's files and counts against its manifest (exit 1 when tampered)",
-)
+@command("verify")
 def run_verify(cfg: DictConfig) -> Any:
     """``geneval verify snapshot=<snapshot>``: exit 0 when every file and count matches the manifest, else 1."""
-    report = verify_snapshot(require(cfg, "snapshot", "verify", "snapshot=outputs/.../snapshot"))
+    report = verify_snapshot(require(cfg, "snapshot", "verify", "runs/a/snapshot (the snapshot directory)"))
     print(report.summary(limit=cfg.get("limit", 20)))
     if not report.ok:
         print(
@@ -81,19 +75,36 @@ def run_verify(cfg: DictConfig) -> Any:
     return report.ok
 
 
-@command("score", config="score", summary="score any classifier on a frozen snapshot")
+def check_score(cfg: DictConfig) -> None:
+    """``geneval score``'s checks before the classifier is built: the snapshot exists and the classifier was trained
+    on the snapshot's classes (as ``geneval`` checks its classifier against the data)."""
+    path = require(cfg, "snapshot", "score", "snapshot=runs/a/snapshot classifier=cifar_resnet32")
+    check_snapshot_classes(cfg, "classifier", Manifest.read(path).class_names, str(path))
+
+
+def score_path(cfg: DictConfig) -> Path:
+    """Where ``geneval score`` writes its JSON: ``out=``, else beside the snapshot,
+    ``<snapshot>.score-<classifier>.json`` (one file per classifier scored; the snapshot itself stays as its manifest
+    lists it)."""
+    if cfg.get("out"):
+        return Path(cfg.out)
+    snapshot = Path(str(cfg.snapshot)).expanduser()
+    return snapshot.parent / f"{snapshot.name}.score-{choice(cfg, 'classifier')}.json"
+
+
+@command("score", check=check_score)
 def run_score(cfg: DictConfig) -> Any:
-    """``geneval score snapshot=<snapshot> classifier=<name>``: accuracy on the perturbed images and originals."""
-    path = require(cfg, "snapshot", "score", "snapshot=outputs/.../snapshot classifier=cifar_resnet32")
+    """``geneval score <snapshot> classifier=<name>``: accuracy on the perturbed images and originals."""
+    check_score(cfg)
+    path = str(cfg.snapshot)
     classifier = build(cfg.classifier, "classifier")
     result = score_snapshot(
         path, classifier, batch_size=cfg.batch_size, device=resolve_device(cfg.device), interval=cfg.interval
     )
-    out = Path(cfg.out) if cfg.get("out") else (d / "score.json" if (d := hydra_output_dir()) else None)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out, {**result.to_dict(), "config": plain(cfg)})
-    print(result.summary() + (f"\n  written to {out}" if out else ""))
+    out = score_path(cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out, {**result.to_dict(), "config": plain(cfg)})
+    print(result.summary() + f"\n  written to {out}")
     return {"pa": result.pa.value, "sa": result.sa.value, "fmr": result.fmr}
 
 
@@ -107,7 +118,7 @@ def _snapshot_map(spec: Any) -> dict[str, str]:
     return dict(zip(names, paths, strict=True))
 
 
-@command("transfer", config="transfer", summary="source x target accuracy matrix of snapshots (paper Table 6)")
+@command("transfer")
 def run_transfer(cfg: DictConfig) -> Any:
     """``geneval transfer snapshots='{r20: <dir>}' targets=[cifar_resnet20,...]`` (paper Table 6)."""
     snaps = _snapshot_map(
@@ -134,7 +145,7 @@ def run_transfer(cfg: DictConfig) -> Any:
     return [r.to_dict() for r in rows]
 
 
-@command("filter", config="filter", summary="keep the snapshot images that fool surrogate models (ImageNet-A recipe)")
+@command("filter")
 def run_filter(cfg: DictConfig) -> Any:
     """``geneval filter snapshots=[<dir>,...] surrogates=[...] out=<dir>`` (ImageNet-A style filtration)."""
     srcs = require(

@@ -311,6 +311,7 @@ def _store_uri(uri: str | None, mlflow: Any) -> str:
 
 
 def run_config(cfg: DictConfig) -> dict[str, Any]:
-    """A command's resolved config without the tracker's settings: what a run records (and its identity holds; where
-    it is tracked changes nothing it finds) and what is logged as parameters."""
-    return {k: v for k, v in plain(cfg).items() if k != "tracking"}
+    """A command's resolved config without the tracker's settings and the report switch: what a run records (and
+    its identity holds; where it is tracked and whether report.html is written change nothing it finds) and what is
+    logged as parameters."""
+    return {k: v for k, v in plain(cfg).items() if k not in ("tracking", "report")}

@@ -14,11 +14,7 @@ from genEval.commands import build, command, hydra_output_dir
 from genEval.interfaces import hook
 
 
-@command(
-    "train-generator",
-    config="train_generator",
-    summary="train a small taming VQ generator on your data (resumable; held-out PSNR)",
-)
+@command("train-generator")
 def run_train_generator(cfg: DictConfig) -> Any:
     """Build the data (and held-out data), call the configured trainer, print where the checkpoint went."""
     out_dir = cfg.get("out_dir") or hydra_output_dir()

@@ -4,11 +4,21 @@ run is (``run.json``), ``results`` what it found (``results.json``), ``settings`
 the lease of the process writing one, ``faults`` says what went wrong with one (a full or read-only disk, duplicated
 or foreign records), ``stopping`` stops a run cleanly on SIGTERM/SIGINT, ``summary`` turns a run's records into its
 scores and ``results.json``, ``shards`` merges the shards of one evaluation into the run an unsharded evaluation
-would have written."""
+would have written, ``index`` lists the run directories under a folder (from their JSON files alone).
 
-from genEval.runs.identity import RunIdentity, Shard
-from genEval.runs.reader import RunDir, read_results, read_samples
-from genEval.runs.results import EvalResult, RunConfig
+The names below are loaded on first use (``lazy_loader``), so that ``genEval.runs.index`` is read without torch
+(``geneval runs``, issue 42)."""
+
+import lazy_loader
+
 from genEval.scores.outcomes import SampleRecord
 
+__getattr__, __dir__, _lazy = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "identity": ["RunIdentity", "Shard"],
+        "reader": ["RunDir", "read_results", "read_samples"],
+        "results": ["EvalResult", "RunConfig"],
+    },
+)
 __all__ = ["EvalResult", "RunConfig", "RunDir", "RunIdentity", "SampleRecord", "Shard", "read_results", "read_samples"]

@@ -29,6 +29,7 @@ import torch
 
 from genEval.runs.faults import RECORD_KEYS, record_lines, unique_records
 from genEval.runs.identity import RunIdentity
+from genEval.runs.index import PARTIAL, RESULTS, RUN, SAMPLES  # noqa: F401  (the file names, defined once)
 from genEval.runs.parts import (
     LATENTS,
     has_tensors,
@@ -40,8 +41,6 @@ from genEval.runs.parts import (
 )
 from genEval.runs.results import EvalResult
 from genEval.scores.outcomes import Outcomes, SampleRecord
-
-RESULTS, SAMPLES, PARTIAL, RUN = "results.json", "samples.jsonl", "samples.partial.jsonl", "run.json"
 
 
 def read_json(path: Path) -> dict | None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from genEval.interfaces import SettingError, is_whole
+from genEval.validation import SettingError, is_whole
 
 UPDATE_RULES = ("adam", "sgd", "sign")
 

@@ -312,15 +312,21 @@ class _Roles:
             )
 
     def log_start(self, seed: int, positions: list[int], shard: Shard, search: SearchConfig) -> None:
+        """One short line at INFO (seed, device, images, the search's step rule: Eq. 2's budget and step size; the
+        components by id), their settings in full at DEBUG (issue 42: no repr dumps in the log a user reads)."""
+        roles = (self.classifier, self.generator, self.oracle)
         log.info(
-            "genEval seed=%d device=%s n=%d %s search=%s\n classifier: %s\n generator: %s\n oracle: %s",
+            "genEval seed=%d device=%s: %d images (%s), %d steps of %g (%s); classifier %s, generator %s, oracle %s",
             seed,
             self.device,
             len(positions),
             shard.name,
-            search,
-            *(_describe(m) for m in (self.classifier, self.generator, self.oracle)),
+            search.budget,
+            search.step_size,
+            search.update,
+            *(component_id(m) for m in roles),
         )
+        log.debug("search=%s\n classifier: %s\n generator: %s\n oracle: %s", search, *(_describe(m) for m in roles))
 
     @contextlib.contextmanager
     def memory_guard(self, batch_size: int, first: tuple) -> Iterator[None]:

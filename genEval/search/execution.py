@@ -38,133 +38,26 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
 from torch import nn
 
 from genEval.fileio import cache_dir
-from genEval.interfaces import SettingError, check_batch_size, component_id, hook, is_whole, precision_name
-from genEval.kernels import COMPILE_SCOPES, MEMORY_FORMATS, compile_regions, repeated_blocks, to_memory_format
+from genEval.interfaces import SettingError, check_batch_size, component_id, hook  # noqa: F401  (perturb imports it)
+from genEval.kernels import compile_regions, repeated_blocks, to_memory_format
+from genEval.search.execution_settings import (  # noqa: F401  (the settings, torch-free; importable from here too)
+    COMPILE_MODES,
+    EXECUTION_FIELDS,
+    ROLES,
+    Execution,
+    resolve_device,
+)
 
 log = logging.getLogger(__name__)
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-ROLES = ("classifier", "generator", "oracle")
-#: torch.compile modes (``compile_mode``): ``default``; ``reduce-overhead`` adds CUDA graphs over the fixed-shape
-#: step; ``max-autotune`` also searches kernel configurations (long first compile).
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; anything else must be a valid torch device."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise SettingError("device", device, "auto, cpu, cuda or cuda:N", "auto") from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise SettingError("device", str(device), "a device this machine has", "cpu", "no CUDA device is available")
-    return dev
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class Execution:
-    """Where and how fast a run goes; never what it finds, except ``precision`` (bf16 may flip a near-tie, so
-    precision is part of a run's identity, and a run is not resumed under another precision).
-
-    device: ``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``. batch_size: rows searched at once, or None (chosen from
-    the memory one search step needs). num_workers: DataLoader workers decoding images. precision: ``fp32`` |
-    ``bf16`` | ``fp16`` for every role; role_precision: per-role overrides (``{"generator": "bf16"}``; None =
-    ``precision``). memory_format: ``auto`` | ``channels_last`` (NHWC end to end) | ``contiguous`` (as built).
-    compile: compile the search step (CUDA; elsewhere eager with a warning). compile_mode: one of
-    :data:`COMPILE_MODES`. compile_scope: ``full`` (the step as one graph) | ``regional`` (the decoder's repeated
-    blocks). tf32: TF32 matmuls and convolutions for fp32 roles on CUDA (false: strict fp32).
-    """
-
-    device: str = "auto"
-    batch_size: int | None = None
-    num_workers: int = 0
-    precision: str = "fp32"
-    role_precision: Mapping[str, str | None] = field(default_factory=dict)
-    memory_format: str = "auto"
-    compile: bool = False
-    compile_mode: str = "default"
-    compile_scope: str = "full"
-    tf32: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.device, (str, torch.device)):
-            raise SettingError("device", self.device, "auto, cpu, cuda or cuda:N", "auto")
-        object.__setattr__(self, "device", str(self.device))
-        if self.device != "auto":
-            try:
-                torch.device(self.device)  # the spelling; whether this machine has it is asked at torch_device()
-            except (RuntimeError, TypeError) as err:
-                raise SettingError("device", self.device, "auto, cpu, cuda or cuda:N", "auto") from err
-        object.__setattr__(self, "batch_size", check_batch_size(self.batch_size))
-        if not is_whole(self.num_workers, 0):
-            raise SettingError("num_workers", self.num_workers, "a whole number >= 0", "0")
-        object.__setattr__(self, "num_workers", int(self.num_workers))
-        object.__setattr__(self, "precision", precision_name(self.precision))  # old spellings: deprecated
-        roles = dict(self.role_precision or {})
-        for role, p in roles.items():
-            if role not in ROLES:
-                raise SettingError("role_precision", {role: p}, "a mapping of " + ", ".join(ROLES), "{generator: bf16}")
-            roles[role] = precision_name(p, f"role_precision.{role}", nullable=True)
-        # canonical: only real overrides (None follows precision), so {} and {generator: null} are one identity
-        object.__setattr__(self, "role_precision", {r: p for r, p in roles.items() if p is not None})
-        for key in ("compile", "tf32"):
-            if not _is_bool(getattr(self, key)):
-                raise SettingError(key, getattr(self, key), "true or false", "true")
-        if self.compile_mode not in COMPILE_MODES:
-            raise SettingError("compile_mode", self.compile_mode, "one of " + ", ".join(COMPILE_MODES), "default")
-        for key, allowed in (("memory_format", MEMORY_FORMATS), ("compile_scope", COMPILE_SCOPES)):
-            if getattr(self, key) not in allowed:
-                raise SettingError(key, getattr(self, key), "one of " + ", ".join(allowed), allowed[0])
-
-    @classmethod
-    def coerce(cls, value: Execution | Mapping[str, Any] | None) -> Execution:
-        """From itself, a mapping of its fields (a config made plain; other keys are ignored), or None (defaults)."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, Mapping):
-            raise ValueError(f"execution must be an Execution or a mapping of its fields, got {type(value).__name__}.")
-        given = {f.name: value[f.name] for f in fields(cls) if f.name in value}
-        old = value.get("channels_last")  # issue 12's weights-only switch, replaced by memory_format (issue 34)
-        if old is not None:
-            if not _is_bool(old):
-                raise SettingError("channels_last", old, "true or false (deprecated: use memory_format)", "null")
-            new = "channels_last" if old else "contiguous"
-            warnings.warn(f"channels_last is deprecated: write memory_format={new}.", FutureWarning, stacklevel=2)
-            given.setdefault("memory_format", new)
-        return cls(**given)
-
-    def precision_of(self, role: str) -> str:
-        return self.role_precision.get(role) or self.precision
-
-    def torch_device(self) -> torch.device:
-        return resolve_device(self.device)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["role_precision"] = dict(self.role_precision)
-        return out
-
-
-#: The keys of :class:`Execution`, as they stand at the top level of a command's config (and the deprecated
-#: ``channels_last``, which :meth:`Execution.coerce` reads as ``memory_format``).
-EXECUTION_FIELDS = (*(f.name for f in fields(Execution)), "channels_last")
 
 
 def resolve_memory_format(memory_format: str, device: torch.device, compiled: bool) -> str:

@@ -64,6 +64,10 @@ class ServiceClient:
     def job(self, job_id: str) -> dict:
         return self._call("GET", f"/api/jobs/{job_id}")
 
+    def results(self, job_id: str, rep: int = 0) -> dict:
+        """A done job's repetition ``rep``: its run's ``results.json`` (docs/run-directory.md)."""
+        return self._call("GET", f"/api/jobs/{job_id}/results.json", params={"rep": int(rep)})
+
     def wait(self, job_id: str, timeout_s: float = 3600.0, poll_s: float = 2.0, on_update=None) -> dict:
         """Poll until the job is done, failed or cancelled (``on_update(job)`` after each poll)."""
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,141 @@
+"""The checks a command runs before it imports torch (issue 42, item 1): its own settings, the execution settings
+(device spelling, batch size, precision, memory format, compile), the search (``search.budget``...), and that the
+folder a command reads exists, so that ``geneval batch_size=0`` or ``geneval report runs/nope`` answers in a fraction
+of a second, before any model is built and before Hydra makes a run directory.
+
+What needs the components (the keys of each ``_target_``, the classes of the presets, whether CUDA is there) is the
+command's own check, registered with :func:`genEval.commands.base.command` (``check=``) and run next, still before
+anything is built. Both run again inside the command (a notebook or test that calls it directly gets them too).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from genEval.commands.settings import Setting, check_settings
+from genEval.runs.settings import SearchConfig
+from genEval.scores.intervals import INTERVALS
+from genEval.search.execution_settings import EXECUTION_FIELDS, Execution, refuse_cuda_without_driver
+
+#: The main job's own settings (conf/config.yaml), checked before anything is built.
+RUN_SETTINGS = {
+    "seed": Setting(int, "0", low=0, nullable=True, note="null draws a fresh seed and records it"),
+    "interval": Setting(str, "wilson", choices=tuple(INTERVALS)),
+    "n_boot": Setting(int, "1000", low=1),
+    "grid_size": Setting(int, "8", low=0),
+    "gap_warn_points": Setting(float, "10"),
+    "oracle_warn_accuracy": Setting(float, "70", low=0, high=100, nullable=True),
+    "progress": Setting(bool, "false", nullable=True),
+    "log_interval": Setting(float, "30", above=0),
+    "shard.index": Setting(int, "0", low=0, nullable=True),
+    "shard.count": Setting(int, "4", low=1, nullable=True),
+    "save_latents": Setting(bool, "true"),
+    "save_images": Setting(bool, "true"),
+    "report": Setting(bool, "false"),
+    "allow_one_class": Setting(bool, "true"),
+    "ood_data": Setting(
+        str, "/data/ood_images", nullable=True, note="a folder of images of classes outside the label set"
+    ),
+}
+#: The settings of the commands that score snapshots with a classifier.
+SCORING_SETTINGS = {"interval": RUN_SETTINGS["interval"]}
+
+
+def plain(cfg: Any) -> Any:
+    """A resolved plain-Python copy of a config node (dicts and lists), for the library and for records."""
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def one_paragraph(text: str) -> str:
+    """``text`` on one paragraph: line breaks and runs of spaces become one space (a message from deep inside a
+    library may span lines; the user reads one error)."""
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def refuse(prog: str, message: str) -> NoReturn:
+    """The one way a command refuses: one paragraph ``<prog>: error: <message>`` on stderr, exit status 2."""
+    print(f"{prog}: error: {one_paragraph(message)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def execution_from(cfg: DictConfig) -> Execution:
+    """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
+    ``precision``, ``role_precision``, ``memory_format``, ``compile``, ``compile_mode``, ``compile_scope``, ``tf32`` at
+    the top level; the deprecated ``channels_last``) as the one validated object every entry point passes on; a bad
+    value is a SettingError naming its key; ``device=cuda`` on a machine without a GPU driver is one too."""
+    execution = Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
+    refuse_cuda_without_driver(execution.device)
+    return execution
+
+
+def _run(cfg: DictConfig) -> None:
+    check_settings(cfg, RUN_SETTINGS)
+    execution_from(cfg)
+    if "search" in cfg:
+        SearchConfig.coerce(plain(cfg.search))  # search.budget=abc: refused before torch (the paper's Eq. 2 loop)
+
+
+def _snapshot_scoring(cfg: DictConfig) -> None:
+    """``score``, ``transfer``, ``filter``: their device and batch size as the main job checks them."""
+    check_settings(cfg, SCORING_SETTINGS)
+    refuse_cuda_without_driver(
+        Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg}).device
+    )
+
+
+#: The folder a command reads (its positional path's key) -> what it must be, named in the refusal.
+READS = {
+    "report": ("input", "run or comparison directory", "a run directory (results.json) or a comparison directory"),
+    "export": ("run", "run directory", "the directory of a finished geneval run"),
+    "fit-mask": ("run", "run directory", "the directory of a finished geneval run"),
+    "audit": ("run", "run directory", "the directory of a finished geneval run"),
+    "verify": ("snapshot", "snapshot directory", "a snapshot directory (made by geneval export)"),
+    "score": ("snapshot", "snapshot directory", "a snapshot directory (made by geneval export)"),
+}
+
+
+def _reads(name: str, cfg: DictConfig) -> None:
+    """A folder the command reads must exist: ``geneval report runs/nope`` is refused here, before torch is imported
+    (issue 42, item 1). A key left unset is the command's to refuse (it names the key)."""
+    key, noun, fix = READS[name]
+    value = cfg.get(key) if key in cfg and not OmegaConf.is_missing(cfg, key) else None
+    if value not in (None, "", "???") and not Path(str(value)).expanduser().is_dir():
+        raise ValueError(f"{noun} '{Path(str(value)).expanduser()}' does not exist; pass {fix}.")
+
+
+def _both(*checks: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
+    def run(cfg: DictConfig) -> None:
+        for check in checks:
+            check(cfg)
+
+    return run
+
+
+def _reading(name: str) -> Callable[[DictConfig], None]:
+    return lambda cfg: _reads(name, cfg)
+
+
+#: Command name -> its torch-free checks.
+EARLY: Mapping[str, Callable[[DictConfig], None]] = {
+    "evaluate": _run,
+    "compare": execution_from,
+    "worker": execution_from,
+    "serve": execution_from,
+    "score": _both(_reading("score"), _snapshot_scoring),
+    "transfer": _snapshot_scoring,
+    "filter": _snapshot_scoring,
+    **{name: _reading(name) for name in READS if name != "score"},
+}
+
+
+def early_checks(name: str, cfg: DictConfig) -> None:
+    """Run command ``name``'s torch-free checks on its composed config; a bad value raises a SettingError."""
+    check = EARLY.get(name)
+    if check is not None:
+        check(cfg)
