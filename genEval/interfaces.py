@@ -304,7 +304,7 @@ _CALLER_CHECKED = False  # see contract_checked_by_caller
 @contextlib.contextmanager
 def contract_checked_by_caller() -> Iterator[None]:
     """Inside the search step the loop checks the decoded images' range itself, on the device, and reads the
-    result back with the step's one host sync (:meth:`genEval.search.perturb.SearchRows.sync`). The roles' own
+    result back with the step's one host sync (:meth:`genEval.search.rows.SearchRows.sync`). The roles' own
     value checks (:func:`values_checked` is False), which read a minimum back to the host each call, stand aside
     meanwhile; shape and dtype checks, which cost nothing, stay. A module flag, not a thread-local: a compiled
     step reads it as a constant (and recompiles if it changes)."""

@@ -24,7 +24,7 @@ not yet (no GPU was lent to the session that wrote it; ``benchmarks/gpu_issue34.
 
 ``compile`` compiles the search step (decode, classify, loss, judge: :func:`genEval.search.perturb.search_forward`)
 as one graph with ``torch.compile(fullgraph=True, dynamic=False)``; the backward to the latent is compiled with it
-by AOTAutograd. The batch keeps its size for the whole run (:class:`~genEval.search.perturb.SearchRows` pads
+by AOTAutograd. The batch keeps its size for the whole run (:class:`~genEval.search.rows.SearchRows` pads
 instead of shrinking), so a run compiles once. ``compile_scope=regional`` compiles only the generator's repeated
 decoder blocks, each block type once (:func:`genEval.kernels.compile_regions`), meant to shorten the first
 compile (on a CPU it did not: ``benchmarks/RESULTS.md``; on a GPU not measured yet); the classifier and the oracle
