@@ -88,6 +88,7 @@ def toy_run(tmp_path_factory) -> Path:
         ("report", "runs/nope"),
         ("score", "nope"),
         ("list", "classifiers"),
+        ("compare", "classifiers=[digits_cnn]"),
     ],
 )
 def test_help_typos_and_refusals_answer_without_importing_torch(args, tmp_path):

@@ -53,6 +53,7 @@ from genEval.commands import (
     scoring_from,
 )
 from genEval.commands.checks import Style, check_run, choice
+from genEval.commands.early import one_model
 from genEval.commands.tracking import tracked
 from genEval.comparisons.ablation import (
     GeneratorAblation,
@@ -292,10 +293,7 @@ def check_compare(cfg: DictConfig) -> None:
         name = next(iter(nodes), "<model>")
         given = cfg.get("classifiers")
         name = str(given[name]) if isinstance(given, DictConfig) and isinstance(given.get(name), str) else name
-        raise ValueError(
-            f"geneval compare ranks two or more models; it was given one ({name}). Evaluate one model with "
-            f"geneval classifier={name}, or compare it with another: geneval compare 'classifiers=[{name},digits_mlp]'."
-        )
+        raise ValueError(one_model(name))
 
 
 @command("compare", check=check_compare)

@@ -109,6 +109,29 @@ def _reads(name: str, cfg: DictConfig) -> None:
         raise ValueError(f"{noun} '{Path(str(value)).expanduser()}' does not exist; pass {fix}.")
 
 
+def one_model(name: str) -> str:
+    """The refusal of a comparison given one model (ranking one model is ``geneval``'s job, not ``compare``'s)."""
+    return (
+        f"geneval compare ranks two or more models; it was given one ({name}). Evaluate one model with "
+        f"geneval classifier={name}, or compare it with another: geneval compare 'classifiers=[{name},digits_mlp]'."
+    )
+
+
+def _compare(cfg: DictConfig) -> None:
+    """``compare``'s execution settings, and one model given by name (``'classifiers=[digits_cnn]'``) refused before
+    torch (a zoo of one is refused by the command's own check, which reads the zoo)."""
+    execution_from(cfg)
+    given = cfg.get("classifiers")
+    if cfg.get("runs") or not isinstance(given, (ListConfig, DictConfig)) or len(given) != 1:
+        return
+    if isinstance(given, ListConfig):
+        name = given[0] if isinstance(given[0], str) else "<model>"
+    else:
+        key = next(iter(given))
+        name = given[key] if isinstance(given[key], str) else str(key)
+    raise ValueError(one_model(str(name)))
+
+
 def _both(*checks: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
     def run(cfg: DictConfig) -> None:
         for check in checks:
@@ -124,7 +147,7 @@ def _reading(name: str) -> Callable[[DictConfig], None]:
 #: Command name -> its torch-free checks.
 EARLY: Mapping[str, Callable[[DictConfig], None]] = {
     "evaluate": _run,
-    "compare": execution_from,
+    "compare": _compare,
     "worker": execution_from,
     "serve": execution_from,
     "score": _both(_reading("score"), _snapshot_scoring),
