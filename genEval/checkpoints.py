@@ -338,6 +338,19 @@ def load_exported_program(path: str | Path, what: str = "torch.export program"):
         ) from err
 
 
+def archive_kind(path: str, kind: str | None) -> tuple[str | None, dict | None]:
+    """``(kind, None)`` for a file to load as ``kind``; ``kind`` None: the zip archive's layout
+    (:func:`model_archive_kind`), with the whole answer where nothing is to be loaded (``{"kind": "torch.save"}``,
+    ``{"kind": None, "refused": reason}``)."""
+    if kind is not None:
+        return kind, None
+    try:
+        kind = model_archive_kind(path)
+    except ValueError as err:
+        return None, {"kind": None, "refused": str(err)}
+    return kind, ({"kind": kind} if kind in (TORCH_SAVE, None) else None)
+
+
 def probe_model_file(path: str, kind: str | None = None) -> dict:
     """Open a model file the way genEval will and say what it holds; run only in a sandbox
     (:func:`check_model_file`): loading TorchScript runs code from the file.
@@ -349,13 +362,9 @@ def probe_model_file(path: str, kind: str | None = None) -> dict:
     answer always holds ``kind``. A file that does not load raises ValueError with the reason."""
     import warnings
 
-    if kind is None:
-        try:
-            kind = model_archive_kind(path)
-        except ValueError as err:
-            return {"kind": None, "refused": str(err)}
-        if kind in (TORCH_SAVE, None):
-            return {"kind": kind}
+    kind, answer = archive_kind(path, kind)
+    if answer is not None:
+        return answer
     if kind == SAFETENSORS:
         from safetensors import safe_open
 

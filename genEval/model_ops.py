@@ -38,10 +38,9 @@ from typing import Any
 
 from genEval.checkpoints import (
     TORCH_EXPORT,
-    TORCH_SAVE,
     TORCHSCRIPT,
+    archive_kind,
     error_reason,
-    model_archive_kind,
     probe_model_file,
 )
 from genEval.sandbox import Limits, out_of_memory, readable, run_isolated
@@ -284,13 +283,9 @@ def probe(path: str, kind: str | None = None) -> dict:
 
     import torch
 
-    if kind is None:
-        try:
-            kind = model_archive_kind(path)
-        except ValueError as err:
-            return {"kind": None, "refused": str(err)}
-        if kind in (TORCH_SAVE, None):
-            return {"kind": kind}
+    kind, answer = archive_kind(path, kind)
+    if answer is not None:
+        return answer
     refuse_unsafe_ops(path, kind)
     if kind != TORCHSCRIPT:
         return probe_model_file(path, kind)

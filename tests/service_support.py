@@ -51,6 +51,26 @@ def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen
     )
 
 
+def submit_job(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
+    """A queued job of a fresh submitter ``name`` on benchmark ``b`` version ``v`` (one seed); its id."""
+    owner = db.tokens.create(name, "submitter")[1]
+    return db.jobs.submit(
+        benchmark="b", benchmark_version="v", name=name, owner=owner, model=model or {}, config={},
+        overrides=overrides or {}, seeds=[1], upload_path=None,
+    ).id  # fmt: skip
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.05):
+    """``predicate()``'s first true value, polled every ``every`` seconds; the test fails naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := predicate():
+            return got
+        time.sleep(every)
+    pytest.fail(f"{what} did not happen within {timeout:.0f}s")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -34,6 +34,8 @@ from service_support import (  # noqa: F401 (fixtures)
     postgres_cluster,
     postgres_server,
     record_runner,
+    submit_job,
+    wait_for,
 )
 from test_sandbox import Looping
 
@@ -68,23 +70,6 @@ def _auth(svc: Service, role: str = "submitter", name: str = "alice") -> dict:
     return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
 
 
-def _submit(db: Database, name: str) -> str:
-    owner = db.tokens.create(name, "submitter")[1]
-    return db.jobs.submit(
-        benchmark="b", benchmark_version="v", name=name, owner=owner, model={}, config={}, overrides={}, seeds=[1],
-        upload_path=None,
-    ).id  # fmt: skip
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := predicate():
-            return got
-        time.sleep(0.1)
-    pytest.fail(f"{what} did not happen within {timeout:.0f}s")
-
-
 # ------------------------------------------------------------------------------------ a database outage
 @pytest.mark.slow
 def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, presets, caplog):
@@ -94,11 +79,11 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
     url = own_postgres.create_database()
     client, svc = _client(tmp_path, presets, url)
     db = svc.db
-    jobs = [_submit(db, f"model{i}") for i in range(2)]
+    jobs = [submit_job(db, f"model{i}") for i in range(2)]
     worker = Worker(db, tmp_path, napping_runner, lease_s=4, heartbeat_s=0.3, poll_s=0.2)
     thread = run_worker_in_thread(worker)
     try:
-        _wait(lambda: db.jobs.get(jobs[0]).status == "running", 120, "the first job's start")
+        wait_for(lambda: db.jobs.get(jobs[0]).status == "running", 120, "the first job's start")
         assert client.get("/api/health").json()["status"] == "ok"
         caplog.set_level(logging.INFO, logger="genEval.service.server.outages")
         own_postgres.stop()
@@ -108,7 +93,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
         assert health.json()["problems"][0].startswith("the database is unreachable")
         assert thread.is_alive()
         own_postgres.start()
-        _wait(lambda: all(db.jobs.get(j).status == "done" for j in jobs), 180, "both jobs' end")
+        wait_for(lambda: all(db.jobs.get(j).status == "done" for j in jobs), 180, "both jobs' end")
         assert thread.is_alive() and [db.jobs.get(j).attempts for j in jobs] == [1, 1]
     finally:
         worker.stop()
@@ -121,7 +106,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
 
 def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path, caplog):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "lost")
+    job = submit_job(db, "lost")
     assert db.queue.claim("gone:1:deadbeef", lease_s=0.2).id == job  # a worker that then died
     time.sleep(0.5)
     made: list[Worker] = []
@@ -137,14 +122,14 @@ def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path,
 
     upkeep = Supervisor(db, make, workers=1, max_attempts=3, every_s=3600)  # ticks by hand here
     try:
-        _wait(lambda: not upkeep.threads[0].is_alive(), 30, "the broken worker's death")
+        wait_for(lambda: not upkeep.threads[0].is_alive(), 30, "the broken worker's death")
         upkeep.tick()
         assert upkeep.restarts == 1 and upkeep.alive() == 1 and isinstance(upkeep.workers[0], Worker)
         assert "in-process worker" in caplog.text and "a bug in the worker loop" in caplog.text
         # no worker took the lost job back: the server did (the new worker may already be running it)
         assert db.jobs.get(job).status in ("queued", "running", "done")
         assert f"job {job} lost its worker" in caplog.text
-        _wait(lambda: db.jobs.get(job).status == "done", 60, "the lost job's end")
+        wait_for(lambda: db.jobs.get(job).status == "done", 60, "the lost job's end")
     finally:
         upkeep.stop()
         db.close()
@@ -154,7 +139,7 @@ def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path,
 def test_a_worker_whose_clock_runs_ahead_takes_no_live_job(db, monkeypatch):
     """Issue 37: a worker 30 s ahead saw another's live lease as expired and took the job (attempts 1 -> 2). Leases
     are on the database's clock now, whatever the worker's says."""
-    job = _submit(db, "live")
+    job = submit_job(db, "live")
     assert db.queue.claim("fair:1:aaaaaaaa", lease_s=10).id == job
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 30)  # this process's clock runs 30 s ahead
@@ -252,7 +237,7 @@ def test_slow_clients_are_timed_out():
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    _wait(lambda: server.started, 30, "the server's start")
+    wait_for(lambda: server.started, 30, "the server's start")
     try:
         silent, said = hold_connection(port, [], 0)
         assert 0.8 < silent < 5 and said.startswith(b"HTTP/1.1 408 Request Timeout")
@@ -289,7 +274,7 @@ def test_a_looping_torchscript_upload_neither_freezes_nor_outlives_the_server(tm
                                   stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait(lambda: _answers(base), 600, "the server's start")
+        wait_for(lambda: _answers(base), 600, "the server's start")
         token = [sys.executable, "-m", "genEval.cli", "token", f"home={home}", "name=a", "role=submitter"]
         made = subprocess.run(token, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
         auth = {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1]}"}

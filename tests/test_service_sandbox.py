@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 from sandbox_support import ReadsAFile, hanging_runner, script, slow_exit_runner, snooping_runner
-from service_support import free_port, slow_runner
+from service_support import free_port, slow_runner, submit_job, wait_for
 
 from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.service.refusals import TooMany
@@ -46,23 +46,6 @@ def _token(svc: Service, role: str = "submitter", name: str = "alice") -> tuple[
 
 def _auth(secret: str) -> dict:
     return {"Authorization": f"Bearer {secret}"}
-
-
-def _submit(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
-    owner = db.tokens.create(name, "submitter")[1]
-    return db.jobs.submit(
-        benchmark="b", benchmark_version="v", name=name, owner=owner, model=model or {}, config={},
-        overrides=overrides or {}, seeds=[1], upload_path=None,
-    ).id  # fmt: skip
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := predicate():
-            return got
-        time.sleep(0.05)
-    pytest.fail(f"{what} did not happen within {timeout:.0f}s")
 
 
 def _needs_sandbox() -> None:
@@ -102,7 +85,7 @@ def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_the_serv
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.settimeout(0.2)
-        job = _submit(db, "snoop", overrides={"port": listener.getsockname()[1]})
+        job = submit_job(db, "snoop", overrides={"port": listener.getsockname()[1]})
         worker = Worker(db, tmp_path, snooping_runner, isolation="bwrap", heartbeat_s=0.3, poll_s=0.1,
                         exit_when_idle=True)  # fmt: skip
         assert worker.run() == 1
@@ -122,7 +105,7 @@ def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_the_serv
 
 def test_a_torchscript_job_runs_only_where_it_can_be_sandboxed_unless_the_admin_allows(tmp_path):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "ts", model={"kind": "torchscript"})
+    job = submit_job(db, "ts", model={"kind": "torchscript"})
     worker = Worker(db, tmp_path, slow_runner, isolation="none", allow_unsandboxed_models=False, heartbeat_s=0.3,
                     poll_s=0.1, exit_when_idle=True)  # fmt: skip
     assert worker.run() == 1
@@ -137,7 +120,7 @@ def test_a_forward_that_never_returns_ends_failed_at_max_job_s(tmp_path):
     """Issue 41 (E4): a model whose forward never returns held its job `running` for ever. The interface line:
     ``geneval serve max_job_s=600``: a job past its limit ends failed, with the reason."""
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "hangs")
+    job = submit_job(db, "hangs")
     worker = Worker(db, tmp_path, hanging_runner, max_job_s=4, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1,
                     exit_when_idle=True)  # fmt: skip
     assert worker.run() == 1
@@ -149,7 +132,7 @@ def test_a_forward_that_never_returns_ends_failed_at_max_job_s(tmp_path):
 
 def test_a_job_whose_progress_stops_moving_is_stopped_as_stalled(tmp_path):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "stuck")
+    job = submit_job(db, "stuck")
     worker = Worker(db, tmp_path, hanging_runner, stall_heartbeats=5, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1,
                     exit_when_idle=True)  # fmt: skip
     assert worker.run() == 1
@@ -163,17 +146,17 @@ def test_a_cancel_stops_a_job_that_ignores_sigterm_within_its_grace(tmp_path):
     """Issue 41 (E4): a cancel took 35 s (SIGTERM ignored while TorchScript holds the GIL; the worker waited its
     stop_timeout_s). Now a cancelled job's child gets cancel_grace_s, then SIGKILL."""
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "hangs")
+    job = submit_job(db, "hangs")
     worker = Worker(db, tmp_path, hanging_runner, cancel_grace_s=1, stop_timeout_s=120, heartbeat_s=0.3,
                     poll_s=0.1)  # fmt: skip
     thread = run_worker_in_thread(worker)
     try:
         started = tmp_path / f"started-{job}"
-        pid = int(_wait(lambda: started.is_file() and started.read_text(), 120, "the job's start"))
+        pid = int(wait_for(lambda: started.is_file() and started.read_text(), 120, "the job's start"))
         time.sleep(2)  # into its forward
         db.jobs.cancel(job)
         t0 = time.monotonic()
-        _wait(lambda: not Path(f"/proc/{pid}").exists(), 60, "the end of the job's child")
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, "the end of the job's child")
         assert time.monotonic() - t0 < 30  # the heartbeat that sees it, the grace, the kill; not stop_timeout_s
     finally:
         worker.stop()
@@ -189,7 +172,7 @@ def test_a_finished_job_is_not_lost_while_its_child_takes_its_time_to_exit(tmp_p
     takes 3 s to exit, the lease is 1 s, and the server re-queues every 0.1 s: the job is done at attempt 1, run
     once."""
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    job = _submit(db, "slow-exit")
+    job = submit_job(db, "slow-exit")
     stop = threading.Event()
 
     def server_requeue() -> None:  # what geneval serve does every lease_s / 4
@@ -229,7 +212,7 @@ def _live(app, **proxy) -> tuple[uvicorn.Server, threading.Thread, str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **proxy))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    _wait(lambda: server.started, 60, "the server's start")
+    wait_for(lambda: server.started, 60, "the server's start")
     return server, thread, f"http://127.0.0.1:{port}"
 
 
@@ -342,7 +325,7 @@ def test_the_interface_lines_through_geneval_serve(tmp_path):
             except httpx.HTTPError:
                 return False
 
-        _wait(up, 600, "the server's start")
+        wait_for(up, 600, "the server's start")
         db = Database(sqlite_url(home / "geneval.db"))
         token = db.tokens.create("alice", "submitter")[0]
         db.close()
