@@ -30,7 +30,7 @@ if [ "${1:-}" = "--prepare" ]; then
   plat="--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
   python3 -m pip download -q --no-deps --only-binary=:all: $plat -d .whl hydra-core==1.3.8 omegaconf==2.3.1 \
     open_clip_torch==3.3.0 ftfy==6.3.1 wcwidth==0.7.0 taming-transformers-rom1504==0.0.6 webdataset==1.0.2 \
-    braceexpand==0.1.7 diffusers==0.42.1 importlib_metadata==9.1.0
+    braceexpand==0.1.7 diffusers==0.42.1 importlib_metadata==9.1.0 lazy_loader==0.6 packaging==26.4
   python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3   # it has no wheel on PyPI
   A=../shared/assets
   cp -r "$A/weights" .carry/assets/
