@@ -318,4 +318,6 @@ def check_model_file(
             "genEval.model_ops:probe", str(seen), kind, limits=limits or Limits(), what=what, isolation=isolation,
             read_only=(str(seen),), hidden=hidden,
         )  # fmt: skip
+    if seen != Path(path):  # an answer that names the private copy names the user's file instead
+        answer = {k: v.replace(str(seen), str(path)) if isinstance(v, str) else v for k, v in answer.items()}
     return answer

@@ -277,7 +277,8 @@ def _others_can_read(path: Path) -> bool:
 def readable(path: str | Path) -> Iterator[Path]:
     """``path``, or where this process runs as root and others cannot read the file (it is not world-readable, or a
     folder above it is not world-searchable, such as a 0700 working folder whose path the child is given: the
-    sandbox's uid 65534 could not open it), a private copy it can read, removed after."""
+    sandbox's uid 65534 could not open it), a private copy it can read, removed after; a check's error names
+    ``path``, not the copy."""
     p = Path(path)
     if os.geteuid() != 0 or not p.is_file() or _others_can_read(p):
         yield p
@@ -286,7 +287,11 @@ def readable(path: str | Path) -> Iterator[Path]:
         copy = Path(tmp) / p.name
         shutil.copyfile(p, copy)
         os.chmod(copy, 0o644)
-        yield copy
+        try:
+            yield copy
+        except CheckFailed as err:  # the child names the file it opened: name the user's file instead
+            err.args = (str(err).replace(str(copy), str(path)),)
+            raise
 
 
 def give_to_sandbox(path: str | Path) -> None:

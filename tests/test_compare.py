@@ -305,6 +305,10 @@ def test_directory_layout_and_recorded_seeds(made):
                     "confidence": 0.95,
                     "margin": 1.0,
                     "power": 0.8,
+                    "resolution": 2.0,
+                    "familywise": False,
+                    "boundary": "spending",
+                    "spending": "pocock",
                 },
             }
         assert (out / "models" / f"{m}.json").is_file()

@@ -32,7 +32,7 @@ from genEval.comparisons.ablation import (
 )
 from genEval.comparisons.aggregate import aggregate, compare
 from genEval.comparisons.judging import oracle_members
-from genEval.comparisons.leaderboard import Comparison
+from genEval.comparisons.leaderboard import CONFIDENCE_COLUMNS, Comparison
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.report import expected_figures, render_report
 from genEval.search.perturb import SearchConfig
@@ -64,7 +64,11 @@ def test_default_ranks_by_fmr_v_where_fmr_puts_the_weaker_model_first(tmp_path):
     assert s.tau_bootstrap.score == "fmr_validated"
     # leaderboard.csv keeps its columns, in leaderboard order, with the rank and its score last (then the settled rank)
     head, rows = _csv((tmp_path / "v" / "leaderboard.csv").read_text())
-    assert head[: len(OLD_COLUMNS)] == OLD_COLUMNS and head[-3:] == ["rank", "rank_by", "tied_rank"]
+    # then the columns added later, each after the ones before it: the rank, its score and the settled rank, then
+    # issue 44's confidence columns (a reader of an older file finds every column where it was)
+    later = head[head.index("rank") :]
+    assert head[: len(OLD_COLUMNS)] == OLD_COLUMNS and later[:3] == ["rank", "rank_by", "tied_rank"]
+    assert later[3:] == list(CONFIDENCE_COLUMNS)[1:] and "ood_auroc" in later
     assert "fmr" in head and "fmr_validated" in head and head.index("fmr") < head.index("er")
     assert [(r["model"], r["rank"], r["rank_fmr"], r["rank_by"]) for r in rows] == [
         ("mid", "1", "1", "fmr_validated"),
