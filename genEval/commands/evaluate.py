@@ -45,7 +45,7 @@ from genEval.commands.tracking import run_config, tracked
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.reports.report import write_report
 from genEval.runs.identity import Shard
-from genEval.runs.results import EvalResult
+from genEval.runs.results import EvalResult, image_size_line
 from genEval.scores.text import headline, score_table
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution, resolve_device
@@ -152,6 +152,7 @@ def summary_lines(
         f"  generator {roles['generator']}, oracle {roles['oracle']}; {seed}"
         + (f"; shard {shard.index} of {shard.count}" if shard.count > 1 else "")
         + (f"; {result.timings['total_s']:.1f} s" if "total_s" in result.timings else ""),
+        *image_size_line(result.image_shapes, resized_only=True),  # the generator resized the images
     ]
     fmr = scores.get("fmr", {}).get("value")
     if fmr is not None and fmr > 100:

@@ -266,7 +266,7 @@ class EvalResult:
             f"  classifier: {self.components.get('classifier')}",
             f"  generator:  {self.components.get('generator')}",
             f"  oracle:     {self.components.get('oracle')}",
-            *_image_size_line(self.image_shapes),
+            *image_size_line(self.image_shapes),
             "  score (95% CI)",
             *(_score_line(s, score.key, score.label, score.summary) for score in SCORES if score.summary is not None),
         ]
@@ -299,11 +299,12 @@ def _score_line(scores: Scores, key: str, label: str, note: str) -> str:
     return f"  {label:<4} {est.fmt()}" + (f"   ({text})" if text else "")
 
 
-def _image_size_line(shapes: dict | None) -> list[str]:
-    """The sizes the run worked at: the data's images and the generator's (its ``image_size`` may resize them)."""
+def image_size_line(shapes: dict | None, resized_only: bool = False) -> list[str]:
+    """The sizes the run worked at: the data's images and the generator's (its ``image_size`` may resize them);
+    ``resized_only``: nothing when the two agree."""
     if not shapes or "original" not in shapes or "perturbed" not in shapes:
         return []
     data, gen = ("x".join(str(v) for v in shapes[k][-2:]) for k in ("original", "perturbed"))
     if data == gen:
-        return [f"  image size: {data} px (data and generator)"]
+        return [] if resized_only else [f"  image size: {data} px (data and generator)"]
     return [f"  image size: data {data} px, searched and scored at {gen} px (generator.image_size)"]
