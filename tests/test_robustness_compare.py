@@ -212,10 +212,11 @@ def _outcomes(ids, labels, final):
 
 
 def test_per_class_differences_known_answer():
-    # 60 sources in classes 0/1/2; both models right on every clean image (SA_v = 100), so FMR_v = PA. On class 1,
-    # b is right on half; on class 2, a is wrong on a fifth: a is better overall, driven by class 1 alone
-    ids = [f"s{i:02d}" for i in range(60)]
-    labels = [i % 3 for i in range(60)]
+    # 300 sources in classes 0/1/2; both models right on every clean image (SA_v = 100), so FMR_v = PA. On class 1,
+    # b is right on half; on class 2, a is wrong on a fifth: a is better overall, driven by class 1 alone. (100 a
+    # class: with 20 a class, 16/20 against 20/20 is not separated once no interval is narrower than its evidence)
+    ids = [f"s{i:03d}" for i in range(300)]
+    labels = [i % 3 for i in range(300)]
     a = _outcomes(ids, labels, [lab != 2 or i % 5 != 2 for i, lab in enumerate(labels)])
     b = _outcomes(ids, labels, [lab != 1 or i % 2 == 0 for i, lab in enumerate(labels)])
     diffs = class_differences(["a", "b"], {"a": [a], "b": [b]}, ["zero", "one", "two"], 3, n_boot=300)
