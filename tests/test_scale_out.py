@@ -407,7 +407,8 @@ def test_off_a_terminal_progress_is_a_log_line_per_interval_with_the_counts(tmp_
         caplog.clear()
         out = RunOutput(tmp_path / name, progress=False, log_interval=interval)
         res = evaluate(data=toy_data(6), search=CFG, seed=0, execution=Execution(batch_size=2), output=out, **roles())
-        return [r.getMessage() for r in caplog.records if " images (" in r.getMessage()], res
+        progress = [r.getMessage() for r in caplog.records if r.name == "genEval.search.progress"]
+        return [m for m in progress if " images (" in m], res
 
     every, res = lines("every", 0)
     assert [ln.split(":")[1].split(" images")[0].strip() for ln in every] == [f"{i}/6" for i in range(1, 7)]
