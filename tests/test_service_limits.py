@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -97,19 +98,16 @@ def _send(port: int, head: bytes, total: int, chunked: bool) -> tuple[bytes, int
     t0 = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(head)
-        s.settimeout(0.001)
+        s.settimeout(10)  # a loaded machine's server may take a while to drain a MiB; a closed one answers at once
         try:
             while sent < total:
                 piece = (b"%x\r\n" % len(chunk) + chunk + b"\r\n") if chunked else chunk
                 s.sendall(piece)
                 sent += len(chunk)
-                try:
+                if select.select([s], [], [], 0)[0]:  # the server answered (or closed): read it, send no more
                     answer += s.recv(65536)
-                except (TimeoutError, BlockingIOError):
-                    pass
-                if answer:
                     break
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             pass
         s.settimeout(30)
         while b"\r\n\r\n" not in answer:
