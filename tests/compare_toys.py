@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 
@@ -51,6 +52,30 @@ def verdicts(out_dir: str | Path) -> dict:
     d["leaderboard"] = [{k: v for k, v in row.items() if k not in paths} for row in d["leaderboard"]]
     d["settings"].pop("created")
     return {k: v for k, v in d.items() if k not in ("runs", "out_dir")}
+
+
+def flat(tree, prefix: str = "") -> dict:
+    """``tree`` (nested dicts and lists) as one ``{".a.b[0].c": leaf}`` dict that ``pytest.approx`` can compare (an
+    empty list or dict is the leaf ``"[]"`` or ``"{}"``)."""
+    if isinstance(tree, dict) and tree:
+        return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}.{key}").items()}
+    if isinstance(tree, list) and tree:
+        return {k: v for i, sub in enumerate(tree) for k, v in flat(sub, f"{prefix}[{i}]").items()}
+    return {prefix: "[]" if tree == [] else "{}" if tree == {} else tree}
+
+
+def assert_same_verdicts(out_dir: str | Path, reference: str | Path) -> None:
+    """The comparisons in ``out_dir`` and ``reference`` agree: every key, string, count and decision exactly, floats
+    to a relative 1e-6. Evaluations in processes with another number of torch threads (a Ray task gets one CPU, a
+    local run all of them) sum the same softmax outputs in another order, so the softmax means (``max_pred``,
+    ``soft_gap``, calibration errors) differ from the 7th digit on (a bootstrap bound
+    by up to 2e-6 of itself); accuracies are ratios of counts and a changed decision
+    moves them by at least 100/n, which no such tolerance hides."""
+    got, want = flat(verdicts(out_dir)), flat(verdicts(reference))
+    assert sorted(got) == sorted(want)
+    floats = sorted(k for k, v in want.items() if isinstance(v, float))
+    assert {k: v for k, v in got.items() if k not in floats} == {k: v for k, v in want.items() if k not in floats}
+    assert [got[k] for k in floats] == pytest.approx([want[k] for k in floats], rel=1e-5, abs=1e-9, nan_ok=True)
 
 
 class LabelPool(ToyPool):

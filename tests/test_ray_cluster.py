@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 import pytest
-from compare_toys import verdicts
+from compare_toys import assert_same_verdicts
 from ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start
 from test_scale_out import ROOT, decisions, geneval, scores
 
@@ -87,7 +87,7 @@ def test_compare_with_a_ray_task_per_evaluation_equals_the_local_comparison(clus
     r = geneval(*COMPARE, "executor=ray", f"out_dir={out}", env=cluster.env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "executor=ray: submitting 6 evaluations" in r.stderr + r.stdout
-    assert verdicts(out) == verdicts(compared_locally)
+    assert_same_verdicts(out, compared_locally)
 
 
 def test_a_failed_ray_task_is_named_and_the_rerun_evaluates_only_it(cluster, compared_locally, tmp_path):
@@ -109,4 +109,4 @@ def test_a_failed_ray_task_is_named_and_the_rerun_evaluates_only_it(cluster, com
     )
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # the finished runs were left alone
     assert json.loads((target / "results.json").read_text())["timings"]["samples_computed"] <= 10  # resumed
-    assert verdicts(out) == verdicts(compared_locally)
+    assert_same_verdicts(out, compared_locally)
