@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the cluster helper and the equality checks the tests use
 
-from compare_toys import verdicts  # noqa: E402
-from ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start  # noqa: E402
-from test_scale_out import decisions, scores  # noqa: E402
+from tests.support.cli import decisions, scores  # noqa: E402
+from tests.support.comparisons import verdicts  # noqa: E402
+from tests.support.ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start  # noqa: E402
 
 
 def timed(args: list[str] | tuple[str, ...], env: dict[str, str]) -> float:

@@ -39,9 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(1, str(ROOT / "tests"))  # the toys (after PYTHONPATH's genEval, which this measures)
 
-from page_toys import BASE, NAMES, TABLE_LAYOUT_JS, browser, route_to, toy_comparison, toy_service  # noqa: E402
-
 import genEval  # noqa: E402
+from tests.support.pages import BASE, NAMES, TABLE_LAYOUT_JS, browser, route_to, toy_comparison, toy_service  # noqa: E402
 
 WIDTH = 1280
 #: A report's main table: the leaderboard (a comparison's, or the one-row one of a run before issue 42) or a run's

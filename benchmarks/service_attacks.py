@@ -228,7 +228,7 @@ def _status(server: Server, job: str) -> dict:
 
 
 def attack_outage(code: Path, work: Path) -> dict:
-    from service_support import PgCluster
+    from tests.support.service import PgCluster
 
     cluster = PgCluster().start()
     try:
@@ -419,7 +419,7 @@ def attack_quota(code: Path, work: Path) -> dict:
 def _slow_client(server: Server, head: bytes, every_s: float, cap_s: float) -> dict:
     """Send ``head`` one byte every ``every_s`` seconds (nothing when empty): how long the server keeps the connection
     (capped at ``cap_s``) and what it answered."""
-    from service_support import hold_connection
+    from tests.support.service import hold_connection
 
     held, said = hold_connection(server.port, [head[i : i + 1] for i in range(len(head))], every_s, cap_s)
     if held >= cap_s:
@@ -458,7 +458,7 @@ def _hostile():
     """The hostile files and runners of issue 41 (tests/sandbox_support.py of this checkout: model files are data,
     whichever checkout is attacked)."""
     sys.path.insert(0, str(ROOT / "tests"))
-    import sandbox_support
+    from tests.support import sandbox as sandbox_support
 
     return sandbox_support
 
@@ -519,7 +519,7 @@ WORKER_41 = textwrap.dedent(
     sys.path[:0] = [sys.argv[3], sys.argv[4]]
     from genEval.service.server.database import Database
     from genEval.service.server.worker import Worker
-    import sandbox_support
+    from tests.support import sandbox as sandbox_support
     runner = getattr(sandbox_support, sys.argv[5])
     settings = dict(a.split("=") for a in sys.argv[6:])
     known = inspect.signature(Worker).parameters

@@ -11,11 +11,10 @@ from types import SimpleNamespace
 
 
 def _settled_service(home: Path):
-    from service_support import CENTROIDS
-
     from genEval.commands.serve import load_benchmarks
     from genEval.service.server.database import Database, sqlite_url
     from genEval.service.server.facade import Service, Settings
+    from tests.support.service import CENTROIDS
 
     bench = load_benchmarks(["digits_settled"])["digits_settled"]
     db = Database(sqlite_url(home / "geneval.db"))
@@ -23,10 +22,9 @@ def _settled_service(home: Path):
 
 
 def _run_queue(service, home: Path, limit: int | None = None) -> int:
-    from service_support import centroid_build
-
     from genEval.service.execute import run_job
     from genEval.service.server.standings.compute import StandingsBuilder, record_finished
+    from tests.support.service import centroid_build
 
     builder, ran = StandingsBuilder(service.db, home, n_boot=100), 0
     while (limit is None or ran < limit) and (job := service.db.queue.claim("w", 600)) is not None:
@@ -67,8 +65,6 @@ def round_scenario() -> dict:
 def truncate_scenario() -> dict:
     """E13: two models' runs on the same 50 sources; one samples.jsonl cut to 43 lines after it finished. Does
     ``compare`` accept it, and on how many sources does a settled pair's verdict count them?"""
-    from toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
-
     from genEval import evaluate
     from genEval.comparisons.aggregate import aggregate
     from genEval.comparisons.settings import ComparisonSettings, StopRule
@@ -76,6 +72,7 @@ def truncate_scenario() -> dict:
     from genEval.runs.recording import RunOutput
     from genEval.scores.outcomes import Outcomes
     from genEval.service.server.standings.settled import judge
+    from tests.support.toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
     root = Path(tempfile.mkdtemp(prefix="geneval-truncate-"))
     dirs = []

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-ASSETS = Path(os.environ.get("GENEVAL_ASSETS", ROOT.parent / "shared" / "assets"))
+from tests.support.assets import ASSETS
+
 if ASSETS.is_dir():  # `asset:<path>` names in configs are found here (genEval/assets.py), in subprocesses too
     os.environ.setdefault("GENEVAL_ASSETS", str(ASSETS))
 
@@ -20,14 +19,6 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test session shares one throwaway cache; the user's ~/.cache is never touched."""
     monkeypatch.setenv("GENEVAL_CACHE", str(tmp_path_factory.getbasetemp() / "geneval-cache"))
-
-
-def asset(rel: str) -> Path:
-    """Path of a shared asset, or skip the test with a reason when it is not there."""
-    p = ASSETS / rel
-    if not p.exists():
-        pytest.skip(f"shared asset {p} not present (outside contributors do not have ../shared/assets)")
-    return p
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.assets import ROOT
+
 PACKAGES = ("genEval", "generators", "oracles")
 TOP = {"genEval.cli"}
 #: The engine's own backends: the tested classifiers and the data readers (packages, with every module in them).

@@ -12,9 +12,9 @@ import sys
 import zipfile
 
 import pytest
-from conftest import ROOT
 
 from genEval.commands import CONF_DIR
+from tests.support.assets import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.assets import ROOT
+
 PACKAGES = ("genEval", "generators", "oracles")
 LIMITS = {"module": 600, "class": 300, "function": 100}
 #: "kind path[:qualified name]" -> its size when it was allowed (lines). Split the unit, then delete its line.

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ASSETS
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from contracts.options import Option
-from contracts.stand_ins import write_stand_ins
 from genEval.commands import CONF_DIR, build
+from tests.support.assets import ASSETS
+from tests.support.options import Option
+from tests.support.stand_ins import write_stand_ins
 
 
 @pytest.fixture(scope="session")

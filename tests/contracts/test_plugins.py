@@ -7,12 +7,12 @@ import pytest
 from omegaconf import DictConfig, ListConfig
 from pydantic import TypeAdapter, ValidationError
 
-from contracts.options import GROUPS, OPTIONS, options
 from genEval.commands import config_options
 from genEval.commands.checks import declaration
 from genEval.commands.settings import target_of
 from genEval.declared import normalised
 from genEval.interfaces import HOOKS, Classifier, Generator, Oracle
+from tests.support.options import GROUPS, OPTIONS, options
 
 PROTOCOLS = {"generator": Generator, "oracle": Oracle, "classifier": Classifier}
 #: Hooks read from the config's ``_target_`` (a class or factory), not from the built object.

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contracts.options import options
 from genEval.interfaces import hook
+from tests.support.options import options
 
 # ------------------------------------------------------------------------------------------------ generators
 

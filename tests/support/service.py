@@ -1,0 +1,356 @@
+"""Shared pieces of the service tests: a real PostgreSQL server, free ports, stand-in job runners.
+
+The runners here are module-level functions because a worker sends its runner to a spawned child
+process (pickled by reference); the child imports this module from the tests directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from genEval.runs.recording import RunOutput
+from genEval.scores.run_scores import Scoring
+from genEval.service.records import JobInfo
+from genEval.service.server.database import Database, sqlite_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`geneval worker` on ``home`` (CPU, polling and renewing every 0.2 s, logs under ``home/logs``) in a
+    subprocess, with ``overrides`` (``lease_s=3``, ``db=...``) added."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "genEval.cli",
+            "worker",
+            f"home={home}",
+            "device=cpu",
+            "heartbeat_s=0.2",
+            "poll_s=0.2",
+            f"hydra.run.dir={home / 'logs'}",
+            *overrides,
+        ],
+        cwd=home,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **popen,
+    )
+
+
+def submit_job(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
+    """A queued job of a fresh submitter ``name`` on benchmark ``b`` version ``v`` (one seed); its id."""
+    owner = db.tokens.create(name, "submitter")[1]
+    return db.jobs.submit(
+        benchmark="b", benchmark_version="v", name=name, owner=owner, model=model or {}, config={},
+        overrides=overrides or {}, seeds=[1], upload_path=None,
+    ).id  # fmt: skip
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.05):
+    """``predicate()``'s first true value, polled every ``every`` seconds; the test fails naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := predicate():
+            return got
+        time.sleep(every)
+    pytest.fail(f"{what} did not happen within {timeout:.0f}s")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hold_connection(port: int, pieces: list[bytes], every_s: float, cap_s: float = 15.0) -> tuple[float, bytes]:
+    """A slow client of the server on ``port``: sends ``pieces`` one every ``every_s`` seconds (then nothing). Returns
+    how long until the server closed the connection (``cap_s`` when it kept it that long) and what it answered."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(0.05)
+        got, sent = b"", 0
+        while time.monotonic() - t0 < cap_s:
+            if sent < len(pieces) and time.monotonic() - t0 >= sent * every_s:
+                try:
+                    sock.sendall(pieces[sent])
+                except OSError:
+                    break
+                sent += 1
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                return time.monotonic() - t0, got
+            got += chunk
+    return cap_s, got
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+class PgCluster:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth) in a temporary folder: :meth:`start`, :meth:`stop`
+    (and start again: a database outage), :meth:`remove`. ``url`` is its server URL (add ``/<database>``).
+
+    postgres refuses to run as root, so as root the cluster belongs to the ``postgres`` user (``runuser``).
+    """
+
+    def __init__(self) -> None:
+        bindir = _pg_bin()
+        if bindir is None:
+            raise FileNotFoundError("PostgreSQL server binaries not installed (Debian: apt-get install postgresql)")
+        self.bin, self.as_user = bindir, []
+        self.root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")  # KeyError: no user to own the cluster
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.data, self.port = self.root / "data", free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        initdb = [str(bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8"]
+        subprocess.run([*self.as_user, *initdb, "--no-sync"], check=True, capture_output=True)
+
+    def _ctl(self, *args: str, check: bool = True) -> None:
+        ctl = [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log")]
+        subprocess.run([*ctl, *args], check=check, capture_output=True)
+
+    def start(self) -> PgCluster:
+        self._ctl("-w", "-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -F -c max_connections=200", "start")
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("-w", "-m", mode, "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def create_database(self) -> str:
+        """A fresh, empty database on the cluster: its URL."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"{self.url}/{name}"
+
+
+def _cluster() -> PgCluster:
+    try:
+        return PgCluster()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    except KeyError:
+        pytest.skip("running as root and there is no postgres user to own the test cluster")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """The session's PostgreSQL cluster (:class:`PgCluster`), started by the tests and removed after."""
+    cluster = _cluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(postgres_cluster):
+    """The URL of the session's PostgreSQL server."""
+    return postgres_cluster.url
+
+
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL cluster of this test alone (a test that stops and restarts it: a database outage)."""
+    cluster = _cluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+@pytest.fixture
+def pg_url(postgres_cluster):
+    """A fresh, empty database on the test cluster."""
+    return postgres_cluster.create_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """Each database test runs on SQLite and on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "geneval.db")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def db(db_url):
+    database = Database(db_url)
+    yield database
+    database.close()
+
+
+@pytest.fixture(scope="module")
+def smoke_config():
+    """The digits_smoke benchmark (20 images, 5 steps) in batches of one image: 20 batches, so a kill or a stop
+    lands mid-job."""
+    from genEval.commands.serve import load_benchmarks, registered_classifiers  # heavy: only where it is used
+
+    config = dict(load_benchmarks(["digits_smoke"])["digits_smoke"].config)
+    config["batch_size"] = 1
+    config["classifier"] = registered_classifiers(None)["digits_cnn"]
+    return config
+
+
+# ------------------------------------------------------------------------------------ stand-in runners
+def record_runner(job: JobInfo, home: Path, report) -> dict:
+    """Appends the job id to ``home/executions.log`` (one line per execution) and takes a moment."""
+    report("total", 1)
+    with open(home / "executions.log", "a", encoding="utf-8") as fh:
+        fh.write(f"{job.id} {os.getpid()}\n")
+    time.sleep(0.3)
+    return {"ran": job.id}
+
+
+def napping_runner(job: JobInfo, home: Path, report) -> dict:
+    """Takes 5 s (long enough for a database to be stopped and started under it)."""
+    report("total", 1)
+    time.sleep(5)
+    return {"napped": job.id}
+
+
+def slow_runner(job: JobInfo, home: Path, report) -> dict:
+    """Runs for a long time (to be cancelled or stopped)."""
+    report("total", 1)
+    (home / f"started-{job.id}").write_text(str(os.getpid()))
+    time.sleep(600)
+    return {}
+
+
+def failing_runner(job: JobInfo, home: Path, report) -> dict:
+    raise ValueError(f"classifier returned 7 logits but the dataset has 10 classes (job {job.name})")
+
+
+def crashing_runner(job: JobInfo, home: Path, report) -> dict:
+    os.kill(os.getpid(), 9)
+    return {}
+
+
+def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
+    """A real (tiny) evaluation of a linear classifier seeded by the job's name length, into the job's run
+    directory (``job.seeds[0]`` seeds it), as the production runner does with a benchmark's components."""
+    import torch
+
+    from genEval.search.driver import evaluate
+    from tests.support.toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
+
+    data = toy_data(30, seed=3)
+    report("total", len(data))
+    report("rep", 0)
+    res = evaluate(
+        classifier=LinearClassifier(seed=len(job.name)),
+        data=data,
+        generator=SigmoidGenerator(),
+        oracle=ModelOracle(LinearClassifier(seed=1)),
+        search={"budget": 3, "step_size": 0.3, "start_noise": 0.0},
+        seed=int(job.seeds[0]),
+        config={"comparison": {"model": job.name}},
+        output=RunOutput(job.rep_dir(home, 0), progress=False),
+        scoring=Scoring(n_boot=100),
+    )
+    torch.set_num_threads(1)
+    return {"repetitions": [{"repetition": 0, "seed": int(job.seeds[0]), "metrics": res.metrics}]}
+
+
+def leaky_runner(job: JobInfo, home: Path, report) -> dict:
+    """Fails with the kind of message that names the server's paths, host and process (a checkpoint that does not
+    fit, raised deep inside an evaluation)."""
+    raise ValueError(
+        f"while building classifier: checkpoint '{home}/uploads/{job.id}.safetensors' does not match the model "
+        f"architecture; missing keys: fc.weight (run directory '{home}/runs/{job.id}' on host "
+        f"'{socket.gethostname()}', process {os.getpid()})"
+    )
+
+
+# ------------------------------------------------------------------------------------ a settled benchmark's toys
+class CentroidClassifier(torch.nn.Module):
+    """A nearest-centroid digits classifier (a linear layer on the 16-px train split's class means, SA about 97%),
+    its centroids moved by Gaussian ``noise`` (seeded by ``seed``): noise 0 is the settled tests' oracle, noise 0.5 a
+    model with an FMR_v about 50 points lower; two of equal noise and seed are the same model."""
+
+    def __init__(self, noise: float = 0.0, seed: int = 0, in_features: int = 256, num_classes: int = 10) -> None:
+        super().__init__()
+        from genEval.data.standard import DigitsData
+
+        train = DigitsData(split="train", image_size=16, channels=1)
+        x = torch.stack([train[i][0] for i in range(len(train))]).flatten(1)
+        y = torch.tensor([train[i][1] for i in range(len(train))])
+        mu = torch.stack([x[y == c].mean(0) for c in range(num_classes)])
+        w = mu + noise * torch.randn(mu.shape, generator=torch.Generator().manual_seed(seed))
+        self.l = torch.nn.Linear(in_features, num_classes)
+        with torch.no_grad():  # argmax of -|x - w|^2 / 2, sharpened
+            self.l.weight.copy_(10 * w)
+            self.l.bias.copy_(-5 * (w * w).sum(1))
+        self.num_classes, self.name = num_classes, f"centroid(noise={noise}, seed={seed})"
+
+    def forward(self, x):
+        return self.l(x.flatten(1))
+
+
+#: The settled tests' registered classifier configs (``kind=config`` names): ``builds`` reads noise and seed.
+CENTROIDS = {
+    "sharp": {"_target_": "tests.support.service.CentroidClassifier", "noise": 0.0, "seed": 0},
+    "blurred": {"_target_": "tests.support.service.CentroidClassifier", "noise": 0.5, "seed": 1},
+}
+
+
+def centroid_build(config: dict):
+    """A job config of the digits_settled benchmark -> tiny components: its data as configured (a class-balanced
+    draw of ``data.limit`` images with the run's seed), the job's centroid classifier, an exact sigmoid latent space
+    and the noise-0 centroid classifier as the oracle; the preset's search with a step that moves logit latents."""
+    from genEval.data.standard import DigitsData
+    from genEval.search.perturb import SearchConfig
+    from genEval.service.execute import Components
+    from tests.support.toys import ModelOracle, SigmoidGenerator
+
+    cls = {k: v for k, v in config["classifier"].items() if k != "_target_"}
+    data = {k: v for k, v in config["data"].items() if k != "_target_"}
+    return Components(
+        classifier=CentroidClassifier(**cls),
+        data=DigitsData(**data),
+        generator=SigmoidGenerator(),
+        oracle=ModelOracle(CentroidClassifier()),
+        search=SearchConfig.coerce({**config["search"], "step_size": 1.0}),
+        mask=None,
+    )
+
+
+def centroid_runner(job: JobInfo, home: Path, report) -> dict:
+    """The production job runner (genEval.service.execute.run_job) with :func:`centroid_build`."""
+    from genEval.service.execute import run_job
+
+    return run_job(job, home, report, build=centroid_build)
