@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the cluster helper and the equality checks the tests use
+sys.path.append(str(ROOT))  # the cluster helper and the equality checks the tests use
 
 from tests.support.cli import decisions, scores  # noqa: E402
 from tests.support.comparisons import verdicts  # noqa: E402

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(1, str(ROOT / "tests"))  # the toys (after PYTHONPATH's genEval, which this measures)
+sys.path.append(str(ROOT))  # the toys (after PYTHONPATH's genEval, which this measures)
 
 import genEval  # noqa: E402
 from tests.support.pages import BASE, NAMES, TABLE_LAYOUT_JS, browser, route_to, toy_comparison, toy_service  # noqa: E402

@@ -44,7 +44,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.append(str(ROOT))
 
 
 def _free_port() -> int:
@@ -457,7 +457,7 @@ def attack_echo(code: Path, work: Path) -> dict:
 def _hostile():
     """The hostile files and runners of issue 41 (tests/sandbox_support.py of this checkout: model files are data,
     whichever checkout is attacked)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.append(str(ROOT))
     from tests.support import sandbox as sandbox_support
 
     return sandbox_support
@@ -561,7 +561,7 @@ class _Queue:
     def worker(self, runner: str, **settings: float) -> subprocess.Popen:
         args = [f"{k}={v}" for k, v in settings.items()]
         log = open(self.home / f"worker-{len(self.procs)}.log", "w")
-        cmd = [sys.executable, "-c", WORKER_41, self.url, str(self.home), str(self.code), str(ROOT / "tests"), runner]
+        cmd = [sys.executable, "-c", WORKER_41, self.url, str(self.home), str(self.code), str(ROOT), runner]
         proc = subprocess.Popen(cmd + args, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
@@ -786,7 +786,7 @@ def attack_guard(code: Path, work: Path) -> dict:
 IN_PROCESS = textwrap.dedent(
     """
     import json, sys
-    sys.path[:0] = [sys.argv[1], sys.argv[2]]
+    sys.path.insert(0, sys.argv[1]); sys.path.append(sys.argv[2])  # this checkout's tests after code's genEval
     from service_attacks_41 import SCENARIOS
     print(json.dumps(SCENARIOS[sys.argv[3]]()))
     """
@@ -797,7 +797,7 @@ def _scenario(code: Path, name: str) -> dict:
     """One of the library-level scenarios (benchmarks/service_attacks_41.py) run with ``code``'s genEval."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ROOT / "benchmarks"), str(ROOT / "tests"), name],
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ROOT / "benchmarks"), str(ROOT), name],
                           env=env, capture_output=True, text=True, cwd=tempfile.mkdtemp())  # fmt: skip
     if done.returncode != 0 or not done.stdout.strip():
         return {"error": done.stderr.strip()[-600:], "s": round(time.perf_counter() - t0, 1)}

@@ -387,3 +387,79 @@ def test_the_command_line_starts_without_the_service_stack():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "LOADED []" in out.stdout, out.stdout[-2000:]
     assert "SLOW []" in out.stdout, out.stdout[-2000:]
+
+
+# ------------------------------------------------------------------------------------------ the tests' own house
+TESTS = ROOT / "tests"
+#: Test folders that mirror no library package, each with what it tests. Every other folder of tests/ has the path
+#: of a package of the library (``tests/service/server/jobs`` tests ``genEval/service/server/jobs``).
+TEST_FOLDERS = {
+    "support": "what tests share (toys, hand-written runs, stand-ins, servers): the one place a test imports from",
+    "contracts": "the plug-in contract (genEval/interfaces.py) and the conformance suite of every option",
+    "foundation": "the foundation modules (FOUNDATION): assets, checkpoints, the sandbox, model files",
+    "benchmarks": "the benchmarks/ package",
+    "service/domain": "the service's modules outside its server (genEval/service/*.py)",
+}
+
+
+def _test_files() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _mirrors_the_library(rel: str) -> bool:
+    return (ROOT / "genEval" / rel).is_dir() or (rel.split("/")[0] in PACKAGES and (ROOT / rel).is_dir())
+
+
+def test_the_tests_mirror_the_library():
+    """tests/ is one package per folder, each folder the path of a library package (or one of TEST_FOLDERS); its only
+    modules that are not tests (``test_*.py``), fixtures (``conftest.py``) or package files are tests/support/'s."""
+    folders = sorted({p.parent.relative_to(TESTS).as_posix() for p in _test_files()} - {"."})
+    stray = [
+        f for f in folders if not _mirrors_the_library(f) and f not in TEST_FOLDERS and f.split("/")[0] != "support"
+    ]
+    assert not stray, f"test folders that mirror no library package (name the package's path): {stray}"
+    not_packages = [f for f in ["."] + folders if not (TESTS / f / "__init__.py").is_file()]
+    assert not not_packages, f"test folders without __init__.py (module names would collide): {not_packages}"
+    loose = [
+        p.relative_to(ROOT).as_posix()
+        for p in _test_files()
+        if not p.name.startswith("test_")
+        and p.name not in ("conftest.py", "__init__.py")
+        and p.relative_to(TESTS).parts[0] != "support"
+    ]
+    assert not loose, f"helper modules outside tests/support/ (move them there): {loose}"
+
+
+def _test_imports(path: Path) -> list[tuple[str, int]]:
+    """(imported name, line) of every import in ``path`` (any depth), relative ones as ``.name``; plus the modules a
+    ``pytest_plugins`` names."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            found += [(f"{base}.{a.name}" if node.module else base + a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytest_plugins" for t in node.targets):
+            found += [(c.value, node.lineno) for c in ast.walk(node.value) if isinstance(c, ast.Constant)]
+    return found
+
+
+def _a_test_may_import(name: str) -> bool:
+    """The library, third parties and tests.support: never another test module, a conftest or a relative import."""
+    top = name.split(".")[0]
+    if name.startswith(".") or top == "conftest" or top.startswith("test_"):
+        return False
+    return top != "tests" or name == "tests.support" or name.startswith("tests.support.")
+
+
+def test_a_test_imports_only_tests_support_and_the_library():
+    """A test module (and a helper of tests/support/) imports the library and :mod:`tests.support`, never another
+    test module: what two tests share lives in tests/support/, and fixtures reach a folder through its conftest.py."""
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {name}"
+        for p in _test_files()
+        for name, line in _test_imports(p)
+        if not _a_test_may_import(name)
+    ]
+    assert not bad, "import shared test code from tests.support only:\n" + "\n".join(bad)
