@@ -1,8 +1,8 @@
 """Shards and comparisons on a local Ray cluster (issue 35): wall times and equality, measured, not tested.
 
-Starts a head node on this machine (``tests/ray_cluster.py``: ``ray start --head --block`` on 127.0.0.1, ``--cpus``
-CPUs, its own temporary directory; stopped at the end) and runs the real command line on the offline digits default
-with the models cached in ``$GENEVAL_CACHE`` (trained on first use):
+Starts a head node on this machine (``tests/support/ray_cluster.py``: ``ray start --head --block`` on 127.0.0.1,
+``--cpus`` CPUs, its own temporary directory; stopped at the end) and runs the real command line on the offline digits
+default with the models cached in ``$GENEVAL_CACHE`` (trained on first use):
 
 1. ``shards``: the unsharded run, then 2 shards through ``hydra/launcher=ray_cpus`` (auto-merged): wall times, and
    whether the merged scores and every decision equal the unsharded run's;

@@ -4,7 +4,7 @@
     PYTHONPATH=/tmp/before python benchmarks/page_widths.py --out /tmp/pages_before   # another checkout
     python benchmarks/page_widths.py --out /tmp/pages_after --docs            # also build the docs site, scan it
 
-Made from toy runs in seconds (``tests/page_toys.py``: three linear classifiers with names as people write them,
+Made from toy runs in seconds (``tests/support/pages.py``: three linear classifiers with names as people write them,
 3x16x16 images, budget 3, two repetitions; a service with one finished job per model), whichever ``genEval`` is
 first on ``PYTHONPATH``. Prints one line per measurement:
 

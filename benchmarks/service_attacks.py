@@ -455,7 +455,7 @@ def attack_echo(code: Path, work: Path) -> dict:
 
 # ------------------------------------------------------------------------------------ issue 41
 def _hostile():
-    """The hostile files and runners of issue 41 (tests/sandbox_support.py of this checkout: model files are data,
+    """The hostile files and runners of issue 41 (tests/support/sandbox.py of this checkout: model files are data,
     whichever checkout is attacked)."""
     sys.path.append(str(ROOT))
     from tests.support import sandbox as sandbox_support

@@ -1,6 +1,6 @@
 """Issue 41's library-level scenarios for ``benchmarks/service_attacks.py`` (``round``, ``truncate``, ``lock``): run
 in a subprocess whose genEval is the checkout under test (``--code``), each printing what happened as JSON. The tiny
-components come from this checkout's tests (``tests/service_support.py``, ``tests/toys.py``)."""
+components come from this checkout's tests (``tests/support/service.py``, ``tests/support/toys.py``)."""
 
 from __future__ import annotations
 

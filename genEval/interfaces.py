@@ -19,8 +19,8 @@ to inherit from. Any object with the right attributes works.
 
 Optional hooks (the plug-in contract beyond the protocols): :data:`HOOKS` names every optional attribute the
 engine reads from a role or a data set, with its default and what it changes, and :func:`hook` is the one place
-the engine reads one (``tests/test_plugin_contract.py`` fails when the engine reads an attribute of a role that
-is not declared here). A backend that has none of them works; each one it has refines a run:
+the engine reads one (``tests/contracts/test_plugin_contract.py`` fails when the engine reads an attribute of a role
+that is not declared here). A backend that has none of them works; each one it has refines a run:
 
 ======================  ==========================  ==========  ===========================================
 hook                    on                          default     what it does

@@ -21,7 +21,7 @@ slower, 183 vs 141 ms). Three ops of the paper's decoders return NCHW from NHWC 
 
 The NHWC paths are taken only inside a compiled graph (:func:`in_nhwc_graph`); eager runs keep the native kernels
 (one launch each; on a CPU they are NHWC already). What is checked, on a CPU: every convolution of a generator's
-decoder reads and writes NHWC in the forward and the backward graph (``tests/test_nhwc_compile.py``).
+decoder reads and writes NHWC in the forward and the backward graph (``tests/search/test_nhwc_compile.py``).
 
 Latents in: a generator's ``decode`` puts its input in the layout of its first weight (:func:`like_weight`), so the
 whole graph, images out and the gradient to the latent included, stays NHWC.

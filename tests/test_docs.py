@@ -15,7 +15,7 @@ on the site and on GitHub, so readers copy only the command) may say why not, or
 The same markers as the block's leading comment lines (``# needs: ...``, ``# slow: ...``) are still read, for pages
 not yet moved to the comments (README.md); the pages of the docs site (docs/*.md) carry none in their blocks.
 
-README's two commands are run by .ci/run, exactly as written (tests/test_cli.py checks that).
+README's two commands are run by .ci/run, exactly as written (tests/commands/test_cli.py checks that).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ an estimate must lie from 0 before a look may call it.
   information fraction (the boundary is computed from the fractions actually seen), and looks past ``t = 1`` spend
   nothing more.
 
-Known answers (tests/test_sequential.py): five equally spaced looks at alpha 0.05 give 4.877, 3.357, 2.680, 2.290,
-2.031 with the O'Brien-Fleming type, gsDesign's published values; the Pocock type's are checked against scipy's
+Known answers (tests/scores/test_sequential.py): five equally spaced looks at alpha 0.05 give 4.877, 3.357, 2.680,
+2.290, 2.031 with the O'Brien-Fleming type, gsDesign's published values; the Pocock type's are checked against scipy's
 multivariate normal.
 """
 

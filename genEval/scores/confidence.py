@@ -122,7 +122,7 @@ def anomaly_detection(in_msp: Sequence[float], out_msp: Sequence[float]) -> tupl
 # The bootstrap recomputes a score on n_boot resamples at once: these take (B, N) arrays (one resample a row) and
 # return (B,). The AURRA and calibration rows are the functions above, row by row; the AUROC rows are the
 # Mann-Whitney statistic and the AUPR rows sklearn's average precision (ties grouped as it groups them), written
-# out because sklearn scores one set per call; tests/test_confidence.py checks both against sklearn.
+# out because sklearn scores one set per call; tests/scores/test_confidence.py checks both against sklearn.
 def _aurra_rows(conf: np.ndarray, ok: np.ndarray) -> np.ndarray:
     order = np.argsort(-conf, axis=1, kind="stable")
     hits = np.take_along_axis(ok, order, axis=1).cumsum(1)

@@ -3,7 +3,8 @@
 A dynamic benchmark can keep drawing sources, so a comparison may *look* after every round and stop when the order
 of two models is known. A fixed-design interval (the bootstrap of :mod:`genEval.scores.intervals`) used that way
 inflates false orderings: with equal models and 50 looks, a 95% interval excludes 0 at some look in about a quarter
-of the comparisons (``tests/test_sequential.py`` shows it). This module gives intervals that hold at *every* look.
+of the comparisons (``tests/scores/test_sequential.py`` shows it). This module gives intervals that hold at *every*
+look.
 
 **The estimate.** A ranking score is a ratio of column sums (FMR_v = 100 PA / SA_v = 100 sum(validated & perturbed
 correct) / sum(validated & clean correct); :mod:`genEval.scores.definitions`), hence a smooth function ``g`` of the

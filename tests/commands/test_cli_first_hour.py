@@ -2,7 +2,7 @@
 positional paths, `list` and `runs`, one headline and an aligned table, files in one place, no silent wrong answers.
 
 Each command runs as a user runs it (``python -m genEval.cli`` in a fresh working folder) unless the behaviour is a
-function's; the run directories come from toy components (tests/toys.py), so nothing here trains a model."""
+function's; the run directories come from toy components (tests/support/toys.py), so nothing here trains a model."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 named by model and repetition, and a rerun that evaluates only what is missing.
 
 Here submitit's own executors stand in for Slurm (``cluster=debug``: in this process; ``cluster=local``: one process
-per job) on the toy roles; tests/test_ray_cluster.py runs the digits default on a real local Ray cluster.
+per job) on the toy roles; tests/comparisons/test_ray_cluster.py runs the digits default on a real local Ray cluster.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""On a real Ray cluster (issue 35): a local head node (tests/ray_cluster.py: 2 CPUs, 127.0.0.1, its own temporary
-directory, stopped after), the offline digits default, the real command line.
+"""On a real Ray cluster (issue 35): a local head node (tests/support/ray_cluster.py: 2 CPUs, 127.0.0.1, its own
+temporary directory, stopped after), the offline digits default, the real command line.
 
 * A Hydra multirun of 2 shards through ``hydra/launcher=ray_cpus`` merges itself into the unsharded run; with one
   shard's Ray worker killed (by its pid, from the shard's run.lock) mid-run, Ray retries the task (``max_retries``),

@@ -22,7 +22,7 @@ TARGET_HOOKS = ("declare", "check_available")
 def test_every_option_of_the_plugin_groups_is_catalogued():
     for group in GROUPS:
         listed = sorted(o.name for o in OPTIONS if o.group == group)
-        assert listed == config_options(group), f"conf/{group}: list every option in tests/contracts/options.py"
+        assert listed == config_options(group), f"conf/{group}: list every option in tests/support/options.py"
 
 
 @pytest.mark.parametrize("option", options())

@@ -1,6 +1,6 @@
 """Scale-out and crash safety (issue 9): batch-size invariance, exact shards and merge, resume, locks.
 
-In-process tests use the exact toy components of tests/toys.py; the launcher tests (kill -9 + resume, the
+In-process tests use the exact toy components of tests/support/toys.py; the launcher tests (kill -9 + resume, the
 joblib launcher, torchrun) run the real command line in subprocesses on the offline digits default.
 """
 
@@ -335,7 +335,7 @@ def test_torchrun_two_cpu_processes_then_merge_equal_one_process(tmp_path, digit
 
 def joins_a_cluster(c) -> bool:
     """The preset joins a running cluster and sets object_store_memory (the plugin's default of 75 MB is refused by
-    current Ray when joining a cluster; tests/test_ray_cluster.py runs the preset on one)."""
+    current Ray when joining a cluster; tests/comparisons/test_ray_cluster.py runs the preset on one)."""
     return (
         c.ray.init.address == "auto" and "object_store_memory" in c.ray.init and c.ray.init.object_store_memory is None
     )

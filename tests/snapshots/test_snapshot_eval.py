@@ -1,6 +1,6 @@
 """Scoring on snapshots: re-scoring, the transfer matrix, adversarial filtration, and their commands.
 
-Known answers come from the toy run (tests/snapshot_toys.py): the channel classifier's decisions are the
+Known answers come from the toy run (tests/support/snapshots.py): the channel classifier's decisions are the
 run's own final predictions, a constant classifier is right exactly on its class.
 """
 

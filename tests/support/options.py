@@ -1,12 +1,15 @@
-"""The catalogue: every option of the ``generator``, ``oracle`` and ``classifier`` config groups, with what it takes
-to build one offline and cheaply, and the images it is probed with.
+"""The catalogue: every option of the config groups whose options build an object, with what it takes to build one
+offline and cheaply (and, for the plug-in groups, the images it is probed with).
 
-An option is built from its own config file, composed as ``geneval <group>=<name>`` composes it, plus the overrides
-listed here: stand-in files with small random weights (:mod:`tests.support.stand_ins`, ``{key}`` templates) where the
-real ones cannot be had in a test. The digits classifiers keep their settings, so the models they train on first use
-are the ones the offline demo's tests train too (one cache per session); the digits generator trains one epoch. A new
-option in one of the groups must be listed here (``test_every_option_of_the_plugin_groups_is_catalogued`` fails
-otherwise), so no plug-in ships without the conformance checks.
+The ``generator``, ``oracle`` and ``classifier`` groups (:data:`GROUPS`) are the plug-ins the conformance suite
+(``tests/contracts``) checks against their protocols; the ``data``, ``mask``, ``search``, ``tracking`` and ``protocol``
+groups (:data:`OTHER_GROUPS`) are composed and instantiated by ``tests/commands/test_configs.py``. An option is built
+from its own config file, composed as ``geneval <group>=<name>`` composes it, plus the overrides listed here: stand-in
+files (:mod:`tests.support.stand_ins`, ``{key}`` templates) where the real ones cannot be had in a test. The digits
+classifiers keep their settings, so the models they train on first use are the ones the offline demo's tests train
+too (one cache per session); the digits generator trains one epoch. A new option in one of the groups must be listed
+here (``test_every_option_of_the_plugin_groups_is_catalogued`` and ``test_every_option_is_catalogued`` fail
+otherwise), so no option ships without being built by a test.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from genEval.data.standard import CIFAR10_CLASSES, DIGIT_CLASSES
 
 #: The config groups whose every option the suite checks, and the protocol each option's object must follow.
 GROUPS = ("generator", "oracle", "classifier")
+#: The other groups whose every option composes and instantiates (tests/commands/test_configs.py).
+OTHER_GROUPS = ("data", "mask", "search", "tracking", "protocol")
 #: Class names an oracle is prepared with when it is not tied to a label space (CLIP takes any).
 ANY_CLASSES = ("cat", "dog", "ship")
 CLASSES = {"digits": tuple(DIGIT_CLASSES), "cifar10": tuple(CIFAR10_CLASSES), "any": ANY_CLASSES}
@@ -30,7 +35,8 @@ class Option:
 
     The object is probed with float images ``(2, channels, size, size)`` in ``[0, 1]``; an oracle is prepared with
     the class names of ``classes`` (a key of :data:`CLASSES`). ``assets``: it reads ``../shared/assets`` (skipped
-    with a reason where that is absent); ``slow``: it takes more than a few seconds on a shared CPU.
+    with a reason where that is absent); ``slow``: it takes more than a few seconds on a shared CPU; ``composed_in``:
+    the command config the group's node is composed in (``conf/<composed_in>.yaml``; the main job's by default).
     """
 
     group: str
@@ -41,6 +47,7 @@ class Option:
     classes: str = "any"
     assets: bool = False
     slow: bool = False
+    composed_in: str = "config"
 
     def __str__(self) -> str:
         return f"{self.group}={self.name}"
@@ -98,6 +105,25 @@ OPTIONS: tuple[Option, ...] = (
     Option("classifier", "timm", {"name": "resnet18", "pretrained": "false", "num_classes": "10"}),
     Option("classifier", "torchscript", {"path": "{torchscript}", "num_classes": "10"}),
     Option("classifier", "torchvision", {"name": "resnet18", "weights": "null", "num_classes": "10"}),
+    # ---------------------------------------------------------------- data (stand-ins: tests.support.stand_ins)
+    Option("data", "cifar10", {"root": "{cifar10}"}),
+    Option("data", "cifar10_jpg", {"limit": "20"}, assets=True),
+    Option("data", "digits"),
+    Option("data", "digits_noisy"),
+    Option("data", "digits_train"),
+    Option("data", "imagefolder", {"root": "{folder}"}),
+    Option("data", "imagenet", {"root": "{wnids}"}),
+    Option("data", "imagenet9", {"root": "{wnids}"}),
+    Option("data", "imagenet_cifar10", {"root": "{wnids_cifar}"}),
+    Option("data", "mnist", {"root": "{mnist}"}),
+    # ------------------------------------------------------------------------------- masks, search, tracking
+    Option("mask", "auto"),
+    Option("mask", "none"),
+    Option("mask", "sparse", {"path": "{mask}"}),
+    Option("search", "default"),
+    Option("tracking", "mlflow"),  # built, not connected: nothing is written
+    # the snapshot commands' logit protocols (conf/filter.yaml, conf/transfer.yaml)
+    Option("protocol", "imagenet_a_200", composed_in="filter"),
 )
 
 

@@ -3,7 +3,8 @@ service whose jobs were finished from toy runs the way a worker finishes them, a
 driving the system Chromium) that fetches the service's URLs from FastAPI's TestClient, so no server process is
 needed and every request that leaves it is recorded.
 
-Used by tests/test_pages_browser.py and benchmarks/page_widths.py (which measures the same pages of any checkout).
+Used by tests/service/server/test_pages_browser.py and benchmarks/page_widths.py (which measures the same pages of
+any checkout).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Hostile model files and job runners of issue 41's attacks, kept as regressions (tests/test_sandbox.py,
-tests/test_service_sandbox.py, benchmarks/service_attacks.py).
+"""Hostile model files and job runners of issue 41's attacks, kept as regressions (tests/foundation/test_sandbox.py,
+tests/service/server/test_service_sandbox.py, benchmarks/service_attacks.py).
 
 The TorchScript modules live in this file because ``torch.jit.script`` reads a class's source from its module; the
 runners are module-level functions because a worker sends its runner to a child process (pickled by reference).

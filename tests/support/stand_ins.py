@@ -1,5 +1,7 @@
 """Files with small random weights that stand in for real ones no test can download: taming VQ checkpoints and
-their yaml, diffusers VAE folders, a TorchScript classifier, RobustBench's model folder, a tiny open_clip model.
+their yaml, diffusers VAE folders, a TorchScript classifier, RobustBench's model folder, a tiny open_clip model; and
+small data files in the layouts the data readers parse (MNIST's idx files, a CIFAR-10 batch, image folders, ImageNet
+validation folders by wnid) with a fitted style mask, for the data and mask options that cannot read real ones.
 
 Each stand-in has the layout and the latent space of what it replaces, only narrower, so that a declaration made
 from the settings (``genEval.declared``) still describes the built object: the f16 VQGAN stand-in keeps the
@@ -9,9 +11,11 @@ release's 16x down-sampling, 256 latent channels and 16,384 codes, with 32 base 
 from __future__ import annotations
 
 import json
+import pickle
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tests.support.toys import tiny_ddconfig
@@ -135,13 +139,82 @@ def tiny_clip(root: Path) -> dict[str, str]:
     return {"tiny_clip": TINY_CLIP}
 
 
-#: Every stand-in, by the key option overrides name it with (``{vq_yaml}``, ``{kl}``, ...).
+def mnist_files(root: Path) -> dict[str, Path]:
+    """MNIST's test idx files (``t10k-*-ubyte``): 20 random 28-px digits, labels ``0..9`` twice."""
+
+    def idx(path: Path, magic: int, arr: np.ndarray) -> None:
+        header = magic.to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+        path.write_bytes(header + arr.astype(np.uint8).tobytes())
+
+    folder = root / "mnist"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    idx(folder / "t10k-images-idx3-ubyte", 2051, rng.integers(0, 256, (20, 28, 28)))
+    idx(folder / "t10k-labels-idx1-ubyte", 2049, np.arange(20) % 10)
+    return {"mnist": folder}
+
+
+def cifar10_batch(root: Path) -> dict[str, Path]:
+    """torchvision's CIFAR-10 layout (``cifar-10-batches-py/test_batch``, ``batches.meta``): 20 random images."""
+    folder = root / "cifar" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    with open(folder / "test_batch", "wb") as fh:
+        pickle.dump({"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8), "labels": list(range(10)) * 2}, fh)
+    with open(folder / "batches.meta", "wb") as fh:
+        pickle.dump({"label_names": ["c"] * 10}, fh)
+    return {"cifar10": root / "cifar"}
+
+
+def image_folder(root: Path) -> dict[str, Path]:
+    """An image folder of two classes (``cat``, ``dog``), two 16-px PNGs each."""
+    from PIL import Image
+
+    for c in ("cat", "dog"):
+        (root / "folder" / c).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(root / "folder" / c / f"{i}.png")
+    return {"folder": root / "folder"}
+
+
+def _wnid_folder(root: Path, wnids: tuple[str, ...]) -> Path:
+    from PIL import Image
+
+    for i, wnid in enumerate(wnids):
+        (root / wnid).mkdir(parents=True)
+        Image.new("RGB", (20 + 4 * i, 16), (60 * i, 90, 180)).save(root / wnid / f"ILSVRC2012_val_{i:08d}.JPEG")
+    return root
+
+
+def wnid_folders(root: Path) -> dict[str, Path]:
+    """ImageNet validation-layout folders: tench (1k class 0), goldfish (1) and Chihuahua (151, a dog) as
+    ``wnids``; a frog and a dog (classes CIFAR-10 shares) as ``wnids_cifar``."""
+    return {
+        "wnids": _wnid_folder(root / "wnids", ("n01440764", "n01443537", "n02085620")),
+        "wnids_cifar": _wnid_folder(root / "wnids_cifar", ("n01641577", "n02085782")),
+    }
+
+
+def style_mask(root: Path) -> dict[str, Path]:
+    """A sparse style mask fitted on 40 toy latents ``(2, 2, 2)`` whose one moved coordinate is ``[0, 0, 0]``."""
+    from genEval.style_mask import fit_style_mask
+
+    g = torch.Generator().manual_seed(0)
+    start = torch.randn(40, 2, 2, 2, generator=g)
+    final = start.clone()
+    final[:, 0, 0, 0] += 3.0
+    return {"mask": fit_style_mask(start, final, generator="sigmoid", dataset="toy").save(root / "mask.safetensors")}
+
+
+#: Every stand-in of the plug-in groups' options, by the key option overrides name it with (``{vq_yaml}``, ...).
 BUILDERS = (taming_files, diffusers_dirs, torchscript_file, robustbench_models, tiny_clip)
+#: The stand-ins of the data and mask options (``{mnist}``, ``{cifar10}``, ``{folder}``, ``{wnids}``, ``{mask}``).
+DATA_BUILDERS = (mnist_files, cifar10_batch, image_folder, wnid_folders, style_mask)
 
 
-def write_stand_ins(root: Path) -> dict[str, str]:
-    """Write every stand-in under ``root``; their paths (and the tiny CLIP's name) by key."""
+def write_stand_ins(root: Path, builders: tuple = BUILDERS) -> dict[str, str]:
+    """Write the stand-ins of ``builders`` under ``root``; their paths (and the tiny CLIP's name) by key."""
     paths: dict[str, str] = {}
-    for build in BUILDERS:
+    for build in builders:
         paths.update({k: str(v) for k, v in build(root).items()})
     return paths

@@ -1,5 +1,5 @@
 """The service's pages in a real browser at 1280 px (issue 42): headless system Chromium driven by Playwright, every
-request answered by FastAPI's TestClient (tests/page_toys.py), so a request to any other host is caught. The job
+request answered by FastAPI's TestClient (tests/support/pages.py), so a request to any other host is caught. The job
 page and the leaderboard fit the window with their intervals on one line, the leaderboard's toggle shows every
 score and its model column stays in view when the table scrolls, and the API page renders offline. Screenshots go
 to the test's tmp folder (benchmarks/page_widths.py keeps them for a person to look at)."""

@@ -1,7 +1,7 @@
 """Issue 37's attacks on the service, kept as regressions: a database stopped and started under a worker (real
 PostgreSQL), a worker whose clock runs ahead, a dead in-process worker, quotas and rate limits, an oversized 422,
 slow clients, and a looping TorchScript upload against the real server (genEval/sandbox.py has the file-level ones:
-tests/test_sandbox.py). ``benchmarks/service_attacks.py`` measures the same attacks before and after."""
+tests/foundation/test_sandbox.py). ``benchmarks/service_attacks.py`` measures the same attacks before and after."""
 # ruff: noqa: F811  (pytest fixtures imported from service_support are redefined as test arguments)
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The service's pages say what a job scored (issue 42, item 6): the job page's headline, every score with its
 interval, its image grid and the model as submitted; the leaderboard's compact columns with the rest behind a
 toggle; the API page served offline; no server path on any public page. Through FastAPI's TestClient, on jobs
-finished from toy runs (tests/page_toys.py), in seconds; the same pages in a real browser: test_pages_browser.py."""
+finished from toy runs (tests/support/pages.py), in seconds; the same pages in a real browser: test_pages_browser.py."""
 
 from __future__ import annotations
 

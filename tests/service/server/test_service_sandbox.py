@@ -2,8 +2,8 @@
 that would see the service's home (E1/E4), a forward that never returns, a cancel it ignores and a job that stalls
 (E4), a finished job lost while its child exits (E14), a valid token locked out by others' failures and proxy headers
 from anyone (E7), upload quotas in one process's memory and one token's hanging checks (E6, E3). Each failed on the
-code before issue 41. (tests/test_sandbox.py has the file-level ones: the sandbox itself, the .pth drop, the op
-checks; tests/test_service_settled.py the cancelled and the truncated round.)"""
+code before issue 41. (tests/foundation/test_sandbox.py has the file-level ones: the sandbox itself, the .pth drop,
+the op checks; tests/service/server/standings/test_service_settled.py the cancelled and the truncated round.)"""
 # ruff: noqa: F811  (pytest fixtures imported from service_support are redefined as test arguments)
 
 from __future__ import annotations

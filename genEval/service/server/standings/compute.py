@@ -13,7 +13,7 @@ comparison of ``n`` models costs ``n(n-1)/2`` paired bootstraps (measured in ``b
 hours for 1,000 models on a 2-core CPU), so it is never run per page view: when a job finishes, its worker
 (:class:`StandingsBuilder`) computes the new model's row and its ``n - 1`` pairs, and the database stores them with
 the job (:meth:`genEval.service.server.jobs.queue.JobQueue.finish`). The stored standings equal those of one
-:func:`aggregate` over all finished jobs (``tests/test_service_standings.py``).
+:func:`aggregate` over all finished jobs (``tests/service/server/standings/test_service_standings.py``).
 """
 
 from __future__ import annotations
