@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from genEval.comparisons.leaderboard import Comparison
 
-from genEval.comparisons.leaderboard import Comparison  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(args: list[str], out: Path, code: Path = ROOT) -> tuple[Comparison, float]:

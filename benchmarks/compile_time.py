@@ -34,10 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-HERE = Path(__file__).resolve().parent
-for _p in (str(HERE.parent), str(HERE)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = ("vqgan-tiny", "taef2", "kl-tiny")
 SCOPES = ("full", "regional")
@@ -86,8 +83,8 @@ def one(kind: str, scope: str, args: argparse.Namespace) -> dict:
 
     dev = torch.device(args.device)
     if args.paper:
-        from generator_step import build_generator
-        from throughput import ScriptedOracle, build_judges
+        from benchmarks.generator_step import build_generator
+        from benchmarks.throughput import ScriptedOracle, build_judges
 
         ns = argparse.Namespace(size=args.size, oracle_model="ViT-B-32", classes=1000)
         clf, judge, n_cls = build_judges(ns, dev)
@@ -122,9 +119,9 @@ def run_fresh(kind: str, scope: str, args: argparse.Namespace) -> dict:
     """:func:`one` in a new process with empty compile caches (nothing compiled before is reused)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "TRITON_CACHE_DIR": f"{cache}/triton"}
-        cmd = [sys.executable, __file__, "--one", kind, scope, "--device", args.device, "--size", str(args.size),
-               "--batch", str(args.batch)] + (["--paper"] if args.paper else [])  # fmt: skip
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        cmd = [sys.executable, "-m", "benchmarks.compile_time", "--one", kind, scope, "--device", args.device,
+               "--size", str(args.size), "--batch", str(args.batch)] + (["--paper"] if args.paper else [])  # fmt: skip
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode:
         return {"generator": kind, "scope": scope, "error": proc.stderr.strip().splitlines()[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -35,10 +35,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from generators.small_vq import (  # noqa: E402
+from generators.small_vq import (
     DIGITS_BATCH_SIZE,
     DIGITS_DDCONFIG,
     DIGITS_EMBED_DIM,
@@ -47,7 +44,9 @@ from generators.small_vq import (  # noqa: E402
     DIGITS_N_EMBED,
     train_vq_generator,
 )
-from genEval.data.standard import DigitsData  # noqa: E402
+from genEval.data.standard import DigitsData
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EPOCH_LINE = re.compile(r"VQ epoch (\d+)/(\d+): train loss ([\d.]+), held-out PSNR ([\d.]+) dB \(quantized ([\d.]+)")
 

@@ -39,12 +39,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from genEval.interfaces import Judgement
+from genEval.search.perturb import SearchConfig, perturb
 
-from genEval.interfaces import Judgement  # noqa: E402
-from genEval.search.perturb import SearchConfig, perturb  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("generator_step")
 ASSETS = ROOT.parent / "shared" / "assets"

@@ -68,7 +68,11 @@ def main() -> None:
         env = {**os.environ, "GENEVAL_CACHE": cache, "PYTHONPATH": str(ROOT)}
         for label in ("first", "second"):
             proc = subprocess.run(
-                [sys.executable, __file__, "child", *args], capture_output=True, text=True, cwd=ROOT, env=env
+                [sys.executable, "-m", "benchmarks.prompt_cache", "child", *args],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
             )
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr[-3000:])

@@ -16,9 +16,10 @@ import logging
 import sys
 
 import torch
-from generator_step import build_generator
-from harness.roofline import markdown, peak_for
-from throughput import GENERATORS, SETTINGS, Roles, build_judges, step_roofline
+
+from benchmarks.generator_step import build_generator
+from benchmarks.harness.roofline import markdown, peak_for
+from benchmarks.throughput import GENERATORS, SETTINGS, Roles, build_judges, step_roofline
 
 SMOKE = {"generator": "taesd", "setting": "fp32", "batch": 2, "size": 32, "steps": 1, "warmup": 0,
          "oracle_model": "ViT-S-32", "classes": 10}  # fmt: skip

@@ -125,7 +125,9 @@ def export_table(sizes: list[int], size: int, batch: int, keep: str = "") -> Non
 
 def run_child(args: list[str]) -> dict:
     """Run this script's ``child`` mode in a fresh process and return what it measured about itself."""
-    proc = subprocess.run([sys.executable, __file__, "child", *args], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale_out", "child", *args], capture_output=True, text=True, cwd=ROOT
+    )
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -66,22 +66,18 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.generator_step import build_generator  # the one builder of the benchmark generators
+from benchmarks.harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts
+from genEval.classifiers.loaders import torchvision_classifier
+from genEval.fileio import atomic_write_json
+from genEval.interfaces import Judgement, hook
+from genEval.kernels import drop_compiled, to_memory_format
+from genEval.search.execution import Execution, accelerate
+from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb
+from oracles.clip import CLIPOracle
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the sibling benchmark scripts
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
-from harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts  # noqa: E402
-
-from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
-from genEval.fileio import atomic_write_json  # noqa: E402
-from genEval.interfaces import Judgement, hook  # noqa: E402
-from genEval.kernels import drop_compiled, to_memory_format  # noqa: E402
-from genEval.search.execution import Execution, accelerate  # noqa: E402
-from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
-from oracles.clip import CLIPOracle  # noqa: E402
 
 log = logging.getLogger("throughput")
 

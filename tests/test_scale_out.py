@@ -28,6 +28,7 @@ from toys import (
     toy_data,
 )
 
+from benchmarks.harness.run_equality import decisions, scores
 from genEval import evaluate
 from genEval.commands.evaluate import shard_from
 from genEval.runs import RunDir, Shard
@@ -40,34 +41,10 @@ from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
-DECISIONS = (
-    "source_id",
-    "index",
-    "start_ok",
-    "validated",
-    "accepted_steps",
-    "rejected_at",
-    "first_fooled",
-    "final_pred",
-    "recon_pred",
-    "clean_pred",
-    "oracle_start_pred",
-)
-
-
 def roles():
     return dict(
         classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
     )
-
-
-def decisions(run_dir: Path) -> list[tuple]:
-    return [tuple(r[k] for k in DECISIONS) for r in records(run_dir)]
-
-
-def scores(run_dir: Path) -> tuple[dict, list]:
-    res = json.loads((run_dir / "results.json").read_text())
-    return res["scores"], res["per_class"]
 
 
 # ------------------------------------------------------------------------------------------- batching
