@@ -3,8 +3,8 @@ repeated blocks (``compile_scope=regional``), issue 34 "What must land" 3.
 
 Usage::
 
-    python benchmarks/compile_time.py --device cpu                     # tiny configs on a CPU (inductor's C++ code)
-    python benchmarks/compile_time.py --device cuda --paper            # the paper's roles at 256 px, batch 64
+    python -m benchmarks.compile_time --device cpu                     # tiny configs on a CPU (inductor's C++ code)
+    python -m benchmarks.compile_time --device cuda --paper            # the paper's roles at 256 px, batch 64
 
 Each (generator, scope) runs in a fresh process with empty inductor and Triton caches, so nothing compiled before
 helps: ``first s`` is the first search (budget 1: the start check and one step, compiled on the way), ``warm s`` the

@@ -1,9 +1,9 @@
 """What the offline demo's first run trains, and what it costs (a measurement, not a test; issue 42).
 
-    python benchmarks/demo_training.py                               # the shipped digits VQ recipe, 1 thread
-    python benchmarks/demo_training.py --ch 32 16 --epochs 8         # two model widths, 8 epochs each
-    python benchmarks/demo_training.py --threads 1 2 --epochs 1      # one epoch on one and on two threads
-    python benchmarks/demo_training.py --search --limit 40           # the demo's search: threads, OpenMP's wait
+    python -m benchmarks.demo_training                               # the shipped digits VQ recipe, 1 thread
+    python -m benchmarks.demo_training --ch 32 16 --epochs 8         # two model widths, 8 epochs each
+    python -m benchmarks.demo_training --threads 1 2 --epochs 1      # one epoch on one and on two threads
+    python -m benchmarks.demo_training --search --limit 40           # the demo's search: threads, OpenMP's wait
 
 Trains the digits VQ generator (``generators.small_vq.train_vq_generator`` on the digits train split, held-out PSNR
 on the test split, the settings of ``digits_vq`` unless changed here) in this process, once per combination of

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/generator_step.py --sizes 64 128 256 --batch 4 --repeats 3 --device cpu
-    python benchmarks/generator_step.py --device cuda --precision --json step.json
+    python -m benchmarks.generator_step --sizes 64 128 256 --batch 4 --repeats 3 --device cpu
+    python -m benchmarks.generator_step --device cuda --precision --json step.json
 
 What is timed: :func:`genEval.search.perturb.perturb` itself, so a "step" is exactly what the search does per
 step: the small classifier's forward on the current image, the backward through it and the decoder to the

@@ -9,8 +9,8 @@ Three comparisons through the command line (bounded: ``search.budget=5``, ``data
 * ``cifar``: the CIFAR-10 ResNets (``data=cifar10_jpg``, the shared assets) with ``shift=corruptions``;
 * ``budget``: ``'ablate={search.budget:[5,20]}'`` on the digits zoo.
 
-    python benchmarks/robustness_across.py --out /tmp/i43m            # runs what /tmp/i43m lacks, then prints
-    python benchmarks/robustness_across.py --out /tmp/i43m --only digits
+    python -m benchmarks.robustness_across --out /tmp/i43m            # runs what /tmp/i43m lacks, then prints
+    python -m benchmarks.robustness_across --out /tmp/i43m --only digits
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 
 Usage::
 
-    python benchmarks/roofline.py --device cuda --generator vqgan-f16 --batch 128 --setting compile   # one GPU
-    python benchmarks/throughput.py --device cuda --quick        # adds this table for the best compiled row
-    python benchmarks/roofline.py --device cpu --smoke           # the plumbing on a CPU (CPU time, no share)
+    python -m benchmarks.roofline --device cuda --generator vqgan-f16 --batch 128 --setting compile   # one GPU
+    python -m benchmarks.throughput --device cuda --quick        # adds this table for the best compiled row
+    python -m benchmarks.roofline --device cpu --smoke           # the plumbing on a CPU (CPU time, no share)
 """
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ stopped. ``--calibration`` runs two-model boards over eight outcome laws and set
 (issue 40: the probability of being settled by ``max_sources``; before it, "≈ N more at 80% power") against what
 happened.
 
-    python benchmarks/sequential.py --boards 200                          # this checkout's defaults
-    python benchmarks/sequential.py --code /tmp/before --policy all       # genEval before issue 40
-    python benchmarks/sequential.py --calibration --boards 300 --json cal.json
-    python benchmarks/sequential.py --level 2000                           # the level of each boundary
+    python -m benchmarks.sequential --boards 200                          # this checkout's defaults
+    python -m benchmarks.sequential --code /tmp/before --policy all       # genEval before issue 40
+    python -m benchmarks.sequential --calibration --boards 300 --json cal.json
+    python -m benchmarks.sequential --level 2000                           # the level of each boundary
 """
 
 from __future__ import annotations

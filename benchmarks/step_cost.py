@@ -5,8 +5,8 @@ forward + backward through classifier and decoder, and one oracle judgement. Thi
 three parts alone, then the loop itself (``(T(budget=B) - T(budget=0)) / B`` with an oracle that judges
 but accepts everything, so the batch stays full), and prints ``overhead = loop step / sum of parts - 1``.
 
-    python benchmarks/step_cost.py experiment=cifar10_taef2 --batch 16 --budget 5
-    python benchmarks/step_cost.py --batch 64 --budget 10            # the offline digits default
+    python -m benchmarks.step_cost experiment=cifar10_taef2 --batch 16 --budget 5
+    python -m benchmarks.step_cost --batch 64 --budget 10            # the offline digits default
 
 Arguments starting with ``--`` are this script's; the rest are Hydra overrides of ``conf/config.yaml``.
 """

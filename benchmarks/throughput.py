@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/throughput.py --device cuda --json results.json     # the full table (GPU)
-    python benchmarks/throughput.py --device cuda --quick --json q.json   # issue 26's table, < 5 min on one H100
-    python benchmarks/throughput.py --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
+    python -m benchmarks.throughput --device cuda --json results.json     # the full table (GPU)
+    python -m benchmarks.throughput --device cuda --quick --json q.json   # issue 26's table, < 5 min on one H100
+    python -m benchmarks.throughput --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
 
 Roles (random weights: they cost the same time as trained ones): the tested classifier is torchvision's
 ResNet-50 (input 224 px, or the image size when smaller), the oracle open_clip ViT-B-32 (``pretrained=None``,

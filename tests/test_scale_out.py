@@ -41,6 +41,8 @@ from genEval.search.perturb import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = SearchConfig(budget=8, step_size=0.3, start_noise=0.1)
+
+
 def roles():
     return dict(
         classifier=LinearClassifier(seed=0), generator=SigmoidGenerator(), oracle=ModelOracle(LinearClassifier(seed=1))
