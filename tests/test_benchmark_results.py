@@ -5,6 +5,7 @@ with a message naming the fix, and ``docs/hooks.py`` finds a ``benchmarks/RESULT
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import shutil
 from pathlib import Path
@@ -97,6 +98,31 @@ def test_the_committed_results_load_in_page_order_with_their_numbers():
     row = dict(zip(table["columns"], table["rows"][0]))
     assert (row["generator"], row["batch"], row["samples/s"], row["ms/step"]) == ("taesd", 1, 2.64, 99)
     assert smoke.commands == ("python benchmarks/throughput.py --device cpu --smoke",)
+
+
+def test_markdown_and_blocks_are_inverses_on_every_committed_result():
+    """The parser that turned the prose page into these files reads each file's page text back to its blocks."""
+    for r in rs.load_all():
+        assert rs.blocks_from_markdown(r.markdown()) == list(r.blocks), r.path_name
+    # a table whose text is not exactly what the renderer writes (an empty header cell) stays notes, with its text
+    odd = "text\n\n| | a |\n|---|---|\n| x | 1 |"
+    assert rs.blocks_from_markdown(odd) == [{"notes": odd}]
+
+
+def test_a_printed_table_is_recorded_at_the_end_and_never_over_a_recorded_one(tmp_path, capsys, monkeypatch):
+    rs.write(rs.Result.from_dict(_tiny(position=4)), tmp_path)
+    printed = "## Smoke\n\n```bash\npython -m benchmarks.toy --smoke\n```\n\n"
+    printed += "| batch | samples/s |\n|---|---|\n| 2 | 3.09 |\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(printed))
+    args = ["--study", "toy", "--device", "cpu", "--date", "2026-12-03", "--env", "torch=2.14.1"]
+    args += ["--root", str(tmp_path)]
+    assert rs.main(args) == 0 and "recorded" in capsys.readouterr().out
+    r = rs.load(tmp_path / "toy" / "2026-12-03-cpu.json", tmp_path)
+    assert (r.position, r.commands, r.environment) == (5, ("python -m benchmarks.toy --smoke",), {"torch": "2.14.1"})
+    assert r.blocks[-1] == {"table": {"columns": ["batch", "samples/s"], "rows": [[2, 3.09]]}}
+    assert r.markdown() == printed.strip()
+    with pytest.raises(FileExistsError, match="toy/2026-12-03-cpu.json is recorded already"):
+        rs.record(printed, "toy", "cpu", "2026-12-03", {}, tmp_path)
 
 
 def test_results_md_is_the_rendered_results_and_a_drift_is_found(tmp_path):

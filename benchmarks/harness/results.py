@@ -18,7 +18,10 @@ A result file (schema 1) holds:
   are JSON numbers where the recorded text is exactly a number's shortest spelling (``2.64``, ``128``) and strings
   otherwise (``0.270``, ``1,268 s``, ``**not met**``), so that the page shows each number as it was recorded.
 
-The page is the blocks of every result, in ``position`` order, separated by one blank line. Written by hand, not by a
+The page is the blocks of every result, in ``position`` order, separated by one blank line. A new measurement is
+recorded from what its study printed: ``python -m benchmarks.<study> ... > out.md``, then ``python -m
+benchmarks.harness.results --study <study> --device <device> [--env torch=2.11.0 ...] < out.md`` (the next
+position; add the command as a ``bash`` block and the notes by hand where it printed none). Written by hand, not by a
 templating library: the rendering is a join of strings whose exact output the check compares byte for byte.
 """
 
@@ -74,6 +77,38 @@ def block_markdown(block: dict) -> str:
     if "code" in block:
         return f"```{block['code']}\n{block['text']}\n```"
     return table_markdown(block["table"])
+
+
+def blocks_from_markdown(text: str) -> list[dict]:
+    """Markdown -> blocks (the inverse of joining :func:`block_markdown` with blank lines): chunks between blank
+    lines outside code fences; a fence is a code block, a chunk of ``|`` lines under a ``|---|`` rule is a table when
+    :func:`table_markdown` writes it back exactly (else it stays notes), and consecutive prose chunks are one notes
+    block. How ``benchmarks/RESULTS.md``'s prose became the result files, and how a study's printed tables become
+    one."""
+    chunks: list[list[str]] = [[]]
+    fence = False
+    for line in text.strip("\n").split("\n"):
+        fence ^= line.startswith("```")
+        if line or fence:
+            chunks[-1].append(line)
+        elif chunks[-1]:
+            chunks.append([])
+    blocks: list[dict] = []
+    for chunk in (c for c in chunks if c):
+        if chunk[0].startswith("```"):
+            blocks.append({"code": chunk[0][3:], "text": "\n".join(chunk[1:-1])})
+            continue
+        lines = "\n".join(chunk)
+        if len(chunk) >= 2 and all(ln.startswith("|") for ln in chunk) and re.fullmatch(r"\|(---\|)+", chunk[1]):
+            table = {"columns": split_row(chunk[0]), "rows": [[cell_value(c) for c in split_row(r)] for r in chunk[2:]]}
+            if all(len(r) == len(table["columns"]) for r in table["rows"]) and table_markdown(table) == lines:
+                blocks.append({"table": table})
+                continue
+        if blocks and "notes" in blocks[-1]:
+            blocks[-1] = {"notes": f"{blocks[-1]['notes']}\n\n{lines}"}
+        else:
+            blocks.append({"notes": lines})
+    return blocks
 
 
 def bash_commands(text: str) -> list[str]:
@@ -169,9 +204,47 @@ def page(root: Path = RESULTS_DIR) -> str:
     return "\n\n".join(r.markdown() for r in load_all(root))
 
 
+def record(markdown: str, study: str, device: str, date: str, environment: dict, root: Path = RESULTS_DIR) -> Path:
+    """A new result from a study's printed markdown, at the end of the page (the next position), its commands taken
+    from its ``bash`` blocks. Refuses to replace a result already recorded for that study, day and device."""
+    blocks = blocks_from_markdown(markdown)
+    commands = tuple(c for b in blocks if b.get("code") == "bash" for c in bash_commands(b["text"]))
+    position = max((r.position for r in load_all(root)), default=0) + 1
+    result = Result(study, date, device, position, commands, environment, tuple(blocks))
+    if (Path(root) / result.path_name).exists():
+        raise FileExistsError(f"{result.path_name} is recorded already; edit it, or record under another --device")
+    return write(result, root)
+
+
 def write(result: Result, root: Path = RESULTS_DIR) -> Path:
     """Write ``result`` to its file atomically (a temporary file, then a rename: never a half-written result)."""
     path = Path(root) / result.path_name
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, (json.dumps(result.to_dict(), indent=1, ensure_ascii=False) + "\n").encode())
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.harness.results --study S --device D [--env key=value ...] < printed.md``: record."""
+    import argparse
+    import datetime
+    import sys
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--study", required=True, help="the study's module name, e.g. throughput")
+    ap.add_argument("--device", required=True, help="a short name of the machine, e.g. cpu, nvidia-h200")
+    ap.add_argument("--date", default=datetime.datetime.now(datetime.timezone.utc).date().isoformat())
+    ap.add_argument("--env", nargs="*", default=[], help="key=value facts of the environment, as the record states")
+    ap.add_argument("--root", type=Path, default=RESULTS_DIR)
+    args = ap.parse_args(argv)
+    bad = [e for e in args.env if "=" not in e]
+    if bad:
+        ap.error(f"--env takes key=value, got {bad}")
+    env = dict(e.split("=", 1) for e in args.env)
+    path = record(sys.stdin.read(), args.study, args.device, args.date, env, args.root)
+    print(f"recorded {path}; now run `python docs/hooks.py --write`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
