@@ -83,8 +83,7 @@ def one(kind: str, scope: str, args: argparse.Namespace) -> dict:
 
     dev = torch.device(args.device)
     if args.paper:
-        from benchmarks.generator_step import build_generator
-        from benchmarks.throughput import ScriptedOracle, build_judges
+        from benchmarks.harness.roles import ScriptedOracle, build_generator, build_judges
 
         ns = argparse.Namespace(size=args.size, oracle_model="ViT-B-32", classes=1000)
         clf, judge, n_cls = build_judges(ns, dev)

@@ -17,9 +17,9 @@ import sys
 
 import torch
 
-from benchmarks.generator_step import build_generator
+from benchmarks.harness.roles import Roles, build_generator, build_judges
 from benchmarks.harness.roofline import markdown, peak_for
-from benchmarks.throughput import GENERATORS, SETTINGS, Roles, build_judges, step_roofline
+from benchmarks.throughput import GENERATORS, SETTINGS, step_roofline
 
 SMOKE = {"generator": "taesd", "setting": "fp32", "batch": 2, "size": 32, "steps": 1, "warmup": 0,
          "oracle_model": "ViT-S-32", "classes": 10}  # fmt: skip
