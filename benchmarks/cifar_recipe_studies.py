@@ -1,8 +1,8 @@
 """The CIFAR-10 recipe studies reported in the closing notes (all offline, real shared assets).
 
-    python benchmarks/cifar_recipe_studies.py --out runs/studies --n 100 [--only mask snapshots compare]
-    python benchmarks/cifar_recipe_studies.py --only tf32 --device cuda --n 1000 --out runs/tf32   # issue 34
-    python benchmarks/cifar_recipe_studies.py --only tf32 --device cpu --smoke --out /tmp/tf32     # the plumbing
+    python -m benchmarks.cifar_recipe_studies --out runs/studies --n 100 [--only mask snapshots compare]
+    python -m benchmarks.cifar_recipe_studies --only tf32 --device cuda --n 1000 --out runs/tf32   # issue 34
+    python -m benchmarks.cifar_recipe_studies --only tf32 --device cpu --smoke --out /tmp/tf32     # the plumbing
 
 * mask: dense vs sparse-style-mask search at the same budget (paper 3.2.1 / App. I). The mask is fitted on
   a disjoint set of images (round-robin items n..2n-1), then the first n images are searched densely and

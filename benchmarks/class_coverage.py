@@ -8,7 +8,7 @@ order gives the first classes (the first ``limit`` ones, or the extra samples) e
 Two data sets: an ImageNet-shaped label list (1,000 classes x 50 images, ``--limit`` 500 and 10) and the shared
 CIFAR-10 JPEG folder (``data=cifar10_jpg``, 10 classes, limit 5 and 15) when ``../shared/assets`` is there.
 
-    python benchmarks/class_coverage.py --seeds 200
+    python -m benchmarks.class_coverage --seeds 200
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """How fast the command line answers, and the cold first run (a measurement, not a test; issue 42).
 
-    python benchmarks/cli_latency.py                              # this checkout: the quick commands, 3 times each
-    python benchmarks/cli_latency.py --code /tmp/before --repeat 3
-    python benchmarks/cli_latency.py --cold --cold-timeout 600    # also `geneval` with an empty GENEVAL_CACHE
-    python benchmarks/cli_latency.py --json cli.json              # the rows as JSON too
+    python -m benchmarks.cli_latency                              # this checkout: the quick commands, 3 times each
+    python -m benchmarks.cli_latency --code /tmp/before --repeat 3
+    python -m benchmarks.cli_latency --cold --cold-timeout 600    # also `geneval` with an empty GENEVAL_CACHE
+    python -m benchmarks.cli_latency --json cli.json              # the rows as JSON too
 
 Every command runs as ``python -m genEval.cli ...`` of ``--code`` (its folder first on ``PYTHONPATH``) in a fresh
 empty working folder, one at a time. For each: the exit status, wall seconds and **CPU seconds** (user + sys of the

@@ -1,8 +1,8 @@
 """Shards and comparisons on a local Ray cluster (issue 35): wall times and equality, measured, not tested.
 
-Starts a head node on this machine (``tests/support/ray_cluster.py``: ``ray start --head --block`` on 127.0.0.1,
-``--cpus`` CPUs, its own temporary directory; stopped at the end) and runs the real command line on the offline digits
-default with the models cached in ``$GENEVAL_CACHE`` (trained on first use):
+Starts a head node on this machine (:mod:`benchmarks.harness.ray_cluster`: ``ray start --head --block`` on
+127.0.0.1, ``--cpus`` CPUs, its own temporary directory; stopped at the end) and runs the real command line on the
+offline digits default with the models cached in ``$GENEVAL_CACHE`` (trained on first use):
 
 1. ``shards``: the unsharded run, then 2 shards through ``hydra/launcher=ray_cpus`` (auto-merged): wall times, and
    whether the merged scores and every decision equal the unsharded run's;
@@ -11,7 +11,7 @@ default with the models cached in ``$GENEVAL_CACHE`` (trained on first use):
 3. ``compare``: ``geneval compare`` of 3 digits models x 2 repetitions with ``executor=local`` and ``executor=ray``:
    wall times and whether the two comparison.json files conclude the same (scores, ranks, differences, stability).
 
-    python benchmarks/cluster.py [--cpus 2] [--keep /tmp/cluster-bench]
+    python -m benchmarks.cluster [--cpus 2] [--keep /tmp/cluster-bench]
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))  # the cluster helper and the equality checks the tests use
+from benchmarks.harness.ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start
+from benchmarks.harness.run_equality import decisions, scores, verdicts
 
-from tests.support.cli import decisions, scores  # noqa: E402
-from tests.support.comparisons import verdicts  # noqa: E402
-from tests.support.ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(args: list[str] | tuple[str, ...], env: dict[str, str]) -> float:

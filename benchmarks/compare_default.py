@@ -1,7 +1,7 @@
 """Wall time of ``geneval compare`` from an empty cache (issue 19): the offline intervention zoo as a new user runs it.
 
-    python benchmarks/compare_default.py --out runs/compare-default [overrides ...]
-    python benchmarks/compare_default.py --out runs/ablation 'generators=[digits_vq,identity]' repetitions=1
+    python -m benchmarks.compare_default --out runs/compare-default [overrides ...]
+    python -m benchmarks.compare_default --out runs/ablation 'generators=[digits_vq,identity]' repetitions=1
 
 Runs ``python -m genEval.cli compare <overrides> hydra.run.dir=<out>`` in a subprocess with ``GENEVAL_CACHE`` set to a
 fresh temporary folder (so the digits VQ, the oracle's members and every intervention are trained, as on a first

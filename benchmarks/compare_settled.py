@@ -6,9 +6,9 @@ and the fixed design spends ``max_sources`` per model whatever the data say. Bot
 the end (the fixed design also by its bootstrap differences). ``--designs settled`` runs the settled design alone
 (issue 40's before/after: this script against a checkout of each, ``--code``).
 
-    python benchmarks/compare_settled.py                         # the digits intervention zoo, budget 10
-    python benchmarks/compare_settled.py --args data=cifar10_jpg 'classifiers=[cifar_resnet20,cifar_resnet44]'
-    python benchmarks/compare_settled.py --designs settled --code /tmp/before   # genEval before issue 40
+    python -m benchmarks.compare_settled                         # the digits intervention zoo, budget 10
+    python -m benchmarks.compare_settled --args data=cifar10_jpg 'classifiers=[cifar_resnet20,cifar_resnet44]'
+    python -m benchmarks.compare_settled --designs settled --code /tmp/before   # genEval before issue 40
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from genEval.comparisons.leaderboard import Comparison
 
-from genEval.comparisons.leaderboard import Comparison  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(args: list[str], out: Path, code: Path = ROOT) -> tuple[Comparison, float]:

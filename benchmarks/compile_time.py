@@ -3,8 +3,8 @@ repeated blocks (``compile_scope=regional``), issue 34 "What must land" 3.
 
 Usage::
 
-    python benchmarks/compile_time.py --device cpu                     # tiny configs on a CPU (inductor's C++ code)
-    python benchmarks/compile_time.py --device cuda --paper            # the paper's roles at 256 px, batch 64
+    python -m benchmarks.compile_time --device cpu                     # tiny configs on a CPU (inductor's C++ code)
+    python -m benchmarks.compile_time --device cuda --paper            # the paper's roles at 256 px, batch 64
 
 Each (generator, scope) runs in a fresh process with empty inductor and Triton caches, so nothing compiled before
 helps: ``first s`` is the first search (budget 1: the start check and one step, compiled on the way), ``warm s`` the
@@ -34,10 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-HERE = Path(__file__).resolve().parent
-for _p in (str(HERE.parent), str(HERE)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = ("vqgan-tiny", "taef2", "kl-tiny")
 SCOPES = ("full", "regional")
@@ -86,8 +83,7 @@ def one(kind: str, scope: str, args: argparse.Namespace) -> dict:
 
     dev = torch.device(args.device)
     if args.paper:
-        from generator_step import build_generator
-        from throughput import ScriptedOracle, build_judges
+        from benchmarks.harness.roles import ScriptedOracle, build_generator, build_judges
 
         ns = argparse.Namespace(size=args.size, oracle_model="ViT-B-32", classes=1000)
         clf, judge, n_cls = build_judges(ns, dev)
@@ -122,9 +118,9 @@ def run_fresh(kind: str, scope: str, args: argparse.Namespace) -> dict:
     """:func:`one` in a new process with empty compile caches (nothing compiled before is reused)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "TRITON_CACHE_DIR": f"{cache}/triton"}
-        cmd = [sys.executable, __file__, "--one", kind, scope, "--device", args.device, "--size", str(args.size),
-               "--batch", str(args.batch)] + (["--paper"] if args.paper else [])  # fmt: skip
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        cmd = [sys.executable, "-m", "benchmarks.compile_time", "--one", kind, scope, "--device", args.device,
+               "--size", str(args.size), "--batch", str(args.batch)] + (["--paper"] if args.paper else [])  # fmt: skip
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode:
         return {"generator": kind, "scope": scope, "error": proc.stderr.strip().splitlines()[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,10 +1,10 @@
 """Issue 44's measurements: label-free ranking on the digits zoo, selective prediction and calibration of the CIFAR-10
 ResNets (clean against perturbed, with an OOD set of digits), and the reuse budget of the digits service benchmark.
 
-    python benchmarks/confidence_reuse.py zoo --limit 200 --budget 10 --seed 0        # geneval compare, sensitivity
-    python benchmarks/confidence_reuse.py cifar --limit 300 --budget 5 --seed 0       # three geneval runs, ood_data
-    python benchmarks/confidence_reuse.py service --models 5                         # digits_settled, 5 submissions
-    python benchmarks/confidence_reuse.py bounds                                     # the thesis's worked numbers
+    python -m benchmarks.confidence_reuse zoo --limit 200 --budget 10 --seed 0        # geneval compare, sensitivity
+    python -m benchmarks.confidence_reuse cifar --limit 300 --budget 5 --seed 0       # three geneval runs, ood_data
+    python -m benchmarks.confidence_reuse service --models 5                         # digits_settled, 5 submissions
+    python -m benchmarks.confidence_reuse bounds                                     # the thesis's worked numbers
 
 ``zoo`` runs ``geneval compare label_free.sensitivity=true`` on the digits intervention zoo and prints each
 model's label-free measures, their rho / tau_w against PA and FMR_v, and the sensitivity protocol. ``cifar`` writes
@@ -28,7 +28,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def geneval(args: list[str]) -> float:

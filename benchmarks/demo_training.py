@@ -1,9 +1,9 @@
 """What the offline demo's first run trains, and what it costs (a measurement, not a test; issue 42).
 
-    python benchmarks/demo_training.py                               # the shipped digits VQ recipe, 1 thread
-    python benchmarks/demo_training.py --ch 32 16 --epochs 8         # two model widths, 8 epochs each
-    python benchmarks/demo_training.py --threads 1 2 --epochs 1      # one epoch on one and on two threads
-    python benchmarks/demo_training.py --search --limit 40           # the demo's search: threads, OpenMP's wait
+    python -m benchmarks.demo_training                               # the shipped digits VQ recipe, 1 thread
+    python -m benchmarks.demo_training --ch 32 16 --epochs 8         # two model widths, 8 epochs each
+    python -m benchmarks.demo_training --threads 1 2 --epochs 1      # one epoch on one and on two threads
+    python -m benchmarks.demo_training --search --limit 40           # the demo's search: threads, OpenMP's wait
 
 Trains the digits VQ generator (``generators.small_vq.train_vq_generator`` on the digits train split, held-out PSNR
 on the test split, the settings of ``digits_vq`` unless changed here) in this process, once per combination of
@@ -35,10 +35,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from generators.small_vq import (  # noqa: E402
+from generators.small_vq import (
     DIGITS_BATCH_SIZE,
     DIGITS_DDCONFIG,
     DIGITS_EMBED_DIM,
@@ -47,7 +44,9 @@ from generators.small_vq import (  # noqa: E402
     DIGITS_N_EMBED,
     train_vq_generator,
 )
-from genEval.data.standard import DigitsData  # noqa: E402
+from genEval.data.standard import DigitsData
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EPOCH_LINE = re.compile(r"VQ epoch (\d+)/(\d+): train loss ([\d.]+), held-out PSNR ([\d.]+) dB \(quantized ([\d.]+)")
 

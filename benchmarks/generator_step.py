@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/generator_step.py --sizes 64 128 256 --batch 4 --repeats 3 --device cpu
-    python benchmarks/generator_step.py --device cuda --precision --json step.json
+    python -m benchmarks.generator_step --sizes 64 128 256 --batch 4 --repeats 3 --device cpu
+    python -m benchmarks.generator_step --device cuda --precision --json step.json
 
 What is timed: :func:`genEval.search.perturb.perturb` itself, so a "step" is exactly what the search does per
 step: the small classifier's forward on the current image, the backward through it and the decoder to the
@@ -31,126 +31,21 @@ import argparse
 import json
 import logging
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.harness.roles import GENERATOR_KINDS, AcceptAllOracle, SmallCNN, build_generator
+from benchmarks.harness.timing import timed
+from genEval.search.perturb import Sample, SearchConfig, perturb
 
-from genEval.interfaces import Judgement  # noqa: E402
-from genEval.search.perturb import SearchConfig, perturb  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("generator_step")
-ASSETS = ROOT.parent / "shared" / "assets"
-GENERATORS = ("identity", "taef2", "taesd", "sd-vae", "vqgan-f16")
+GENERATORS = GENERATOR_KINDS
 SMALL = ("identity", "taef2", "taesd")  # cheap enough that the CPU time limit never skips them
-
-
-class SmallCNN(nn.Module):
-    """A deliberately small classifier (~5k params), so the timings measure the generator."""
-
-    num_classes = 10
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(3, 16, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(32, self.num_classes),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class AcceptAllOracle(nn.Module):
-    """Runs a classifier forward (the cost of a cheap oracle) and accepts every image."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def prepare(self, class_names: list[str]) -> None:
-        pass
-
-    def judge(self, images: torch.Tensor, labels: torch.Tensor) -> Judgement:
-        p = self.model(images).softmax(1)
-        ones = torch.ones(len(labels), dtype=torch.bool, device=labels.device)
-        return Judgement(ones, p.gather(1, labels[:, None])[:, 0], p.argmax(1))
-
-
-def build_generator(kind: str) -> tuple[nn.Module, str]:
-    """The generator named ``kind`` (float32, CPU) and a note on its weights."""
-    if kind == "identity":
-        from generators.identity import IdentityGenerator
-
-        return IdentityGenerator(), "-"
-    if kind == "taef2":
-        from generators.taef2 import TAEF2Generator
-
-        enc, dec = ASSETS / "weights/taef2/taef2_encoder.pth", ASSETS / "weights/taef2/taef2_decoder.pth"
-        if enc.is_file() and dec.is_file():
-            return TAEF2Generator(encoder_path=enc, decoder_path=dec), "real"
-        return TAEF2Generator(), "random"
-    if kind == "taesd":
-        from diffusers import AutoencoderTiny
-
-        from generators.diffusers_vae import DiffusersVAEGenerator
-
-        return DiffusersVAEGenerator(pretrained=AutoencoderTiny(), name="taesd-random"), "random"
-    if kind == "sd-vae":
-        from diffusers import AutoencoderKL
-
-        from generators.diffusers_vae import DiffusersVAEGenerator
-
-        vae = AutoencoderKL(
-            block_out_channels=(128, 256, 512, 512),
-            down_block_types=("DownEncoderBlock2D",) * 4,
-            up_block_types=("UpDecoderBlock2D",) * 4,
-            layers_per_block=2,
-            latent_channels=4,
-            norm_num_groups=32,
-            sample_size=256,
-            scaling_factor=0.18215,
-        )
-        return DiffusersVAEGenerator(pretrained=vae, name="sd-vae-random"), "random"
-    if kind == "vqgan-f16":
-        from generators.vqgan import (
-            IMAGENET_F16_16384_DDCONFIG,
-            IMAGENET_F16_16384_EMBED_DIM,
-            IMAGENET_F16_16384_N_EMBED,
-            VQGANGenerator,
-        )
-
-        return VQGANGenerator(
-            ddconfig=IMAGENET_F16_16384_DDCONFIG,
-            n_embed=IMAGENET_F16_16384_N_EMBED,
-            embed_dim=IMAGENET_F16_16384_EMBED_DIM,
-        ), "random"
-    raise ValueError(f"unknown generator {kind!r}; choose from {list(GENERATORS)}")
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def timed(fn: Callable[[], object], dev: torch.device) -> float:
-    _sync(dev)
-    t0 = time.perf_counter()
-    fn()
-    _sync(dev)
-    return time.perf_counter() - t0
 
 
 def step_seconds(
@@ -168,12 +63,14 @@ def step_seconds(
     Minima, not means: on a shared machine the fastest run is the one least disturbed by other work.
     """
     g = torch.Generator().manual_seed(0)
-    x = torch.rand(batch, 3, size, size, generator=g).to(dev)
-    y = torch.randint(0, clf.num_classes, (batch,), generator=g).to(dev)
+    x = torch.rand(batch, 3, size, size, generator=g)
+    y = torch.randint(0, clf.num_classes, (batch,), generator=g)
+    sources = [Sample(x[i], int(y[i]), f"src{i}", seed=i, index=i) for i in range(batch)]
     oracle = AcceptAllOracle(clf)
 
-    def run(b: int) -> None:
-        perturb(x, y, clf, gen, oracle, SearchConfig(budget=b, step_size=1e-3, update="sign"))
+    def run(b: int) -> None:  # one batch of ``batch`` sources (perturb yields their outcomes)
+        cfg = SearchConfig(budget=b, step_size=1e-3, update="sign")
+        list(perturb(sources, clf, gen, oracle, cfg, batch_size=batch, device=dev))
 
     t0 = timed(lambda: run(0), dev)  # also the warm-up (allocations, kernel choice)
     t1 = timed(lambda: run(1), dev) - t0

@@ -2,13 +2,13 @@
 ``/api/leaderboard/<name>`` take when the database holds N finished jobs, on SQLite and PostgreSQL.
 
     # 1. fill a service directory with N finished digits_smoke jobs (their standings stored as workers do)
-    python benchmarks/leaderboard_latency.py fill --dir /tmp/lb1000 --jobs 1000
+    python -m benchmarks.leaderboard_latency fill --dir /tmp/lb1000 --jobs 1000
     # 2. measure a server of some checkout against it (the first request, then --requests more)
-    python benchmarks/leaderboard_latency.py measure --dir /tmp/lb1000 --db sqlite
-    python benchmarks/leaderboard_latency.py measure --dir /tmp/lb1000 --db postgresql     # copied into a fresh cluster
-    python benchmarks/leaderboard_latency.py measure --dir /tmp/lb1000 --db sqlite --code /tmp/geneval-before
+    python -m benchmarks.leaderboard_latency measure --dir /tmp/lb1000 --db sqlite
+    python -m benchmarks.leaderboard_latency measure --dir /tmp/lb1000 --db postgresql     # copied into a fresh cluster
+    python -m benchmarks.leaderboard_latency measure --dir /tmp/lb1000 --db sqlite --code /tmp/geneval-before
     # 3. what the worker pays instead: the standings of one more finished job (not stored)
-    python benchmarks/leaderboard_latency.py next --dir /tmp/lb1000 --n-boot 1000
+    python -m benchmarks.leaderboard_latency next --dir /tmp/lb1000 --n-boot 1000
 
 ``fill`` makes one real run (``geneval data.limit=20 search.budget=5``: digits_smoke's data, generator, oracle and
 search) and writes N jobs whose run directories hold its records with a share of final predictions changed per job

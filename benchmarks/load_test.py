@@ -1,8 +1,8 @@
 """Load test of the genEval service (a measurement, not a test): 1,000 requests to the leaderboard and
 job-status endpoints from 50 concurrent clients while a job runs; prints p50/p95 latency and errors.
 
-    python benchmarks/load_test.py                       # starts its own `geneval serve` on 127.0.0.1
-    python benchmarks/load_test.py --requests 1000 --concurrency 50 --benchmark digits
+    python -m benchmarks.load_test                       # starts its own `geneval serve` on 127.0.0.1
+    python -m benchmarks.load_test --requests 1000 --concurrency 50 --benchmark digits
 
 It starts the real server in a temporary service directory (SQLite, one in-process worker), creates a token
 with `geneval token`, finishes one small job on ``--board`` (so its leaderboard has a row), submits a job on

@@ -12,8 +12,8 @@ the sha256 of the text tower's parameters (a real run keys by the pretrained tag
 start here pays that hash on top of what a real one would. ``--classes`` takes the first N ImageNet classes to keep the
 first start affordable on a CPU (80,000 prompts through ViT-B-32's text tower take hours on 2 cores).
 
-    python benchmarks/prompt_cache.py --model ViT-B-32 --classes 1000 --device cuda   # the full head, on a GPU
-    python benchmarks/prompt_cache.py --model ViT-B-32 --classes 25                    # 2,000 prompts on a CPU
+    python -m benchmarks.prompt_cache --model ViT-B-32 --classes 1000 --device cuda   # the full head, on a GPU
+    python -m benchmarks.prompt_cache --model ViT-B-32 --classes 25                    # 2,000 prompts on a CPU
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ def main() -> None:
         env = {**os.environ, "GENEVAL_CACHE": cache, "PYTHONPATH": str(ROOT)}
         for label in ("first", "second"):
             proc = subprocess.run(
-                [sys.executable, __file__, "child", *args], capture_output=True, text=True, cwd=ROOT, env=env
+                [sys.executable, "-m", "benchmarks.prompt_cache", "child", *args],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
             )
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr[-3000:])

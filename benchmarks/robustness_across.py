@@ -9,8 +9,8 @@ Three comparisons through the command line (bounded: ``search.budget=5``, ``data
 * ``cifar``: the CIFAR-10 ResNets (``data=cifar10_jpg``, the shared assets) with ``shift=corruptions``;
 * ``budget``: ``'ablate={search.budget:[5,20]}'`` on the digits zoo.
 
-    python benchmarks/robustness_across.py --out /tmp/i43m            # runs what /tmp/i43m lacks, then prints
-    python benchmarks/robustness_across.py --out /tmp/i43m --only digits
+    python -m benchmarks.robustness_across --out /tmp/i43m            # runs what /tmp/i43m lacks, then prints
+    python -m benchmarks.robustness_across --out /tmp/i43m --only digits
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from genEval.comparisons.ablation import load_comparison
+from genEval.comparisons.leaderboard import Comparison
+from genEval.comparisons.multi_id import attach_multi_id, load_id_sets
+from genEval.comparisons.settings import ComparisonSettings
 
-from genEval.comparisons.ablation import load_comparison  # noqa: E402
-from genEval.comparisons.leaderboard import Comparison  # noqa: E402
-from genEval.comparisons.multi_id import attach_multi_id, load_id_sets  # noqa: E402
-from genEval.comparisons.settings import ComparisonSettings  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 COMMON = ["search.budget=5", "data.limit=100", "seed=0"]
 RUNS = {

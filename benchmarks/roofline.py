@@ -4,9 +4,9 @@
 
 Usage::
 
-    python benchmarks/roofline.py --device cuda --generator vqgan-f16 --batch 128 --setting compile   # one GPU
-    python benchmarks/throughput.py --device cuda --quick        # adds this table for the best compiled row
-    python benchmarks/roofline.py --device cpu --smoke           # the plumbing on a CPU (CPU time, no share)
+    python -m benchmarks.roofline --device cuda --generator vqgan-f16 --batch 128 --setting compile   # one GPU
+    python -m benchmarks.throughput --device cuda --quick        # adds this table for the best compiled row
+    python -m benchmarks.roofline --device cpu --smoke           # the plumbing on a CPU (CPU time, no share)
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import logging
 import sys
 
 import torch
-from generator_step import build_generator
-from harness.roofline import markdown, peak_for
-from throughput import GENERATORS, SETTINGS, Roles, build_judges, step_roofline
+
+from benchmarks.harness.roles import Roles, build_generator, build_judges
+from benchmarks.harness.roofline import markdown, peak_for
+from benchmarks.throughput import GENERATORS, SETTINGS, step_roofline
 
 SMOKE = {"generator": "taesd", "setting": "fp32", "batch": 2, "size": 32, "steps": 1, "warmup": 0,
          "oracle_model": "ViT-S-32", "classes": 10}  # fmt: skip

@@ -14,9 +14,9 @@ a run with ``save_images=true`` at two sizes (the same run as ``rss``, every sam
 accept-all oracle), each step in its own fresh process. A snapshot step that held every image would grow by
 ``2 x 3 x size^2`` bytes per sample (384 KiB at 256 px); streamed, it should not grow with the number of images.
 
-    python benchmarks/scale_out.py rss --sizes 500 5000 --size 128 --budget 2
-    python benchmarks/scale_out.py loader --workers 0 1 2 --n 1000
-    python benchmarks/scale_out.py export --sizes 100 2000 --size 256 [--keep /tmp/runs]
+    python -m benchmarks.scale_out rss --sizes 500 5000 --size 128 --budget 2
+    python -m benchmarks.scale_out loader --workers 0 1 2 --n 1000
+    python -m benchmarks.scale_out export --sizes 100 2000 --size 256 [--keep /tmp/runs]
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ def export_table(sizes: list[int], size: int, batch: int, keep: str = "") -> Non
 
 def run_child(args: list[str]) -> dict:
     """Run this script's ``child`` mode in a fresh process and return what it measured about itself."""
-    proc = subprocess.run([sys.executable, __file__, "child", *args], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale_out", "child", *args], capture_output=True, text=True, cwd=ROOT
+    )
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])

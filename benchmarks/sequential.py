@@ -28,10 +28,10 @@ stopped. ``--calibration`` runs two-model boards over eight outcome laws and set
 (issue 40: the probability of being settled by ``max_sources``; before it, "≈ N more at 80% power") against what
 happened.
 
-    python benchmarks/sequential.py --boards 200                          # this checkout's defaults
-    python benchmarks/sequential.py --code /tmp/before --policy all       # genEval before issue 40
-    python benchmarks/sequential.py --calibration --boards 300 --json cal.json
-    python benchmarks/sequential.py --level 2000                           # the level of each boundary
+    python -m benchmarks.sequential --boards 200                          # this checkout's defaults
+    python -m benchmarks.sequential --code /tmp/before --policy all       # genEval before issue 40
+    python -m benchmarks.sequential --calibration --boards 300 --json cal.json
+    python -m benchmarks.sequential --level 2000                           # the level of each boundary
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -46,6 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
+import genEval
+
+ROOT = Path(__file__).resolve().parents[1]
 KEY = "fmr_validated"
 SCENARIOS = ("equal", "near-tied", "mixed", "separated", "twins")
 
@@ -364,9 +369,18 @@ def level_check(runs: int, seed: int = 0, rho: float = 0.5, looks: int = 25, rou
 
 
 # ------------------------------------------------------------------------------------------ main
+def _rerun_in(code: Path, argv: list[str]) -> int:
+    """This study again with ``code``'s genEval: a child whose working folder is that checkout (``python -m`` puts it
+    first on the import path) with this checkout after it on ``PYTHONPATH``, for ``benchmarks`` (a checkout whose
+    ``benchmarks/`` is not a package yet, as before issue 45, leaves it to this one)."""
+    argv = [str(Path(a).resolve()) if i and argv[i - 1] == "--json" else a for i, a in enumerate(argv)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(ROOT)])}
+    return subprocess.run([sys.executable, "-m", "benchmarks.sequential", *argv], cwd=code, env=env).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1], help="the genEval checkout")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the genEval checkout")
     ap.add_argument("--boards", type=int, default=200, help="simulated boards per scenario")
     ap.add_argument("--models", type=int, nargs="*", default=[4, 8, 12])
     ap.add_argument("--kinds", nargs="*", default=list(SCENARIOS[:4]), choices=SCENARIOS)
@@ -390,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(args.code.resolve()))
+    if Path(genEval.__file__).resolve().parents[1] != args.code.resolve():
+        return _rerun_in(args.code.resolve(), sys.argv[1:] if argv is None else argv)
     from genEval.scores.outcomes import COLUMN
 
     judge = Judge(args)

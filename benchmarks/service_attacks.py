@@ -1,9 +1,9 @@
 """Issue 37's attacks on the genEval service (a measurement, not a test): for each, the answer's status, its time and
 the server's memory (RSS), against any checkout of the code, so that one script measures before and after.
 
-    python benchmarks/service_attacks.py --code /path/to/checkout --out before.json   # e.g. an export of main
-    python benchmarks/service_attacks.py --out after.json                           # this checkout
-    python benchmarks/service_attacks.py --only bomb,skew                           # some of them
+    python -m benchmarks.service_attacks --code /path/to/checkout --out before.json   # e.g. an export of main
+    python -m benchmarks.service_attacks --out after.json                           # this checkout
+    python -m benchmarks.service_attacks --only bomb,skew                           # some of them
 
 Each attack starts the real ``geneval serve`` of ``--code`` (``python -m genEval.cli serve``, PYTHONPATH set to the
 checkout) in a temporary service directory on 127.0.0.1, and measures the server process's RSS from
@@ -787,14 +787,14 @@ IN_PROCESS = textwrap.dedent(
     """
     import json, sys
     sys.path.insert(0, sys.argv[1]); sys.path.append(sys.argv[2])  # this checkout's tests after code's genEval
-    from service_attacks_41 import SCENARIOS
+    from service_attack_scenarios import SCENARIOS
     print(json.dumps(SCENARIOS[sys.argv[3]]()))
     """
 )
 
 
 def _scenario(code: Path, name: str) -> dict:
-    """One of the library-level scenarios (benchmarks/service_attacks_41.py) run with ``code``'s genEval."""
+    """One of the library-level scenarios (benchmarks/service_attack_scenarios.py) run with ``code``'s genEval."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ROOT / "benchmarks"), str(ROOT), name],

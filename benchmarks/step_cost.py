@@ -5,8 +5,8 @@ forward + backward through classifier and decoder, and one oracle judgement. Thi
 three parts alone, then the loop itself (``(T(budget=B) - T(budget=0)) / B`` with an oracle that judges
 but accepts everything, so the batch stays full), and prints ``overhead = loop step / sum of parts - 1``.
 
-    python benchmarks/step_cost.py experiment=cifar10_taef2 --batch 16 --budget 5
-    python benchmarks/step_cost.py --batch 64 --budget 10            # the offline digits default
+    python -m benchmarks.step_cost experiment=cifar10_taef2 --batch 16 --budget 5
+    python -m benchmarks.step_cost --batch 64 --budget 10            # the offline digits default
 
 Arguments starting with ``--`` are this script's; the rest are Hydra overrides of ``conf/config.yaml``.
 """
@@ -68,8 +68,7 @@ def main() -> None:
 
     from genEval.commands import CONF_DIR, build
     from genEval.search.execution import resolve_device
-    from genEval.search.perturb import SearchConfig, perturb
-    from genEval.search.sources import collate as _collate
+    from genEval.search.perturb import Sample, SearchConfig, perturb
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -77,8 +76,10 @@ def main() -> None:
     data = build(cfg.data, "data")
     clf, gen, orc = (build(cfg[k], k).to(dev).eval() for k in ("classifier", "generator", "oracle"))
     orc.prepare(list(data.class_names))
-    x, y, _ = _collate([data[i] for i in range(min(args.batch, len(data)))])
-    x, y = x.to(dev), y.to(dev)
+    items = [data[i] for i in range(min(args.batch, len(data)))]  # (image, label, source id)
+    sources = [Sample(im, int(lb), sid, seed=i, index=i) for i, (im, lb, sid) in enumerate(items)]
+    x = torch.stack([s.x for s in sources]).to(dev)
+    y = torch.tensor([s.label for s in sources], device=dev)
 
     def sync():
         if dev.type == "cuda":
@@ -103,7 +104,11 @@ def main() -> None:
 
     judge_all = AcceptAll(orc)
     search = SearchConfig(**{**dict(cfg.search), "budget": args.budget, "early_stop": False})
-    run = lambda b: perturb(x, y, clf, gen, judge_all, SearchConfig(**{**search.__dict__, "budget": b}))  # noqa: E731
+
+    def run(b: int) -> None:  # one batch of the sources through the loop (perturb yields their outcomes)
+        cfg_b = SearchConfig(**{**search.__dict__, "budget": b})
+        list(perturb(sources, clf, gen, judge_all, cfg_b, batch_size=len(sources), device=dev))
+
     t = _timed_interleaved(
         {
             "decode": decode,

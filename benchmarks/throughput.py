@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/throughput.py --device cuda --json results.json     # the full table (GPU)
-    python benchmarks/throughput.py --device cuda --quick --json q.json   # issue 26's table, < 5 min on one H100
-    python benchmarks/throughput.py --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
+    python -m benchmarks.throughput --device cuda --json results.json     # the full table (GPU)
+    python -m benchmarks.throughput --device cuda --quick --json q.json   # issue 26's table, < 5 min on one H100
+    python -m benchmarks.throughput --device cpu --smoke                  # tiny sizes, a few minutes on a CPU
 
 Roles (random weights: they cost the same time as trained ones): the tested classifier is torchvision's
 ResNet-50 (input 224 px, or the image size when smaller), the oracle open_clip ViT-B-32 (``pretrained=None``,
@@ -51,12 +51,10 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import math
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -66,22 +64,17 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.harness.roles import NUM_CLASSES, Roles, ScriptedOracle, build_generator, build_judges
+from benchmarks.harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts
+from benchmarks.harness.timing import sync, timed, timed_call
+from genEval.fileio import atomic_write_json
+from genEval.interfaces import hook
+from genEval.kernels import drop_compiled, to_memory_format
+from genEval.search.execution import Execution, accelerate
+from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-for _p in (str(ROOT), str(HERE)):  # this checkout's packages first, then the sibling benchmark scripts
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from generator_step import build_generator  # noqa: E402  (the one builder of the benchmark generators)
-from harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts  # noqa: E402
-
-from genEval.classifiers.loaders import torchvision_classifier  # noqa: E402
-from genEval.fileio import atomic_write_json  # noqa: E402
-from genEval.interfaces import Judgement, hook  # noqa: E402
-from genEval.kernels import drop_compiled, to_memory_format  # noqa: E402
-from genEval.search.execution import Execution, accelerate  # noqa: E402
-from genEval.search.perturb import Outcome, Sample, SearchConfig, perturb  # noqa: E402
-from oracles.clip import CLIPOracle  # noqa: E402
 
 log = logging.getLogger("throughput")
 
@@ -98,64 +91,6 @@ SETTINGS: dict[str, Execution] = {
     "fp32-strict-compile": Execution(compile=True, tf32=False),
 }
 REFILL = "refill"  # + the refilled stream, on the kernels of the setting listed before it
-NUM_CLASSES = 1000  # ResNet-50's logits; labels double as sample ids in the refill comparison (< 1000)
-
-
-# ------------------------------------------------------------------------------------------- the oracle
-class ScriptedOracle:
-    """Runs the real oracle on every image (its cost is paid) but decides by script.
-
-    ``accept_prob = 1`` accepts everything, so the batch stays full. Below 1, every sample gets a rejection
-    step ``r ~ Geometric(1 - accept_prob)``, drawn once per label from a generator seeded with ``seed``: its
-    clean-image verdict and start check pass, steps ``t < r`` are accepted and step ``r`` is rejected. Labels
-    are sample ids here (unique within a run), so a sample does the same work however the sources are batched;
-    the step count is kept per label on the device (no host sync, and no graph break when the step is
-    compiled with the oracle inside it).
-    """
-
-    def __init__(self, oracle: Any, oracle_classes: int, accept_prob: float = 1.0, seed: int = 0) -> None:
-        self.oracle, self.oracle_classes, self.accept_prob = oracle, oracle_classes, accept_prob
-        g = torch.Generator().manual_seed(seed)
-        u = torch.rand(NUM_CLASSES, generator=g, dtype=torch.float64).clamp_min(1e-12)
-        steps = torch.ceil(torch.log(u) / math.log(accept_prob)) if accept_prob < 1 else torch.full_like(u, 1e9)
-        self.reject_at = steps.clamp_min(1).long()
-        self.calls: torch.Tensor | None = None
-
-    def prepare(self, class_names: list[str]) -> None:
-        self.oracle.prepare(class_names)
-
-    def judge(self, images: torch.Tensor, labels: torch.Tensor) -> Judgement:
-        j = self.oracle.judge(images, labels % self.oracle_classes)
-        if self.accept_prob >= 1:
-            return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
-        if self.calls is None:
-            self.calls = torch.zeros(NUM_CLASSES, dtype=torch.long, device=labels.device)
-            self.reject_at = self.reject_at.to(labels.device)
-        self.calls.index_add_(0, labels, torch.ones_like(labels))
-        t = self.calls[labels] - 2  # call 1: the clean image, call 2: the start check (t = 0)
-        return Judgement(t < self.reject_at[labels], j.scores, j.predictions)
-
-
-# ------------------------------------------------------------------------------------------------ roles
-@dataclass
-class Roles:
-    """The three roles as built (fp32, eager); settings wrap them afresh with :func:`apply_setting`."""
-
-    classifier: Any
-    generator: Any
-    oracle: Any
-    oracle_classes: int
-
-
-def build_judges(args: argparse.Namespace, dev: torch.device) -> tuple[Any, Any, int]:
-    """ResNet-50 (weights=None) and the CLIP zero-shot oracle (pretrained=None) prepared with class names."""
-    from genEval.data.imagenet import imagenet_class_names  # the names data=imagenet uses (distinct)
-
-    clf = torchvision_classifier("resnet50", weights=None, input_size=min(224, args.size)).to(dev)
-    oracle = CLIPOracle(args.oracle_model, pretrained=None).to(dev)
-    names = imagenet_class_names()[: args.classes]
-    oracle.prepare(names)
-    return clf, oracle, len(names)
 
 
 def apply_setting(roles: Roles, execution: Execution, dev: torch.device) -> tuple[Any, Any, Any, dict]:
@@ -185,25 +120,6 @@ def make_sources(n: int, size: int, seed: int = 0) -> list[Sample]:
         )
         for i in range(n)
     ]
-
-
-# ---------------------------------------------------------------------------------------------- timing
-def sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def timed_call(fn: Callable[[], Any], dev: torch.device) -> tuple[Any, float]:
-    """``fn()`` and its wall-clock seconds, the device synchronised before and after."""
-    sync(dev)
-    t0 = time.perf_counter()
-    out = fn()
-    sync(dev)
-    return out, time.perf_counter() - t0
-
-
-def timed(fn: Callable[[], Any], dev: torch.device) -> float:
-    return timed_call(fn, dev)[1]
 
 
 def run_search(

@@ -1,7 +1,8 @@
 """The tables of the docs that the code writes: the plug-in hooks (``genEval.interfaces.HOOKS``), the service's
 routes (its FastAPI app's ``openapi()``), the config groups with their options (``conf/<group>/*.yaml``, each
 described by the first sentence of its comment) and the layer map (every module by layer and folder, with the first
-sentence of its docstring).
+sentence of its docstring), and the benchmark results (``benchmarks/RESULTS.md``, rendered from
+``benchmarks/results/<study>/<date>-<device>.json`` by :mod:`benchmarks.harness.results`).
 
 A page holds each table between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``, committed, so it reads
 the same on GitHub as on the site. ``python docs/hooks.py --write`` rewrites them from the code; as an MkDocs hook
@@ -11,6 +12,7 @@ the same on GitHub as on the site. ``python docs/hooks.py --write`` rewrites the
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from collections.abc import Callable
@@ -131,12 +133,28 @@ def layers_table() -> str:
     return "\n".join(rows)
 
 
+def results_table() -> str:
+    """Every benchmark result (``benchmarks/results/*/*.json``) as the page ``benchmarks/RESULTS.md`` shows it.
+
+    ``benchmarks`` is a folder of the checkout, not an installed package, so its results module is loaded from its
+    file (this hook also runs under MkDocs, whose import path need not hold the checkout)."""
+    name = "benchmarks.harness.results"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "harness" / "results.py")
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name].page()
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "hooks": hooks_table,
     "routes": routes_table,
     "groups": groups_table,
     "layers": layers_table,
+    "results": results_table,
 }
+#: Pages outside docs/ with generated tables, checked and rewritten with the docs (named relative to the checkout).
+PAGES_BESIDE = (ROOT / "benchmarks" / "RESULTS.md",)
 
 
 def regenerated(text: str) -> str:
@@ -151,17 +169,24 @@ def regenerated(text: str) -> str:
     return MARK.sub(fill, text)
 
 
+def _pages(docs: Path) -> dict[str, Path]:
+    """The pages with generated tables: ``docs``' pages by their name in it, and (for the project's docs) the pages
+    beside them, by their path in the checkout."""
+    pages = {str(p.relative_to(docs)): p for p in sorted(docs.rglob("*.md"))}
+    return pages | ({str(p.relative_to(ROOT)): p for p in PAGES_BESIDE} if docs.resolve() == DOCS else {})
+
+
 def stale(docs: Path = DOCS) -> list[str]:
     """The pages whose generated tables differ from what the code writes now."""
-    return [str(p.relative_to(docs)) for p in sorted(docs.rglob("*.md")) if regenerated(p.read_text()) != p.read_text()]
+    return [name for name, p in _pages(docs).items() if regenerated(p.read_text()) != p.read_text()]
 
 
 def write(docs: Path = DOCS) -> list[str]:
     """Rewrite the generated tables in place; the pages changed."""
     changed = stale(docs)
+    pages = _pages(docs)
     for name in changed:
-        page = docs / name
-        page.write_text(regenerated(page.read_text()))
+        pages[name].write_text(regenerated(pages[name].read_text()))
     return changed
 
 

@@ -206,7 +206,7 @@ def test_the_generated_tables_match_the_code():
     docs/ are what `python docs/hooks.py --write` writes now; MkDocs' build fails the same way."""
     hooks = _hooks_module()
     assert not hooks.stale(), "run `python docs/hooks.py --write`"
-    pages = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+    pages = {p.name: p.read_text() for p in [*(ROOT / "docs").glob("*.md"), *hooks.PAGES_BESIDE]}
     marked = {m["name"] for text in pages.values() for m in hooks.MARK.finditer(text)}
     assert marked == set(hooks.TABLES), "every generated table appears in a page"
 

@@ -1,10 +1,10 @@
-"""The throughput benchmark (``benchmarks/throughput.py``, issue 12): the scripted oracle its refill comparison
+"""The throughput benchmark (``python -m benchmarks.throughput``, issue 12): the scripted oracle its refill comparison
 rests on, that comparison's fairness (both ways do the same work), the device peak table, and (slow) the CPU
 smoke run's printed table. Speed itself is never asserted: the numbers go to benchmarks/RESULTS.md."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import statistics
 import subprocess
@@ -16,17 +16,11 @@ import torch
 from tests.support.assets import ROOT
 from tests.support.toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
-SCRIPT = ROOT / "benchmarks" / "throughput.py"
-
 
 @pytest.fixture(scope="module")
 def tp():
-    """benchmarks/throughput.py as a module (benchmarks/ is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["throughput"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """The throughput study, :mod:`benchmarks.throughput`."""
+    return importlib.import_module("benchmarks.throughput")
 
 
 def _decisions(oracle, labels: list[int], calls: int) -> list[list[bool]]:
@@ -105,7 +99,7 @@ def _markdown_table(lines: list[str], first_header_cell: str, must_have: str) ->
 def test_cpu_smoke_run_prints_the_throughput_table(tmp_path):
     out = tmp_path / "smoke.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.throughput", "--device", "cpu", "--smoke", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,11 +1,11 @@
-"""The roofline script (``benchmarks/roofline.py``, issue 34): the work it attributes to each kernel, checked against
-known answers and against torch's own FLOP counter on a real search step; the GPU attribution on recorded events of
-known shape; the CPU table without a share. Speed is never asserted (RESULTS.md holds the numbers)."""
+"""The roofline study (``python -m benchmarks.roofline``; its counting is :mod:`benchmarks.harness.roofline`, issue 34):
+the work it attributes to each kernel, checked against known answers and against torch's own FLOP counter on a real
+search step; the GPU attribution on recorded events of known shape; the CPU table without a share. Speed is never
+asserted (RESULTS.md holds the numbers)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -13,18 +13,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from genEval.search.perturb import SearchConfig, perturb
-from tests.support.assets import ROOT
 from tests.support.real_roles import AcceptAll, images, real_roles
 
 
 @pytest.fixture(scope="module")
 def rf():
-    """benchmarks/harness/roofline.py (the counting) as a module (benchmarks/ is a folder of scripts)."""
-    spec = importlib.util.spec_from_file_location("roofline_counting", ROOT / "benchmarks" / "harness" / "roofline.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["roofline_counting"] = module
-    spec.loader.exec_module(module)
-    return module
+    """The roofline counting, :mod:`benchmarks.harness.roofline`."""
+    return importlib.import_module("benchmarks.harness.roofline")
 
 
 def test_the_flops_of_convolutions_products_and_attention(rf):

@@ -1,11 +1,10 @@
-"""The TF32 study (``benchmarks/cifar_recipe_studies.py --only tf32``, issue 34): how it counts differing decisions
-and the PA difference, that it refuses a CPU, and (slow, real assets) that its CPU smoke run finds no difference
-(both settings are strict fp32 on a CPU). The study's numbers need a GPU and go to benchmarks/RESULTS.md."""
+"""The TF32 study (``python -m benchmarks.cifar_recipe_studies --only tf32``, issue 34): how it counts differing
+decisions and the PA difference, that it refuses a CPU, and (slow, real assets) that its CPU smoke run finds no
+difference (both settings are strict fp32 on a CPU). The study's numbers need a GPU and go to benchmarks/RESULTS.md."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -18,13 +17,8 @@ ASSETS = ROOT.parent / "shared" / "assets"
 
 @pytest.fixture(scope="module")
 def studies():
-    spec = importlib.util.spec_from_file_location(
-        "cifar_recipe_studies", ROOT / "benchmarks" / "cifar_recipe_studies.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cifar_recipe_studies"] = module
-    spec.loader.exec_module(module)
-    return module
+    """The CIFAR recipe studies, :mod:`benchmarks.cifar_recipe_studies`."""
+    return importlib.import_module("benchmarks.cifar_recipe_studies")
 
 
 def record(i: int, validated: bool, correct: bool, rejected_at: int = -1) -> SampleRecord:

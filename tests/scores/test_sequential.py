@@ -1,14 +1,13 @@
 """Comparing two models look after look (genEval/scores/sequential.py, boundaries.py, forecast.py; issues 33 and 40):
 known answers of the boundaries and the spread, verdicts that cannot flip, values inside their intervals, identical
-models that settle, the resolved verdict, Holm over a board and the board's order, and simulated comparisons with
-known truths (benchmarks/sequential.py) showing that the false-ordering rate holds at every number of looks while a
+models that settle, the resolved verdict, Holm over a board and the board's order, and simulated comparisons with known
+truths (``python -m benchmarks.sequential``) showing that the false-ordering rate holds at every number of looks while a
 fixed-design interval looked at every round does not (so the check can fail)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -27,7 +26,6 @@ from genEval.scores.sequential import (
     pair_units,
     settle_pair,
 )
-from tests.support.assets import ROOT
 
 K = len(COLUMNS)
 SPENDING = SequentialTest(boundary="spending", max_sources=2000, round_sources=200)
@@ -35,12 +33,8 @@ SPENDING = SequentialTest(boundary="spending", max_sources=2000, round_sources=2
 
 @pytest.fixture(scope="module")
 def sim():
-    """benchmarks/sequential.py as a module (benchmarks/ is a folder of scripts)."""
-    spec = importlib.util.spec_from_file_location("sequential_sim", ROOT / "benchmarks" / "sequential.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sequential_sim"] = module
-    spec.loader.exec_module(module)
-    return module
+    """The sequential simulator, :mod:`benchmarks.sequential`."""
+    return importlib.import_module("benchmarks.sequential")
 
 
 def _outcomes(ids, clean, validated=None, final=None) -> Outcomes:
@@ -269,7 +263,7 @@ def test_next_rounds_runs_only_the_models_that_still_matter():
 
 # ------------------------------------------------------------------------------------------ simulation
 def test_equal_models_false_ordering_holds_at_every_look_and_the_fixed_interval_fails(sim):
-    """160 equal-model comparisons of 25 looks (benchmarks/sequential.py, ``level_check``): the confidence sequence
+    """160 equal-model comparisons of 25 looks (:mod:`benchmarks.sequential`, ``level_check``): the confidence sequence
     calls them ordered by look k in at most 1 - confidence for every k; alpha spending (which spends exactly alpha by
     the last look) stays within three standard errors of it; a fixed-design interval looked at every round breaks
     the bound on the same data (the check can fail)."""

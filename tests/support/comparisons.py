@@ -6,12 +6,13 @@ constructor argument, so it also stands in for a data config with a ``seed`` key
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+from benchmarks.harness.run_equality import verdicts
 
 
 class ToyPool:
@@ -42,16 +43,6 @@ class PlainPool(ToyPool):
     """The same data without the hook: a comparison cannot re-draw it."""
 
     with_seed = None  # type: ignore[assignment]
-
-
-def verdicts(out_dir: str | Path) -> dict:
-    """What the comparison written into ``out_dir`` concludes (its comparison.json: scores, ranks, differences,
-    stability, per-class tables, seeds, warnings), without run times and paths, which differ wherever it ran."""
-    d = json.loads((Path(out_dir) / "comparison.json").read_text())
-    paths = ("time_s", "time_per_sample_s", "run_dirs")
-    d["leaderboard"] = [{k: v for k, v in row.items() if k not in paths} for row in d["leaderboard"]]
-    d["settings"].pop("created")
-    return {k: v for k, v in d.items() if k not in ("runs", "out_dir")}
 
 
 def flat(tree, prefix: str = "") -> dict:
