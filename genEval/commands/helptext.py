@@ -16,7 +16,7 @@ import re
 
 import yaml
 
-from genEval.commands.registry import COMMANDS, CONF_DIR, SUMMARIES, config_options
+from genEval.commands.registry import COMMANDS, CONF_DIR, SUMMARIES, config_options, group_names
 
 #: The overrides users type most, each with what it does (``geneval --help`` lists them; a test composes each).
 COMMON_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -62,7 +62,7 @@ def _keys(config: str) -> str:
 
 def config_groups() -> list[str]:
     """``group: option, option, ...`` for every config group of the package (``hydra/`` aside), as Hydra lists them."""
-    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    groups = group_names()
     return [f"{g}: {', '.join(config_options(g))}" for g in groups if config_options(g)]
 
 
