@@ -73,7 +73,7 @@ def _run(overrides: list[str], capsys) -> tuple[int, str]:
         ("output.log_interval=-1", "output.log_interval must be a number of seconds >= 0, got -1; e.g. output.log_in"),
         ("scoring.n_boot=x", "scoring.n_boot must be a whole number >= 1, got 'x'; e.g. scoring.n_boot=1000"),
         ("execution.num_workers=-1", "execution.num_workers must be a whole number >= 0, got -1"),
-        ("scoring.oracle_warn_accuracy=101", "scoring.oracle_warn_accuracy must be a number in [0, 100] or null, got 101.0"),
+        ("scoring.oracle_warn_accuracy=101", "scoring.oracle_warn_accuracy must be a number in [0, 100] or null"),
         ("compile=abc", "compile must be true or false, got 'abc'; e.g. compile=true"),
         ("device=gpu", "device must be auto, cpu, cuda or cuda:N, got 'gpu'; e.g. device=auto"),
         ("+data.colour=1", "data.colour is not a setting of genEval.data.DigitsData; it takes: split, image_size"),

@@ -111,8 +111,24 @@ def command_help(name: str) -> str:
             "",
             f"== Keys (conf/{config}.yaml) ==",
             _keys(config),
+            *_short_names(config),
         ]
     )
+
+
+def _short_names(config: str) -> list[str]:
+    """The short names at the top level of ``conf/<config>.yaml`` that the settings bundles it composes interpolate
+    (``conf/_shortcuts/<bundle>.yaml`` as written: ``device=``, ``n_boot=``, ``stop=``; issue 45)."""
+    found = [g for g in _groups(config) if (CONF_DIR / "_shortcuts" / f"{g}.yaml").is_file()]
+    return [
+        line
+        for g in found
+        for line in (
+            "",
+            f"== Short names of {g} (conf/_shortcuts/{g}.yaml; or {g}.<key>=) ==",
+            _keys(f"_shortcuts/{g}"),
+        )
+    ]
 
 
 def help_text(name: str) -> str:
