@@ -313,8 +313,8 @@ def test_an_old_database_keeps_its_standings_under_the_new_version(tmp_path):
     the version, its job, its standing and its round secret to the new version, once."""
     from sqlalchemy import text
 
-    from genEval.service.benchmarks import remap_versions
     from genEval.service.records import StandingInfo
+    from genEval.service.server.benchmarks.store import remap_versions
 
     digits, old = load_benchmarks(["digits"])["digits"], BEFORE_45["digits"]
     url = sqlite_url(tmp_path / "old.db")

@@ -8,7 +8,8 @@ component, never its import path) and settings, the search and scoring bundles b
 evaluate settings, the repetitions, a settled benchmark's stop rule, a renewal's epoch and :data:`SCHEMA_VERSION`.
 So a leaderboard only ever ranks runs of one version (editing a preset registers a new version next to the old
 one, never mixes them), and a module can move without an alias module kept for the hash. The versions of the hash
-before issue 45 (the resolved YAML, import paths included) are carried over once by :func:`remap_versions`,
+before issue 45 (the resolved YAML, import paths included) are carried over once by
+:func:`genEval.service.server.benchmarks.store.remap_versions`,
 standings kept (docs/service.md, "Benchmark versions").
 
 A submission cannot change the preset, with one exception: the keys listed under ``benchmark.overrides``
@@ -35,10 +36,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from sqlalchemy import JSON, Connection, bindparam, text
 
 from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
 from genEval.interfaces import SettingError
@@ -62,7 +62,7 @@ EVALUATE_KEYS = (
     "role_precision",
 )
 MAX_REPETITIONS = 100
-#: The layout of :meth:`Benchmark.spec`; a change of it is a new schema version (and one more :func:`remap_versions`).
+#: The layout of :meth:`Benchmark.spec`; a change of it is a new schema version (and one more remap of the versions).
 SCHEMA_VERSION = 2
 _HYDRA_KEYS = {"_target_", "_convert_", "_recursive_", "_partial_", "_args_"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
@@ -396,43 +396,13 @@ def from_record(record: dict) -> Benchmark:
     )
 
 
-#: Every column that names a benchmark version: (table, column, the column naming its benchmark).
-VERSION_COLUMNS = (
-    ("benchmarks", "version", "name"),
-    ("jobs", "benchmark_version", "benchmark"),
-    ("standings", "version", "benchmark"),
-    ("verdicts", "version", "benchmark"),
-)
-
-
-def remap_versions(connection: Connection) -> dict[tuple[str, str], str]:
-    """Carry every stored benchmark version over to this genEval's version (:meth:`Benchmark.version`), once: each
-    row of ``benchmarks`` is read back as its benchmark (:func:`from_record`), and where its stored version differs
-    from the one it has now (the hash before issue 45 held the resolved YAML with import paths), that version is
-    rewritten in every table that names it (:data:`VERSION_COLUMNS`), with the record's ``version`` and
-    ``base_version``: the jobs, standings, verdicts, round secret and reuse budget of the old version are the new
-    one's. Idempotent (a rerun finds nothing to change); returns ``{(name, old): new}``. Runs in the caller's
-    transaction (``engine.begin()``), so a failure leaves every version as it was."""
-    rows = connection.execute(text("SELECT name, version, config FROM benchmarks").columns(config=JSON)).all()
-    moved: dict[tuple[str, str], str] = {}
+def moved_versions(rows: Iterable[tuple[str, str, dict]]) -> dict[tuple[str, str], str]:
+    """``{(name, stored version): its version now}`` for the stored benchmark rows ``(name, version, record)`` whose
+    version is not what this genEval computes from their record (:func:`from_record`): the versions of the hash
+    before issue 45, which :func:`genEval.service.server.benchmarks.store.remap_versions` carries over once."""
+    moved = {}
     for name, old, record in rows:
-        bench = from_record({**record, "name": name})
-        if bench.version != old:
-            moved[(name, old)] = bench.version
-    for (name, old), new in moved.items():
-        for table, column, owner in VERSION_COLUMNS:
-            connection.execute(
-                text(f"UPDATE {table} SET {column} = :new WHERE {owner} = :name AND {column} = :old"),
-                {"new": new, "name": name, "old": old},
-            )
-    store = text("UPDATE benchmarks SET config = :record WHERE name = :name AND version = :version").bindparams(
-        bindparam("record", type_=JSON)
-    )
-    for name, old, record in rows:
-        version = moved.get((name, old))
-        base = moved.get((name, record.get("base_version")), record.get("base_version"))
-        if version is None and base == record.get("base_version"):
-            continue
-        record = {**record, "version": version or old, "base_version": base}
-        connection.execute(store, {"record": record, "name": name, "version": version or old})
+        new = from_record({**record, "name": name}).version
+        if new != old:
+            moved[(name, old)] = new
     return moved

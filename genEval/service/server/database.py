@@ -25,8 +25,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from genEval.service.benchmarks import remap_versions
-from genEval.service.server.benchmarks.store import BenchmarkRow, BenchmarkStore
+from genEval.service.server.benchmarks.store import BenchmarkRow, BenchmarkStore, remap_versions
 from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.jobs.rows import NAME_INDEX, NAMED_SQL, OLD_NAME_INDEX, JobRow
 from genEval.service.server.jobs.store import JobStore
