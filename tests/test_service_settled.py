@@ -308,16 +308,16 @@ PINNED = {"digits": "20fbe62dca099ba4", "digits_smoke": "6861d9ec3b635119", "cif
 BEFORE_45 = {"digits": "382b9012964f7d1d", "digits_smoke": "d49c84f8469a9217", "cifar10": "c0e5ceadfb6bb244"}
 
 
-def test_an_old_database_keeps_its_standings_under_the_new_version(tmp_path):
+def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
     """A database whose benchmark was registered under its pre-issue-45 version: opening it with this genEval moves
-    the version, its job, its standing and its round secret to the new version, once."""
+    the version, its job, its standing and its round secret to the new version, once (SQLite and PostgreSQL)."""
     from sqlalchemy import text
 
     from genEval.service.records import StandingInfo
     from genEval.service.server.benchmarks.store import remap_versions
 
     digits, old = load_benchmarks(["digits"])["digits"], BEFORE_45["digits"]
-    url = sqlite_url(tmp_path / "old.db")
+    url = db_url
     first = Database(url)
     first.benchmarks.register("digits", old, digits.title, {**digits.record(), "version": old, "base_version": old})
     owner = first.tokens.create("alice", "submitter")[1]

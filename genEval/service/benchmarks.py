@@ -402,6 +402,8 @@ def moved_versions(rows: Iterable[tuple[str, str, dict]]) -> dict[tuple[str, str
     before issue 45, which :func:`genEval.service.server.benchmarks.store.remap_versions` carries over once."""
     moved = {}
     for name, old, record in rows:
+        if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+            continue  # not a preset's record (a hand-made row): nothing to compute its version from; it stays
         new = from_record({**record, "name": name}).version
         if new != old:
             moved[(name, old)] = new
