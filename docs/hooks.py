@@ -81,9 +81,10 @@ def _described(path: Path, limit: int = 150) -> str:
 def groups_table() -> str:
     """Every config group and option under conf/, with the first line of the option's comment."""
     from genEval.commands import CONF_DIR
+    from genEval.commands.registry import group_names
 
     rows = ["| group | option | what |", "|---|---|---|"]
-    for group in sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra"):
+    for group in (CONF_DIR / name for name in group_names()):
         for option in sorted(group.glob("*.yaml")):
             rows.append(f"| `{group.name}` | `{option.stem}` | {_cell(_described(option))} |")
     return "\n".join(rows)

@@ -8,6 +8,8 @@ and returns data.
 * :mod:`genEval.commands.registry`: which commands exist (name, module, config, summary), known before any of them
   is imported, so ``geneval --help`` and a mistyped command answer at once (issue 42).
 * :mod:`genEval.commands.early`: the checks that need no torch (a command's own settings, the execution settings).
+* :mod:`genEval.commands.bundles`: the settings bundles (``execution``, ``scoring``, ``output``) built from their
+  nodes like any role, with their short spellings (``device=``, ``n_boot=``) interpolated from the top level.
 * :mod:`genEval.commands.compose`: the command line composed into a config, with errors that suggest the fix.
 * :mod:`genEval.commands.policy`: :func:`command` registers a command and wraps it once: user errors (a bad value, a
   missing file, anything raised while a component is built) become one paragraph
@@ -38,25 +40,21 @@ __getattr__, __dir__, _lazy = lazy_loader.attach(
     submod_attrs={
         "base": [
             "CheckOutputDir",
-            "OUTPUT_FIELDS",
-            "SCORING_FIELDS",
             "USER_ERRORS",
             "build",
             "build_data",
             "classifier_factories",
             "classifier_nodes",
-            "comparison_settings_from",
             "config_nodes",
             "group_option",
             "group_options",
             "hydra_output_dir",
             "log",
-            "output_from",
             "require",
-            "scoring_from",
             "searchpath",
         ],
-        "early": ["execution_from", "one_paragraph", "plain", "refuse"],
+        "bundles": ["bundle", "execution_bundle"],
+        "early": ["one_paragraph", "plain", "refuse"],
         "policy": ["BuildError", "command", "error_message", "guarded", "use_assets", "user_errors"],
     },
 )

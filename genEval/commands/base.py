@@ -42,22 +42,13 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from genEval.commands.early import plain
 from genEval.commands.policy import BuildError, error_message
 from genEval.commands.registry import CONF_DIR
 from genEval.commands.settings import check_node, parameters, target_of
 from genEval.comparisons.executors import EvaluationsFailed
-from genEval.comparisons.settings import STOP_DEFAULTS, ComparisonSettings, StopRule
 from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError, component_id, hook
-from genEval.runs.recording import RunOutput
-from genEval.scores.run_scores import Scoring
 from genEval.search.perturb import NonFiniteError
-
-#: The config keys of the scoring and output bundles: the groups conf/scoring and conf/output, which conf/config.yaml
-#: and conf/compare.yaml compose at their top level (``n_boot=200``, ``save_images=true``).
-SCORING_FIELDS = tuple(Scoring.__dataclass_fields__)
-OUTPUT_FIELDS = tuple(f for f in RunOutput.__dataclass_fields__ if f != "dir")
 
 log = logging.getLogger("genEval")
 #: Exceptions that mean "the user asked for something that cannot work": message, exit 2 (see
@@ -152,31 +143,6 @@ def build_data(cfg: DictConfig, classifier: Any, role: str = "data") -> Any:
         who = component_id(classifier)
         return build(cfg, role, known_classes=list(known), known_from=f"classifier {who}")
     return build(cfg, role)
-
-
-def scoring_from(cfg: DictConfig) -> Scoring:
-    """The scoring settings of a command's config (conf/scoring: ``interval``, ``n_boot``, ``gap_warn_points``,
-    ``oracle_warn_accuracy`` at the top level) as the bundle ``genEval.evaluate`` takes."""
-    return Scoring.coerce({k: plain(cfg[k]) for k in SCORING_FIELDS if k in cfg})
-
-
-def output_from(cfg: DictConfig, run_dir: str | Path | None) -> RunOutput:
-    """What a run of a command's config writes and shows (conf/output: ``save_latents``, ``save_images``,
-    ``grid_size``, ``progress``, ``log_interval`` at the top level), into ``run_dir``."""
-    return RunOutput(run_dir, **{k: plain(cfg[k]) for k in OUTPUT_FIELDS if k in cfg})
-
-
-def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
-    """How ``geneval compare`` aggregates (``baselines``, ``er_min_r2``, ``er.scale``, ``er.floor``, ``n_boot``,
-    ``rank_by``, ``label_free.sensitivity``, and the stop rule: ``stop``, ``round_sources``, ``max_sources``,
-    ``confidence``, ``margin``, ``resolution``, ``familywise``, ``boundary``, ``spending`` and ``rule``; the bootstrap
-    seed and level at their defaults) as the one object compare, ablation and re-ranking take."""
-    given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
-    rule = {k: plain(cfg[k]) for k in (*STOP_DEFAULTS, "rule") if cfg.get(k) is not None}
-    er = cfg.get("er") or {}  # er.scale (logit | probit) and er.floor (percent), issue 43
-    given |= {f"er_{k}": plain(er[k]) for k in ("scale", "floor") if er.get(k) is not None}
-    sensitivity = plain((cfg.get("label_free") or {}).get("sensitivity", False))  # issue 44
-    return ComparisonSettings(**given, sequential=StopRule(**rule), label_free_sensitivity=sensitivity)
 
 
 def hydra_output_dir() -> Path | None:

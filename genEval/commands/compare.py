@@ -40,18 +40,17 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from genEval.commands import (
     CONF_DIR,
     build,
+    bundle,
     classifier_factories,
     classifier_nodes,
     command,
-    comparison_settings_from,
     config_nodes,
-    execution_from,
+    execution_bundle,
     hydra_output_dir,
-    output_from,
     plain,
     robustness,
-    scoring_from,
 )
+from genEval.commands.bundles import recorded
 from genEval.commands.checks import Style, check_run, choice
 from genEval.commands.early import one_model
 from genEval.commands.tracking import tracked
@@ -124,7 +123,8 @@ def _self_judging(cfg: DictConfig) -> bool:
 
 def _models(cfg: DictConfig) -> tuple[dict[str, DictConfig], list[str] | None]:
     """The compared classifiers (name -> config node) and the ER baselines: the zoo's, or the user's list."""
-    explicit = None if cfg.get("baselines") is None else [str(b) for b in cfg.baselines]
+    given = bundle(cfg, "comparison").baselines  # baselines= (or comparison.baselines=)
+    explicit = None if given is None else list(given)
     if cfg.get("classifiers") is not None:
         return classifier_nodes(cfg, "classifiers"), explicit
     zoo = cfg.get("zoo")
@@ -152,7 +152,7 @@ def _generators(cfg: DictConfig) -> dict[str, DictConfig] | None:
 
 def _run_configs(cfg: DictConfig, nodes: dict[str, DictConfig], generator: DictConfig | None = None) -> dict:
     """Per model, the config recorded in its runs' results.json: the comparison's settings and its classifier."""
-    shared = {k: v for k, v in plain(cfg).items() if k not in _NOT_RUN_KEYS}
+    shared = {k: v for k, v in recorded(cfg).items() if k not in _NOT_RUN_KEYS}
     if generator is not None:
         shared["generator"] = plain(generator)
     return {name: {**shared, "classifier": plain(node)} for name, node in nodes.items()}
@@ -161,9 +161,9 @@ def _run_configs(cfg: DictConfig, nodes: dict[str, DictConfig], generator: DictC
 def _evaluate_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """The bundles every run of the comparison gets (its directory and bootstrap come from the comparison)."""
     return dict(
-        execution=execution_from(cfg),  # device, batch size, precision, compile: the same for every model and run
-        output=output_from(cfg, None),
-        scoring=scoring_from(cfg),
+        execution=execution_bundle(cfg),  # device, batch size, precision, compile: the same for every model and run
+        output=bundle(cfg, "output"),
+        scoring=bundle(cfg, "scoring"),
     )
 
 
@@ -206,7 +206,7 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
         repetitions=int(cfg.repetitions),
         seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
-        progress=cfg.get("progress"),
+        progress=bundle(cfg, "output").progress,
         settings=replace(settings, baselines=baselines),
         allow_self_judging=_self_judging(cfg),
         out_dir=out_dir,
@@ -300,7 +300,7 @@ def check_compare(cfg: DictConfig) -> None:
 def run_compare(cfg: DictConfig) -> str:
     check_compare(cfg)
     out_dir = cfg.get("out_dir") or str(hydra_output_dir())
-    settings = comparison_settings_from(cfg)  # baselines, ER gate, bootstrap, rank_by: checked once, here
+    settings = bundle(cfg, "comparison")  # baselines, ER gate, bootstrap, rank_by, stop rule: checked once, here
     with tracked(cfg, f"compare on {choice(cfg, 'data')}", "compare") as track:  # tracking=mlflow: a parent run
         if not cfg.get("runs"):
             _data_zoo(cfg)

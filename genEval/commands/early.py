@@ -18,33 +18,23 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from genEval.commands.bundles import bundle, execution_bundle
 from genEval.commands.settings import Setting, check_settings
 from genEval.runs.settings import SearchConfig
-from genEval.scores.intervals import INTERVALS
-from genEval.search.execution_settings import EXECUTION_FIELDS, Execution, refuse_cuda_without_driver
+from genEval.search.execution_settings import Execution, refuse_cuda_without_driver
 
-#: The main job's own settings (conf/config.yaml), checked before anything is built.
+#: The main job's own settings (conf/config.yaml), checked before anything is built; its bundles (execution,
+#: scoring, output) check themselves when :func:`genEval.commands.bundles.bundle` builds them.
 RUN_SETTINGS = {
     "seed": Setting(int, "0", low=0, nullable=True, note="null draws a fresh seed and records it"),
-    "interval": Setting(str, "wilson", choices=tuple(INTERVALS)),
-    "n_boot": Setting(int, "1000", low=1),
-    "grid_size": Setting(int, "8", low=0),
-    "gap_warn_points": Setting(float, "10"),
-    "oracle_warn_accuracy": Setting(float, "70", low=0, high=100, nullable=True),
-    "progress": Setting(bool, "false", nullable=True),
-    "log_interval": Setting(float, "30", above=0),
     "shard.index": Setting(int, "0", low=0, nullable=True),
     "shard.count": Setting(int, "4", low=1, nullable=True),
-    "save_latents": Setting(bool, "true"),
-    "save_images": Setting(bool, "true"),
     "report": Setting(bool, "false"),
     "allow_one_class": Setting(bool, "true"),
     "ood_data": Setting(
         str, "/data/ood_images", nullable=True, note="a folder of images of classes outside the label set"
     ),
 }
-#: The settings of the commands that score snapshots with a classifier.
-SCORING_SETTINGS = {"interval": RUN_SETTINGS["interval"]}
 
 
 def plain(cfg: Any) -> Any:
@@ -64,26 +54,20 @@ def refuse(prog: str, message: str) -> NoReturn:
     sys.exit(2)
 
 
-def execution_from(cfg: DictConfig) -> Execution:
-    """The execution settings of a command's config (conf/execution: ``device``, ``batch_size``, ``num_workers``,
-    ``precision``, ``role_precision``, ``memory_format``, ``compile``, ``compile_mode``, ``compile_scope``, ``tf32`` at
-    the top level; the deprecated ``channels_last``) as the one validated object every entry point passes on; a bad
-    value is a SettingError naming its key; ``device=cuda`` on a machine without a GPU driver is one too."""
-    execution = Execution.coerce({k: plain(cfg[k]) for k in EXECUTION_FIELDS if k in cfg})
-    refuse_cuda_without_driver(execution.device)
-    return execution
-
-
 def _run(cfg: DictConfig) -> None:
     check_settings(cfg, RUN_SETTINGS)
-    execution_from(cfg)
+    execution_bundle(cfg)
+    bundle(cfg, "scoring")
+    bundle(cfg, "output")
     if "search" in cfg:
         SearchConfig.coerce(plain(cfg.search))  # search.budget=abc: refused before torch (the paper's Eq. 2 loop)
 
 
 def _snapshot_scoring(cfg: DictConfig) -> None:
-    """``score``, ``transfer``, ``filter``: their device and batch size as the main job checks them."""
-    check_settings(cfg, SCORING_SETTINGS)
+    """``score``, ``transfer``, ``filter``: their scoring bundle (``interval=``) and their own device and batch size,
+    checked as the main job checks its execution's."""
+    if "scoring" in cfg:
+        bundle(cfg, "scoring")
     refuse_cuda_without_driver(
         Execution.coerce({k: plain(cfg[k]) for k in ("device", "batch_size") if k in cfg}).device
     )
@@ -120,7 +104,7 @@ def one_model(name: str) -> str:
 def _compare(cfg: DictConfig) -> None:
     """``compare``'s execution settings, and one model given by name (``'classifiers=[digits_cnn]'``) refused before
     torch (a zoo of one is refused by the command's own check, which reads the zoo)."""
-    execution_from(cfg)
+    execution_bundle(cfg)
     given = cfg.get("classifiers")
     if cfg.get("runs") or not isinstance(given, (ListConfig, DictConfig)) or len(given) != 1:
         return
@@ -148,8 +132,8 @@ def _reading(name: str) -> Callable[[DictConfig], None]:
 EARLY: Mapping[str, Callable[[DictConfig], None]] = {
     "evaluate": _run,
     "compare": _compare,
-    "worker": execution_from,
-    "serve": execution_from,
+    "worker": execution_bundle,
+    "serve": execution_bundle,
     "score": _both(_reading("score"), _snapshot_scoring),
     "transfer": _snapshot_scoring,
     "filter": _snapshot_scoring,

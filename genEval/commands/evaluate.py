@@ -31,12 +31,11 @@ from omegaconf import DictConfig, OmegaConf
 from genEval.commands import (
     build,
     build_data,
+    bundle,
     command,
-    execution_from,
+    execution_bundle,
     hydra_output_dir,
-    output_from,
     plain,
-    scoring_from,
 )
 from genEval.commands.checks import check_run, choice, classifiers_for
 from genEval.commands.early import RUN_SETTINGS
@@ -117,10 +116,10 @@ class Checked:
 def check_evaluate(cfg: DictConfig) -> Checked:
     """Every check of the main job that needs no built component (module docstring), in the order of their cost."""
     check_settings(cfg, SETTINGS)
-    execution = execution_from(cfg)  # device, batch size, precision, compile...: checked once, here
+    execution = execution_bundle(cfg)  # device, batch size, precision, compile...: checked once, here
     SearchConfig.coerce(plain(cfg.search))  # the search, scoring and output bundles check themselves
-    scoring_from(cfg)
-    output_from(cfg, None)
+    bundle(cfg, "scoring")
+    bundle(cfg, "output")
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
     # the pieces against each other (classes, images, latents, assets, weights), still before anything is built
@@ -230,8 +229,8 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
             mask=mask,
             seed=cfg.seed,
             execution=execution,
-            output=output_from(cfg, run_dir),
-            scoring=scoring_from(cfg),
+            output=bundle(cfg, "output", dir=run_dir),
+            scoring=bundle(cfg, "scoring"),
             shard=shard,
             config=run_config(cfg),
             ood=ood,

@@ -16,7 +16,7 @@ import re
 
 import yaml
 
-from genEval.commands.registry import COMMANDS, CONF_DIR, SUMMARIES, config_options
+from genEval.commands.registry import COMMANDS, CONF_DIR, SUMMARIES, config_options, group_names
 
 #: The overrides users type most, each with what it does (``geneval --help`` lists them; a test composes each).
 COMMON_OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -62,7 +62,7 @@ def _keys(config: str) -> str:
 
 def config_groups() -> list[str]:
     """``group: option, option, ...`` for every config group of the package (``hydra/`` aside), as Hydra lists them."""
-    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    groups = group_names()
     return [f"{g}: {', '.join(config_options(g))}" for g in groups if config_options(g)]
 
 
@@ -111,8 +111,24 @@ def command_help(name: str) -> str:
             "",
             f"== Keys (conf/{config}.yaml) ==",
             _keys(config),
+            *_short_names(config),
         ]
     )
+
+
+def _short_names(config: str) -> list[str]:
+    """The short names at the top level of ``conf/<config>.yaml`` that the settings bundles it composes interpolate
+    (``conf/_shortcuts/<bundle>.yaml`` as written: ``device=``, ``n_boot=``, ``stop=``; issue 45)."""
+    found = [g for g in _groups(config) if (CONF_DIR / "_shortcuts" / f"{g}.yaml").is_file()]
+    return [
+        line
+        for g in found
+        for line in (
+            "",
+            f"== Short names of {g} (conf/_shortcuts/{g}.yaml; or {g}.<key>=) ==",
+            _keys(f"_shortcuts/{g}"),
+        )
+    ]
 
 
 def help_text(name: str) -> str:

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from genEval.commands import CONF_DIR, command, config_options
 from genEval.commands.compose import did_you_mean, nearest
+from genEval.commands.registry import group_names
 from genEval.runs.index import index_runs
 from genEval.scores.definitions import SCORE
 from genEval.scores.text import aligned
@@ -34,7 +35,7 @@ KINDS = {
 
 
 def _groups() -> list[str]:
-    return sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    return group_names()
 
 
 def describe(group: str, name: str, width: int = 100) -> str:

@@ -160,6 +160,12 @@ COMMANDS: dict[str, Command] = {
 SUMMARIES: dict[str, str] = {name: c.summary for name, c in COMMANDS.items()}
 
 
+def group_names() -> list[str]:
+    """The config groups a user picks from (``conf/<group>/``): not Hydra's own, nor ``_shortcuts/`` (the short
+    spellings the settings bundles pull in, :mod:`genEval.commands.bundles`)."""
+    return sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra" and p.name[0] != "_")
+
+
 def config_options(group: str) -> list[str]:
     """The option names of a config group shipped with the package (``conf/<group>/*.yaml``)."""
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from genEval.commands import build, config_nodes, execution_from, plain
+from genEval.commands import build, config_nodes, execution_bundle, plain
 from genEval.commands.checks import choice
 from genEval.comparisons.fixed_shift import SHIFTS, attach_fixed_shift, score_corruptions
 from genEval.comparisons.leaderboard import Comparison
@@ -89,7 +89,7 @@ def add_extras(
     """The comparison with multi-ID ER (``id_data``) and the fixed-shift column (``shift``) attached, its files
     rewritten."""
     names, kind = id_set_names(cfg), shift(cfg)
-    execution = execution_from(cfg)
+    execution = execution_bundle(cfg)
     if names:
         with open_dict(cfg):
             cfg["_id_data"] = ListConfig(names[1:])

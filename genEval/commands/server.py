@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 from omegaconf import DictConfig
 
-from genEval.commands import execution_from, require
+from genEval.commands import execution_bundle, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
 from genEval.sandbox import stop_all
@@ -62,7 +62,7 @@ def open_db(cfg: DictConfig) -> tuple[Path, Database]:
 
 
 def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
-    execution = execution_from(cfg)  # the worker's device, precision, compile: every job it runs gets them
+    execution = execution_bundle(cfg)  # the worker's device, precision, compile: every job it runs gets them
     return Worker(
         db,
         home,

@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from genEval.commands import build, classifier_factories, classifier_nodes, command, hydra_output_dir, plain, require
+from genEval.commands.bundles import bundle
 from genEval.commands.checks import check_snapshot_classes, choice
 from genEval.fileio import atomic_write_json
 from genEval.runs.shards import resolve_run_dir
@@ -99,7 +100,11 @@ def run_score(cfg: DictConfig) -> Any:
     path = str(cfg.snapshot)
     classifier = build(cfg.classifier, "classifier")
     result = score_snapshot(
-        path, classifier, batch_size=cfg.batch_size, device=resolve_device(cfg.device), interval=cfg.interval
+        path,
+        classifier,
+        batch_size=cfg.batch_size,
+        device=resolve_device(cfg.device),
+        interval=bundle(cfg, "scoring").interval,
     )
     out = score_path(cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +143,7 @@ def run_transfer(cfg: DictConfig) -> Any:
         out_csv=out,
         batch_size=cfg.batch_size,
         device=resolve_device(cfg.device),
-        interval=cfg.interval,
+        interval=bundle(cfg, "scoring").interval,
         skip_filtering_models=cfg.skip_filtering_models,
     )
     print(format_transfer(rows) + f"\nwritten to {out}")

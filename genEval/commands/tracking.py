@@ -40,7 +40,8 @@ from urllib.parse import urlparse
 import httpx
 from omegaconf import DictConfig
 
-from genEval.commands import build, plain
+from genEval.commands import build
+from genEval.commands.bundles import recorded
 from genEval.fileio import ensure_writable_dir
 from genEval.runs import read_results
 from genEval.runs.results import ComparisonRecord
@@ -313,5 +314,6 @@ def _store_uri(uri: str | None, mlflow: Any) -> str:
 def run_config(cfg: DictConfig) -> dict[str, Any]:
     """A command's resolved config without the tracker's settings and the report switch: what a run records (and
     its identity holds; where it is tracked and whether report.html is written change nothing it finds) and what is
-    logged as parameters."""
-    return {k: v for k, v in plain(cfg).items() if k not in ("tracking", "report")}
+    logged as parameters. The settings bundles are recorded as built (:func:`genEval.commands.bundles.recorded`: their
+    ``to_dict()``, no import paths), their short spellings not twice."""
+    return {k: v for k, v in recorded(cfg).items() if k not in ("tracking", "report")}

@@ -10,7 +10,7 @@ One module a job, mirroring ``conf/mask/``:
   :class:`AutoMask`), each resolving itself into what a run searches with;
 * :mod:`~genEval.masks.figure` draws a mask (:func:`plot_style_mask`).
 
-``genEval.style_mask`` keeps the names configs (``_target_: genEval.style_mask.AutoMask``) and notebooks use.
+``genEval.style_mask`` keeps the names older configs (``_target_: genEval.style_mask.AutoMask``) and notebooks use.
 """
 
 from genEval.masks.configs import (

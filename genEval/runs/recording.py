@@ -13,51 +13,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import torch
 
-from genEval.interfaces import SettingError, is_whole
 from genEval.runs.identity import RunIdentity
 from genEval.runs.reader import RESULTS, read_results
 from genEval.runs.results import EvalResult
+from genEval.runs.settings import RunOutput as RunOutput  # the output bundle, re-exported where it always was
 from genEval.runs.writer import RunWriter, save_grid
 from genEval.scores.outcomes import SampleRecord
-
-
-@dataclass(frozen=True)
-class RunOutput:
-    """What a run writes and shows. ``dir``: the run directory (None: nothing is written, the result is returned
-    only). ``save_latents`` / ``save_images``: stream E(x) and the final latent / the uint8 original and perturbed
-    image of every sample to it (for ``fit-mask`` / ``export``). ``grid_size``: validated samples in ``grid.png``
-    (0: none). ``progress``: a bar (True), log lines every ``log_interval`` seconds (False), or a bar on a
-    terminal only (None)."""
-
-    dir: str | Path | None = None
-    save_latents: bool = False
-    save_images: bool = False
-    grid_size: int = 8
-    progress: bool | None = None
-    log_interval: float = 30.0
-
-    def __post_init__(self) -> None:
-        if not is_whole(self.grid_size, 0):
-            raise SettingError("grid_size", self.grid_size, "a whole number >= 0", "8")
-        interval = self.log_interval
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0:
-            raise SettingError("log_interval", interval, "a number of seconds >= 0", "30", "0: a line per sample")
-
-    @classmethod
-    def coerce(cls, value: RunOutput | str | Path | None) -> RunOutput:
-        """From itself, a run directory (str or Path), or None (no directory)."""
-        if isinstance(value, cls):
-            return value
-        if value is None or isinstance(value, (str, Path)):
-            return cls(dir=value)
-        raise ValueError(f"output must be a RunOutput or a run directory, got {type(value).__name__}.")
 
 
 class Recording:

@@ -113,13 +113,17 @@ class RunConfig:
     def from_dict(cls, values: Mapping[str, Any] | None) -> RunConfig:
         values = dict(values or {})
         comparison = values.get("comparison")
+        # the scoring and output bundles as nodes (conf/scoring, conf/output), or at the top level (older runs)
+        scoring, output = (
+            values.get(k) if isinstance(values.get(k), Mapping) else values for k in ("scoring", "output")
+        )
         return cls(
             values=values,
             search=SearchConfig.recorded(values.get("search")),
-            scoring=Scoring.coerce(values),
-            save_latents=bool(values.get("save_latents", False)),
-            save_images=bool(values.get("save_images", False)),
-            grid_size=int(values.get("grid_size", 8)),
+            scoring=Scoring.coerce(scoring),
+            save_latents=bool(output.get("save_latents", False)),
+            save_images=bool(output.get("save_images", False)),
+            grid_size=int(output.get("grid_size", 8)),
             reference=values.get("reference") or (values.get("oracle") or {}).get("reference"),
             comparison=None if comparison is None else ComparisonRecord.from_dict(comparison),
         )

@@ -1,4 +1,5 @@
-"""The search settings a run is made with and records: :class:`SearchConfig` (``conf/search``).
+"""The settings a run is made with and records: :class:`SearchConfig` (``conf/search``) and what it writes,
+:class:`RunOutput` (``conf/output``).
 
 They live with the run format, below the search that uses them, so that a run's recorded configuration reads back
 typed (:attr:`genEval.runs.results.RunConfig.search`); ``genEval.search.perturb.SearchConfig`` is the same class.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from genEval.validation import SettingError, is_whole
@@ -95,3 +97,44 @@ class SearchConfig:
         if not values:
             return None
         return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What a run writes and shows. ``dir``: the run directory (None: nothing is written, the result is returned
+    only). ``save_latents`` / ``save_images``: stream E(x) and the final latent / the uint8 original and perturbed
+    image of every sample to it (for ``fit-mask`` / ``export``). ``grid_size``: validated samples in ``grid.png``
+    (0: none). ``progress``: a bar (True), log lines every ``log_interval`` seconds (False), or a bar on a
+    terminal only (None). The node ``conf/output`` builds it (the command passes ``dir``); ``save_latents=``,
+    ``save_images=`` and ``progress=`` are its short spellings at the top level of a command's config."""
+
+    dir: str | Path | None = None
+    save_latents: bool = False
+    save_images: bool = False
+    grid_size: int = 8
+    progress: bool | None = None
+    log_interval: float = 30.0
+
+    def __post_init__(self) -> None:
+        for key in ("save_latents", "save_images", "progress"):
+            value = getattr(self, key)
+            if not isinstance(value, bool) and not (key == "progress" and value is None):
+                raise SettingError(key, value, "true or false" + (" or null" if key == "progress" else ""), "true")
+        if not is_whole(self.grid_size, 0):
+            raise SettingError("grid_size", self.grid_size, "a whole number >= 0", "8")
+        interval = self.log_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0:
+            raise SettingError("log_interval", interval, "a number of seconds >= 0", "30", "0: a line per sample")
+
+    @classmethod
+    def coerce(cls, value: RunOutput | str | Path | None) -> RunOutput:
+        """From itself, a run directory (str or Path), or None (no directory)."""
+        if isinstance(value, cls):
+            return value
+        if value is None or isinstance(value, (str, Path)):
+            return cls(dir=value)
+        raise ValueError(f"output must be a RunOutput or a run directory, got {type(value).__name__}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a run records of it (its directory is the run's own place, not a setting)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "dir"}

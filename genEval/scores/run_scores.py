@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from genEval.interfaces import SettingError, is_whole
 from genEval.scores.definitions import PER_CLASS_SCORES, SCORE, SCORES, finite_or_none, score_values
-from genEval.scores.intervals import INTERVALS, Estimate, bootstrap_scores, proportion
+from genEval.scores.intervals import Estimate, bootstrap_scores, proportion
 from genEval.scores.outcomes import COLUMN, COLUMNS, Outcomes
+from genEval.scores.scoring import Scoring as Scoring  # the settings bundle, re-exported where it always was
 
 
 @dataclass(frozen=True)
@@ -56,39 +56,6 @@ class Scores:
 
 #: The counts of :class:`Scores` (every field but the estimates).
 _COUNTS = tuple(f for f in Scores.__dataclass_fields__ if f not in ("estimates", "num_classes"))
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How a run's records become its scores and warnings: ``interval`` for the proportions of one run (``wilson``
-    or ``clopper-pearson``), ``n_boot`` bootstrap resamples behind the other intervals, and when to warn: RA more
-    than ``gap_warn_points`` below SA (the generator gap), the oracle's own accuracy below ``oracle_warn_accuracy``
-    percent (None: never). The same four keys sit at the top level of the main job's config."""
-
-    interval: str = "wilson"
-    n_boot: int = 1000
-    gap_warn_points: float = 10.0
-    oracle_warn_accuracy: float | None = 70.0
-
-    def __post_init__(self) -> None:
-        if self.interval not in INTERVALS:
-            raise ValueError(f"unknown interval {self.interval!r}; choose one of {', '.join(INTERVALS)}.")
-        if not is_whole(self.n_boot, 1):
-            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", "1000")
-        object.__setattr__(self, "n_boot", int(self.n_boot))
-        object.__setattr__(self, "gap_warn_points", float(self.gap_warn_points))
-        if self.oracle_warn_accuracy is not None:
-            object.__setattr__(self, "oracle_warn_accuracy", float(self.oracle_warn_accuracy))
-
-    @classmethod
-    def coerce(cls, value: Scoring | Mapping[str, Any] | None) -> Scoring:
-        """From itself, a mapping holding its keys (a run's config: other keys are ignored), or None (defaults)."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        names = cls.__dataclass_fields__  # a null oracle_warn_accuracy means "never warn"; any other null: the default
-        return cls(**{k: v for k, v in value.items() if k in names and (v is not None or k == "oracle_warn_accuracy")})
 
 
 def compute_scores(

@@ -68,14 +68,13 @@ __all__ = ["EXECUTION_KEYS", "evaluate", "identity_config", "sample_seed", "skip
 log = logging.getLogger(__name__)
 
 #: Settings that change how fast a run goes, never what it finds: they may differ when a run is resumed.
+_SPEED = tuple(k for k in EXECUTION_FIELDS if k not in ("precision", "role_precision"))  # precision may flip a tie
 EXECUTION_KEYS = (
-    *(k for k in EXECUTION_FIELDS if k not in ("precision", "role_precision")),  # precision may flip a near-tie
-    "progress",
-    "log_interval",
+    *_SPEED,  # as older runs recorded them, at the top level
+    *(f"execution.{k}" for k in _SPEED),  # as the execution node records them (conf/execution)
+    *(f"{where}{k}" for where in ("", "output.") for k in ("progress", "log_interval", "grid_size")),
     "hydra",
-    "grid_size",
     "shard",
-    "execution",
     "assets",  # where asset files were found: their bytes are checked by sha256, so the place changes nothing
     "data.skip_unreadable",
 )

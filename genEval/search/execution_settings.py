@@ -14,7 +14,7 @@ import re
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from genEval.validation import COMPILE_SCOPES, MEMORY_FORMATS, SettingError, check_batch_size, is_whole, precision_name
@@ -94,6 +94,10 @@ class Execution:
     compile: compile the search step (CUDA; elsewhere eager with a warning). compile_mode: one of
     :data:`COMPILE_MODES`. compile_scope: ``full`` (the step as one graph) | ``regional`` (the decoder's repeated
     blocks). tf32: TF32 matmuls and convolutions for fp32 roles on CUDA (false: strict fp32).
+
+    The node ``conf/execution`` builds it; ``device=``, ``batch_size=``, ``precision=``, ``memory_format=``,
+    ``compile=``, ``compile_scope=`` (and the deprecated ``channels_last=``) are its short spellings at the top level
+    of a command's config.
     """
 
     device: str = "auto"
@@ -106,8 +110,20 @@ class Execution:
     compile_mode: str = "default"
     compile_scope: str = "full"
     tf32: bool = True
+    #: Deprecated (issue 12's weights-only switch, replaced by memory_format in issue 34): true is read as
+    #: ``memory_format=channels_last``, false as ``contiguous``, when memory_format is left at ``auto``.
+    channels_last: InitVar[bool | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, channels_last: bool | None = None) -> None:
+        if channels_last is not None:
+            if not _is_bool(channels_last):
+                raise SettingError(
+                    "channels_last", channels_last, "true or false (deprecated: use memory_format)", "null"
+                )
+            new = "channels_last" if channels_last else "contiguous"
+            warnings.warn(f"channels_last is deprecated: write memory_format={new}.", FutureWarning, stacklevel=3)
+            if self.memory_format == "auto":
+                object.__setattr__(self, "memory_format", new)
         object.__setattr__(self, "device", _device_spelling(self.device))
         object.__setattr__(self, "batch_size", check_batch_size(self.batch_size))
         if not is_whole(self.num_workers, 0):
@@ -140,14 +156,7 @@ class Execution:
         if not isinstance(value, Mapping):
             raise ValueError(f"execution must be an Execution or a mapping of its fields, got {type(value).__name__}.")
         given = {f.name: value[f.name] for f in fields(cls) if f.name in value}
-        old = value.get("channels_last")  # issue 12's weights-only switch, replaced by memory_format (issue 34)
-        if old is not None:
-            if not _is_bool(old):
-                raise SettingError("channels_last", old, "true or false (deprecated: use memory_format)", "null")
-            new = "channels_last" if old else "contiguous"
-            warnings.warn(f"channels_last is deprecated: write memory_format={new}.", FutureWarning, stacklevel=2)
-            given.setdefault("memory_format", new)
-        return cls(**given)
+        return cls(**given, channels_last=value.get("channels_last"))
 
     def precision_of(self, role: str) -> str:
         return self.role_precision.get(role) or self.precision

@@ -1,9 +1,16 @@
-"""Benchmarks: named, fixed evaluation presets (``conf/benchmark/<name>.yaml``), versioned by a config hash.
+"""Benchmarks: named, fixed evaluation presets (``conf/benchmark/<name>.yaml``), versioned by a canonical spec.
 
 A benchmark fixes everything a score depends on except the model: data, generator, oracle, search and
 mask (composed from their config groups), the ``genEval.evaluate`` settings, and the number of repetitions
-(fresh seeds) per submission. Its *version* is a hash of that resolved config, so a leaderboard only ever
-ranks runs of one version: editing a preset registers a new version next to the old one, never mixes them.
+(fresh seeds) per submission. Its *version* is the hash of its canonical spec (:meth:`Benchmark.spec`, issue 45):
+each role by its component (the ``_target_``'s own name, as :func:`genEval.interfaces.component_id` names a built
+component, never its import path) and settings, the search and scoring bundles by their ``to_dict()``, the other
+evaluate settings, the repetitions, a settled benchmark's stop rule, a renewal's epoch and :data:`SCHEMA_VERSION`.
+So a leaderboard only ever ranks runs of one version (editing a preset registers a new version next to the old
+one, never mixes them), and a module can move without an alias module kept for the hash. The versions of the hash
+before issue 45 (the resolved YAML, import paths included) are carried over once by
+:func:`genEval.service.server.benchmarks.store.remap_versions`,
+standings kept (docs/service.md, "Benchmark versions").
 
 A submission cannot change the preset, with one exception: the keys listed under ``benchmark.overrides``
 (an allowlist such as ``batch_size``; each with a range or a list of choices). They are left out of the
@@ -14,8 +21,7 @@ A benchmark may be *settled* (issue 33): ``stop: settled`` with ``max_sources`` 
 Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``, ``data.limit`` =
 ``round_sources``) drawn with the round's seed, the same for every model of the version, and the service adds rounds
 to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has ``max_sources``
-(:mod:`genEval.service.server.standings.settled`). The rule is part of the version; a fixed benchmark's version is
-computed as before (its hash does not change).
+(:mod:`genEval.service.server.standings.settled`). The rule is part of the version.
 
 Every submission to a settled version reuses its rounds (the same secret round seeds), which is the adaptive test-set
 reuse Miller's thesis bounds (ch. 3; issue 44): the service reports a *reuse budget* per settled version
@@ -30,12 +36,15 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
 from genEval.interfaces import SettingError
-from genEval.runs.rundir import config_hash
+from genEval.runs.identity import config_hash
+from genEval.runs.settings import SearchConfig
+from genEval.scores.scoring import Scoring
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 ROLES = ("data", "generator", "oracle", "search", "mask")
@@ -53,10 +62,9 @@ EVALUATE_KEYS = (
     "role_precision",
 )
 MAX_REPETITIONS = 100
-#: Keys added to the role presets after benchmarks were versioned, each with the value that keeps the earlier
-#: behaviour: at that value a key changes no score, so it is left out of the version (a shipped benchmark keeps its
-#: version and its leaderboard); set to anything else it counts like any other key.
-LATER_KEYS = {"data.other_folders": "refuse"}
+#: The layout of :meth:`Benchmark.spec`; a change of it is a new schema version (and one more remap of the versions).
+SCHEMA_VERSION = 2
+_HYDRA_KEYS = {"_target_", "_convert_", "_recursive_", "_partial_", "_args_"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
 STOP_KEYS = tuple(STOP_DEFAULTS)
 #: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (issue 44).
@@ -107,6 +115,20 @@ def _without(config: dict, keys: list[str]) -> dict:
             node = node[part]
         node.pop(last, None)
     return out
+
+
+def _canonical(node: Any) -> Any:
+    """A role's config as the version sees it: every node with ``_target_`` as ``{"component": <the target's own
+    name>, "settings": {...}}`` (``genEval.masks.NoMask`` and ``genEval.style_mask.NoMask`` are one component), lists
+    and plain values as they are."""
+    if isinstance(node, dict):
+        settings = {k: _canonical(v) for k, v in node.items() if k not in _HYDRA_KEYS}
+        if "_target_" not in node:
+            return settings
+        return {"component": str(node["_target_"]).rsplit(".", 1)[-1], "settings": settings}
+    if isinstance(node, list):
+        return [_canonical(v) for v in node]
+    return node
 
 
 def _check_rule(name: str, key: str, rule: Any, default: Any) -> dict:
@@ -258,20 +280,26 @@ class Benchmark:
     def settled(self) -> bool:
         return self.rule is not None
 
+    def spec(self) -> dict[str, Any]:
+        """The canonical spec the version hashes (module docstring): everything that can change a score, the
+        allowlisted keys excluded, without import paths."""
+        config = _without(self.config, list(self.overrides))
+        scoring = {k: config.pop(k) for k in list(config) if k in Scoring.__dataclass_fields__}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "roles": {role: _canonical(config.pop(role)) for role in ROLES if role != "search"},
+            "search": SearchConfig.coerce(config.pop("search")).to_dict(),
+            "scoring": Scoring.coerce(scoring).to_dict(),
+            "evaluate": config,  # the rest of EVALUATE_KEYS the preset fixes (batch size, precision, ...)
+            "repetitions": self.repetitions,
+            "stop": self.rule.to_dict() if self.rule else None,
+            "epoch": self.epoch,
+        }
+
     @property
     def version(self) -> str:
-        """The config hash: everything that can change a score (the allowlisted keys excluded), and a settled
-        benchmark's stop rule (left out of a fixed one's, whose hash is what it was before settled benchmarks)."""
-        neutral = []
-        for later, value in LATER_KEYS.items():
-            try:
-                if _get(self.config, later) == value:
-                    neutral.append(later)
-            except KeyError:  # a preset whose role has no such key
-                pass
-        key = {"config": _without(self.config, [*self.overrides, *neutral]), "repetitions": self.repetitions}
-        key |= {"stop": self.rule.to_dict()} if self.rule else {}
-        return config_hash(key | ({"epoch": self.epoch} if self.epoch else {}))  # epoch 0: the hash it always had
+        """The hash of :meth:`spec`."""
+        return config_hash(self.spec())
 
     @property
     def base_version(self) -> str:
@@ -349,3 +377,34 @@ class Benchmark:
                 key, f"override {key!r} must be within [{rule.get('min')}, {rule.get('max')}], got {shown(value)}."
             )
         return kind(value)
+
+
+def from_record(record: dict) -> Benchmark:
+    """The benchmark a database row's record (:meth:`Benchmark.record`) was made from."""
+    reuse = record.get("reuse") or {}
+    return Benchmark(
+        name=record["name"],
+        title=record.get("title") or record["name"],
+        description=record.get("description") or "",
+        repetitions=int(record.get("repetitions") or 1),
+        config=record["config"],
+        overrides=record.get("overrides") or {},
+        rule=StopRule(**record["stop"]) if record.get("stop") else None,
+        reuse_epsilon=reuse.get("epsilon", REUSE_KEYS["reuse_epsilon"]),
+        reuse_delta=reuse.get("delta", REUSE_KEYS["reuse_delta"]),
+        epoch=int(record.get("epoch") or 0),
+    )
+
+
+def moved_versions(rows: Iterable[tuple[str, str, dict]]) -> dict[tuple[str, str], str]:
+    """``{(name, stored version): its version now}`` for the stored benchmark rows ``(name, version, record)`` whose
+    version is not what this genEval computes from their record (:func:`from_record`): the versions of the hash
+    before issue 45, which :func:`genEval.service.server.benchmarks.store.remap_versions` carries over once."""
+    moved = {}
+    for name, old, record in rows:
+        if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+            continue  # not a preset's record (a hand-made row): nothing to compute its version from; it stays
+        new = from_record({**record, "name": name}).version
+        if new != old:
+            moved[(name, old)] = new
+    return moved

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution
-from genEval.service.benchmarks import EVALUATE_KEYS
 from genEval.service.models import UPLOAD_KEY
 from genEval.service.records import JobInfo
 
@@ -71,9 +70,10 @@ def run_job(
     stop = config.pop("stop", None)  # a settled benchmark's rule (Benchmark.apply_overrides)
     parts = build(config)
     report("total", len(parts.data) * len(job.seeds))
-    settings = {k: config[k] for k in EVALUATE_KEYS if k in config}
-    fixed = {k: settings.pop(k) for k in ("batch_size", "num_workers", "precision", "role_precision") if k in settings}
-    execution = replace(Execution.coerce(execution), **{k: v for k, v in fixed.items() if v is not None})
+    # what the preset fixes of Execution (batch size, loader workers, precision) takes the place of the worker's own;
+    # its scoring keys are Scoring's (Benchmark.from_config admits only EVALUATE_KEYS beside the roles)
+    fixed = {f.name: config[f.name] for f in fields(Execution) if config.get(f.name) is not None}
+    execution = replace(Execution.coerce(execution), **fixed)
     reps = []
     classifier_id = None
     for r, seed in enumerate(job.seeds):
@@ -108,8 +108,8 @@ def run_job(
             mask=parts.mask,
             seed=int(seed),
             execution=execution,
-            output=RunOutput(out, save_images=True, grid_size=settings.get("grid_size", 8), progress=False),
-            scoring=Scoring.coerce(settings),
+            output=RunOutput(out, save_images=True, grid_size=config.get("grid_size", 8), progress=False),
+            scoring=Scoring.coerce(config),
             config=record,
         )
         write_report(out)

@@ -78,3 +78,114 @@ def test_every_command_config_composes_and_its_role_nodes_instantiate(config):
             if group == "data" and not ASSETS.exists() and "asset:" in str(OmegaConf.to_yaml(cfg[group])):
                 continue
             _build_role(group, cfg[group])
+
+
+# ------------------------------------------------------------------------ the settings bundles (issue 45, item 1)
+BUNDLE_CONFIGS = ("config", "compare", "score", "transfer", "worker", "serve")  # every command composing a bundle
+
+
+@pytest.mark.parametrize("config", BUNDLE_CONFIGS)
+def test_every_bundle_default_in_yaml_equals_its_dataclass_default(config):
+    """Defaults live in the dataclass: every bundle node a command composes, built with no override, is its
+    dataclass's default, and every key of the node and every short spelling it interpolates holds that field's
+    default (compare keeps its images: save_images=true, its one stated difference)."""
+    from hydra.utils import get_class
+
+    from genEval.commands import bundle
+    from genEval.commands.bundles import RUN_BUNDLES, shortcuts, spelled
+
+    cfg = _compose(config, [])
+    composed = [b for b in (*RUN_BUNDLES, "comparison") if b in cfg]
+    assert composed, f"{config} composes no bundle"
+    for key in composed:
+        cls = get_class(cfg[key]._target_)
+        own = {"save_images": True} if config == "compare" and key == "output" else {}
+        default = cls(**own)
+        assert bundle(cfg, key) == default, f"{config}.yaml: {key} differs from {cls.__name__}()"
+        names = spelled(cfg, key)
+        for path, spelling in names.items():  # sequential.stop -> stop, er_scale -> er.scale, n_boot -> n_boot
+            value = default
+            for part in path.split("."):
+                value = getattr(value, part, None) if part != "role_precision" else {}
+            if path.startswith("role_precision"):
+                continue  # {classifier: null, ...} is Execution's {} (null follows precision)
+            assert OmegaConf.select(cfg, spelling) == value, f"{config}.yaml: {spelling} != {cls.__name__}.{path}"
+        interpolated = set(names.values())
+        assert set(shortcuts(key)) <= interpolated, f"{key} must interpolate its short names"
+
+
+def test_the_short_names_and_the_node_spelling_reach_the_same_setting():
+    """``geneval device=cuda batch_size=64 precision=bf16`` and ``geneval execution.device=cuda`` (the issue's
+    Interface lines) set the same Execution fields; a run records each setting once, in its node."""
+    from genEval.commands import bundle
+    from genEval.commands.tracking import run_config
+
+    short = _compose("config", ["device=cpu", "batch_size=64", "precision=bf16", "n_boot=20", "save_images=true"])
+    node = _compose(
+        "config",
+        ["execution.device=cpu", "execution.batch_size=64", "execution.precision=bf16", "scoring.n_boot=20",
+         "output.save_images=true"],
+    )  # fmt: skip
+    for key in ("execution", "scoring", "output"):
+        assert bundle(short, key) == bundle(node, key), key
+    assert bundle(short, "execution").batch_size == 64 and bundle(short, "execution").precision == "bf16"
+    recorded = run_config(short)
+    assert recorded == run_config(node)
+    assert recorded["execution"]["device"] == "cpu" and recorded["scoring"]["n_boot"] == 20
+    assert not {"device", "batch_size", "precision", "n_boot", "save_images"} & set(recorded)  # once, in its node
+    assert "_target_" not in recorded["execution"]  # a bundle is recorded by its to_dict(), no import path
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["device=cpu", "execution.device=cuda"], "device=cpu and execution.device=cuda both set the execution"),
+        (["execution=gpu", "device=cpu"], "device=cpu and execution.device=cuda both set the execution setting"),
+        (["n_boot=5", "scoring.n_boot=7"], "n_boot=5 and scoring.n_boot=7 both set the scoring setting 'n_boot'"),
+        (["save_images=true", "output.save_images=false"], "save_images=true and output.save_images=false both"),
+    ],
+)
+def test_a_short_name_and_its_node_key_set_to_different_values_are_refused_naming_both(overrides, message):
+    from genEval.commands import bundle
+
+    cfg = _compose("config", overrides)
+    key = {"d": "execution", "e": "execution", "n": "scoring", "s": "output"}[overrides[0][0]]
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        bundle(cfg, key)
+
+
+def test_the_stop_rule_is_one_nested_node_with_its_short_names():
+    """``geneval compare stop=settled round_sources=200 max_sources=5000 margin=1`` (issue 33's Interface) and the
+    node's spelling ``comparison.sequential.*`` build the same StopRule inside the ComparisonSettings."""
+    from genEval.commands import bundle
+    from genEval.comparisons.settings import ComparisonSettings, StopRule
+
+    short = ["stop=settled", "round_sources=200", "max_sources=5000", "margin=1", "er.scale=probit", "n_boot=9"]
+    node = [f"comparison.sequential.{o}" for o in short[:4]] + ["comparison.er_scale=probit", "scoring.n_boot=9"]
+    built = bundle(_compose("compare", short), "comparison")
+    assert built == ComparisonSettings(
+        n_boot=9, er_scale="probit", sequential=StopRule(stop="settled", round_sources=200, max_sources=5000, margin=1)
+    )
+    assert bundle(_compose("compare", node[:5] + ["n_boot=9"]), "comparison") == built
+    with pytest.raises(ValueError, match=r"^stop must be fixed \| settled, got 'maybe'; e\.g\. stop=settled"):
+        bundle(_compose("compare", ["stop=maybe"]), "comparison")
+    with pytest.raises(ValueError, match=r"^comparison\.sequential\.stop must be fixed \| settled, got 'maybe'"):
+        bundle(_compose("compare", ["comparison.sequential.stop=maybe"]), "comparison")
+    with pytest.raises(ValueError, match=r"^stop=settled and comparison\.sequential\.stop=fixed both set"):
+        bundle(_compose("compare", ["stop=settled", "comparison.sequential.stop=fixed"]), "comparison")
+
+
+def test_the_node_spelling_alone_or_agreeing_with_the_short_name_is_taken():
+    from genEval.commands import bundle
+
+    assert bundle(_compose("config", ["execution=gpu", "execution.device=cpu"]), "execution").device == "cpu"
+    assert bundle(_compose("config", ["execution=gpu"]), "execution").precision == "bf16"
+    assert bundle(_compose("config", ["device=cpu", "execution.device=cpu"]), "execution").device == "cpu"
+    assert bundle(_compose("config", ["device=auto", "execution.device=cpu"]), "execution").device == "cpu"
+
+
+def test_a_bundle_key_its_dataclass_does_not_take_is_refused_naming_it():
+    from genEval.commands import bundle
+
+    with pytest.raises(ValueError, match=r"^scoring\.n_bot is not a setting of genEval\.scores\.scoring\.Scoring"):
+        bundle(_compose("config", ["+scoring.n_bot=5"]), "scoring")

@@ -113,7 +113,7 @@ def test_evaluate_takes_bundles_and_each_setting_has_one_spelling(run, tmp_path)
     for side_door in ("output_dir", "n_boot", "save_latents", "progress", "interval", "mask_id"):
         with pytest.raises(TypeError, match=rf"unexpected keyword argument '{side_door}'"):
             evaluate(data=toy_data(4), search=SEARCH, **{side_door: None}, **roles())
-    with pytest.raises(ValueError, match=r"unknown interval 'exact'; choose one of wilson, clopper-pearson"):
+    with pytest.raises(SettingError, match=r"^interval must be one of wilson, clopper-pearson, got 'exact'"):
         evaluate(data=toy_data(4), search=SEARCH, scoring=Scoring(interval="exact"), **roles())
     with pytest.raises(SettingError, match=r"grid_size must be a whole number >= 0, got -1"):
         RunOutput(grid_size=-1)
@@ -189,25 +189,23 @@ def test_a_mask_resolves_itself():
     assert StyleMask.__module__ == "genEval.masks.format"
 
 
-def test_the_scoring_and_output_keys_are_defined_once_and_typed_at_the_top_level():
-    """conf/scoring and conf/output define their keys once (issue 36, item 3); the commands compose them, and the
-    short names users type (n_boot=, interval=, save_images=, device=, batch_size=, precision=) still work."""
+def test_the_scoring_and_output_keys_are_defined_once_and_the_short_names_still_work():
+    """conf/scoring and conf/output are nodes whose keys are their dataclass's fields (issue 45, item 1); the
+    commands build them, and the short names users type (n_boot=, interval=, save_images=, device=, batch_size=,
+    precision=) still work beside the nodes' own spellings (scoring.oracle_warn_accuracy=, output.grid_size=)."""
+    from dataclasses import fields
+
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from genEval.commands import (
-        CONF_DIR,
-        OUTPUT_FIELDS,
-        SCORING_FIELDS,
-        execution_from,
-        output_from,
-        scoring_from,
-    )
+    from genEval.commands import CONF_DIR, bundle, execution_bundle
 
-    assert set(OmegaConf.load(CONF_DIR / "scoring" / "default.yaml")) == set(SCORING_FIELDS)
-    assert set(OmegaConf.load(CONF_DIR / "output" / "default.yaml")) == set(OUTPUT_FIELDS)
+    for group, cls in (("scoring", Scoring), ("output", RunOutput)):
+        keys = set(OmegaConf.load(CONF_DIR / group / "default.yaml")) - {"defaults", "_target_"}
+        assert keys == {f.name for f in fields(cls)} - {"dir"}, group
     restated = {
-        p.name: sorted(set(OmegaConf.load(p)) & {*SCORING_FIELDS, *OUTPUT_FIELDS}) for p in CONF_DIR.glob("*.yaml")
+        p.name: sorted(set(OmegaConf.load(p)) & {f.name for c in (Scoring, RunOutput) for f in fields(c)})
+        for p in CONF_DIR.glob("*.yaml")
     }
     assert {k: v for k, v in restated.items() if v} == {
         "compare.yaml": ["save_images"],  # a comparison keeps its images (for report.html)
@@ -215,12 +213,15 @@ def test_the_scoring_and_output_keys_are_defined_once_and_typed_at_the_top_level
         "worker.yaml": ["n_boot"],
         "train_generator.yaml": ["progress"],  # the trainer's own bar: it makes no run
     }
-    typed = ["n_boot=7", "interval=clopper-pearson", "oracle_warn_accuracy=null", "save_images=true", "grid_size=0"]
+    typed = ["n_boot=7", "interval=clopper-pearson", "scoring.oracle_warn_accuracy=null", "save_images=true"]
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[*typed, "device=cpu", "batch_size=4", "precision=bf16"])
+        cfg = compose(
+            "config", overrides=[*typed, "output.grid_size=0", "device=cpu", "batch_size=4", "precision=bf16"]
+        )
         cmp = compose("compare", overrides=["n_boot=9"])
         score = compose("score", overrides=["interval=clopper-pearson"])
-    assert scoring_from(cfg) == Scoring(interval="clopper-pearson", n_boot=7, oracle_warn_accuracy=None)
-    assert output_from(cfg, "d") == RunOutput("d", save_images=True, grid_size=0)
-    assert execution_from(cfg) == Execution(device="cpu", batch_size=4, precision="bf16")
-    assert scoring_from(cmp).n_boot == 9 and output_from(cmp, None).save_images and score.interval == "clopper-pearson"
+    assert bundle(cfg, "scoring") == Scoring(interval="clopper-pearson", n_boot=7, oracle_warn_accuracy=None)
+    assert bundle(cfg, "output", dir="d") == RunOutput("d", save_images=True, grid_size=0)
+    assert execution_bundle(cfg) == Execution(device="cpu", batch_size=4, precision="bf16")
+    assert bundle(cmp, "scoring").n_boot == 9 and bundle(cmp, "output").save_images
+    assert bundle(score, "scoring").interval == "clopper-pearson"

@@ -121,7 +121,7 @@ def test_precision_is_a_top_level_key_of_the_main_job_and_lands_in_results(tmp_p
     r = geneval("seed=0", "data.limit=10", "search.budget=1", "precision=bf16", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
-    assert res["config"]["precision"] == "bf16"
+    assert res["config"]["execution"]["precision"] == "bf16"  # recorded once, in its node (issue 45)
     assert {role: res["kernels"][role]["precision"] for role in ("classifier", "generator", "oracle")} == {
         "classifier": "bf16",
         "generator": "bf16",

@@ -25,7 +25,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from genEval.service.server.benchmarks.store import BenchmarkRow, BenchmarkStore
+from genEval.service.server.benchmarks.store import BenchmarkRow, BenchmarkStore, remap_versions
 from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.jobs.rows import NAME_INDEX, NAMED_SQL, OLD_NAME_INDEX, JobRow
 from genEval.service.server.jobs.store import JobStore
@@ -56,6 +56,8 @@ class Database(Sessions):
         self.workers = WorkerStore(self)
         Base.metadata.create_all(self.writer)
         upgrade(self.writer)
+        with self.writer.begin() as connection:  # issue 45: the versions of the hash before the canonical spec
+            remap_versions(connection)
 
 
 def upgrade(engine: Engine) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import JSON, Float, Integer, String, select, update
+from sqlalchemy import JSON, Connection, Float, Integer, String, bindparam, select, text, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from genEval.service.benchmarks import moved_versions
 from genEval.service.records import BenchmarkVersion
 from genEval.service.server.session import Base, Sessions, record
 
@@ -110,3 +111,40 @@ class BenchmarkStore:
                 .where(BenchmarkRow.name == name, BenchmarkRow.version == version)
                 .with_for_update()
             )
+
+
+#: Every column that names a benchmark version: (table, column, the column naming its benchmark).
+VERSION_COLUMNS = (
+    ("benchmarks", "version", "name"),
+    ("jobs", "benchmark_version", "benchmark"),
+    ("standings", "version", "benchmark"),
+    ("verdicts", "version", "benchmark"),
+)
+
+
+def remap_versions(connection: Connection) -> dict[tuple[str, str], str]:
+    """Carry every stored benchmark version over to this genEval's version (issue 45), once: where a row of
+    ``benchmarks`` has another version than its record gives now (:func:`genEval.service.benchmarks.moved_versions`:
+    the hash before issue 45 held the resolved YAML with import paths), that version is rewritten in every table
+    that names it (:data:`VERSION_COLUMNS`), with the record's ``version`` and ``base_version``: the jobs, standings,
+    verdicts, round secret and reuse budget of the old version are the new one's. Idempotent (a rerun finds nothing
+    to change); returns ``{(name, old): new}``. Runs in the caller's transaction (``engine.begin()``), so a failure
+    leaves every version as it was."""
+    rows = connection.execute(text("SELECT name, version, config FROM benchmarks").columns(config=JSON)).all()
+    moved = moved_versions(rows)
+    for (name, old), new in moved.items():
+        for table, column, owner in VERSION_COLUMNS:
+            connection.execute(
+                text(f"UPDATE {table} SET {column} = :new WHERE {owner} = :name AND {column} = :old"),
+                {"new": new, "name": name, "old": old},
+            )
+    store = text("UPDATE benchmarks SET config = :record WHERE name = :name AND version = :version").bindparams(
+        bindparam("record", type_=JSON)
+    )
+    for name, old, stored in rows:
+        version = moved.get((name, old), old)
+        base = moved.get((name, stored.get("base_version")), stored.get("base_version"))
+        if version != old or base != stored.get("base_version"):
+            fresh = {**stored, "version": version, "base_version": base}
+            connection.execute(store, {"record": fresh, "name": name, "version": version})
+    return moved

@@ -284,19 +284,66 @@ def test_data_without_a_fresh_draw_per_round_is_refused():
 
 
 def test_the_shipped_fixed_benchmarks_keep_their_versions():
-    """Their versions (hashes) before settled benchmarks existed: a fixed preset's leaderboard stays where it was."""
+    """Their versions are hashes of the canonical spec (issue 45): pinned, so that an edit that changes a shipped
+    preset's version (and so starts a new leaderboard) is a decision, not an accident."""
     benches = load_benchmarks(["digits", "digits_smoke", "cifar10"])
-    assert {n: b.version for n, b in benches.items()} == {
-        "digits": "382b9012964f7d1d",
-        "digits_smoke": "d49c84f8469a9217",
-        "cifar10": "c0e5ceadfb6bb244",
-    }
+    assert {n: b.version for n, b in benches.items()} == PINNED
     assert not any(b.settled for b in benches.values())
-    # a key added later counts only away from the value that keeps the earlier behaviour
+    spec = benches["digits"].spec()
+    assert spec["schema_version"] == 2 and spec["roles"]["mask"] == {"component": "NoMask", "settings": {}}
+    assert "genEval." not in repr(spec)  # no import path: a module may move without an alias module
+    # a module that moves keeps the version; a setting that changes does not
+    digits = benches["digits"]
+    moved = {**digits.config, "mask": {"_target_": "somewhere.else.NoMask"}}
+    assert dataclasses.replace(digits, config=moved).version == digits.version
     cifar = benches["cifar10"]
     skipping = {**cifar.config, "data": {**cifar.config["data"], "other_folders": "skip"}}
     assert cifar.config["data"]["other_folders"] == "refuse"
     assert dataclasses.replace(cifar, config=skipping).version != cifar.version
+
+
+#: The shipped fixed presets' versions (canonical spec, schema 2) and the ones they had before issue 45 (the hash of
+#: the resolved YAML, import paths included), which :func:`remap_versions` carries over.
+PINNED = {"digits": "20fbe62dca099ba4", "digits_smoke": "6861d9ec3b635119", "cifar10": "b7432d687edb285b"}
+BEFORE_45 = {"digits": "382b9012964f7d1d", "digits_smoke": "d49c84f8469a9217", "cifar10": "c0e5ceadfb6bb244"}
+
+
+def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
+    """A database whose benchmark was registered under its pre-issue-45 version: opening it with this genEval moves
+    the version, its job, its standing and its round secret to the new version, once (SQLite and PostgreSQL)."""
+    from sqlalchemy import text
+
+    from genEval.service.records import StandingInfo
+    from genEval.service.server.benchmarks.store import remap_versions
+
+    digits, old = load_benchmarks(["digits"])["digits"], BEFORE_45["digits"]
+    url = db_url
+    first = Database(url)
+    first.benchmarks.register("digits", old, digits.title, {**digits.record(), "version": old, "base_version": old})
+    owner = first.tokens.create("alice", "submitter")[1]
+    job = first.jobs.submit(benchmark="digits", benchmark_version=old, name="m0", owner=owner,
+                            model={"kind": "config", "name": "x"}, config={}, overrides={}, seeds=[0],
+                            upload_path=None)  # fmt: skip
+    with first.writer.begin() as conn:
+        conn.execute(text("UPDATE jobs SET status = 'done', finished_at = 1.0 WHERE id = :id"), {"id": job.id})
+    scores = {"fmr_validated": {"value": 50.0, "low": 40.0, "high": 60.0}}
+    standing = StandingInfo(job.id, "digits", old, "m0", None, ["runs/digits/x/rep0"], 1, scores, {}, [], "", 1.0)
+    assert first.standings.add(standing)
+    secret = first.benchmarks.round_base("digits", old)
+    first.close()
+
+    again = Database(url)  # opening it carries the versions over
+    (row,) = again.standings.rows("digits", PINNED["digits"])
+    assert (row.job_id, row.name, row.scores) == (job.id, "m0", scores)
+    assert again.standings.rows("digits", old) == []
+    assert again.jobs.get(job.id).benchmark_version == PINNED["digits"]
+    assert again.benchmarks.get("digits", old) is None
+    stored = again.benchmarks.get("digits", PINNED["digits"])
+    assert stored.config["version"] == stored.config["base_version"] == PINNED["digits"]
+    assert again.benchmarks.round_base("digits", PINNED["digits"]) == secret
+    with again.writer.begin() as conn:
+        assert remap_versions(conn) == {}  # once: a second opening changes nothing
+    again.close()
 
 
 def test_a_database_from_before_rounds_is_upgraded(tmp_path, settled):
