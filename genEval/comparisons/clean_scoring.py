@@ -17,8 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from genEval.comparisons.repetitions import build_entry
-from genEval.interfaces import hook
+from genEval.interfaces import build_entry, hook
 from genEval.search.execution import Execution, resolve_device
 
 log = logging.getLogger(__name__)
