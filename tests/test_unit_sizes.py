@@ -19,7 +19,6 @@ ALLOWED = {
     "function genEval/masks/fit.py:fit_style_mask": 109,
     "function generators/diffusers_vae.py:DiffusersVAEGenerator.__init__": 119,
     "function generators/small_vq.py:train_vq_generator": 131,
-    "module genEval/comparisons/ablation.py": 623,
     "module genEval/comparisons/leaderboard.py": 776,
     "module genEval/reports/report.py": 635,
 }
