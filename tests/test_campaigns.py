@@ -13,11 +13,11 @@ from hydra import compose, initialize_config_dir
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.draws import data_for_seed, with_sources
 from genEval.commands import CONF_DIR, build, classifier_factories, classifier_nodes, plain
 from genEval.commands.compare import run_compare
 from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.data import DigitsData
-from genEval.data.draws import data_for_seed, with_sources
 from genEval.runs.reader import RunDir, read_samples
 from genEval.search.perturb import SearchConfig
 

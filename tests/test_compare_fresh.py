@@ -10,8 +10,8 @@ from compare_toys import PlainPool, ToyPool
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.draws import data_for_seed
 from genEval.comparisons.settings import ComparisonSettings
-from genEval.data.draws import data_for_seed
 from genEval.data.standard import DigitsData
 from genEval.runs import read_results, read_samples
 from genEval.search.execution import Execution

@@ -16,6 +16,7 @@ from torch import nn
 from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.fixed_shift import attach_fixed_shift, score_corruptions
 from genEval.commands import CONF_DIR
 from genEval.commands.robustness import ablation_spec, id_set_names, value_label, variants
 from genEval.comparisons.ablation import (
@@ -24,7 +25,6 @@ from genEval.comparisons.ablation import (
     load_comparison,
     runs_by_generator,
 )
-from genEval.comparisons.fixed_shift import attach_fixed_shift, score_corruptions
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines, score_id_sets
 from genEval.comparisons.settings import ComparisonSettings

@@ -53,7 +53,7 @@ class EvaluationPlan:
 @dataclass(frozen=True)
 class Setup:
     """The components one comparison runs on. ``data``: a data set (re-drawn per repetition through its
-    ``with_seed`` hook, :mod:`genEval.data.draws`) or a factory ``seed -> data``; ``generator`` and ``oracle``: the
+    ``with_seed`` hook, :mod:`genEval.campaigns.draws`) or a factory ``seed -> data``; ``generator`` and ``oracle``: the
     component or a zero-argument factory (built after the checks: a generator factory may train). ``search``: this
     setup's search (an ablation of a search key), None: the plan's. ``run_configs``: per model, the config recorded
     in its runs' ``results.json``."""

@@ -7,7 +7,7 @@ run's ``results.json`` under ``config.comparison``. :func:`genEval.campaigns.run
 
 Fresh sources per repetition (issue 10): repetitions that only differ by the start noise measure nothing
 about sampling. The data are therefore re-drawn per repetition through one documented hook,
-:func:`genEval.data.draws.data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data
+:func:`genEval.campaigns.draws.data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data
 options with the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``
 (what ``geneval compare`` passes when the data config has a ``seed`` key). All models of repetition ``r``
 get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from genEval.campaigns.draws import data_for_seed, source_ids
 from genEval.campaigns.executors import EvalTask, Executor, LocalExecutor
 from genEval.campaigns.plan import EvaluationPlan, Setup
 from genEval.data.base import SubsetData
-from genEval.data.draws import data_for_seed, source_ids
 from genEval.interfaces import build_entry
 from genEval.masks import AutoMask, FixedMask, StyleMask
 from genEval.runs.reader import read_samples
@@ -182,7 +182,7 @@ def _record(
 @dataclass
 class RepetitionRunner:
     """Evaluates one task of a comparison (:class:`~genEval.campaigns.executors.EvalTask`): ``genEval.evaluate`` of
-    the task's model on the data drawn from its repetition's seed (:func:`~genEval.data.draws.data_for_seed`;
+    the task's model on the data drawn from its repetition's seed (:func:`~genEval.campaigns.draws.data_for_seed`;
     without the mask's fit samples under ``mask``), into the task's run directory.
 
     An executor ships it (pickled) to its workers, where each task builds its classifier from its factory and
@@ -248,7 +248,7 @@ def evaluate_repetitions(
 
     ``models``: name -> classifier, or name -> zero-argument factory (built when its turn comes and released after
     its repetitions, so one model is in memory at a time). ``setup``: the data (re-drawn per repetition,
-    :func:`genEval.data.draws.data_for_seed`), generator, oracle, search (None: the plan's) and the config recorded
+    :func:`genEval.campaigns.draws.data_for_seed`), generator, oracle, search (None: the plan's) and the config recorded
     per model. ``plan``: what every run is evaluated with; an :class:`AutoMask` is fitted once with the model
     ``plan.mask_reference`` (:func:`fit_comparison_mask`) and reused for all; per-run progress is off (``plan.progress``
     shows the comparison's). ``record``: extra entries of every run's ``config.comparison`` record. ``executor``: where

@@ -62,8 +62,8 @@ def run_rounds(plan: EvaluationPlan, design: Design, setup: Setup, record: Mappi
     runs so far are aggregated (:func:`genEval.comparisons.aggregate.aggregate`, written to ``design.out_dir``) and
     the models of open adjacent pairs run the next round (:func:`~genEval.comparisons.settled.next_rounds`). The
     data draw ``round_sources`` per round (``setup.data`` is expected to draw that many: see
-    :func:`genEval.data.draws.with_sources`). Returns the last look, with why it stopped recorded in its ``settled``
-    verdicts (and the comparison files rewritten)."""
+    :func:`genEval.campaigns.draws.with_sources`). Returns the last look, with why it stopped recorded in its
+    ``settled`` verdicts (and the comparison files rewritten)."""
     rule, out_dir, models = design.rule, design.out_dir, design.names
     named = dict(zip(models, design.models.values()))
     base = base_seed(design.seeds, out_dir, rule)

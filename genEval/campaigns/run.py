@@ -8,7 +8,7 @@ design it runs, as a plain loop:
   (:func:`genEval.comparisons.aggregate.aggregate`);
 * ``stop=settled`` (issues 33, 40): rounds of ``round_sources`` fresh, paired sources, each only for the models of
   open adjacent pairs, until every adjacent pair is settled (:func:`~genEval.campaigns.rounds.run_rounds`); the
-  round's source count goes to the data's draw (:func:`genEval.data.draws.with_sources`);
+  round's source count goes to the data's draw (:func:`genEval.campaigns.draws.with_sources`);
 * an ablation (paper Table 3; issue 43): the comparison under every value of one setting (``design.ablate``; one
   :class:`~genEval.campaigns.plan.Setup` per value) with the same seeds, hence the same sources per repetition and
   the same start noise, then the rank agreement between the values
@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from genEval.campaigns.draws import with_sources
 from genEval.campaigns.plan import Design, EvaluationPlan, Setup
 from genEval.campaigns.repetitions import check_model_names, evaluate_repetitions, repetition_seeds
 from genEval.campaigns.rounds import run_rounds
@@ -36,7 +37,6 @@ from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
-from genEval.data.draws import with_sources
 from genEval.interfaces import build_entry
 from genEval.masks import AutoMask
 from genEval.scores.run_scores import Scoring

@@ -25,7 +25,7 @@ repetition's seed, shared by every model of that repetition (and, in a generator
 says so).
 
 ``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (the data draw that many:
-:func:`genEval.data.draws.with_sources`) until every adjacent pair of the ranking is ordered or equivalent within
+:func:`genEval.campaigns.draws.with_sources`) until every adjacent pair of the ranking is ordered or equivalent within
 ``margin`` (:mod:`genEval.campaigns.rounds`); rerun
 with ``out_dir=<its folder>`` to continue a stopped one.
 """

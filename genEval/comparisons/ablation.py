@@ -6,7 +6,7 @@ StyleGAN-XL, VQGAN) and finds the rankings unchanged; its reviewers' main object
 intervention trained with a generator like the test's looking robust because of the generator. An ablation answers
 both with one command: ``geneval compare generators=[...]`` runs the comparison once per generator
 (:func:`genEval.campaigns.run.run_campaign`, ``Design(ablate="generator")``) with the **same repetition seeds**
-(so the same source images per repetition, re-drawn by :func:`genEval.data.draws.data_for_seed`, and the same start
+(so the same source images per repetition, re-drawn by :func:`genEval.campaigns.draws.data_for_seed`, and the same start
 noise), into ``<out_dir>/generators/<generator>/``, and :func:`build_ablation` puts the per-generator leaderboards
 together:
 
