@@ -17,6 +17,7 @@ from toys import AcceptAllOracle, LinearClassifier, SigmoidGenerator
 
 from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 from genEval.campaigns.fixed_shift import attach_fixed_shift, score_corruptions
+from genEval.campaigns.id_sets import score_id_sets
 from genEval.commands import CONF_DIR
 from genEval.commands.robustness import ablation_spec, id_set_names, value_label, variants
 from genEval.comparisons.ablation import (
@@ -26,7 +27,7 @@ from genEval.comparisons.ablation import (
     runs_by_generator,
 )
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines, score_id_sets
+from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.class_differences import ClassDifferences, class_differences
 from genEval.scores.outcomes import Outcomes

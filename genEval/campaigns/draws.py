@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from genEval.interfaces import hook
+from genEval.interfaces import component_id, hook
 
 log = logging.getLogger(__name__)
 
@@ -34,23 +34,15 @@ def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
 
 
 def with_sources(data: Any, n: int) -> Any:
-    """``data`` drawing ``n`` sources per draw (``data.with_limit(n)``); data without the hook are returned as
-    they are (a toy data set or a factory that draws ``n`` already), with a note in the log when they say
-    they draw another count."""
+    """``data`` drawing ``n`` sources per draw (``data.with_limit(n)``); data without the hook (a toy data set, or
+    a factory ``seed -> data``) are returned as they are: they draw what they draw, and each run records how many."""
     with_limit = hook(data, "with_limit")
-    if callable(with_limit):
-        limited = with_limit(int(n))
-        if limited is not data:
-            log.info(
-                "%s draws %d sources per round (its limit was %s)",
-                getattr(data, "name", "data"),
-                n,
-                getattr(data, "limit", None),
-            )
-        return limited
-    if hasattr(data, "__len__") and len(data) != n:
-        log.info("the data draw %d sources, not %d: they have no with_limit(n) hook", len(data), n)
-    return data
+    if not callable(with_limit):
+        return data
+    limited = with_limit(int(n))
+    if limited is not data:
+        log.info("%s draws %d sources per round", component_id(data), n)
+    return limited
 
 
 def source_ids(data: Any) -> list[str]:

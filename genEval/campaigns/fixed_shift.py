@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from genEval.campaigns.clean_scoring import check_classes, per_model, predict_correct
 from genEval.campaigns.draws import data_for_seed
-from genEval.comparisons.clean_scoring import check_classes, per_model, predict_correct
 from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.loading import load_runs
 from genEval.comparisons.settings import ComparisonSettings

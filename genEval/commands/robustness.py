@@ -17,10 +17,11 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from genEval.campaigns.fixed_shift import SHIFTS, attach_fixed_shift, score_corruptions
+from genEval.campaigns.id_sets import score_id_sets
 from genEval.commands import build, config_nodes, execution_from, plain
 from genEval.commands.checks import choice
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines, score_id_sets
+from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.corruptions import check_corruptions
 

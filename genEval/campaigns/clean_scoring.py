@@ -1,5 +1,5 @@
 """Clean accuracy of a comparison's models on further image sets: the second ID test sets of multi-ID effective
-robustness (:mod:`genEval.comparisons.multi_id`) and the fixed corruptions of the search's sources
+robustness (:mod:`genEval.campaigns.id_sets`) and the fixed corruptions of the search's sources
 (:mod:`genEval.campaigns.fixed_shift`).
 
 No search runs here: each model classifies the images once, ``f(x) == y`` per image. Every model gets the same
