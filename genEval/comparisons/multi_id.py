@@ -4,8 +4,8 @@
 ``geneval compare 'id_data=[digits,digits_noisy]'``: the first ID set is the search's own data (its SA is the
 leaderboard's, over the repetitions' sources); every further set is scored by the campaign, each model classifying
 all of its images once (:func:`genEval.campaigns.id_sets.score_id_sets`, written to ``<out_dir>/id_sets/<model>.json``
-atomically and reused by a rerun with the same sets). :func:`attach_multi_id` fits the line and the plane on the comparison's baselines and
-puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with bootstrap intervals: the comparison's sources and each
+atomically and reused by a rerun with the same sets). :func:`attach_multi_id` fits the line and the plane on the
+comparison's baselines and puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with bootstrap intervals: the comparison's sources and each
 ID set's images resampled) into the comparison. A model's ``family`` (its training-data group: ``families`` of the
 zoo, or ``families={model: group}``) groups the ER summaries.
 """
@@ -113,7 +113,10 @@ def attach_multi_id(
     for m in models:
         missing = [s for s in sets[1:] if s not in id_scores.get(m, {})]
         if missing:
-            raise ValueError(f"multi-ID: no scores of {m} on ID set(s) {missing}; score them with genEval.campaigns.id_sets.score_id_sets.")
+            raise ValueError(
+                f"multi-ID: no scores of {m} on ID set(s) {missing}; score them with "
+                "genEval.campaigns.id_sets.score_id_sets."
+            )
     sa = [[comp.row(m)["sa"].value, *(id_scores[m][s].sa for s in sets[1:])] for m in models]
     fit = fit_plane(
         models,
