@@ -3,11 +3,12 @@
 
 ``geneval compare 'id_data=[digits,digits_noisy]'``: the first ID set is the search's own data (its SA is the
 leaderboard's, over the repetitions' sources); every further set is scored by the campaign, each model classifying
-all of its images once (:func:`genEval.campaigns.id_sets.score_id_sets`, written to ``<out_dir>/id_sets/<model>.json``
-atomically and reused by a rerun with the same sets). :func:`attach_multi_id` fits the line and the plane on the
-comparison's baselines and puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with bootstrap intervals: the comparison's sources and each
-ID set's images resampled) into the comparison. A model's ``family`` (its training-data group: ``families`` of the
-zoo, or ``families={model: group}``) groups the ER summaries.
+all of its images once (:func:`genEval.campaigns.id_sets.score_id_sets`, written to
+``<out_dir>/id_sets/<model>.json`` atomically and reused by a rerun with the same sets). :func:`attach_multi_id` fits
+the line and the plane on the comparison's baselines and puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with
+bootstrap intervals: the comparison's sources and each ID set's images resampled) into the comparison. A model's
+``family`` (its training-data group: ``families`` of the zoo, or ``families={model: group}``) groups the ER
+summaries.
 """
 
 from __future__ import annotations
