@@ -72,10 +72,12 @@ def test_with_limit_draws_what_data_limit_draws():
     whole, eight = DigitsData(limit=None), DigitsData(limit=8)
     limited = with_sources(whole, 8)
     assert limited is not whole and whole.limit is None and len(whole) == 540  # the original is left as it was
+    ids = lambda d: [d.source_id(i) for i in range(len(d))]  # noqa: E731
+    assert ids(limited) == ids(eight) and limited.subset_info() == eight.subset_info()  # drawn now, before any seed
     for seed in (0, 3):
         a, _ = data_for_seed(limited, seed)
         b, _ = data_for_seed(eight, seed)
-        assert [a.source_id(i) for i in range(8)] == [b.source_id(i) for i in range(8)]
+        assert ids(a) == ids(b)
     assert with_sources(eight, 8) is eight
     pool = ToyPool(limit=12)  # no with_limit hook: kept as it is
     assert with_sources(pool, 12) is pool
