@@ -196,21 +196,13 @@ def study_start_noise(out: Path, n: int, seed: int, levels=(0.0, 1.0, 42.0)) -> 
 
 
 def study_compare(out: Path, n: int, seed: int, reps: int) -> None:
-    from genEval.comparisons.aggregate import compare
+    from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 
-    comp = compare(
-        {f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)},
-        data(n),
-        taef2(),
-        zoo([32, 56]),
-        search(),
-        repetitions=reps,
-        seeds=seed,
-        out_dir=out,
-        progress=False,
-        execution=Execution(batch_size=50),
-        allow_self_judging=True,  # the recorded study shows the oracle members' PA of 100 on purpose
-    )
+    models = {f"resnet{d}": (lambda d=d: resnet(d)) for d in (20, 32, 56)}
+    plan = EvaluationPlan(search(), progress=False, execution=Execution(batch_size=50))
+    # allow_self_judging: the recorded study shows the oracle members' PA of 100 on purpose
+    design = Design(models, out, repetitions=reps, seeds=seed, allow_self_judging=True)
+    comp = run_campaign(plan, design, Setup(data(n), taef2(), zoo([32, 56])))
     print(comp.summary(), flush=True)
     print(comp.markdown(), flush=True)
 

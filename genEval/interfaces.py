@@ -36,6 +36,7 @@ hook                    on                          default     what it does
 ``reference``           oracle                      None        ``label`` | ``clean_prediction``: what the
                                                                 oracle keeps (None: ``label``)
 ``with_seed``           data                        None        ``seed -> data`` re-drawn (a random subset)
+``with_limit``          data                        None        ``n -> data`` drawing ``n`` sources
 ``source_id``           data                        None        ``i -> id`` without decoding the image
 ``subset_info``         data                        None        ``() -> dict``: how the sources were chosen
 ``skip_unreadable``     data                        False       skip undecodable sources instead of stopping
@@ -58,6 +59,7 @@ source image that cannot be decoded; the driver skips it when the data set's ``s
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -192,6 +194,13 @@ HOOKS: dict[str, Hook] = {
             Callable[[int], Any] | None,
         ),
         Hook(
+            "with_limit",
+            ("data",),
+            None,
+            "n -> the data drawing n sources (data.limit=n; a round of stop=settled draws round_sources)",
+            Callable[[int], Any] | None,
+        ),
+        Hook(
             "source_id",
             ("data",),
             None,
@@ -255,6 +264,27 @@ def hook(obj: Any, name: str) -> Any:
 def component_id(obj: Any) -> str:
     """The id a component is recorded under: its ``name`` hook, else its class name."""
     return str(hook(obj, "name") or type(obj).__name__)
+
+
+def _is_factory(obj: Any) -> bool:
+    """A zero-argument callable that builds a role (not a role itself: a classifier takes images)."""
+    if isinstance(obj, torch.nn.Module) or not callable(obj):
+        return False
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in sig.parameters.values()
+    )
+
+
+def build_entry(entry: Any) -> Any:
+    """A role from an entry of a comparison (a classifier, generator or oracle): the entry itself, or what its
+    zero-argument factory builds (a factory defers the building, e.g. a generator that trains, until after the
+    checks)."""
+    return entry() if _is_factory(entry) else entry
 
 
 class UnreadableSource(ValueError):

@@ -25,7 +25,7 @@ TOP = {"genEval.cli"}
 BACKENDS_IN_ENGINE = ("genEval.classifiers", "genEval.data")
 #: The library's folders (and its one-module jobs), top-down: a job imports only the jobs listed after it, so the
 #: tree reads like docs/architecture.md's "Layers" and no two folders lean on each other.
-LIBRARY = ("service", "reports", "comparisons", "snapshots", "search", "masks", "runs", "scores")
+LIBRARY = ("service", "reports", "campaigns", "comparisons", "snapshots", "search", "masks", "runs", "scores")
 #: Old import paths kept for configs and notebooks (``_target_: genEval.style_mask.AutoMask``; the service's benchmark
 #: versions hash those spellings): modules that only re-export, each belonging to the job it re-exports.
 ALIASES = {"genEval.style_mask": "masks"}

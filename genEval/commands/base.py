@@ -42,10 +42,10 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from genEval.campaigns.executors import EvaluationsFailed
 from genEval.commands.policy import BuildError, error_message
 from genEval.commands.registry import CONF_DIR
 from genEval.commands.settings import check_node, parameters, target_of
-from genEval.comparisons.executors import EvaluationsFailed
 from genEval.fileio import ensure_writable_dir
 from genEval.interfaces import SettingError, component_id, hook
 from genEval.search.perturb import NonFiniteError

@@ -1,10 +1,12 @@
 """``geneval compare [overrides]`` (conf/compare.yaml): run and compare classifiers, or aggregate ``runs=[...]``.
 
 The path runs top-down: this module turns the config into objects (classifier factories from the zoo or from
-``conf/classifier`` names found on Hydra's search path, data, generator(s), oracle, search, mask), calls
-:func:`genEval.comparisons.aggregate.compare` (or :func:`genEval.comparisons.ablation.compare_generators` for
-``generators=[...]``, or the aggregations for existing runs), which writes the runs and the comparison files, then
-writes ``report.html`` (:func:`genEval.reports.report.write_report`) and prints the leaderboard.
+``conf/classifier`` names found on Hydra's search path, data, generator(s), oracle, search, mask), builds the
+:class:`~genEval.campaigns.plan.EvaluationPlan` (what every run gets), the :class:`~genEval.campaigns.plan.Design`
+(which runs) and the :class:`~genEval.campaigns.plan.Setup` (one per value of ``generators=[...]`` or ``ablate=``),
+calls :func:`genEval.campaigns.run.run_campaign` (or the aggregations for existing runs), which writes the runs and
+the comparison files, then writes ``report.html`` (:func:`genEval.reports.report.write_report`) and prints the
+leaderboard.
 
 Which models: ``classifiers=null`` (default) compares the zoo (``conf/zoo/<name>.yaml``: ``zoo.classifiers``) with
 its baselines (``zoo.baselines``) unless ``baselines=`` says otherwise; ``classifiers=[...]`` replaces both (ER is
@@ -13,17 +15,18 @@ the command line chooses none (``geneval compare data=cifar10_jpg``: the shared 
 matching oracle and generator; a zoo may allow self-judging (``allow_self_judging: true`` in the zoo).
 
 Where the evaluations run: ``executor=local`` (default), ``ray`` or ``slurm`` (``conf/executor/``), built here and
-handed to :func:`genEval.comparisons.aggregate.compare` (:mod:`genEval.comparisons.executors`); it is left out of each
+handed to the campaign's design (:mod:`genEval.campaigns.executors`); it is left out of each
 run's recorded config, so a comparison resumes and aggregates the same wherever its runs ran.
 
 Fresh sources per repetition: the data are built once, and every data set of ``conf/data`` re-draws its ``data.limit``
-subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.comparisons.repetitions` calls it with the
+subset from a seed (``with_seed``, ``data.subset=random``); :mod:`genEval.campaigns.repetitions` calls it with the
 repetition's seed, shared by every model of that repetition (and, in a generator ablation, by every generator).
 ``data.subset=first`` or a fixed ``data.subset_seed`` keeps the same sources in every repetition (the comparison then
 says so).
 
-``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (``data.limit`` is set to it) until every
-adjacent pair of the ranking is ordered or equivalent within ``margin`` (:mod:`genEval.comparisons.rounds`); rerun
+``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (the data draw that many:
+:func:`genEval.campaigns.draws.with_sources`) until every adjacent pair of the ranking is ordered or equivalent within
+``margin`` (:mod:`genEval.campaigns.rounds`); rerun
 with ``out_dir=<its folder>`` to continue a stopped one.
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 from genEval.commands import (
     CONF_DIR,
     build,
@@ -54,14 +58,8 @@ from genEval.commands.bundles import recorded
 from genEval.commands.checks import Style, check_run, choice
 from genEval.commands.early import one_model
 from genEval.commands.tracking import tracked
-from genEval.comparisons.ablation import (
-    GeneratorAblation,
-    aggregate_ablation,
-    compare_generators,
-    compare_settings,
-    runs_by_generator,
-)
-from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.ablation import GeneratorAblation, aggregate_ablation, runs_by_generator
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.report import write_report
@@ -186,10 +184,6 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
                 "stop=settled runs one comparison in rounds; a generator ablation (generators=[...]) runs a fixed "
                 "design: use stop=fixed with it, or compare under one generator."
             )
-        if cfg.data.get("limit") not in (None, rule.round_sources):
-            log.info("stop=settled: data.limit=%s replaced by round_sources=%d", cfg.data.limit, rule.round_sources)
-        with open_dict(cfg):
-            cfg.data.limit = rule.round_sources  # every round draws round_sources fresh sources
     models_key = "classifiers" if cfg.get("classifiers") is not None else "zoo.classifiers"
     check_run(  # every model, generator and the oracle against the data, before anything is built
         cfg,
@@ -200,42 +194,44 @@ def _run_models(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> 
         style=Style("compare"),
     )
     mask = build(cfg.mask, "mask") if cfg.get("mask") is not None else None
-    shared: dict[str, Any] = dict(
+    plan = EvaluationPlan(
         search=SearchConfig.coerce(plain(cfg.search)),
         mask=mask,
         mask_reference=None if cfg.get("mask_reference") is None else str(cfg.mask_reference),
-        repetitions=int(cfg.repetitions),
-        seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
         progress=bundle(cfg, "output").progress,
-        settings=replace(settings, baselines=baselines),
-        allow_self_judging=_self_judging(cfg),
-        out_dir=out_dir,
-        executor=build(cfg.executor, "executor") if cfg.get("executor") is not None else None,
         **_evaluate_kwargs(cfg),
     )
     factories = classifier_factories(nodes, "classifiers")
+    design = Design(
+        models=factories,
+        out_dir=out_dir,
+        repetitions=int(cfg.repetitions),
+        seeds=list(cfg.seeds) if cfg.get("seeds") is not None else cfg.get("seed"),
+        settings=replace(settings, baselines=baselines),
+        executor=build(cfg.executor, "executor") if cfg.get("executor") is not None else None,
+        allow_self_judging=_self_judging(cfg),
+    )
     if ablation is not None:
-        return _ablate(cfg, ablation, nodes, factories, shared)
+        return _reports(cfg, run_campaign(plan, replace(design, ablate=ablation[0]), _ablate(cfg, ablation, nodes)))
     data, oracle = build(cfg.data, "data"), build(cfg.oracle, "oracle")
     if generators is None:
         generator = functools.partial(build, cfg.generator, "generator")  # built after the checks
-        comp = compare(factories, data, generator, oracle, run_configs=_run_configs(cfg, nodes), **shared)
-        return robustness.add_extras(cfg, comp, shared["settings"], factories, data)
-    return compare_generators(
-        factories,
-        data,
-        classifier_factories(generators, "generators"),
-        oracle,
-        run_configs={g: _run_configs(cfg, nodes, node) for g, node in generators.items()},
-        on_comparison=write_report if cfg.get("report", True) else None,
-        **shared,
-    )
+        comp = run_campaign(plan, design, Setup(data, generator, oracle, run_configs=_run_configs(cfg, nodes)))
+        return robustness.add_extras(cfg, comp, design.settings, factories, data)
+    builds = classifier_factories(generators, "generators")  # each built when its turn comes
+    setups = {g: Setup(data, builds[g], oracle, run_configs=_run_configs(cfg, nodes, n)) for g, n in generators.items()}
+    return _reports(cfg, run_campaign(plan, replace(design, ablate="generator"), setups))
 
 
-def _ablate(
-    cfg: DictConfig, ablation: tuple[str, list], nodes: dict, factories: dict, shared: dict[str, Any]
-) -> GeneratorAblation:
-    """``ablate={key: [values]}``: the comparison under each value (same sources and seeds), then the ablation."""
+def _reports(cfg: DictConfig, ab: GeneratorAblation) -> GeneratorAblation:
+    """Every value's comparison of an ablation gets its ``report.html`` (unless ``report=false``)."""
+    for comp in ab.comparisons.values() if cfg.get("report", True) else ():
+        write_report(comp)
+    return ab
+
+
+def _ablate(cfg: DictConfig, ablation: tuple[str, list], nodes: dict) -> dict[str, Setup]:
+    """``ablate={key: [values]}``: one setup per value (its data, generator, oracle and search; checked first)."""
     key, values = ablation
     if key.split(".")[0] == "mask":
         raise ValueError("ablate={mask: [...]}: the mask is fitted per comparison; compare mask presets one at a time.")
@@ -247,8 +243,8 @@ def _ablate(
             generators={f"ablate.{label}.generator": v.generator},
             style=Style("compare"),
         )
-    args = {
-        label: dict(
+    return {
+        label: Setup(
             data=build(v.data, "data"),
             generator=functools.partial(build, v.generator, "generator"),
             oracle=build(v.oracle, "oracle"),
@@ -257,14 +253,6 @@ def _ablate(
         )
         for label, v in variants.items()
     }
-    shared = {k: v for k, v in shared.items() if k != "search"}
-    return compare_settings(
-        key,
-        factories,
-        args,
-        on_comparison=write_report if cfg.get("report", True) else None,
-        **shared,
-    )
 
 
 def _aggregate_runs(cfg: DictConfig, settings: ComparisonSettings, out_dir: str) -> Comparison | GeneratorAblation:

@@ -38,7 +38,7 @@ class BuildError(ValueError):
 #: on a cluster, and how to run only those again.
 LOADED_USER_ERRORS = (
     ("genEval.search.perturb", "NonFiniteError"),
-    ("genEval.comparisons.executors", "EvaluationsFailed"),
+    ("genEval.campaigns.executors", "EvaluationsFailed"),
 )
 
 

@@ -3,7 +3,7 @@ effective robustness), ``shift=corruptions`` with ``corruptions.*`` (a fixed-shi
 ``ablate={key: [values]}`` (the ranking under each value of any setting).
 
 This module turns those keys into objects for :mod:`genEval.comparisons.multi_id`,
-:mod:`genEval.comparisons.fixed_shift` and :mod:`genEval.comparisons.ablation`; :mod:`genEval.commands.compare`
+:mod:`genEval.campaigns.fixed_shift` and :mod:`genEval.comparisons.ablation`; :mod:`genEval.commands.compare`
 calls :func:`check_extras` before any run, :func:`add_extras` on the finished comparison and :func:`variants` for
 an ablation.
 """
@@ -16,11 +16,12 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from genEval.campaigns.fixed_shift import SHIFTS, attach_fixed_shift, score_corruptions
+from genEval.campaigns.id_sets import score_id_sets
 from genEval.commands import build, config_nodes, execution_bundle, plain
 from genEval.commands.checks import choice
-from genEval.comparisons.fixed_shift import SHIFTS, attach_fixed_shift, score_corruptions
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines, score_id_sets
+from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.corruptions import check_corruptions
 

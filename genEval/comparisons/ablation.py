@@ -4,10 +4,11 @@ generator; issue 43 for any key: ``geneval compare 'ablate={search.budget:[10,50
 The paper re-ranks its Table 2 interventions under five generators (ADM, Improved DDPM, Efficient-VDVAE,
 StyleGAN-XL, VQGAN) and finds the rankings unchanged; its reviewers' main objection is the converse risk, an
 intervention trained with a generator like the test's looking robust because of the generator. An ablation answers
-both with one command: :func:`compare_generators` runs :func:`genEval.comparisons.aggregate.compare` once per
-generator with the **same repetition seeds** (so the same source images per repetition, re-drawn by
-:func:`genEval.comparisons.repetitions.data_for_seed`, and the same start noise), into
-``<out_dir>/generators/<generator>/``, and :func:`build_ablation` puts the per-generator leaderboards together:
+both with one command: ``geneval compare generators=[...]`` runs the comparison once per generator
+(:func:`genEval.campaigns.run.run_campaign`, ``Design(ablate="generator")``) with the **same repetition seeds**
+(so the same source images per repetition, re-drawn by :func:`genEval.campaigns.draws.data_for_seed`, and the same start
+noise), into ``<out_dir>/generators/<generator>/``, and :func:`build_ablation` puts the per-generator leaderboards
+together:
 
 * the rank agreement of every pair of generators: Kendall tau-b between their rankings by ``rank_by``
   (:func:`genEval.scores.rankings.kendall_tau`) with a percentile interval from the bootstrap over source images
@@ -20,11 +21,12 @@ generator with the **same repetition seeds** (so the same source images per repe
 ``leaderboard.csv`` (the leaderboard columns of every generator's rows, with ``generator`` last) and
 ``leaderboard.md``; each generator's own folder holds its usual comparison files.
 
-Any setting (issue 43): :func:`compare_settings` runs the same under each value of ``key`` (the search budget or step
-size, the oracle, its prompt templates, the generator), each value a set of :func:`compare` arguments, into
+Any setting (issue 43): a campaign runs the same under each value of ``Design.ablate`` (the search budget or step
+size, the oracle, its prompt templates, the generator), each value a :class:`~genEval.campaigns.plan.Setup`, into
 ``<out_dir>/settings/<label>/``; the ablation is the same :class:`GeneratorAblation` with ``key`` naming the
 setting and ``generators`` holding the value labels. ``compare generators=[...]`` is its case ``key="generator"``
-(:func:`compare_generators`, files under ``generators/``).
+(files under ``generators/``). This module only reads and writes finished ablations; running them is
+:mod:`genEval.campaigns.run`'s job.
 """
 
 from __future__ import annotations
@@ -33,29 +35,23 @@ import csv
 import io
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from genEval.comparisons.aggregate import build_comparison, compare
-from genEval.comparisons.judging import check_not_judging
+from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import Comparison, score_label, write_comparison
 from genEval.comparisons.loading import load_runs
 from genEval.comparisons.ranking import rank_draws, rank_reason
-from genEval.comparisons.repetitions import build_entry, check_model_names, repetition_seeds
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import atomic_write_bytes, atomic_write_json, ensure_writable_dir
 from genEval.runs.reader import RunDir, find_run_dirs
-from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, few_sources, model_draws, percentile
 from genEval.scores.rankings import kendall_tau, rank
-from genEval.scores.run_scores import Scoring
-from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -433,7 +429,7 @@ def _rank_changes(boot: Mapping[str, np.ndarray], gens: Sequence[str]) -> np.nda
     return differs / max(n_draws, 1)
 
 
-# ------------------------------------------------------------------------------------------ running and files
+# ------------------------------------------------------------------------------------------ files
 def write_ablation(ab: GeneratorAblation, out_dir: str | Path) -> GeneratorAblation:
     """Write ``comparison.json``, ``leaderboard.csv`` and ``leaderboard.md`` of the ablation into ``out_dir``
     (atomically); each generator's comparison files go to ``<out_dir>/generators/<generator>/`` unless they are
@@ -480,144 +476,3 @@ def aggregate_ablation(
     key = next(iter(keys)) if len(keys) == 1 and None not in keys else "generator"
     ab = build_ablation(runs, ComparisonSettings.coerce(settings), key=key)
     return ab if out_dir is None else write_ablation(ab, out_dir)
-
-
-def compare_generators(
-    classifiers: Mapping[str, Any],
-    data: Any,
-    generators: Mapping[str, Any],
-    oracle: Any,
-    search: Any = None,
-    *,
-    out_dir: str | Path,
-    repetitions: int = 1,
-    seeds: Sequence[int] | int | None = None,
-    settings: ComparisonSettings | None = None,
-    allow_self_judging: bool = False,
-    run_configs: Mapping[str, Mapping[str, dict]] | None = None,
-    on_comparison: Callable[[Comparison], Any] | None = None,
-    progress: bool | None = True,
-    mask: Any = None,
-    mask_reference: str | None = None,
-    execution: Execution | None = None,
-    output: RunOutput | None = None,
-    scoring: Scoring | None = None,
-    reference: str | None = None,
-    executor: Any = None,
-) -> GeneratorAblation:
-    """Run :func:`genEval.comparisons.aggregate.compare` under every generator with the same seeds (hence the same
-    sources per repetition) into ``<out_dir>/generators/<name>/``, then build and write the ablation into
-    ``out_dir``: :func:`compare_settings` with ``key="generator"``.
-
-    ``generators``: name -> generator, or name -> zero-argument factory (built when its turn comes, released
-    after). ``run_configs``: generator -> model -> the config recorded in each run. The other parameters are those of
-    :func:`compare_settings`.
-    """
-    names = [str(g) for g in generators]
-    if len(names) < 2:
-        raise ValueError(
-            f"generators={names}: a generator ablation needs at least 2 generators (for one, use generator=...)."
-        )
-    variants = {
-        str(g): dict(data=data, generator=entry, oracle=oracle, search=search, run_configs=(run_configs or {}).get(g))
-        for g, entry in generators.items()
-    }
-    return compare_settings(
-        "generator",
-        classifiers,
-        variants,
-        out_dir=out_dir,
-        repetitions=repetitions,
-        seeds=seeds,
-        settings=settings,
-        allow_self_judging=allow_self_judging,
-        on_comparison=on_comparison,
-        progress=progress,
-        mask=mask,
-        mask_reference=mask_reference,
-        execution=execution,
-        output=output,
-        scoring=scoring,
-        reference=reference,
-        executor=executor,
-    )
-
-
-def compare_settings(
-    key: str,
-    classifiers: Mapping[str, Any],
-    variants: Mapping[str, Mapping[str, Any]],
-    *,
-    out_dir: str | Path,
-    repetitions: int = 1,
-    seeds: Sequence[int] | int | None = None,
-    settings: ComparisonSettings | None = None,
-    allow_self_judging: bool = False,
-    on_comparison: Callable[[Comparison], Any] | None = None,
-    progress: bool | None = True,
-    mask: Any = None,
-    mask_reference: str | None = None,
-    execution: Execution | None = None,
-    output: RunOutput | None = None,
-    scoring: Scoring | None = None,
-    reference: str | None = None,
-    executor: Any = None,
-) -> GeneratorAblation:
-    """The comparison under every value of the setting ``key`` with the same seeds (hence the same sources per
-    repetition and the same start noise), then the ablation: rank agreement between every two values and the models
-    whose rank depends on the setting (see the module docstring).
-
-    ``variants``: value label -> the :func:`compare` arguments that value changes: ``data``, ``generator``,
-    ``oracle``, ``search`` (each a component or a factory) and ``run_configs`` (model -> the config recorded in each
-    run). Each value's runs go to ``<out_dir>/generators/<label>/`` (``key="generator"``) or
-    ``<out_dir>/settings/<label>/``, recorded with the key and the value. ``settings``: how every value's runs are
-    aggregated (:class:`ComparisonSettings`). ``on_comparison``: called with each value's finished comparison (e.g. to
-    write its report). ``progress``, ``mask``, ``mask_reference``, ``execution``, ``output``, ``scoring``,
-    ``reference`` and ``executor`` (where the evaluations run, :mod:`genEval.comparisons.executors`) go to
-    ``compare`` as they are. Models that are part of an oracle are refused before any run unless
-    ``allow_self_judging``.
-    """
-    settings = ComparisonSettings.coerce(settings)
-    names = [str(v) for v in variants]
-    if len(names) < 2:
-        raise ValueError(f"an ablation of {key} needs at least 2 values, got {names}.")
-    check_model_names(names)
-    check_model_names(list(classifiers))
-    seeds_used = repetition_seeds(seeds, repetitions)
-    checked: list[int] = []
-    for v in variants.values():  # once per distinct oracle, before any run
-        if id(v["oracle"]) not in checked:
-            check_not_judging(classifiers, v["oracle"], allow_self_judging, build_entry)
-            checked.append(id(v["oracle"]))
-    sub = "generators" if key == "generator" else "settings"
-    record = {"generators": names} if key == "generator" else {"ablation_key": key, "ablation_values": names}
-    comps: dict[str, Comparison] = {}
-    for name, v in variants.items():
-        log.info("%s ablation: %s (%d of %d)", key, name, len(comps) + 1, len(names))
-        comps[name] = compare(
-            classifiers,
-            v["data"],
-            v["generator"],  # a generator or a factory: compare builds it, one generator in memory at a time
-            v["oracle"],
-            v.get("search"),
-            out_dir=Path(out_dir) / sub / name,
-            repetitions=repetitions,
-            seeds=seeds_used,
-            settings=settings,
-            allow_self_judging=True,  # checked above
-            run_configs=v.get("run_configs"),
-            record={**record, **({"generator": name} if key == "generator" else {"ablation_value": name})},
-            progress=progress,
-            mask=mask,
-            mask_reference=mask_reference,
-            execution=execution,
-            output=output,
-            scoring=scoring,
-            reference=reference,
-            executor=executor,
-        )
-        if on_comparison is not None:
-            on_comparison(comps[name])
-    runs = {g: load_runs([d for m in c.models for d in c.runs[m]]) for g, c in comps.items()}
-    ab = build_ablation(runs, settings.with_seeds(seeds_used), comparisons=comps, key=key)
-    return write_ablation(ab, out_dir)

@@ -19,26 +19,22 @@ directories (read by :mod:`genEval.comparisons.loading`) into a :class:`~genEval
 * whether the ranking is settled (:mod:`genEval.comparisons.settled`): anytime-valid verdicts on the adjacent pairs
   from the rounds (repetitions) so far, tied ranks, and the sources that would settle an open pair.
 
-:func:`compare` first refuses models that are part of the oracle (:mod:`genEval.comparisons.judging`), runs the
-models (:func:`genEval.comparisons.repetitions.evaluate_repetitions`), then aggregates. With ``out_dir`` the
-comparison's files are written there (:func:`genEval.comparisons.leaderboard.write_comparison`).
+:func:`aggregate` reads finished runs and writes the comparison's files into ``out_dir``
+(:func:`genEval.comparisons.leaderboard.write_comparison`); running them is :func:`genEval.campaigns.run.run_campaign`'s
+job.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from genEval.comparisons.confidence import label_free_section
-from genEval.comparisons.executors import Executor
-from genEval.comparisons.judging import check_not_judging
 from genEval.comparisons.leaderboard import (
     Comparison,
     Settings,
@@ -52,8 +48,6 @@ from genEval.comparisons.ranking import (
     rank_reason,
     rank_values,
 )
-from genEval.comparisons.repetitions import build_entry, check_model_names, evaluate_repetitions, repetition_seeds
-from genEval.comparisons.rounds import run_until_settled
 from genEval.comparisons.rows import (
     baseline_set,
     effective_robustness,
@@ -61,12 +55,10 @@ from genEval.comparisons.rows import (
     order_models,
     score_entries,
 )
-from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.comparisons.settings import ComparisonSettings
 from genEval.comparisons.settled import settle_comparison
 from genEval.comparisons.stability import identical_repetitions, sources_resampled, stability, stability_warnings
-from genEval.masks import AutoMask
 from genEval.runs.reader import RunDir
-from genEval.runs.recording import RunOutput
 from genEval.runs.results import ComparisonRecord
 from genEval.scores.class_differences import class_differences, per_class_ratio_intervals, with_ratio_intervals
 from genEval.scores.intervals import model_draws
@@ -75,8 +67,7 @@ from genEval.scores.rankings import (
     pairwise_differences,
     rank_stability,
 )
-from genEval.scores.run_scores import Scoring, per_class_table
-from genEval.search.execution import Execution
+from genEval.scores.run_scores import per_class_table
 
 log = logging.getLogger(__name__)
 
@@ -291,121 +282,3 @@ def aggregate(
         ", ".join(comp.models),
     )
     return comp
-
-
-def compare(
-    classifiers: Mapping[str, Any],
-    data: Any,
-    generator: Any,
-    oracle: Any,
-    search: Any = None,
-    *,
-    out_dir: str | Path,
-    repetitions: int = 1,
-    seeds: Sequence[int] | int | None = None,
-    settings: ComparisonSettings | None = None,
-    progress: bool | None = True,
-    run_configs: Mapping[str, dict] | None = None,
-    mask: Any = None,
-    mask_reference: str | None = None,
-    allow_self_judging: bool = False,
-    record: Mapping | None = None,
-    execution: Execution | None = None,
-    output: RunOutput | None = None,
-    scoring: Scoring | None = None,
-    reference: str | None = None,
-    executor: Executor | None = None,
-) -> Comparison:
-    """Evaluate every classifier ``repetitions`` times and compare them (see the module docstring).
-
-    ``classifiers``: name -> classifier, or name -> zero-argument factory; ``generator``: a generator or a
-    zero-argument factory (built after the checks, which therefore come before any training). ``data``: a data
-    set; one with a ``with_seed(seed)`` method (or a factory ``seed -> data``) is re-drawn per repetition with the
-    repetition's seed, shared by every model of that repetition
-    (:func:`genEval.comparisons.repetitions.data_for_seed`). ``seeds``: one per repetition (the same for every model
-    within a repetition), an int to derive them, or None for fresh seeds; they are recorded. ``settings``: how the
-    runs are aggregated (:class:`~genEval.comparisons.settings.ComparisonSettings`). The ``baselines`` (the models
-    effective robustness is fitted on; None: ER is left out) are recorded with the runs, so that re-ranking the runs
-    later fits ER on the same models. ``mask``: a mask for every run; ``AutoMask`` (``mask=auto``) is fitted once
-    with the model named by ``mask_reference`` and reused for every model. ``run_configs``: per model, the config
-    recorded in its results.json. A model that is part of the oracle is refused before any run
-    (:func:`genEval.comparisons.judging.check_not_judging`) unless ``allow_self_judging``. ``record``: extra entries
-    of every run's ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own),
-    ``scoring`` (its bootstrap is ``settings.n_boot``) and ``reference``: what every run is evaluated with
-    (:func:`genEval.evaluate`). ``executor``: where the (model, repetition) evaluations run
-    (:mod:`genEval.comparisons.executors`; None: one after the other here). ``settings.sequential`` (a
-    :class:`~genEval.comparisons.settings.StopRule`): with ``stop="settled"`` the comparison runs in rounds of fresh
-    sources (``repetitions`` is then ignored, ``seeds`` may be an int: the base seed) until its ranking is settled
-    (:mod:`genEval.comparisons.rounds`); the data should draw ``round_sources`` per round (``data.limit``). Writes the
-    runs and the comparison files into ``out_dir``.
-    """
-    settings = ComparisonSettings.coerce(settings)
-    check_model_names(list(classifiers))
-    rule = settings.sequential.filled()
-    baselines = settings.baseline_list
-    if baselines is not None:
-        unknown = set(baselines) - set(map(str, classifiers))
-        if unknown:
-            raise ValueError(
-                f"baselines {sorted(unknown)} are not among the classifiers ({', '.join(map(str, classifiers))})."
-            )
-    if settings.rank_by == "er" and not baselines:
-        raise ValueError(
-            "rank_by=er ranks by effective robustness, which is fitted on baseline models: name them with "
-            f"baselines=[...], or rank by another score (e.g. rank_by={DEFAULT_RANK_BY})."
-        )
-    if rule.settled_mode:
-        _check_settled(rule, settings, seeds, mask)
-    judged = check_not_judging(classifiers, oracle, allow_self_judging, build_entry)
-    scoring = replace(Scoring.coerce(scoring), n_boot=settings.n_boot)
-    record = {**(record or {}), **({"baselines": baselines} if baselines else {}), "sequential": rule.to_dict()}
-    record |= {"self_judged": judged} if judged else {}  # every look and re-ranking warns about them
-    run = functools.partial(  # run(models, seeds): the models given (all of them, or a round's)
-        evaluate_repetitions,
-        data=data,
-        generator=build_entry(generator),  # after the checks: a generator factory may train (e.g. the digits VQ)
-        oracle=oracle,
-        search=search,
-        out_dir=out_dir,
-        progress=progress,
-        run_configs=run_configs,
-        scoring=scoring,
-        mask=mask,
-        mask_reference=mask_reference,
-        record=record,
-        execution=execution,
-        output=output,
-        reference=reference,
-        executor=executor,
-    )
-    if rule.settled_mode:  # rounds of fresh sources until the ranking is settled (genEval/comparisons/rounds.py)
-        named = {str(m): c for m, c in classifiers.items()}
-        one_round = lambda models, r, seed: {  # noqa: E731
-            m: d[0] for m, d in run({m: named[m] for m in models}, seeds=[seed], first_repetition=r).items()
-        }
-        # the runs as a list: names and rounds come from their records (a mapping would order rep10 before rep2)
-        look = lambda dirs, seeds: aggregate(  # noqa: E731
-            [d for ds in dirs.values() for d in ds], settings.with_seeds(seeds), out_dir=out_dir
-        )
-        return run_until_settled(one_round, look, rule, seeds, out_dir, list(named))
-    seeds_used = repetition_seeds(seeds, repetitions)
-    return aggregate(run(classifiers, seeds=seeds_used), settings.with_seeds(seeds_used), out_dir=out_dir)
-
-
-def _check_settled(rule: StopRule, settings: ComparisonSettings, seeds: Any, mask: Any) -> None:
-    """What ``stop=settled`` cannot run with, refused before any evaluation."""
-    if seeds is not None and not isinstance(seeds, int):
-        raise ValueError(
-            f"stop=settled derives one seed per round from seed=<int> (or a fresh one); seeds={list(seeds)} fixes "
-            "the repetitions of stop=fixed. Pass seed=<int>, or stop=fixed."
-        )
-    if isinstance(mask, AutoMask):
-        raise ValueError(
-            "stop=settled with mask=auto would fit a mask on the first round's sources, which later rounds may draw "
-            "again; fit the mask first (geneval fit_mask ...) and pass it as mask=<its path>, or use stop=fixed."
-        )
-    if settings.rank_by == "er":
-        raise ValueError(
-            "stop=settled judges pairs by a per-source score, and rank_by=er is fitted across models; rank by a "
-            f"score (e.g. rank_by={DEFAULT_RANK_BY}) or use stop=fixed."
-        )

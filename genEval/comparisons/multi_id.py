@@ -2,12 +2,13 @@
 :mod:`genEval.scores.multi_id`).
 
 ``geneval compare 'id_data=[digits,digits_noisy]'``: the first ID set is the search's own data (its SA is the
-leaderboard's, over the repetitions' sources); every further set is scored here, each model classifying all of
-its images once (:func:`score_id_sets`, written to ``<out_dir>/id_sets/<model>.json`` atomically and reused by a
-rerun with the same sets). :func:`attach_multi_id` fits the line and the plane on the comparison's baselines and
-puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with bootstrap intervals: the comparison's sources and each
-ID set's images resampled) into the comparison. A model's ``family`` (its training-data group: ``families`` of the
-zoo, or ``families={model: group}``) groups the ER summaries.
+leaderboard's, over the repetitions' sources); every further set is scored by the campaign, each model classifying
+all of its images once (:func:`genEval.campaigns.id_sets.score_id_sets`, written to
+``<out_dir>/id_sets/<model>.json`` atomically and reused by a rerun with the same sets). :func:`attach_multi_id` fits
+the line and the plane on the comparison's baselines and puts the :class:`~genEval.scores.multi_id.MultiIDFit` (with
+bootstrap intervals: the comparison's sources and each ID set's images resampled) into the comparison. A model's
+``family`` (its training-data group: ``families`` of the zoo, or ``families={model: group}``) groups the ER
+summaries.
 """
 
 from __future__ import annotations
@@ -21,15 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from genEval.comparisons.clean_scoring import check_classes, image_batches, per_model, predict_correct
 from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.loading import load_runs
 from genEval.comparisons.settings import ComparisonSettings
-from genEval.fileio import atomic_write_json
-from genEval.interfaces import component_id, hook
+from genEval.interfaces import component_id
 from genEval.scores.intervals import model_draws
 from genEval.scores.multi_id import fit_plane, needed_baselines, plane_intervals
-from genEval.search.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +58,8 @@ def check_plane_baselines(baselines: Sequence[str] | None, id_sets: Sequence[str
         )
 
 
-def _file(out_dir: str | Path, model: str) -> Path:
+def id_sets_file(out_dir: str | Path, model: str) -> Path:
+    """Where a comparison keeps one model's ID-set scores."""
     return Path(out_dir) / "id_sets" / f"{model}.json"
 
 
@@ -69,7 +68,7 @@ def _parse(path: Path) -> dict[str, IDSetScores]:
     return {n: IDSetScores(n, s["data"], list(s["ids"]), np.asarray(s["correct"], bool)) for n, s in d["sets"].items()}
 
 
-def _read(path: Path, sets: Mapping[str, Any]) -> dict[str, IDSetScores] | None:
+def saved_id_sets(path: Path, sets: Mapping[str, Any]) -> dict[str, IDSetScores] | None:
     """The saved scores when they cover exactly these sets (same names and data ids), else None."""
     if not path.is_file():
         return None
@@ -81,59 +80,10 @@ def _read(path: Path, sets: Mapping[str, Any]) -> dict[str, IDSetScores] | None:
 def load_id_sets(out_dir: str | Path, models: Sequence[str]) -> dict[str, dict[str, IDSetScores]]:
     """The ID-set scores a comparison saved (``<out_dir>/id_sets/<model>.json``), e.g. to refit the plane in other
     axes (:func:`attach_multi_id` with other settings)."""
-    missing = [m for m in models if not _file(out_dir, m).is_file()]
+    missing = [m for m in models if not id_sets_file(out_dir, m).is_file()]
     if missing:
         raise FileNotFoundError(f"no ID-set scores of {missing} under {Path(out_dir) / 'id_sets'}; run with id_data=.")
-    return {m: _parse(_file(out_dir, m)) for m in models}
-
-
-def score_id_sets(
-    classifiers: Mapping[str, Any],
-    id_sets: Mapping[str, Any],
-    out_dir: str | Path,
-    execution: Execution | None = None,
-    batch_size: int = 256,
-) -> dict[str, dict[str, IDSetScores]]:
-    """Every model's clean predictions on every set of ``id_sets`` (name -> data set), written per model to
-    ``<out_dir>/id_sets/<model>.json``; a model whose file already holds these sets is not scored again. Each set's
-    images are read once and held for all models (ID test sets are test-set sized; a corrupted set is corrupted
-    once)."""
-
-    batches: dict[str, list] = {}  # a set's images, read (and corrupted) once for every model
-
-    def read(set_name: str, data: Any) -> list:
-        if set_name not in batches:
-            batches[set_name] = list(image_batches(data, batch_size))
-        return batches[set_name]
-
-    def score(name: str, clf: Any, device: Any) -> dict[str, IDSetScores]:
-        out = {}
-        for set_name, data in id_sets.items():
-            check_classes(name, clf, list(data.class_names), f"ID set {set_name}")
-            ids, correct = [], []
-            for x, y, sid in read(set_name, data):
-                correct.append(predict_correct(clf, x, y, device))
-                ids += sid
-            out[set_name] = IDSetScores(set_name, str(hook(data, "name") or set_name), ids, np.concatenate(correct))
-            log.info("multi-ID: %s has SA %.2f on %s (%d images)", name, out[set_name].sa, set_name, len(ids))
-        atomic_write_json(
-            _file(out_dir, name),
-            {
-                "model": name,
-                "sets": {
-                    s.name: {"data": s.data, "ids": s.ids, "correct": s.correct.astype(int).tolist()}
-                    for s in out.values()
-                },
-            },
-        )
-        return out
-
-    done = {m: r for m in classifiers if (r := _read(_file(out_dir, m), id_sets)) is not None}
-    todo = {m: e for m, e in classifiers.items() if m not in done}
-    if done:
-        log.info("multi-ID: ID-set scores of %s read back from %s/id_sets", ", ".join(done), out_dir)
-    _file(out_dir, "x").parent.mkdir(parents=True, exist_ok=True)
-    return {**done, **per_model(todo, score, execution)}
+    return {m: _parse(id_sets_file(out_dir, m)) for m in models}
 
 
 def _id_draws(scores: Sequence[IDSetScores], n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -164,7 +114,10 @@ def attach_multi_id(
     for m in models:
         missing = [s for s in sets[1:] if s not in id_scores.get(m, {})]
         if missing:
-            raise ValueError(f"multi-ID: no scores of {m} on ID set(s) {missing}; score them with score_id_sets.")
+            raise ValueError(
+                f"multi-ID: no scores of {m} on ID set(s) {missing}; score them with "
+                "genEval.campaigns.id_sets.score_id_sets."
+            )
     sa = [[comp.row(m)["sa"].value, *(id_scores[m][s].sa for s in sets[1:])] for m in models]
     fit = fit_plane(
         models,

@@ -3,7 +3,7 @@
 :class:`ComparisonSettings` is the aggregation tail every comparison shares: the ER ``baselines``, the fit gate
 ``er_min_r2``, the bootstrap (``n_boot`` resamples seeded by ``seed``, ``level`` intervals), the
 ``repetition_seeds`` recorded with it, and ``rank_by``, the score that orders the leaderboard. It is validated
-once, here. :func:`genEval.comparisons.aggregate.compare` / ``aggregate`` / ``build_comparison``, the generator
+once, here. :func:`genEval.campaigns.run.run_campaign` / ``aggregate`` / ``build_comparison``, the generator
 ablation (:mod:`genEval.comparisons.ablation`) and the service's stored standings
 (:mod:`genEval.service.server.standings.compute`) all take it.
 """

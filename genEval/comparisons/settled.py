@@ -12,7 +12,7 @@ else the guarantee is per pair.
 
 :func:`next_rounds` says which models run the next round: the models of open adjacent pairs, the one with the fewer
 rounds of the two (both when even), while the pair has fewer than ``max_sources`` sources. ``stop=settled``
-(:mod:`genEval.comparisons.rounds`) and the service's settled benchmarks
+(:mod:`genEval.campaigns.rounds`) and the service's settled benchmarks
 (:mod:`genEval.service.server.standings.settled`) both order, judge and queue with these functions, so they reach
 the same verdicts on the same rounds, and a re-rank of stored rounds (``geneval compare 'runs=[...]'``) too.
 """
@@ -189,6 +189,12 @@ def _orders(looks: PairLooks, test: SequentialTest) -> bool:
         return False
     tr = track(looks.n, looks.d, looks.sd, test)
     return bool(tr.low[-1] > 0 or tr.high[-1] < 0)
+
+
+def round_seed(base: int, r: int) -> int:
+    """Round ``r``'s seed, derived from ``base`` (the same for every model of the round; independent of how many
+    rounds run)."""
+    return int(np.random.SeedSequence([int(base), int(r)]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def next_rounds(pairs: Sequence[PairVerdict], rounds: Mapping[str, int], max_sources: int) -> dict[str, int]:

@@ -251,6 +251,20 @@ class ImageData(abc.ABC):
         )
         return other
 
+    def with_limit(self, limit: int) -> ImageData:
+        """This dataset drawing ``limit`` sources from the same pool and seed, as ``data.limit=limit`` builds it (a
+        round of ``stop=settled`` draws its ``round_sources`` so); the same object when it draws that many already."""
+        if not is_whole(limit, 1):
+            raise SettingError("limit", limit, "a whole number >= 1 (number of samples)", "100")
+        if self.limit == int(limit):
+            return self
+        other = copy.copy(self)
+        other.limit = int(limit)
+        if other.limit > len(other._pool):
+            log.warning(limit_warning(other.limit, len(other._pool), other.name))
+        other._draw()
+        return other
+
     def subset_info(self) -> dict[str, Any]:
         """How the samples were chosen (for results): mode (``random``, ``first`` or ``all``), seed (None when
         nothing was drawn at random), limit, indices, and the size of the pool the subset came from."""

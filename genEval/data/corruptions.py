@@ -148,5 +148,9 @@ class CorruptedData:
         inner = self.data.with_seed(seed) if hasattr(self.data, "with_seed") else self.data
         return CorruptedData(inner, self.corruption, self.severities, self.seed)
 
+    def with_limit(self, limit: int) -> CorruptedData:
+        inner = self.data.with_limit(limit) if hasattr(self.data, "with_limit") else self.data
+        return self if inner is self.data else CorruptedData(inner, self.corruption, self.severities, self.seed)
+
     def __repr__(self) -> str:
         return f"CorruptedData(name={self.name!r}, n={len(self)}, corruption={self.corruption!r}, seed={self.seed})"

@@ -17,11 +17,12 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_method
 from scipy.special import expit, logit
 
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.repetitions import derive_seeds
 from genEval.commands import CONF_DIR, classifier_nodes, config_nodes
 from genEval.commands.compare import run_compare
-from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.repetitions import derive_seeds
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.definitions import LEADERBOARD_SCORES
 from genEval.search.execution import Execution
@@ -258,18 +259,10 @@ def made(tmp_path_factory):
 
         return build
 
-    comp = compare(
-        {m: factory(i, m) for i, m in enumerate(MODELS)},
-        data,
-        gen,
-        oracle,
-        SEARCH,
-        repetitions=2,
-        seeds=[11, 12],
-        out_dir=out,
-        progress=False,
-        execution=Execution(batch_size=12),
-        settings=ComparisonSettings(n_boot=N_BOOT),
+    comp = run_campaign(
+        EvaluationPlan(SEARCH, progress=False, execution=Execution(batch_size=12)),
+        Design({m: factory(i, m) for i, m in enumerate(MODELS)}, out, 2, [11, 12], ComparisonSettings(n_boot=N_BOOT)),
+        Setup(data, gen, oracle),
     )
     return comp, out, calls
 
@@ -364,18 +357,18 @@ def test_aggregate_from_existing_directories_gives_the_same_comparison(made, tmp
 
 def test_compare_and_aggregate_errors(made, tmp_path):
     _, out, _ = made
-    data, gen, oracle = toy_roles(6)
+    setup = Setup(*toy_roles(6))
     clf = {"ok": LinearClassifier(64, 3)}
     with pytest.raises(ValueError, match=r"model names \['bad name'\] are not usable as directory names"):
-        compare({"bad name": LinearClassifier(64, 3)}, data, gen, oracle, out_dir=tmp_path)
+        run_campaign(EvaluationPlan(), Design({"bad name": LinearClassifier(64, 3)}, tmp_path), setup)
     with pytest.raises(ValueError, match=r"got 1 seeds for 2 repetitions"):
-        compare(clf, data, gen, oracle, repetitions=2, seeds=[1], out_dir=tmp_path)
+        run_campaign(EvaluationPlan(), Design(clf, tmp_path, repetitions=2, seeds=[1]), setup)
     with pytest.raises(ValueError, match=r"repetitions must be an integer >= 1, got 0"):
-        compare(clf, data, gen, oracle, repetitions=0, out_dir=tmp_path)
+        run_campaign(EvaluationPlan(), Design(clf, tmp_path, repetitions=0), setup)
     with pytest.raises(ValueError, match=r"baselines \['nope'\] are not among the classifiers \(ok\)"):
-        compare(clf, data, gen, oracle, out_dir=tmp_path, settings=ComparisonSettings(baselines=["nope"]))
+        run_campaign(EvaluationPlan(), Design(clf, tmp_path, settings=ComparisonSettings(baselines=["nope"])), setup)
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'seed'"):  # seeds=... (one per repetition)
-        compare(clf, data, gen, oracle, out_dir=tmp_path, seed=3)
+        Design(clf, tmp_path, seed=3)
     assert not (tmp_path / "runs").exists()  # every error came before any run
     with pytest.raises(ValueError, match=r"baselines \['x'\] are not among the compared models"):
         aggregate([out / "runs"], settings=ComparisonSettings(baselines=["x"], n_boot=10))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from genEval.comparisons.aggregate import compare
-from genEval.comparisons.repetitions import data_for_seed
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.draws import data_for_seed
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.standard import DigitsData
 from genEval.runs import read_results, read_samples
@@ -32,8 +32,9 @@ def sources(out: Path, model: str, rep: int) -> set[str]:
 
 def compare_toys(data, out: Path, search: SearchConfig = SEARCH, n_boot: int = 30, **kw):
     """The two linear models on ``data`` with the sigmoid generator, an accept-all oracle, seeds 5 and 6."""
-    opts = dict(repetitions=2, seeds=[5, 6], out_dir=out, progress=False, settings=ComparisonSettings(n_boot=n_boot))
-    return compare(models(), data, SigmoidGenerator(), AcceptAllOracle(), search, **opts | kw)
+    design = Design(models(), out, repetitions=2, seeds=[5, 6], settings=ComparisonSettings(n_boot=n_boot))
+    plan = EvaluationPlan(search, progress=False, **kw)
+    return run_campaign(plan, design, Setup(data, SigmoidGenerator(), AcceptAllOracle()))
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +113,9 @@ def test_mask_auto_needs_a_named_reference(tmp_path):
         match=r"mask=auto in a comparison fits one mask with a reference model: set "
         r"mask_reference to one of lin0, lin1 \(got None\)",
     ):
-        compare(
-            models(),
-            ToyPool(limit=12),
-            SigmoidGenerator(),
-            AcceptAllOracle(),
-            SEARCH,
-            out_dir=tmp_path,
-            progress=False,
-            mask=AutoMask(),
+        run_campaign(
+            EvaluationPlan(SEARCH, mask=AutoMask(), progress=False),
+            Design(models(), tmp_path),
+            Setup(ToyPool(limit=12), SigmoidGenerator(), AcceptAllOracle()),
         )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mask").exists()

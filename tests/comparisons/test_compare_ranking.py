@@ -19,15 +19,15 @@ from scipy import stats as sps
 from scipy.special import logit
 from torch import nn
 
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 from genEval.commands import CONF_DIR, classifier_nodes, config_nodes
 from genEval.comparisons.ablation import (
     GeneratorAblation,
     aggregate_ablation,
-    compare_generators,
     load_comparison,
     runs_by_generator,
 )
-from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.judging import oracle_members
 from genEval.comparisons.leaderboard import CONFIDENCE_COLUMNS, Comparison
 from genEval.comparisons.settings import ComparisonSettings
@@ -153,30 +153,13 @@ def toy_roles(n: int = 18):
 def test_a_model_inside_the_oracle_is_refused_before_any_run_unless_allowed(tmp_path):
     data, gen, oracle = toy_roles()
     models = {"lin1": LinearClassifier(64, 3, seed=1), "judge": lambda: LinearClassifier(64, 3, seed=7)}
-    search = SearchConfig(budget=3, step_size=0.05, update="sign", start_noise=0.1)
+    plan = EvaluationPlan(SearchConfig(budget=3, step_size=0.05, update="sign", start_noise=0.1), progress=False)
+    settings = ComparisonSettings(n_boot=20)
     with pytest.raises(ValueError, match=r"judge is part of the oracle \(oracle\(linear7\)\).*allow_self_judging=true"):
-        compare(
-            models,
-            data,
-            gen,
-            oracle,
-            search,
-            out_dir=tmp_path / "refused",
-            progress=False,
-            settings=ComparisonSettings(n_boot=20),
-        )
+        run_campaign(plan, Design(models, tmp_path / "refused", settings=settings), Setup(data, gen, oracle))
     assert not (tmp_path / "refused").exists()  # refused before any run
-    comp = compare(
-        models,
-        data,
-        gen,
-        oracle,
-        search,
-        out_dir=tmp_path / "ok",
-        progress=False,
-        allow_self_judging=True,
-        settings=ComparisonSettings(n_boot=20),
-    )
+    allowed = Design(models, tmp_path / "ok", settings=settings, allow_self_judging=True)
+    comp = run_campaign(plan, allowed, Setup(data, gen, oracle))
     assert comp.row("judge")["pa"].value == 100.0 and comp.row("lin1")["pa"].value < 100.0
     said = [w for w in comp.warnings if "member of the oracle" in w]
     assert len(said) == 1 and said[0].startswith("judge is a member") and "PA is 100 by construction" in said[0]
@@ -217,18 +200,16 @@ ABLATION_MODELS = ("lin0", "lin1", "lin2", "lin3")
 @pytest.fixture(scope="module")
 def ablation(tmp_path_factory):
     out = tmp_path_factory.mktemp("ablation")
-    ab = compare_generators(
-        {m: LinearClassifier(12, 3, seed=i) for i, m in enumerate(ABLATION_MODELS)},
-        ToyPool(limit=30),
-        {"sigmoid": SigmoidGenerator(), "tempered": lambda: TemperedSigmoid(3.0)},
-        AcceptAllOracle(),
-        SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0),
-        repetitions=2,
-        seeds=[5, 6],
-        out_dir=out,
-        progress=False,
-        settings=ComparisonSettings(baselines=["lin0", "lin1", "lin2"], n_boot=200),
-    )
+    data, oracle = ToyPool(limit=30), AcceptAllOracle()
+    setups = {
+        "sigmoid": Setup(data, SigmoidGenerator(), oracle),
+        "tempered": Setup(data, lambda: TemperedSigmoid(3.0), oracle),
+    }
+    models = {m: LinearClassifier(12, 3, seed=i) for i, m in enumerate(ABLATION_MODELS)}
+    settings = ComparisonSettings(baselines=["lin0", "lin1", "lin2"], n_boot=200)
+    design = Design(models, out, repetitions=2, seeds=[5, 6], settings=settings, ablate="generator")
+    plan = EvaluationPlan(SearchConfig(budget=3, step_size=0.3, update="sign", start_noise=0.0), progress=False)
+    ab = run_campaign(plan, design, setups)
     return ab, out
 
 
@@ -314,12 +295,10 @@ def test_ablation_files_report_and_re_ranking(ablation, tmp_path):
 
 def test_ablation_needs_two_generators_and_the_same_models(tmp_path):
     with pytest.raises(ValueError, match=r"generators=\['sigmoid'\]: a generator ablation needs at least 2"):
-        compare_generators(
-            {"a": LinearClassifier(12, 3)},
-            ToyPool(),
-            {"sigmoid": SigmoidGenerator()},
-            AcceptAllOracle(),
-            out_dir=tmp_path,
+        run_campaign(
+            EvaluationPlan(),
+            Design({"a": LinearClassifier(12, 3)}, tmp_path, ablate="generator"),
+            {"sigmoid": Setup(ToyPool(), SigmoidGenerator(), AcceptAllOracle())},
         )
     write_ranking_runs(tmp_path / "g1", generator="g1")
     write_ranking_runs(tmp_path / "g2", generator="g2")

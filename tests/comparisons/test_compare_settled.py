@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from genEval.comparisons.aggregate import aggregate, compare
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.settings import ComparisonSettings, StopRule
+from genEval.comparisons.settled import round_seed
 from genEval.reports.report import write_report
 from genEval.runs.rundir import read_results, read_samples
 from genEval.search.perturb import SearchConfig
@@ -26,13 +27,13 @@ from tests.support.toys import AcceptAllOracle, SigmoidGenerator
 SEARCH = SearchConfig(budget=1, step_size=0.5, update="sign", start_noise=0.0)
 
 
-def settled_compare(models: dict, out: Path, rule: StopRule, seed: int | None = 7, **kw) -> Comparison:
+def settled_compare(models: dict, out: Path, rule: StopRule, seed=7) -> Comparison:
     settings = ComparisonSettings(n_boot=20, rank_by="sa", sequential=rule)
     data = LabelPool(pool=900, limit=rule.round_sources)
-    return compare(
-        models, data, SigmoidGenerator(), AcceptAllOracle(), SEARCH, out_dir=out, seeds=seed, settings=settings,
-        progress=False, **kw,
-    )  # fmt: skip
+    design = Design(models, out, seeds=seed, settings=settings)
+    return run_campaign(
+        EvaluationPlan(SEARCH, progress=False), design, Setup(data, SigmoidGenerator(), AcceptAllOracle())
+    )
 
 
 def _sources(out: Path, model: str, r: int) -> set[str]:

@@ -17,10 +17,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from genEval import evaluate
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
 from genEval.commands import CONF_DIR, build, config_options
 from genEval.commands.compare import run_compare
-from genEval.comparisons.aggregate import compare
-from genEval.comparisons.executors import EvalTask, EvaluationsFailed, LocalExecutor, RayExecutor, SlurmExecutor
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.interfaces import SettingError
 from genEval.runs.recording import RunOutput
@@ -43,19 +43,10 @@ def factories() -> dict:
 
 
 def run(out: Path, executor=None):
-    return compare(
-        factories(),
-        ToyPool(limit=12),  # re-drawn from each repetition's seed, on the worker
-        SigmoidGenerator(),
-        AcceptAllOracle(),
-        SEARCH,
-        repetitions=2,
-        seeds=SEEDS,
-        out_dir=out,
-        progress=False,
-        settings=ComparisonSettings(n_boot=60),
-        execution=Execution(batch_size=6),
-        executor=executor,
+    return run_campaign(
+        EvaluationPlan(SEARCH, progress=False, execution=Execution(batch_size=6)),
+        Design(factories(), out, 2, SEEDS, ComparisonSettings(n_boot=60), executor=executor),
+        Setup(ToyPool(limit=12), SigmoidGenerator(), AcceptAllOracle()),  # re-drawn per repetition, on the worker
     )
 
 

@@ -13,19 +13,19 @@ from hydra import compose, initialize_config_dir
 from scipy import stats as sps
 from torch import nn
 
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
+from genEval.campaigns.fixed_shift import attach_fixed_shift, score_corruptions
+from genEval.campaigns.id_sets import score_id_sets
 from genEval.commands import CONF_DIR
 from genEval.commands.robustness import ablation_spec, id_set_names, value_label, variants
 from genEval.comparisons.ablation import (
     GeneratorAblation,
     aggregate_ablation,
-    compare_settings,
     load_comparison,
     runs_by_generator,
 )
-from genEval.comparisons.aggregate import compare
-from genEval.comparisons.fixed_shift import attach_fixed_shift, score_corruptions
 from genEval.comparisons.leaderboard import Comparison
-from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines, score_id_sets
+from genEval.comparisons.multi_id import attach_multi_id, check_plane_baselines
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.scores.class_differences import ClassDifferences, class_differences
 from genEval.scores.outcomes import Outcomes
@@ -63,18 +63,10 @@ def _factories(calls):
 def comp(tmp_path_factory):
     out = tmp_path_factory.mktemp("robust")
     calls = {}
-    c = compare(
-        _factories(calls),
-        ToyPool(limit=24),
-        SigmoidGenerator(),
-        AcceptAllOracle(),
-        SEARCH,
-        repetitions=2,
-        seeds=[5, 6],
-        out_dir=out,
-        progress=False,
-        execution=Execution(batch_size=12),
-        settings=SETTINGS,
+    c = run_campaign(
+        EvaluationPlan(SEARCH, progress=False, execution=Execution(batch_size=12)),
+        Design(_factories(calls), out, repetitions=2, seeds=[5, 6], settings=SETTINGS),
+        Setup(ToyPool(limit=24), SigmoidGenerator(), AcceptAllOracle()),
     )
     return c, calls
 
@@ -150,20 +142,13 @@ def test_fixed_shift_known_answers_and_tau(comp):
 
 def test_ablation_of_any_setting(tmp_path):
     calls = {}
-    args = {
-        label: dict(data=ToyPool(limit=20), generator=SigmoidGenerator(), oracle=AcceptAllOracle(), search=s)
+    setups = {
+        label: Setup(ToyPool(limit=20), SigmoidGenerator(), AcceptAllOracle(), search=s)
         for label, s in (("budget-1", SearchConfig(budget=1, step_size=0.05)), ("budget-4", SEARCH))
     }
-    ab = compare_settings(
-        "search.budget",
-        {k: v for k, v in _factories(calls).items() if k != "const"},
-        args,
-        out_dir=tmp_path,
-        repetitions=1,
-        seeds=[5],
-        settings=ComparisonSettings(n_boot=40),
-        progress=False,
-    )
+    models = {k: v for k, v in _factories(calls).items() if k != "const"}
+    design = Design(models, tmp_path, seeds=[5], settings=ComparisonSettings(n_boot=40), ablate="search.budget")
+    ab = run_campaign(EvaluationPlan(progress=False), design, setups)
     assert ab.key == "search.budget" and ab.values == ["budget-1", "budget-4"] and ab.kind == "ablation"
     assert (tmp_path / "settings" / "budget-4" / "comparison.json").is_file()
     assert ab.comparisons["budget-4"].settings.search["budget"] == 3

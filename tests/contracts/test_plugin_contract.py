@@ -30,7 +30,7 @@ NOT_HOOKS = {
     "reason": "assets: the reason of a urllib error",
     "resolve": "masks: a mask config resolves itself (the mask group's own protocol, genEval.masks.configs)",
     "forward": "service.models: an uploaded file must hold a module",
-    "cause": "comparisons.executors: the task's own exception inside Ray's RayTaskError",
+    "cause": "campaigns.executors: the task's own exception inside Ray's RayTaskError",
 }
 
 

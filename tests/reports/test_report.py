@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 from genEval.commands.report import run_report
-from genEval.comparisons.aggregate import aggregate, compare
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.leaderboard import score_columns
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.reports.figures import pa_by_budget
@@ -47,19 +48,16 @@ def comparison_dir(tmp_path_factory):
     oracle_model = LinearClassifier(64, 3, seed=7)
     with torch.no_grad():
         y = oracle_model(x).argmax(1).tolist()
-    comp = compare(
-        {m: LinearClassifier(64, 3, seed=i) for i, m in enumerate(MODELS)},
-        ListDataset(x, y, ["a", "b", "c"]),
-        SigmoidGenerator(),
-        ModelOracle(oracle_model),
+    plan = EvaluationPlan(
         SearchConfig(budget=4, step_size=0.05, update="sign"),
-        repetitions=2,
-        seeds=[1, 2],
-        out_dir=out,
         progress=False,
         execution=Execution(batch_size=8),
-        settings=ComparisonSettings(n_boot=100),
         output=RunOutput(save_images=True),
+    )
+    models = {m: LinearClassifier(64, 3, seed=i) for i, m in enumerate(MODELS)}
+    design = Design(models, out, repetitions=2, seeds=[1, 2], settings=ComparisonSettings(n_boot=100))
+    comp = run_campaign(
+        plan, design, Setup(ListDataset(x, y, ["a", "b", "c"]), SigmoidGenerator(), ModelOracle(oracle_model))
     )
     write_report(comp)
     return comp, out

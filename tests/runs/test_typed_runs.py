@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from genEval import evaluate
-from genEval.comparisons.ablation import aggregate_ablation, build_ablation, compare_generators
-from genEval.comparisons.aggregate import aggregate, build_comparison, compare
+from genEval.campaigns import Design, run_campaign
+from genEval.comparisons.ablation import aggregate_ablation, build_ablation
+from genEval.comparisons.aggregate import aggregate, build_comparison
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.fileio import to_json
 from genEval.interfaces import SettingError
@@ -131,7 +132,7 @@ def test_no_function_has_a_side_door_for_settings():
                 if node.args.kwarg.arg in ("shorthand", "given", "evaluate_kwargs", "compare_kwargs"):
                     doors.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}(**{node.args.kwarg.arg})")
     assert doors == []
-    for fn in (evaluate, compare, compare_generators, aggregate, build_comparison, build_ablation, aggregate_ablation):
+    for fn in (evaluate, run_campaign, Design, aggregate, build_comparison, build_ablation, aggregate_ablation):
         kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
         assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{fn.__name__} takes **kwargs"
 
@@ -158,7 +159,7 @@ def test_one_comparison_settings_object_for_every_aggregation():
     tail |= {"er_scale", "er_floor"}  # issue 43: the axes and the accuracy floor of the ER fit
     tail |= {"label_free_sensitivity"}  # issue 44: the label-free measures' sensitivity protocol
     assert {f.name for f in fields(ComparisonSettings)} == tail
-    for fn in (compare, aggregate, build_comparison, build_ablation, aggregate_ablation, compare_generators):
+    for fn in (Design, aggregate, build_comparison, build_ablation, aggregate_ablation):
         params = set(inspect.signature(fn).parameters)
         assert "settings" in params and not params & tail, f"{fn.__name__} restates the aggregation keywords"
     s = ComparisonSettings.coerce({"baselines": ["a", "b"], "n_boot": 50})

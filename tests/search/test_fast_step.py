@@ -160,20 +160,13 @@ def test_a_decoder_leaving_the_unit_range_is_named_without_a_per_call_check():
 def test_every_run_of_a_comparison_records_the_execution_it_was_given(tmp_path):
     """Every model and repetition of a comparison runs with the settings handed to it (compile is asked for and,
     on a CPU, recorded as not taken)."""
-    from genEval.comparisons.aggregate import compare
+    from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
 
     fast = Execution(device="cpu", batch_size=8, precision="bf16", compile=True)
-    compare(
-        {"a": LinearClassifier(seed=0), "b": LinearClassifier(seed=3)},
-        toy_data(12),
-        SigmoidGenerator(),
-        AcceptAll(ClassifierOracle(LinearClassifier(seed=1))),
-        SearchConfig(budget=2),
-        repetitions=2,
-        seeds=0,
-        out_dir=tmp_path,
-        execution=fast,
-        progress=False,
+    run_campaign(
+        EvaluationPlan(SearchConfig(budget=2), execution=fast, progress=False),
+        Design({"a": LinearClassifier(seed=0), "b": LinearClassifier(seed=3)}, tmp_path, repetitions=2, seeds=0),
+        Setup(toy_data(12), SigmoidGenerator(), AcceptAll(ClassifierOracle(LinearClassifier(seed=1)))),
     )
     runs = sorted(tmp_path.glob("runs/*/rep*/results.json"))
     assert len(runs) == 4

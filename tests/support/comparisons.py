@@ -1,6 +1,6 @@
 """A toy data set that draws a seeded subset of a fixed pool, for comparisons with fresh sources per repetition.
 
-:class:`ToyPool` has the data hook :mod:`genEval.comparisons.repetitions` looks for (``with_seed(seed)``) and a ``seed``
+:class:`ToyPool` has the data hook :mod:`genEval.campaigns.draws` looks for (``with_seed(seed)``) and a ``seed``
 constructor argument, so it also stands in for a data config with a ``seed`` key (genEval.commands.compare).
 """
 

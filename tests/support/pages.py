@@ -52,27 +52,22 @@ def image_data(n: int = 24, seed: int = 1) -> tuple[ListDataset, LinearClassifie
 def toy_comparison(out: Path, names: tuple[str, ...] = NAMES, repetitions: int = 2):
     """``geneval compare``'s library call on linear toys (a share of the truth model mixed into each), images
     saved: the comparison (written to ``out``)."""
-    from genEval.comparisons.aggregate import compare
+    from genEval.campaigns import Design, EvaluationPlan, Setup, run_campaign
     from genEval.comparisons.settings import ComparisonSettings
     from genEval.runs.recording import RunOutput
     from genEval.search.execution import Execution
     from genEval.search.perturb import SearchConfig
 
     data, truth = image_data()
-    return compare(
-        {n: _blend(truth, i + 1) for i, n in enumerate(names)},
-        data,
-        SigmoidGenerator(),
-        ModelOracle(truth),
+    plan = EvaluationPlan(
         SearchConfig(budget=3, step_size=0.05, update="sign"),
-        repetitions=repetitions,
-        seeds=list(range(1, repetitions + 1)),
-        out_dir=out,
         progress=False,
         execution=Execution(batch_size=8),
-        settings=ComparisonSettings(n_boot=100),
         output=RunOutput(save_images=True),
     )
+    models = {n: _blend(truth, i + 1) for i, n in enumerate(names)}
+    design = Design(models, out, repetitions, list(range(1, repetitions + 1)), ComparisonSettings(n_boot=100))
+    return run_campaign(plan, design, Setup(data, SigmoidGenerator(), ModelOracle(truth)))
 
 
 def _blend(truth: LinearClassifier, seed: int) -> LinearClassifier:

@@ -2,7 +2,7 @@
 preset's config, :mod:`genEval.service.benchmarks`), with the config it stood for.
 
 A version also keeps a secret drawn once, when it is first registered: the base of a settled benchmark's round
-seeds (:meth:`BenchmarkStore.round_base`; round ``r``'s seed is :func:`genEval.comparisons.rounds.round_seed` of it,
+seeds (:meth:`BenchmarkStore.round_base`; round ``r``'s seed is :func:`genEval.comparisons.settled.round_seed` of it,
 the same for every model of the version, so that all models' round ``r`` see the same sources). A secret rather than
 the version hash: the hash is public (URLs, ``/api/benchmarks``), and seeds derived from it would tell anyone every
 future round's images before any model ran them, where the secret leaves a round unknown until it first runs.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 
-from genEval.comparisons.rounds import round_seed
+from genEval.comparisons.settled import round_seed
 from genEval.service.benchmarks import Benchmark, OverrideRefused
 from genEval.service.models import ModelRefused, classifier_config
 from genEval.service.records import FINAL, JobInfo, NameTaken, QuotaExceeded, TokenInfo

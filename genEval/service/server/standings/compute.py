@@ -29,10 +29,9 @@ from genEval.comparisons.aggregate import build_comparison
 from genEval.comparisons.leaderboard import TABLE_SCORES
 from genEval.comparisons.loading import DamagedRun, check_records
 from genEval.comparisons.ranking import DEFAULT_RANK_BY
-from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings, StopRule
-from genEval.comparisons.settled import holm
+from genEval.comparisons.settled import holm, round_seed
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 
 from genEval.commands.serve import load_benchmarks
 from genEval.comparisons.aggregate import aggregate as compare_runs
-from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settled import round_seed
 from genEval.runs.reader import RunDir
 from genEval.service.benchmarks import Benchmark
 from genEval.service.execute import run_job

@@ -3,7 +3,7 @@ images its search started from, beside FMR_v (the paper's Table 2 contrast; the 
 :mod:`genEval.scores.fixed_shift`).
 
 :func:`score_corruptions` re-draws each repetition's sources (the repetition's seed, as the comparison's runs did:
-:func:`genEval.comparisons.repetitions.data_for_seed`), corrupts every source once per corruption and severity
+:func:`genEval.campaigns.draws.data_for_seed`), corrupts every source once per corruption and severity
 (:func:`genEval.data.corruptions.corrupt_image`, seeded by ``shift.seed`` and the source id, so a source gets the same
 corrupted image in every repetition and for every model) and records whether each model is right on each, written
 to ``<out_dir>/shift/corruptions.npz`` (atomically; a rerun with the same settings reads it back).
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from genEval.comparisons.clean_scoring import check_classes, per_model, predict_correct
+from genEval.campaigns.clean_scoring import check_classes, per_model, predict_correct
+from genEval.campaigns.draws import data_for_seed
 from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.loading import load_runs
-from genEval.comparisons.repetitions import data_for_seed
 from genEval.comparisons.settings import ComparisonSettings
 from genEval.data.corruptions import FAMILIES, check_corruptions, corrupt_image, family_of, image_seed
 from genEval.fileio import atomic_write_bytes

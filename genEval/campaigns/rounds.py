@@ -19,26 +19,21 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
+from genEval.campaigns.plan import Design, EvaluationPlan, Setup
+from genEval.campaigns.repetitions import evaluate_repetitions
+from genEval.comparisons.aggregate import aggregate
 from genEval.comparisons.leaderboard import Comparison, write_comparison
 from genEval.comparisons.settings import StopRule
-from genEval.comparisons.settled import next_rounds
+from genEval.comparisons.settled import next_rounds, round_seed
 from genEval.fileio import atomic_write_json, ensure_writable_dir
 
 log = logging.getLogger(__name__)
 
 ROUNDS = "rounds.json"
-
-
-def round_seed(base: int, r: int) -> int:
-    """Round ``r``'s seed, derived from ``base`` (the same for every model of the round; independent of how many
-    rounds run)."""
-    return int(np.random.SeedSequence([int(base), int(r)]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def base_seed(seed: int | None, out_dir: str | Path, rule: StopRule) -> int:
@@ -59,32 +54,33 @@ def base_seed(seed: int | None, out_dir: str | Path, rule: StopRule) -> int:
     return base
 
 
-def run_until_settled(
-    run_round: Callable[[list[str], int, int], Mapping[str, str]],
-    look: Callable[[Mapping[str, list[str]], list[int]], Comparison],
-    rule: StopRule,
-    seed: int | None,
-    out_dir: str | Path,
-    models: Sequence[str],
-) -> Comparison:
+def run_rounds(plan: EvaluationPlan, design: Design, setup: Setup, record: Mapping) -> Comparison:
     """Steps of rounds until the ranking is settled or no open pair may have another round.
 
-    ``run_round(models, r, seed)`` evaluates ``models`` on round ``r``'s draw and returns model -> its run
-    directory; ``look(dirs, seeds)`` aggregates the runs so far (model -> run directories in round order; ``seeds``:
-    the round seeds) into a :class:`Comparison` written to ``out_dir``. ``models``: every compared model (each runs
-    round 0). Returns the last look, with why it stopped recorded in its ``settled`` verdicts (and the comparison
-    files rewritten)."""
-    rule = rule.filled()
-    base = base_seed(seed, out_dir, rule)
+    Every model of ``design`` runs round 0 (:func:`~genEval.campaigns.repetitions.evaluate_repetitions` with the
+    round's seed, ``rep<r>``; ``record``: extra entries of every run's ``config.comparison``); after each step the
+    runs so far are aggregated (:func:`genEval.comparisons.aggregate.aggregate`, written to ``design.out_dir``) and
+    the models of open adjacent pairs run the next round (:func:`~genEval.comparisons.settled.next_rounds`). The
+    data draw ``round_sources`` per round (``setup.data`` is expected to draw that many: see
+    :func:`genEval.campaigns.draws.with_sources`). Returns the last look, with why it stopped recorded in its
+    ``settled`` verdicts (and the comparison files rewritten)."""
+    rule, out_dir, models = design.rule, design.out_dir, design.names
+    named = dict(zip(models, design.models.values()))
+    base = base_seed(design.seeds, out_dir, rule)
     dirs: dict[str, list[str]] = {m: [] for m in models}
     seeds: list[int] = []
     wanted, spent = dict.fromkeys(models, 0), 0
     while True:
         for r in sorted(set(wanted.values())):  # a model behind catches up on the round its neighbour ran
             seeds += [round_seed(base, len(seeds)) for _ in range(r + 1 - len(seeds))]
-            for model, run_dir in run_round([m for m in models if wanted.get(m) == r], r, seeds[r]).items():
-                dirs[model].append(run_dir)
-        comp = look(dirs, seeds)
+            step = {m: named[m] for m in models if wanted.get(m) == r}
+            ran = evaluate_repetitions(
+                step, setup, plan, [seeds[r]], out_dir, record=record, executor=design.executor, first_repetition=r
+            )
+            for model, run_dirs in ran.items():
+                dirs[model] += run_dirs
+        # the runs as a list: names and rounds come from their records (a mapping would order rep10 before rep2)
+        comp = aggregate([d for ds in dirs.values() for d in ds], design.settings.with_seeds(seeds), out_dir=out_dir)
         settled = comp.settled
         total = sum(settled.model_sources.values())
         if total <= spent:

@@ -3,18 +3,18 @@
 A dynamic benchmark draws new samples every run, so a ranking is only worth as much as its stability across
 fresh runs (docs/method.md, "Rank stability"). Repetition ``r`` therefore uses the **same seed for every model**
 (same source images, same start noise) and a **fresh seed per repetition**; the seeds are recorded in each
-run's ``results.json`` under ``config.comparison``. :func:`genEval.comparisons.aggregate.compare` aggregates the runs.
+run's ``results.json`` under ``config.comparison``. :func:`genEval.campaigns.run.run_campaign` aggregates the runs.
 
 Fresh sources per repetition (issue 10): repetitions that only differ by the start noise measure nothing
 about sampling. The data are therefore re-drawn per repetition through one documented hook,
-:func:`data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data options with
-the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``
+:func:`genEval.campaigns.draws.data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data
+options with the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``
 (what ``geneval compare`` passes when the data config has a ``seed`` key). All models of repetition ``r``
 get the same draw (seed ``r``), so they stay paired. Data without either keep their sources, and the
 comparison says so (its repetitions then share their sources; see :mod:`genEval.comparisons.aggregate`).
 
-Where the evaluations run is an executor's business (:mod:`genEval.comparisons.executors`): the models and seeds
-become one task per (model, repetition) (:class:`~genEval.comparisons.executors.EvalTask`), evaluated by a
+Where the evaluations run is an executor's business (:mod:`genEval.campaigns.executors`): the models and seeds
+become one task per (model, repetition) (:class:`~genEval.campaigns.executors.EvalTask`), evaluated by a
 :class:`RepetitionRunner` one after the other here (the default), or as Ray tasks or Slurm jobs, with the same result.
 
 ``mask=auto`` (paper 3.2.1): one mask per (data set, generator), fitted once with a named reference model
@@ -24,7 +24,6 @@ into ``<out_dir>/mask``) and reused for every model and repetition; its fit samp
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import secrets
@@ -35,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from genEval.comparisons.executors import EvalTask, Executor, LocalExecutor
+from genEval.campaigns.draws import data_for_seed, source_ids
+from genEval.campaigns.executors import EvalTask, Executor, LocalExecutor
+from genEval.campaigns.plan import EvaluationPlan, Setup
 from genEval.data.base import SubsetData
-from genEval.interfaces import hook
+from genEval.interfaces import build_entry
 from genEval.masks import AutoMask, FixedMask, StyleMask
 from genEval.runs.reader import read_samples
 from genEval.runs.recording import RunOutput
@@ -85,42 +85,6 @@ def check_model_names(names: Sequence[Any]) -> None:
             f"model names {bad} are not usable as directory names; use letters, digits and _.+- "
             "(starting with a letter or digit), e.g. resnet20."
         )
-
-
-def _is_factory(obj: Any) -> bool:
-    """A zero-argument callable that builds a classifier (not a classifier itself, which takes images)."""
-    if isinstance(obj, torch.nn.Module) or not callable(obj):
-        return False
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return False
-    return all(
-        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        for p in sig.parameters.values()
-    )
-
-
-def data_for_seed(data: Any, seed: int) -> tuple[Any, bool]:
-    """The data set of one repetition and whether it was re-drawn with ``seed``.
-
-    ``data.with_seed(seed)`` when the data object has that method (re-drawn unless it returns itself),
-    ``data(seed)`` when ``data`` is a factory (a callable that is not itself a data set), else ``data``
-    unchanged (``False``).
-    """
-    with_seed = hook(data, "with_seed")
-    if callable(with_seed):
-        drawn = with_seed(int(seed))
-        return drawn, drawn is not data  # the same object back: nothing to re-draw (subset=first, fixed seed)
-    if callable(data) and not hasattr(data, "__getitem__"):
-        return data(int(seed)), True
-    return data, False
-
-
-def source_ids(data: Any) -> list[str]:
-    """Every source id of ``data``, without reading images when it can tell them (``source_id(i)``)."""
-    get = hook(data, "source_id")
-    return [str(get(i)) if callable(get) else str(data[i][2]) for i in range(len(data))]
 
 
 @dataclass(frozen=True)
@@ -215,16 +179,11 @@ def _record(
     return cfg
 
 
-def build_entry(entry: Any) -> Any:
-    """A classifier from an entry of ``classifiers``: the entry itself, or what its factory builds."""
-    return entry() if _is_factory(entry) else entry
-
-
 @dataclass
 class RepetitionRunner:
-    """Evaluates one task of a comparison (:class:`~genEval.comparisons.executors.EvalTask`): ``genEval.evaluate`` of
-    the task's model on the data drawn from its repetition's seed (:func:`data_for_seed`; without the mask's fit
-    samples under ``mask``), into the task's run directory.
+    """Evaluates one task of a comparison (:class:`~genEval.campaigns.executors.EvalTask`): ``genEval.evaluate`` of
+    the task's model on the data drawn from its repetition's seed (:func:`~genEval.campaigns.draws.data_for_seed`;
+    without the mask's fit samples under ``mask``), into the task's run directory.
 
     An executor ships it (pickled) to its workers, where each task builds its classifier from its factory and
     re-draws its data. In one process, consecutive tasks of one model share one build, released before the next
@@ -275,51 +234,40 @@ class RepetitionRunner:
 
 
 def evaluate_repetitions(
-    classifiers: Mapping[str, Any | Callable[[], Any]],
-    data: Any,
-    generator: Any,
-    oracle: Any,
-    search: SearchConfig | Mapping | None,
+    models: Mapping[str, Any | Callable[[], Any]],
+    setup: Setup,
+    plan: EvaluationPlan,
     seeds: Sequence[int],
     out_dir: str | Path,
     *,
-    progress: bool | None = True,
-    run_configs: Mapping[str, dict] | None = None,
-    mask: Any = None,
-    mask_reference: str | None = None,
     record: Mapping | None = None,
-    execution: Execution | None = None,
-    output: RunOutput | None = None,
-    scoring: Scoring | None = None,
-    reference: str | None = None,
     executor: Executor | None = None,
     first_repetition: int = 0,
 ) -> dict[str, list[str]]:
-    """Evaluate every classifier once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
+    """Evaluate every model once per seed into ``<out_dir>/runs/<model>/rep<r>``; returns model -> run dirs.
 
-    ``classifiers``: name -> classifier, or name -> zero-argument factory (built when its turn comes and
-    released after its repetitions, so one model is in memory at a time). ``data``: a data set, or one that
-    is re-drawn per repetition (:func:`data_for_seed`). ``run_configs``: per model, the config recorded in its
-    results.json. ``mask``: any ``genEval.evaluate`` mask; an :class:`AutoMask` is fitted once with the model
-    ``mask_reference`` (:func:`fit_comparison_mask`) and reused for all. ``record``: extra entries of every run's
-    ``config.comparison`` record. ``execution``, ``output`` (its directory is each run's own; per-run progress is
-    off: ``progress`` shows the comparison's), ``scoring`` and ``reference`` go to :func:`genEval.evaluate`.
-    ``executor``: where the (model, repetition) evaluations run (:mod:`genEval.comparisons.executors`; None: one
-    after the other in this process). ``first_repetition``: the index of the first seed's repetition (a round of
-    ``stop=settled`` runs one repetition at a time: ``rep<r>``).
+    ``models``: name -> classifier, or name -> zero-argument factory (built when its turn comes and released after
+    its repetitions, so one model is in memory at a time). ``setup``: the data (re-drawn per repetition,
+    :func:`genEval.campaigns.draws.data_for_seed`), generator, oracle, search (None: the plan's) and the config recorded
+    per model. ``plan``: what every run is evaluated with; an :class:`AutoMask` is fitted once with the model
+    ``plan.mask_reference`` (:func:`fit_comparison_mask`) and reused for all; per-run progress is off (``plan.progress``
+    shows the comparison's). ``record``: extra entries of every run's ``config.comparison`` record. ``executor``: where
+    the (model, repetition) evaluations run (:mod:`genEval.campaigns.executors`; None: one after the other in this
+    process). ``first_repetition``: the index of the first seed's repetition (a round of ``stop=settled`` runs one
+    repetition at a time: ``rep<r>``).
     """
-    names = [str(n) for n in classifiers]
+    names, mask = [str(n) for n in models], plan.mask
     check_model_names(names)
-    if isinstance(mask, AutoMask) and mask_reference not in names:
+    if isinstance(mask, AutoMask) and plan.mask_reference not in names:
         raise ValueError(
             f"mask=auto in a comparison fits one mask with a reference model: set mask_reference to "
-            f"one of {', '.join(names)} (got {mask_reference!r})."
+            f"one of {', '.join(names)} (got {plan.mask_reference!r})."
         )
-    search = SearchConfig.coerce(search)
-    output = replace(RunOutput.coerce(output), progress=False)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+    search = SearchConfig.coerce(plan.search if setup.search is None else setup.search)
+    output = replace(RunOutput.coerce(plan.output), progress=False)
+    show = sys.stderr.isatty() if plan.progress is None else bool(plan.progress)
     log.info("compare: %d models x %d repetitions, seeds %s, out_dir=%s", len(names), len(seeds), list(seeds), out_dir)
-    drawn = [data_for_seed(data, s) for s in seeds]
+    drawn = [data_for_seed(setup.data, s) for s in seeds]
     datas, seeded = [d for d, _ in drawn], all(ok for _, ok in drawn)
     if not seeded and len(seeds) > 1:
         log.warning(
@@ -328,31 +276,31 @@ def evaluate_repetitions(
         )
     fitted = None
     if isinstance(mask, AutoMask):
-        ref = classifiers[mask_reference]
+        ref = plan.mask_reference
         fitted = fit_comparison_mask(
             mask,
-            mask_reference,
-            build_entry(ref),
+            ref,
+            build_entry(models[ref]),
             datas[0],
-            generator,
-            oracle,
+            setup.generator,
+            setup.oracle,
             search,
             seeds[0],
             out_dir,
-            execution=execution,
+            execution=plan.execution,
             output=output,
-            scoring=scoring,
-            oracle_reference=reference,
+            scoring=plan.scoring,
+            oracle_reference=plan.reference,
         )
         mask = FixedMask(fitted.mask.as_tensor(), fitted.mask_id)
     runner = RepetitionRunner(
-        dict(zip(names, classifiers.values())), data, generator, oracle, search, fitted, mask, execution, output,
-        scoring, reference,
+        dict(zip(names, models.values())), setup.data, setup.generator, setup.oracle, search, fitted, mask,
+        plan.execution, output, plan.scoring, plan.reference,
     )  # fmt: skip
     total = first_repetition + len(seeds)
     tasks = [
         EvalTask(name, r, seed, str(Path(out_dir) / "runs" / name / f"rep{r}"), _record(
-            name, r, seed, names, total, (run_configs or {}).get(name), search, seeded, fitted, record))
+            name, r, seed, names, total, (setup.run_configs or {}).get(name), search, seeded, fitted, record))
         for name in names
         for r, seed in enumerate(seeds, start=first_repetition)
     ]  # fmt: skip

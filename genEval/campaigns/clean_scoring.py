@@ -1,6 +1,6 @@
 """Clean accuracy of a comparison's models on further image sets: the second ID test sets of multi-ID effective
-robustness (:mod:`genEval.comparisons.multi_id`) and the fixed corruptions of the search's sources
-(:mod:`genEval.comparisons.fixed_shift`).
+robustness (:mod:`genEval.campaigns.id_sets`) and the fixed corruptions of the search's sources
+(:mod:`genEval.campaigns.fixed_shift`).
 
 No search runs here: each model classifies the images once, ``f(x) == y`` per image. Every model gets the same
 images in the same order. :func:`predict_correct` is that one pass; :func:`per_model` builds each model from its
@@ -17,8 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from genEval.comparisons.repetitions import build_entry
-from genEval.interfaces import hook
+from genEval.interfaces import build_entry, hook
 from genEval.search.execution import Execution, resolve_device
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 A comparison is a set of independent evaluations, one per (model, repetition) (:class:`EvalTask`), each writing its
 own run directory. Pairing is settled before any of them runs: every task carries its repetition's seed, the same
-for every model (:mod:`genEval.comparisons.repetitions`), and the worker re-draws the repetition's sources from it,
+for every model (:mod:`genEval.campaigns.repetitions`), and the worker re-draws the repetition's sources from it,
 so where a task runs changes nothing it computes, and the comparison aggregates the runs as if they had run one
 after the other. An executor calls ``evaluate(task)`` for every task, through the engine's own API (this module
 schedules nothing itself):
