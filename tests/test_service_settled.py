@@ -93,10 +93,10 @@ def _check_equals_compare(db, home: Path, bench: Benchmark) -> None:
     want = comp.settled
     assert want.rule == bench.rule.to_dict()  # the rounds recorded the benchmark's rule
     assert [r.name for r in st.rows] == want.order
-    assert {r.name: r.rank for r in st.rows} == want.tied_ranks
-    assert {r.name: r.sources for r in st.rows} == {m: want.sources for m in want.order}
+    assert {r.name: r.standing.rank for r in st.rows} == want.tied_ranks
+    assert {r.name: r.standing.sources for r in st.rows} == {m: want.sources for m in want.order}
     for row, pair in zip(st.rows, want.pairs):
-        got = row.below
+        got = row.standing.below
         assert (got.a, got.b, got.verdict, got.n_sources, got.looks) == (
             pair.a,
             pair.b,
@@ -106,7 +106,7 @@ def _check_equals_compare(db, home: Path, bench: Benchmark) -> None:
         )
         assert (got.more_sources, got.more_kind) == (pair.more_sources, pair.more_kind)
         assert [got.value, got.low, got.high] == pytest.approx([pair.value, pair.low, pair.high], abs=1e-9)
-    assert st.rows[-1].below is None and st.settled == want.done
+    assert st.rows[-1].standing.below is None and st.settled == want.done
     reference = aggregate(dirs, n_boot=N_BOOT)
     for row in st.rows:
         assert row.standing.scores == reference.models[row.name].scores
@@ -161,7 +161,7 @@ def test_two_equal_models_get_rounds_up_to_max_sources_and_share_a_rank(
     _submit(service, "twin_c", "blurred")
     assert _run_queue(db, tmp_path, builder) == 3
     assert _rounds(db) == {"twin_a": [0, 1, 2], "twin_b": [0, 1, 2], "twin_c": [0, 1, 2]}
-    assert [r.rank for r in read_standings(db, settled.name, settled.version).rows] == ["1–3"] * 3
+    assert [r.standing.rank for r in read_standings(db, settled.name, settled.version).rows] == ["1–3"] * 3
     db.close()
 
 
@@ -177,7 +177,7 @@ def test_a_familywise_version_judges_its_neighbours_with_holm(db, tmp_path, sett
     assert _run_queue(db, tmp_path, builder) == 3  # one round each: max_sources = round_sources
     board = TestClient(create_app(service)).get("/api/leaderboard/digits_fw").json()
     assert board["stop"]["familywise"] is True and [r["name"] for r in board["rows"]][0] == "sharp"
-    below = [r.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
+    below = [r.standing.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
     assert [(v.verdict, v.confidence) for v in below] == [("ordered", pytest.approx(0.975)), ("open", 0.95)]
     _check_equals_compare(db, tmp_path, bench)
 

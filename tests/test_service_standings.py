@@ -144,7 +144,7 @@ def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke
     values = [r["scores"]["fmr_validated"]["value"] for r in board["rows"]]
     assert values == sorted(values, reverse=True) and len(values) == 2
     rows = client.get("/api/leaderboard/digits_smoke?sort=fmr").json()["rows"]
-    stored = [_stored(db, smoke)[r["name"]][0]["fmr"]["value"] for r in rows]
+    stored = [_stored(db, smoke)[r["name"]][0]["fmr"].value for r in rows]
     assert stored == sorted(stored, reverse=True) and {r["name"] for r in rows} == {"truth", "m5"}
     rows = client.get("/api/leaderboard/digits_smoke?sort=name&order=asc").json()["rows"]
     assert [r["name"] for r in rows] == ["m5", "truth"]

@@ -33,11 +33,12 @@ from genEval.comparisons.rounds import round_seed
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import holm
+from genEval.comparisons.standing import Standing
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.scores.sequential import PairLooks, PairVerdict
-from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.records import MARKED, JobInfo, StandingInfo
 from genEval.service.reuse import version_budget
 from genEval.service.server.database import Database
 from genEval.service.server.standings.settled import (
@@ -55,8 +56,6 @@ log = logging.getLogger(__name__)
 #: Metrics shown, in column order: every leaderboard score of genEval.scores.definitions.SCORES, in the order of
 #: ``geneval compare``'s tables (a score added there appears here, stored with every row computed after it).
 COLUMNS = TABLE_SCORES
-#: The scores that get "significantly better" marks (paired bootstrap differences).
-MARKED = ("fmr", "sa", "pa")
 LABELS = {k: SCORE[k].short or SCORE[k].label for k in COLUMNS}
 #: ``rank``: the ranking's own order (a fixed benchmark's: by :data:`RANK_BY`; a settled one's: by the ranking score
 #: pooled over every round, with tied ranks: :mod:`~genEval.service.server.standings.settled`).
@@ -69,19 +68,8 @@ SEED, LEVEL = 0, 0.95
 
 
 @dataclass(frozen=True)
-class ModelStanding:
-    """One model's aggregated scores: metric -> {value, low, high} (percent; None when undefined), and
-    metric -> names of the models it is significantly better than."""
-
-    name: str
-    repetitions: int
-    scores: dict[str, dict]
-    better_than: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
 class ModelComparison:
-    models: dict[str, ModelStanding]
+    models: dict[str, Standing]
     interval_note: str
     warnings: list[str] = field(default_factory=list)
     rank_by: str = "fmr"  # the score that orders the standings (the comparison's rank_by) and why
@@ -107,18 +95,10 @@ def aggregate(
         if d.metric in MARKED and d.excludes_zero and d.value:
             winner, loser = (d.a, d.b) if d.value > 0 else (d.b, d.a)
             better[winner][d.metric].append(loser)
-    models = {}
-    for row in comp.leaderboard:
-        scores = _scores(row)
-        models[row.model] = ModelStanding(row.model, int(row.repetitions), scores, better[row.model])
+    models = {row.model: Standing.of(row, better[row.model], COLUMNS) for row in comp.leaderboard}
     return ModelComparison(
         models, comp.settings.interval_note, list(comp.warnings), comp.rank_by, comp.settings.rank_reason
     )
-
-
-def _scores(row) -> dict[str, dict]:
-    """A leaderboard row's scores as stored: metric -> {value, low, high} for every column."""
-    return {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
 
 
 # ------------------------------------------------------------------------------ computing (the worker)
@@ -292,7 +272,7 @@ class StandingsBuilder:
             run_dirs=dirs,
             repetitions=len(dirs),
             computed_at=time.time(),
-            scores=_scores(comp.leaderboard[0]),
+            scores=Standing.of(comp.leaderboard[0], columns=COLUMNS).to_dict()["scores"],
             better_than=better,
             warnings=warnings,
             interval_note=comp.settings.interval_note,

@@ -19,7 +19,8 @@ from dataclasses import fields, replace
 from sqlalchemy import JSON, Float, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from genEval.service.records import MARK_NAMES, BoardRow, JobInfo, StandingInfo
+from genEval.comparisons.standing import Standing
+from genEval.service.records import MARK_NAMES, MARKED, BoardRow, JobInfo, StandingInfo
 from genEval.service.server.benchmarks.store import BenchmarkStore
 from genEval.service.server.jobs.rows import JobRow
 from genEval.service.server.session import Base, Sessions, record
@@ -179,7 +180,14 @@ class StandingStore:
 
     @staticmethod
     def _board_row(r, every_mark: bool) -> BoardRow:
-        return BoardRow(*r[:6], r.better_than if every_mark else None, r.run_dirs, r.settled)
+        """A board row, its standing read back from the stored JSON (:meth:`Standing.from_dict`); ``better_than``
+        of the marked scores, every name, when ``every_mark``."""
+        better = {k: list((r.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {}
+        standing = Standing.from_dict(
+            {"name": r.name, "repetitions": r.repetitions, "scores": r.scores, "better_than": better}
+        )
+        marks = {k: (r.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
+        return BoardRow(r.job_id, r.finished_at, standing, marks, list(r.run_dirs or []), r.settled)
 
     def notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
         """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
