@@ -51,6 +51,46 @@ def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen
     )
 
 
+#: Chromium's flags for a headless page in a container (tests/page_toys.py, tests/test_service_e2e.py).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium() -> str | None:
+    """The system Chromium (Debian: apt-get install chromium), or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def claim_smoke_job(svc, name: str, seed: int, model: str | None = None) -> tuple[JobInfo, JobInfo]:
+    """Submit a ``digits_smoke`` job ``name`` (model ``model``, default ``name``) under a new submitter token and
+    claim it as worker ``w``: (the job as submitted, as claimed), for a toy run recorded as a worker would."""
+    owner = svc.db.tokens.create(f"{name}-owner", "submitter")[1]
+    bench = svc.benchmarks["digits_smoke"]
+    job = svc.db.jobs.submit(
+        benchmark=bench.name,
+        benchmark_version=bench.version,
+        name=name,
+        owner=owner,
+        model={"kind": "config", "name": model or name},
+        config={},
+        overrides={},
+        seeds=[seed],
+        upload_path=None,
+    )
+    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
+        pass
+    return job, claimed
+
+
 def submit_job(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
     """A queued job of a fresh submitter ``name`` on benchmark ``b`` version ``v`` (one seed); its id."""
     owner = db.tokens.create(name, "submitter")[1]

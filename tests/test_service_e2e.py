@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,26 +14,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_support import free_port
+from service_support import CHROMIUM_FLAGS, chromium, free_port
 
 from genEval.commands.serve import build_components, load_benchmarks, registered_classifiers
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
+    return chromium() or pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
 
 
 def _geneval(*args: str, env: dict, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
