@@ -8,6 +8,8 @@
 ``db.jobs``           submissions, for submitters and admins (:mod:`~genEval.service.server.jobs.store`)
 ``db.queue``          the same jobs as workers claim, renew and finish them (:mod:`~genEval.service.server.jobs.queue`)
 ``db.standings``      one leaderboard row per finished job (:mod:`~genEval.service.server.standings.store`)
+``db.endings``        a job's end in both slices at once: finished with its row, withdrawn
+                      (:mod:`~genEval.service.server.finishing`)
 ``db.verdicts``       settled benchmarks' verdicts on neighbours (:mod:`~genEval.service.server.standings.verdicts`)
 ``db.workers``        who evaluates, seen when (:mod:`~genEval.service.server.workers.store`)
 ====================  =========================================================================================
@@ -26,6 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from genEval.service.server.benchmarks.store import BenchmarkRow, BenchmarkStore
+from genEval.service.server.finishing import JobEndings
 from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.jobs.rows import NAME_INDEX, NAMED_SQL, OLD_NAME_INDEX, JobRow
 from genEval.service.server.jobs.store import JobStore
@@ -52,7 +55,8 @@ class Database(Sessions):
         self.jobs = JobStore(self)
         self.standings = StandingStore(self, self.benchmarks)
         self.verdicts = VerdictStore(self, self.benchmarks)
-        self.queue = JobQueue(self, self.standings)
+        self.queue = JobQueue(self, self.benchmarks.lock)
+        self.endings = JobEndings(self, self.jobs, self.queue, self.standings)
         self.workers = WorkerStore(self)
         Base.metadata.create_all(self.writer)
         upgrade(self.writer)

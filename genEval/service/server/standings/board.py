@@ -92,7 +92,7 @@ def read_standings(
         [_ranked(b, ranks) for b in board],
         note,
         list(dict.fromkeys(warnings)),
-        db.standings.count_unranked(benchmark, version),
+        db.endings.count_unranked(benchmark, version),
         total,
         offset,
         RANK_BY,

@@ -12,7 +12,7 @@ the models in the library's order, :func:`genEval.comparisons.rows.order_models`
 comparison of ``n`` models costs ``n(n-1)/2`` paired bootstraps (measured in ``benchmarks/RESULTS.md``: about two
 hours for 1,000 models on a 2-core CPU), so it is never run per page view: when a job finishes, its worker
 (:class:`StandingsBuilder`) computes the new model's row and its ``n - 1`` pairs, and the database stores them with
-the job (:meth:`genEval.service.server.jobs.queue.JobQueue.finish`). The stored standings equal those of one
+the job (:meth:`genEval.service.server.finishing.JobEndings.finish`). The stored standings equal those of one
 :func:`aggregate` over all finished jobs (``tests/test_service_standings.py``).
 """
 
@@ -390,9 +390,9 @@ class StandingsBuilder:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
         worker); returns how many were added."""
         added = 0
-        for job in self.db.standings.unranked_jobs():
+        for job in self.db.endings.unranked():
             update = self.prepare(job)
-            if self.db.standings.add(update.row, update.beaten_by):
+            if self.db.endings.add(update.row, update.beaten_by):
                 self.reconcile(job, update)
                 self.settle(job.benchmark, job.benchmark_version)
                 added += 1
@@ -414,7 +414,7 @@ def record_finished(
     models that finished meanwhile and, on a settled benchmark, judge the neighbours and queue the rounds the rule
     asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored)."""
     update = update if update is not None else builder.prepare(job)
-    if not db.queue.finish(
+    if not db.endings.finish(
         job.id,
         worker_id,
         result,
