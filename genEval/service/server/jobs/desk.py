@@ -40,7 +40,7 @@ class JobDesk:
         catalog: Catalog,
         max_active_jobs: int,
     ) -> None:
-        self.jobs, self.uploads, self.benchmarks, self.withdraw = jobs, uploads, benchmarks, withdraw
+        self.store, self.uploads, self.benchmarks, self.withdraw = jobs, uploads, benchmarks, withdraw
         self.catalog, self.max_active_jobs = catalog, int(max_active_jobs)
 
     def submit(self, benchmark: str, name: str, model: dict, overrides: dict, owner: TokenInfo) -> JobInfo:
@@ -70,7 +70,7 @@ class JobDesk:
         except ModelRefused as err:
             raise Invalid(str(err), key=f"model.{err.key}") from None
         try:
-            return self.jobs.submit(
+            return self.store.submit(
                 benchmark=bench.name,
                 benchmark_version=bench.version,
                 name=name,
@@ -95,14 +95,14 @@ class JobDesk:
         return [secrets.randbits(31) for _ in range(bench.repetitions)]
 
     def job(self, job_id: str) -> JobInfo:
-        job = self.jobs.get(job_id)
+        job = self.store.get(job_id)
         if job is None:
             raise NotFound(f"no job {clip(job_id, 64)!r}.")
         return job
 
     def jobs(self, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[JobInfo]:
         """The queue, newest first, at most ``limit`` (1..1000) jobs."""
-        return self.jobs.list(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
+        return self.store.list(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
 
     def cancel(self, job_id: str, by: TokenInfo) -> JobInfo:
         """Cancel a job not yet final; only its submitter or an admin may. On a settled benchmark the rounds belong to
@@ -125,7 +125,7 @@ class JobDesk:
             return self.withdraw(job_id)
         if job.status in FINAL:
             raise Conflict(f"job {job_id} is already {job.status}.")
-        return self.jobs.cancel(job_id)
+        return self.store.cancel(job_id)
 
     def requeue(self, job_id: str) -> JobInfo:
         """Put a failed or cancelled job back in the queue (same seeds), unless its name was taken since."""
@@ -133,6 +133,6 @@ class JobDesk:
         if job.status not in ("failed", "cancelled"):
             raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs are re-queued.")
         try:
-            return self.jobs.requeue(job_id)
+            return self.store.requeue(job_id)
         except NameTaken as err:  # another job took its name since: one leaderboard row per name
             raise Conflict(str(err), key="name") from None
