@@ -67,6 +67,7 @@ SERVICE_STACK = (
     "fastapi",
     "uvicorn",
     "sqlalchemy",
+    "alembic",
     "psycopg",
     "multipart",
     "python_multipart",

@@ -309,6 +309,8 @@ def test_a_database_from_before_rounds_is_upgraded(tmp_path, settled):
     engine = create_engine(url)  # the jobs table before rounds: no round or parent_id, a unique index of names
     with engine.begin() as conn:
         for sql in (
+            "DROP TABLE alembic_version",  # a database from before Alembic
+            "ALTER TABLE benchmarks DROP COLUMN stop",
             "DROP INDEX uq_jobs_active_name_round",
             "DROP INDEX ix_jobs_parent_id",
             "ALTER TABLE jobs DROP COLUMN round",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the client and the job runner import these records without the comparison library
+    from genEval.comparisons.settings import StopRule
     from genEval.comparisons.standing import Standing
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
@@ -58,6 +59,8 @@ class BenchmarkVersion:
     config: dict
     registered_at: float
     reuse: dict | None = None
+    #: The comparison settings: a settled version's stop rule (None: fixed repetitions).
+    stop: StopRule | None = None
 
 
 @dataclass(frozen=True)

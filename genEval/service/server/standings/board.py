@@ -69,7 +69,7 @@ def read_standings(
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
     registered = db.benchmarks.get(benchmark, version)
-    stop = registered and registered.config.get("stop")
+    stop = registered.stop if registered else None
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
         every = db.standings.board(benchmark, version, "date")[1]
@@ -97,7 +97,7 @@ def read_standings(
         offset,
         RANK_BY,
         rank_reason(RANK_BY),
-        stop or None,
+        None if stop is None else stop.to_dict(),
         None if ranks is None else ranks.done,
     )
 

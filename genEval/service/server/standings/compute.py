@@ -191,8 +191,7 @@ class StandingsBuilder:
         """The stop rule of a settled benchmark version (its registered record's ``stop``); None: fixed."""
         if (benchmark, version) not in self._rules:
             registered = self.db.benchmarks.get(benchmark, version)
-            stop = registered and registered.config.get("stop")
-            self._rules[benchmark, version] = StopRule(**stop) if stop else None
+            self._rules[benchmark, version] = registered.stop if registered else None
         return self._rules[benchmark, version]
 
     @staticmethod
