@@ -68,6 +68,7 @@ SERVICE_STACK = (
     "fastapi",
     "uvicorn",
     "sqlalchemy",
+    "alembic",
     "psycopg",
     "multipart",
     "python_multipart",

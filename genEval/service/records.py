@@ -10,11 +10,17 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the client and the job runner import these records without the comparison library
+    from genEval.comparisons.settings import StopRule
+    from genEval.comparisons.standing import Standing
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 #: Names of the beaten models a page shows per metric (the rest are counted; the API lists them all).
 MARK_NAMES = 8
+#: The scores that get "significantly better" marks (paired bootstrap differences).
+MARKED = ("fmr", "sa", "pa")
 ACTIVE = ("queued", "running")
 FINAL = ("done", "failed", "cancelled")
 #: The statuses that hold a model's name in its benchmark version (a failed or cancelled job frees it).
@@ -53,6 +59,8 @@ class BenchmarkVersion:
     config: dict
     registered_at: float
     reuse: dict | None = None
+    #: The comparison settings: a settled version's stop rule (None: fixed repetitions).
+    stop: StopRule | None = None
 
 
 @dataclass(frozen=True)
@@ -155,18 +163,30 @@ class StandingInfo:
 
 @dataclass(frozen=True)
 class BoardRow:
-    """A row as a leaderboard shows it: ``marks`` (metric -> count and first names) always, ``better_than`` (every
-    name) only when asked for; ``run_dirs`` (one per repetition or round) and ``settled`` as stored."""
+    """A row as a leaderboard shows it: the job, its typed :class:`~genEval.comparisons.standing.Standing` (its
+    ``better_than`` every name only when asked for; on a settled benchmark its rank, sources and the verdict on it
+    and the row below, set by the reader), ``marks`` (metric -> count and first names) always, ``run_dirs`` (one per
+    repetition or round) and ``settled`` (``pooled``, ``sources``, ``rounds``) as stored."""
 
     job_id: str
-    name: str
     finished_at: float | None
-    repetitions: int
-    scores: dict
+    standing: Standing
     marks: dict
-    better_than: dict | None
-    run_dirs: list | None = None
+    run_dirs: list
     settled: dict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.standing.name
+
+    @property
+    def repetitions(self) -> int:
+        return self.standing.repetitions
+
+    @property
+    def scores(self) -> dict:
+        """The typed scores (a board row always has them: rows without are not ranked)."""
+        return self.standing.scores
 
 
 @dataclass(frozen=True)

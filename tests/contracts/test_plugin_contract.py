@@ -130,7 +130,8 @@ SCRIPT = textwrap.dedent(
     from genEval.scores.run_scores import Scoring
     from genEval.search.perturb import SearchConfig
     from genEval.service.server.pages import _row
-    from genEval.service.server.standings import board, compute
+    from genEval.service.records import BoardRow
+    from genEval.service.server.standings import compute
 
     runs = {}
     for name, seed in (("lin0", 0), ("lin1", 1)):
@@ -141,7 +142,7 @@ SCRIPT = textwrap.dedent(
         runs[name] = [out / name]
     comp = aggregate(runs, ComparisonSettings(n_boot=20), out_dir=out / "comparison")
     standing = compute.aggregate(runs, n_boot=20).models["lin0"]
-    row = board.Row("job", "lin0", None, standing, {k: {"count": 0, "first": []} for k in compute.MARKED})
+    row = BoardRow("job", None, standing, {k: {"count": 0, "first": []} for k in compute.MARKED}, [])
     report = write_report(comp).read_text()
     print(json.dumps({
         "summary": run.summary(),
@@ -153,7 +154,7 @@ SCRIPT = textwrap.dedent(
         "report_has_column": "<th>REJ</th>" in report,
         "service_columns": list(compute.COLUMNS),
         "service_label": compute.LABELS.get("rejected_share"),
-        "service_stored": standing.scores.get("rejected_share"),
+        "service_stored": standing.scores["rejected_share"].to_dict(),
         "service_page_cell": _row(1, row)["cells"].get("rejected_share"),
         "differences": sorted({d.metric for d in comp.differences}),
     }))

@@ -9,7 +9,6 @@ any checkout).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,27 +16,12 @@ from urllib.parse import urlsplit
 
 import torch
 
+from tests.support.service import CHROMIUM_FLAGS, chromium, claim_smoke_job
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 #: Model names as people write them (the longest is the 20 characters the terminal table keeps).
 NAMES = ("digits_intervention", "digits_wide_cnn", "resnet20-augmix-long")
 BASE = "http://geneval.test"  # the TestClient's origin as the browser sees it (never resolved: routed)
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def chromium() -> str | None:
-    """The system Chromium (Debian: apt-get install chromium), or None."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
 
 
 def image_data(n: int = 24, seed: int = 1) -> tuple[ListDataset, LinearClassifier]:
@@ -107,21 +91,7 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
     from genEval.scores.run_scores import Scoring
     from genEval.service.server.standings.compute import StandingsBuilder, record_finished
 
-    owner = svc.db.tokens.create(f"{name}-owner", "submitter")[1]
-    bench = svc.benchmarks["digits_smoke"]
-    job = svc.db.jobs.submit(
-        benchmark=bench.name,
-        benchmark_version=bench.version,
-        name=name,
-        owner=owner,
-        model={"kind": "config", "name": "digits_cnn"},
-        config={},
-        overrides={},
-        seeds=[seed],
-        upload_path=None,
-    )
-    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
-        pass
+    job, claimed = claim_smoke_job(svc, name, seed, "digits_cnn")
     out = job.rep_dir(svc.home, 0)
     res = genEval.evaluate(
         classifier=classifier,

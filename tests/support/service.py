@@ -51,6 +51,46 @@ def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen
     )
 
 
+#: Chromium's flags for a headless page in a container (tests/page_toys.py, tests/test_service_e2e.py).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium() -> str | None:
+    """The system Chromium (Debian: apt-get install chromium), or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def claim_smoke_job(svc, name: str, seed: int, model: str | None = None) -> tuple[JobInfo, JobInfo]:
+    """Submit a ``digits_smoke`` job ``name`` (model ``model``, default ``name``) under a new submitter token and
+    claim it as worker ``w``: (the job as submitted, as claimed), for a toy run recorded as a worker would."""
+    owner = svc.db.tokens.create(f"{name}-owner", "submitter")[1]
+    bench = svc.benchmarks["digits_smoke"]
+    job = svc.db.jobs.submit(
+        benchmark=bench.name,
+        benchmark_version=bench.version,
+        name=name,
+        owner=owner,
+        model={"kind": "config", "name": model or name},
+        config={},
+        overrides={},
+        seeds=[seed],
+        upload_path=None,
+    )
+    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
+        pass
+    return job, claimed
+
+
 def submit_job(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
     """A queued job of a fresh submitter ``name`` on benchmark ``b`` version ``v`` (one seed); its id."""
     owner = db.tokens.create(name, "submitter")[1]
@@ -354,3 +394,61 @@ def centroid_runner(job: JobInfo, home: Path, report) -> dict:
     from genEval.service.execute import run_job
 
     return run_job(job, home, report, build=centroid_build)
+
+
+# ------------------------------------------------------------------------- a database of main's schema (pre-Alembic)
+def main_schema_database(url: str, benchmarks: dict) -> dict:
+    """Make the database at ``url`` as genEval made it before Alembic: main's DDL for the URL's dialect
+    (``tests/support/service_main_schema.<dialect>.sql``, compiled once from main's tables) and rows written with plain
+    INSERTs: the versions of ``benchmarks`` (name -> Benchmark, each with its ``record()`` as config), one done job
+    per benchmark with its standings row, and on a settled one a second model and the verdict on the pair. Returns
+    the job ids by name (``<benchmark>/<model>``)."""
+    from sqlalchemy import MetaData, create_engine, text
+
+    engine = create_engine(url)
+    ddl = (Path(__file__).parent / f"service_main_schema.{engine.dialect.name}.sql").read_text()
+    body = "\n".join(line for line in ddl.splitlines() if not line.startswith("--"))
+    ids: dict[str, str] = {}
+    with engine.begin() as conn:
+        for statement in filter(str.strip, body.split(";")):
+            conn.execute(text(statement))
+        tables = MetaData()
+        tables.reflect(conn)
+        t = tables.tables
+        conn.execute(t["tokens"].insert(), [dict(id="t" * 32, name="alice", role="submitter", token_sha256="0" * 64,
+                                                  created_at=1.0e9, revoked_at=None)])  # fmt: skip
+        for b, bench in benchmarks.items():
+            row = dict(name=b, version=bench.version, title=bench.title, config=bench.record(), registered_at=1.0e9)
+            conn.execute(t["benchmarks"].insert(), [row | {"round_base": 7}])
+            models = ("first", "second") if bench.rule else ("first",)
+            for i, model in enumerate(models):
+                job_id = f"{i}{b}".ljust(32, "x")[:32]
+                ids[f"{b}/{model}"] = job_id
+                conn.execute(t["jobs"].insert(), [dict(
+                    id=job_id, benchmark=b, benchmark_version=bench.version, name=model, owner_id="t" * 32,
+                    owner_name="alice", model={"kind": "config", "name": "digits_cnn"}, config={}, overrides={},
+                    seeds=[i], run_dir=f"runs/{b}/{job_id}", upload_path=None, status="done", created_at=1.0e9 + i,
+                    started_at=1.0e9 + i, finished_at=1.0e9 + 10 + i, worker_id="w", lease_expires_at=None,
+                    heartbeat_at=None, attempts=1, images_done=40, images_total=40, eta_s=0.0, error=None,
+                    result={"repetitions": []}, error_detail=None, round=0, parent_id=None)])  # fmt: skip
+                scores = {"fmr": {"value": 10.0 + i, "low": 5.0 + i, "high": 15.0 + i},
+                          "fmr_validated": {"value": 20.0 - i, "low": 12.0, "high": 28.0}}  # fmt: skip
+                better = {"fmr": [], "sa": ["second"] if i == 0 and bench.rule else [], "pa": []}
+                conn.execute(t["standings"].insert(), [dict(
+                    job_id=job_id, benchmark=b, version=bench.version, name=model, finished_at=1.0e9 + 10 + i,
+                    run_dirs=[f"runs/{b}/{job_id}/rep0"], repetitions=1, scores=scores, better_than=better,
+                    warnings=[], interval_note="95% bootstrap intervals", computed_at=1.0e9 + 11,
+                    marks={m: {"count": len(v), "first": v} for m, v in better.items()},
+                    settled={"pooled": 20.0 - i, "sources": 8, "rounds": 1} if bench.rule else None)])  # fmt: skip
+        settled = [b for b, bench in benchmarks.items() if bench.rule]
+        for b in settled:
+            upper, lower = ids[f"{b}/first"], ids[f"{b}/second"]
+            verdict = {"a": "first", "b": "second", "metric": "fmr_validated", "value": 1.0, "low": -2.0,
+                       "high": 4.0, "n_sources": 8, "looks": 1, "sd": 1.0, "verdict": "open", "confidence": 0.95,
+                       "margin": 1.0, "more_sources": 120, "more_kind": "order", "run_low": -2.0,
+                       "run_high": 4.0}  # fmt: skip
+            first, second = sorted((upper, lower))
+            row = dict(first=first, second=second, benchmark=b, version=benchmarks[b].version, upper=upper)
+            conn.execute(t["verdicts"].insert(), [row | dict(rounds=1, verdict=verdict, computed_at=1.0e9)])
+    engine.dispose()
+    return ids

@@ -77,7 +77,8 @@ class Service:
     def __post_init__(self) -> None:
         s = self.settings
         self.catalog = Catalog(self.db.benchmarks, self.benchmarks, self.classifiers, s.default_benchmark)
-        self.jobs = JobDesk(self.db, self.catalog, s.max_active_jobs)
+        db = self.db
+        self.jobs = JobDesk(db.jobs, db.uploads, db.benchmarks, db.endings.withdraw, self.catalog, s.max_active_jobs)
         self.files = RunFiles(self.jobs, self.home)
         self.uploads = UploadDesk(self.db.uploads, self.home, s)
         self.auth_failures = RateLimit(s.max_auth_failures, s.auth_window_s)

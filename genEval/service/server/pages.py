@@ -24,17 +24,15 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from genEval.comparisons.leaderboard import score_columns
+from genEval.comparisons.standing import Score
 from genEval.runs.reader import read_results
-from genEval.scores.definitions import SCORE
-from genEval.scores.intervals import format_estimate
-from genEval.scores.sequential import PairVerdict, points
-from genEval.service.records import JobInfo
+from genEval.service.records import BoardRow, JobInfo
 from genEval.service.refusals import Conflict, Invalid, NotFound
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
 from genEval.service.server.jobs.files import own_file
 from genEval.service.server.jobs.routes import file_answer
-from genEval.service.server.standings.board import Row, standings
+from genEval.service.server.standings.board import below_view, standings
 from genEval.service.server.standings.compute import COLUMNS, LABELS, MARKED, RANK_BY, SORT_KEYS
 
 router = APIRouter(tags=["pages"], default_response_class=HTMLResponse)
@@ -49,13 +47,13 @@ def _day(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
-def _cell(e: dict | None) -> dict:
+def _cell(e: Score | None) -> dict:
     """A score as the pages show it: its value, its interval (one unbroken line under it) and the whole estimate."""
-    e = e or {"value": None, "low": None, "high": None}  # a row stored before the score existed
+    e = e or Score()  # a row stored before the score existed
     return {
-        "value": "–" if e.get("value") is None else f"{e['value']:.2f}",
-        "interval": "" if e.get("low") is None or e.get("high") is None else f"[{e['low']:.2f}, {e['high']:.2f}]",
-        "title": format_estimate(e),
+        "value": "–" if e.value is None else f"{e.value:.2f}",
+        "interval": "" if e.low is None or e.high is None else f"[{e.low:.2f}, {e.high:.2f}]",
+        "title": e.fmt(),
     }
 
 
@@ -69,38 +67,21 @@ def _names(mark: dict) -> str:
     return ", ".join(mark["first"]) + (f" and {more} more" if more > 0 else "")
 
 
-def _below(v: PairVerdict | None) -> dict | None:
-    """The verdict on a row and the one below it, as the settled column shows it (the whole sentence as its title)."""
-    if v is None:
-        return None
-    if v.verdict == "ordered":
-        text = f"ordered above {v.b}"
-    elif v.verdict == "equivalent":
-        text = f"equivalent to {v.b} (within {points(v.margin)})"
-    elif v.verdict == "resolved":
-        text = f"tied with {v.b} (resolved: interval under {points(v.resolution)})"
-    elif v.more_sources is not None:
-        text = f"open vs {v.b}: ≈ {v.more_sources:,} more sources to {v.more_kind}"
-    else:
-        text = f"open vs {v.b} ({v.reason})" if v.reason else f"open vs {v.b}"
-    return {"text": text, "verdict": v.verdict, "title": v.describe(SCORE[RANK_BY].label) if v.metric else text}
-
-
-def _reports(row: Row) -> list[str]:
+def _reports(row: BoardRow) -> list[str]:
     """Each repetition's report; on a settled benchmark each round's, a job of its own (``runs/<benchmark>/<job
     id>/rep<r>``, the layout of :meth:`genEval.service.records.JobInfo.rep_dir`)."""
-    if row.rank is None:
-        return [f"/jobs/{row.job_id}/report?rep={r}" for r in range(row.standing.repetitions)]
+    if row.standing.rank is None:
+        return [f"/jobs/{row.job_id}/report?rep={r}" for r in range(row.repetitions)]
     return [f"/jobs/{Path(d).parent.name}/report?rep={Path(d).name.removeprefix('rep')}" for d in row.run_dirs]
 
 
-def _row(rank: int, row: Row) -> dict:
+def _row(rank: int, row: BoardRow) -> dict:
     s = row.standing
     cells = {k: _cell(s.scores.get(k)) for k in COLUMNS}
     better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
     return {
-        "rank": row.rank or rank,
-        "below": _below(row.below),
+        "rank": s.rank or rank,
+        "below": below_view(row),
         "name": row.name,
         "job": row.job_id,
         "cells": cells,
@@ -239,7 +220,7 @@ def _job_scores(svc: Service, job: JobInfo) -> dict:
         return {"error": f"the results of this job cannot be read ({type(err).__name__}); ask the service's admin."}
     board = svc.db.standings.board_of([job.root_id])
     pooled = board[0].scores if board and board[0].scores and board[0].repetitions > 1 else None
-    own = [{k: e.to_dict() for k, e in res.scores.estimates.items()} for res in runs]
+    own = [{k: Score.of(e) for k, e in res.scores.estimates.items()} for res in runs]
     heads = (["leaderboard row (pooled)"] if pooled else []) + [
         f"repetition {r} (seed {res.seed})" for r, res in enumerate(runs)
     ]
@@ -254,7 +235,7 @@ def _job_scores(svc: Service, job: JobInfo) -> dict:
     ]
     counts = _counts([res.scores.n for res in runs], [res.scores.n_validated for res in runs])
     return {
-        "headline": f"{LABELS[RANK_BY]} {format_estimate((pooled or own[0]).get(RANK_BY) or {})} {counts}",
+        "headline": f"{LABELS[RANK_BY]} {((pooled or own[0]).get(RANK_BY) or Score()).fmt()} {counts}",
         "rank_label": LABELS[RANK_BY],
         "heads": heads,
         "rows": rows,

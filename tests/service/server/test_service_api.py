@@ -22,6 +22,7 @@ from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import Service, Settings
 from genEval.service.server.standings.compute import StandingsBuilder, record_finished
+from tests.support.service import claim_smoke_job
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 LIMIT = 64 * 1024
@@ -190,21 +191,7 @@ def test_cancel_and_requeue_permissions(client, svc):
 # ------------------------------------------------------------------------------- leaderboard
 def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
     """A job whose run is made by genEval.evaluate with toy components, then recorded as done."""
-    owner = svc.db.tokens.create(name, "submitter")[1]
-    bench = svc.benchmarks["digits_smoke"]
-    job = svc.db.jobs.submit(
-        benchmark=bench.name,
-        benchmark_version=bench.version,
-        name=name,
-        owner=owner,
-        model={"kind": "config", "name": name},
-        config={},
-        overrides={},
-        seeds=[seed],
-        upload_path=None,
-    )
-    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
-        pass
+    job, claimed = claim_smoke_job(svc, name, seed)
     res = genEval.evaluate(
         classifier=classifier,
         data=data,

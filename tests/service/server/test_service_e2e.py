@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,23 +17,11 @@ import pytest
 
 from genEval.commands.serve import build_components, load_benchmarks, registered_classifiers
 from tests.support.assets import ROOT
-from tests.support.service import free_port
-
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.support.service import CHROMIUM_FLAGS, chromium, free_port
 
 
 def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
+    return chromium() or pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
 
 
 def _geneval(*args: str, env: dict, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

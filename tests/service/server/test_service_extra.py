@@ -182,7 +182,7 @@ def test_openapi_documents_every_route_and_its_answer(app):
 def test_the_service_stack_is_an_extra_that_the_test_extra_brings():
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    stack = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "python-multipart", "fastapi-offline"}
+    stack = {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "python-multipart", "fastapi-offline"}
 
     def names(requirements: list[str]) -> set[str]:
         return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}

@@ -16,12 +16,27 @@ from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import JSON, Connection, Float, Integer, String, bindparam, select, text, update
+from sqlalchemy import JSON, Connection, Float, Integer, String, TypeDecorator, bindparam, select, text, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from genEval.comparisons.settings import StopRule
 from genEval.service.benchmarks import moved_versions
 from genEval.service.records import BenchmarkVersion
 from genEval.service.server.session import Base, Sessions, record
+
+
+class StopRuleJSON(TypeDecorator):
+    """A :class:`~genEval.comparisons.settings.StopRule` stored as its ``to_dict()`` JSON (null: a fixed benchmark),
+    read back as a ``StopRule``."""
+
+    impl = JSON(none_as_null=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: StopRule | None, dialect) -> dict | None:
+        return None if value is None else value.to_dict()
+
+    def process_result_value(self, value: dict | None, dialect) -> StopRule | None:
+        return None if value is None else StopRule(**value)
 
 
 class BenchmarkRow(Base):
@@ -36,6 +51,8 @@ class BenchmarkRow(Base):
     round_base: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: A settled version's reuse budget (genEval.scores.reuse.ReuseBudget as a dict; null: not computed yet).
     reuse: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: The version's comparison settings: a settled benchmark's stop rule (null: fixed; migration 0002).
+    stop: Mapped[StopRule | None] = mapped_column(StopRuleJSON, nullable=True)
 
 
 class BenchmarkStore:
@@ -45,11 +62,13 @@ class BenchmarkStore:
         self.sessions = sessions
 
     def register(self, name: str, version: str, title: str, config: dict) -> BenchmarkVersion:
-        """Record a benchmark version (idempotent: an already registered version keeps its date)."""
+        """Record a benchmark version (idempotent: an already registered version keeps its date); its stop rule,
+        ``config["stop"]`` (:meth:`genEval.service.benchmarks.Benchmark.record`), goes to the typed ``stop``."""
         with self.sessions.write() as s:
             row = s.get(BenchmarkRow, (name, version))
             if row is None:
-                row = BenchmarkRow(name=name, version=version, title=title, config=config)
+                stop = StopRule(**config["stop"]) if config.get("stop") else None
+                row = BenchmarkRow(name=name, version=version, title=title, config=config, stop=stop)
                 row.round_base = secrets.randbits(31)
                 row.registered_at = self.sessions.now_in(s)
                 s.add(row)

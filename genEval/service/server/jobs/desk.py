@@ -10,6 +10,7 @@ models' first rounds see the same sources; the workers queue its later rounds
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 from genEval.comparisons.settled import round_seed
 from genEval.service.benchmarks import Benchmark, OverrideRefused
@@ -17,18 +18,30 @@ from genEval.service.models import ModelRefused, classifier_config
 from genEval.service.records import FINAL, JobInfo, NameTaken, QuotaExceeded, TokenInfo
 from genEval.service.refusals import Conflict, Forbidden, Invalid, NotFound, TooMany, clip
 from genEval.service.server.benchmarks.catalog import Catalog
-from genEval.service.server.database import Database
+from genEval.service.server.benchmarks.store import BenchmarkStore
+from genEval.service.server.jobs.store import JobStore
+from genEval.service.server.uploads.store import UploadStore
 
 #: What a token over its job quota is told to wait (seconds): jobs take minutes, and one may finish any time.
 QUOTA_RETRY_S = 60
 
 
 class JobDesk:
-    """Jobs in ``db`` of the benchmarks ``catalog`` offers; a submitter token may have ``max_active_jobs`` queued or
-    running (admins: no limit)."""
+    """Jobs (``jobs``, with the ``uploads`` they name and the ``benchmarks``' round seeds; ``withdraw``: a settled
+    model's withdrawal, :meth:`genEval.service.server.finishing.JobEndings.withdraw`) of the benchmarks ``catalog``
+    offers; a submitter token may have ``max_active_jobs`` queued or running (admins: no limit)."""
 
-    def __init__(self, db: Database, catalog: Catalog, max_active_jobs: int) -> None:
-        self.db, self.catalog, self.max_active_jobs = db, catalog, int(max_active_jobs)
+    def __init__(
+        self,
+        jobs: JobStore,
+        uploads: UploadStore,
+        benchmarks: BenchmarkStore,
+        withdraw: Callable[[str], JobInfo | None],
+        catalog: Catalog,
+        max_active_jobs: int,
+    ) -> None:
+        self.store, self.uploads, self.benchmarks, self.withdraw = jobs, uploads, benchmarks, withdraw
+        self.catalog, self.max_active_jobs = catalog, int(max_active_jobs)
 
     def submit(self, benchmark: str, name: str, model: dict, overrides: dict, owner: TokenInfo) -> JobInfo:
         """Queue ``owner``'s model ``model`` (kind, name, upload id, ...) as ``name`` on ``benchmark`` with the
@@ -43,7 +56,7 @@ class JobDesk:
             raise Invalid(str(err), key=f"overrides.{err.key}") from None
         upload = None
         if model.get("upload") is not None:
-            upload = self.db.uploads.get(model["upload"])
+            upload = self.uploads.get(model["upload"])
             if upload is None or (upload.owner_id != owner.id and owner.role != "admin"):
                 raise Invalid(
                     f"no upload {model['upload']!r} of yours; upload the file first (POST /api/uploads).",
@@ -57,7 +70,7 @@ class JobDesk:
         except ModelRefused as err:
             raise Invalid(str(err), key=f"model.{err.key}") from None
         try:
-            return self.db.jobs.submit(
+            return self.store.submit(
                 benchmark=bench.name,
                 benchmark_version=bench.version,
                 name=name,
@@ -78,18 +91,18 @@ class JobDesk:
         """A submission's seeds: fresh and recorded, one per repetition; on a settled benchmark round 0's seed of the
         version, the same for every model."""
         if bench.settled:
-            return [round_seed(self.db.benchmarks.round_base(bench.name, bench.version), 0)]
+            return [round_seed(self.benchmarks.round_base(bench.name, bench.version), 0)]
         return [secrets.randbits(31) for _ in range(bench.repetitions)]
 
     def job(self, job_id: str) -> JobInfo:
-        job = self.db.jobs.get(job_id)
+        job = self.store.get(job_id)
         if job is None:
             raise NotFound(f"no job {clip(job_id, 64)!r}.")
         return job
 
     def jobs(self, status: str | None = None, benchmark: str | None = None, limit: int = 200) -> list[JobInfo]:
         """The queue, newest first, at most ``limit`` (1..1000) jobs."""
-        return self.db.jobs.list(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
+        return self.store.list(status=status, benchmark=benchmark, limit=max(1, min(limit, 1000)))
 
     def cancel(self, job_id: str, by: TokenInfo) -> JobInfo:
         """Cancel a job not yet final; only its submitter or an admin may. On a settled benchmark the rounds belong to
@@ -109,10 +122,10 @@ class JobDesk:
         if settled and job.parent_id is None:
             if job.status in ("failed", "cancelled"):
                 raise Conflict(f"job {job_id} is already {job.status}.")
-            return self.db.jobs.withdraw(job_id)
+            return self.withdraw(job_id)
         if job.status in FINAL:
             raise Conflict(f"job {job_id} is already {job.status}.")
-        return self.db.jobs.cancel(job_id)
+        return self.store.cancel(job_id)
 
     def requeue(self, job_id: str) -> JobInfo:
         """Put a failed or cancelled job back in the queue (same seeds), unless its name was taken since."""
@@ -120,6 +133,6 @@ class JobDesk:
         if job.status not in ("failed", "cancelled"):
             raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs are re-queued.")
         try:
-            return self.db.jobs.requeue(job_id)
+            return self.store.requeue(job_id)
         except NameTaken as err:  # another job took its name since: one leaderboard row per name
             raise Conflict(str(err), key="name") from None

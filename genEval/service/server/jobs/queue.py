@@ -12,23 +12,23 @@ The claim (:meth:`JobQueue.claim`):
   IMMEDIATE`` transaction, whose row count tells whether this worker won; a lost race moves on to the next job.
   SQLite is for one machine; workers on several machines need PostgreSQL.
 
-A job becomes ``done`` in the same transaction that stores its standings row (:meth:`JobQueue.finish`, with
-:mod:`~genEval.service.server.standings.store`). A job's ``error`` is the reason its submitter sees (no paths,
-hosts, pids or tracebacks: :func:`genEval.service.errors.public_reason`); ``error_detail`` keeps the full text.
+A job becomes ``done`` in the same transaction that stores its standings row: the use case
+:mod:`~genEval.service.server.finishing` hands one session to :meth:`JobQueue.finish_in` and to the standings store.
+A job's ``error`` is the reason its submitter sees (no paths, hosts, pids or tracebacks:
+:func:`genEval.service.errors.public_reason`); ``error_detail`` keeps the full text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
-from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.records import JobInfo
 from genEval.service.server.jobs.rows import JobRow
 from genEval.service.server.session import Sessions, record
-from genEval.service.server.standings.store import StandingStore
 
 
 def _at(now: float) -> float:
@@ -37,11 +37,10 @@ def _at(now: float) -> float:
 
 
 class JobQueue:
-    """The ``jobs`` table as workers use it; finishing a job writes its row of ``standings`` in the same
-    transaction."""
+    """The ``jobs`` table as workers use it (see the module docstring)."""
 
-    def __init__(self, sessions: Sessions, standings: StandingStore) -> None:
-        self.sessions, self.standings = sessions, standings
+    def __init__(self, sessions: Sessions, lock: Callable[[Session, str, str], None]) -> None:
+        self.sessions, self.lock = sessions, lock  # the benchmark version's lock (BenchmarkStore.lock)
 
     def claim(self, worker_id: str, lease_s: float) -> JobInfo | None:
         """Atomically take the oldest queued job for ``worker_id`` (see the module docstring), or None."""
@@ -117,37 +116,31 @@ class JobQueue:
             values["images_total"] = images_total
         return self._holder_update(job_id, worker_id, **values)
 
-    def finish(
-        self,
-        job_id: str,
-        worker_id: str,
-        result: dict,
-        images: int | None = None,
-        standing: StandingInfo | None = None,
-        beaten_by: Mapping[str, Sequence[str]] | None = None,
-        unbeaten_by: Mapping[str, Sequence[str]] | None = None,
-    ) -> bool:
-        """Mark a held job done with its result summary (and ``images`` evaluated in all); with ``standing``, store
-        its leaderboard row in the same transaction (on a settled benchmark: its submission's row, over one round
-        more), add its name under each metric of ``beaten_by`` (job id -> metrics) to those jobs' rows and take it
-        off each metric of ``unbeaten_by``. False (and nothing stored) when the worker no longer holds the job."""
+    def finish_in(
+        self, s: Session, job_id: str, worker_id: str, result: dict, images: int | None = None
+    ) -> float | None:
+        """In the transaction of ``s`` (its benchmark version locked first, as every writer of its standings does):
+        mark a held job done with its result summary (and ``images`` evaluated in all). Returns the time it finished
+        (the database's), or None (nothing changed) when the worker no longer holds the job. Its standings row is
+        stored in the same transaction (:meth:`genEval.service.server.finishing.JobEndings.finish`)."""
         extra = {} if images is None else {"images_done": images, "images_total": images}
+        now = self.sessions.now_in(s)
+        job = s.get(JobRow, job_id)
+        if job is None:
+            return None
+        self.lock(s, job.benchmark, job.benchmark_version)
+        res = s.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.worker_id == worker_id, JobRow.status == "running")
+            .values(status="done", finished_at=now, result=result, eta_s=0.0, lease_expires_at=None, **extra)
+        )
+        return now if res.rowcount == 1 else None
+
+    def finish(self, job_id: str, worker_id: str, result: dict, images: int | None = None) -> bool:
+        """:meth:`finish_in` in a transaction of its own, without a standings row (a worker of a genEval from before
+        standings were stored did so; the backfill adds the row). False when the worker no longer holds the job."""
         with self.sessions.write() as s:
-            now = self.sessions.now_in(s)
-            job = s.get(JobRow, job_id)
-            if job is None:
-                return False
-            self.standings.lock(s, job.benchmark, job.benchmark_version)
-            res = s.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.worker_id == worker_id, JobRow.status == "running")
-                .values(status="done", finished_at=now, result=result, eta_s=0.0, lease_expires_at=None, **extra)
-            )
-            if res.rowcount != 1:
-                return False
-            if standing is not None:
-                self.standings.store_in(s, replace(standing, finished_at=now), beaten_by or {}, unbeaten_by)
-            return True
+            return self.finish_in(s, job_id, worker_id, result, images) is not None
 
     def fail(self, job_id: str, worker_id: str, error: str, detail: str | None = None) -> bool:
         """Mark a held job failed: ``error`` is the reason its submitter sees, ``detail`` the full text (admins)."""

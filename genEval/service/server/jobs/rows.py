@@ -4,7 +4,8 @@ seeds, status, lease and result.
 The name rule (one queued, running or done job per name, benchmark version and round: one leaderboard row per model,
 and each round of it once) is a partial unique index, ``uq_jobs_active_name_round``, so the database itself refuses a
 second one however many servers submit, or workers queue a model's next round, at once. (A genEval from before
-rounds had ``uq_jobs_active_name``, without the round; :func:`genEval.service.server.database.upgrade` replaces it.)
+rounds had ``uq_jobs_active_name``, without the round; the baseline migration replaces it:
+:mod:`genEval.service.server.migrations`.)
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from genEval.service.server.session import Base
 
 #: The statuses that hold a name (as SQL, for the partial index).
 NAMED_SQL = text("status IN ('queued', 'running', 'done')")
-#: The unique index of names and rounds, and the one it replaced (names only, before settled benchmarks).
-NAME_INDEX, OLD_NAME_INDEX = "uq_jobs_active_name_round", "uq_jobs_active_name"
+#: The unique index of names and rounds.
+NAME_INDEX = "uq_jobs_active_name_round"
 
 
 class JobRow(Base):

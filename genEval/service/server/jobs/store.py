@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session
 from genEval.service.records import ACTIVE, NAMED, STATUSES, JobInfo, NameTaken, QuotaExceeded, TokenInfo, new_id
 from genEval.service.server.jobs.rows import JobRow
 from genEval.service.server.session import Sessions, record
-from genEval.service.server.standings.store import StandingRow
 from genEval.service.server.tokens.store import TokenRow
 
 
@@ -197,25 +196,21 @@ class JobStore:
             row = s.get(JobRow, job_id)
             return None if row is None else record(JobInfo, row)
 
-    def withdraw(self, root_id: str) -> JobInfo | None:
-        """Withdraw a settled benchmark's model, whose submission is job ``root_id``: cancel its queued and running
-        jobs (the submission and its later rounds; a running one's worker stops it at its next heartbeat) and mark its
-        leaderboard row withdrawn (``settled.withdrawn``), in one transaction. Returns the submission's job (None when
-        it does not exist); a model withdrawn twice stays withdrawn."""
-        with self.sessions.write() as s:
-            row = s.get(JobRow, root_id)
-            if row is None:
-                return None
-            s.execute(
-                update(JobRow)
-                .where((JobRow.id == root_id) | (JobRow.parent_id == root_id), JobRow.status.in_(ACTIVE))
-                .values(status="cancelled", finished_at=self.sessions.now_in(s), eta_s=None, lease_expires_at=None)
-            )
-            standing = s.get(StandingRow, root_id)
-            if standing is not None:
-                standing.settled = {**(standing.settled or {}), "withdrawn": True}
-            s.refresh(row)
-            return record(JobInfo, row)
+    def withdraw_in(self, s: Session, root_id: str) -> JobInfo | None:
+        """In the transaction of ``s``: cancel the queued and running jobs of the settled model whose submission is
+        job ``root_id`` (the submission and its later rounds; a running one's worker stops it at its next heartbeat).
+        Returns the submission's job (None when it does not exist). Its leaderboard row is marked withdrawn in the
+        same transaction (:meth:`genEval.service.server.finishing.JobEndings.withdraw`)."""
+        row = s.get(JobRow, root_id)
+        if row is None:
+            return None
+        s.execute(
+            update(JobRow)
+            .where((JobRow.id == root_id) | (JobRow.parent_id == root_id), JobRow.status.in_(ACTIVE))
+            .values(status="cancelled", finished_at=self.sessions.now_in(s), eta_s=None, lease_expires_at=None)
+        )
+        s.refresh(row)
+        return record(JobInfo, row)
 
     def requeue(self, job_id: str) -> JobInfo | None:
         """Put a failed or cancelled job back in the queue with its seeds (admin); None when it is missing. Raises

@@ -12,15 +12,16 @@ on it and the row below it (``below``; an open pair with the sources per model t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from genEval.comparisons.ranking import rank_reason
-from genEval.scores.sequential import PairVerdict
+from genEval.comparisons.standing import verdict_view
+from genEval.scores.definitions import SCORE
 from genEval.service.records import BoardRow
 from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
 from genEval.service.server.database import Database
-from genEval.service.server.standings.compute import MARKED, RANK_BY, SORT_KEYS, ModelStanding
+from genEval.service.server.standings.compute import RANK_BY, SORT_KEYS
 from genEval.service.server.standings.settled import SettledRanks, withdrawn
 
 #: The rank a settled benchmark's leaderboard shows for a model its submitter withdrew.
@@ -32,40 +33,13 @@ class UnknownVersion(NotFound):
 
 
 @dataclass(frozen=True)
-class Row:
-    """A leaderboard row: the job and its standing; ``marks``: metric -> count and first names of the models it is
-    significantly better than (``standing.better_than`` holds every name only when they were read); ``run_dirs``
-    its runs (one per repetition or round). On a settled benchmark: ``rank`` ("2" or "2–3"), the verdict on it and
-    the row below it in the settled order (``below``; None for the last) and its ``sources`` (per round, in all)."""
-
-    job_id: str
-    name: str
-    finished_at: float | None
-    standing: ModelStanding
-    marks: dict = field(default_factory=dict)
-    run_dirs: list = field(default_factory=list)
-    rank: str | None = None
-    below: PairVerdict | None = None
-    sources: int | None = None
-
-    def sort_value(self, key: str):
-        if key == "name":
-            return self.name.lower()
-        if key == "date":
-            return self.finished_at or 0.0
-        if key == "repetitions":
-            return self.standing.repetitions
-        return (self.standing.scores.get(key) or {}).get("value")  # a row stored before the score existed: none
-
-
-@dataclass(frozen=True)
 class Standings:
     """Stored standings of one benchmark version: ``rows`` (one page of them when read with a limit, already in
     the order asked for), ``total`` ranked rows, ``pending`` finished jobs whose row is not stored yet."""
 
     benchmark: str
     version: str
-    rows: list[Row]
+    rows: list[BoardRow]
     interval_note: str
     warnings: list[str]
     pending: int = 0
@@ -95,7 +69,7 @@ def read_standings(
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
     registered = db.benchmarks.get(benchmark, version)
-    stop = registered and registered.config.get("stop")
+    stop = registered.stop if registered else None
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
         every = db.standings.board(benchmark, version, "date")[1]
@@ -115,34 +89,39 @@ def read_standings(
     return Standings(
         benchmark,
         version,
-        [_row(b, every_mark, ranks) for b in board],
+        [_ranked(b, ranks) for b in board],
         note,
         list(dict.fromkeys(warnings)),
-        db.standings.count_unranked(benchmark, version),
+        db.endings.count_unranked(benchmark, version),
         total,
         offset,
         RANK_BY,
         rank_reason(RANK_BY),
-        stop or None,
+        None if stop is None else stop.to_dict(),
         None if ranks is None else ranks.done,
     )
 
 
-def _row(b: BoardRow, every_mark: bool, ranks: SettledRanks | None) -> Row:
-    standing = ModelStanding(
-        b.name,
-        b.repetitions,
-        b.scores,
-        {k: list((b.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {},
-    )
-    marks = {k: (b.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
-    row = Row(b.job_id, b.name, b.finished_at, standing, marks, list(b.run_dirs or []))
-    if ranks is not None and withdrawn(b):
-        return replace(row, rank=WITHDRAWN, sources=(b.settled or {}).get("sources"))
-    if ranks is None or b.job_id not in ranks.rank:
-        return row
+def _ranked(b: BoardRow, ranks: SettledRanks | None) -> BoardRow:
+    """``b`` with its settled rank, sources and the verdict on it and the row below in its standing (a fixed
+    benchmark's rows as read)."""
+    if ranks is None:
+        return b
     sources = (b.settled or {}).get("sources")
-    return replace(row, rank=ranks.rank[b.job_id], below=ranks.below[b.job_id], sources=sources)
+    if withdrawn(b):
+        return replace(b, standing=replace(b.standing, rank=WITHDRAWN, sources=sources))
+    if b.job_id not in ranks.rank:
+        return b
+    return replace(
+        b, standing=replace(b.standing, rank=ranks.rank[b.job_id], below=ranks.below[b.job_id], sources=sources)
+    )
+
+
+def below_view(row: BoardRow) -> dict | None:
+    """The verdict on ``row`` and the one below it in a leaderboard's words, for the API and the page alike
+    (:func:`genEval.comparisons.standing.verdict_view`; None: a fixed benchmark's row, or the last)."""
+    v = row.standing.below
+    return None if v is None else verdict_view(v, SCORE[RANK_BY].label)
 
 
 def standings(db: Database, catalog: Catalog, name: str, version: str | None = None, **page) -> Standings:

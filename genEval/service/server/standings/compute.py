@@ -12,7 +12,7 @@ the models in the library's order, :func:`genEval.comparisons.rows.order_models`
 comparison of ``n`` models costs ``n(n-1)/2`` paired bootstraps (measured in ``benchmarks/RESULTS.md``: about two
 hours for 1,000 models on a 2-core CPU), so it is never run per page view: when a job finishes, its worker
 (:class:`StandingsBuilder`) computes the new model's row and its ``n - 1`` pairs, and the database stores them with
-the job (:meth:`genEval.service.server.jobs.queue.JobQueue.finish`). The stored standings equal those of one
+the job (:meth:`genEval.service.server.finishing.JobEndings.finish`). The stored standings equal those of one
 :func:`aggregate` over all finished jobs (``tests/service/server/standings/test_service_standings.py``).
 """
 
@@ -32,11 +32,12 @@ from genEval.comparisons.ranking import DEFAULT_RANK_BY
 from genEval.comparisons.rows import order_models, score_entries
 from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import holm, round_seed
+from genEval.comparisons.standing import Standing
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
 from genEval.scores.rankings import pairwise_differences
 from genEval.scores.sequential import PairLooks, PairVerdict
-from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.records import MARKED, JobInfo, StandingInfo
 from genEval.service.reuse import version_budget
 from genEval.service.server.database import Database
 from genEval.service.server.standings.settled import (
@@ -54,8 +55,6 @@ log = logging.getLogger(__name__)
 #: Metrics shown, in column order: every leaderboard score of genEval.scores.definitions.SCORES, in the order of
 #: ``geneval compare``'s tables (a score added there appears here, stored with every row computed after it).
 COLUMNS = TABLE_SCORES
-#: The scores that get "significantly better" marks (paired bootstrap differences).
-MARKED = ("fmr", "sa", "pa")
 LABELS = {k: SCORE[k].short or SCORE[k].label for k in COLUMNS}
 #: ``rank``: the ranking's own order (a fixed benchmark's: by :data:`RANK_BY`; a settled one's: by the ranking score
 #: pooled over every round, with tied ranks: :mod:`~genEval.service.server.standings.settled`).
@@ -68,19 +67,8 @@ SEED, LEVEL = 0, 0.95
 
 
 @dataclass(frozen=True)
-class ModelStanding:
-    """One model's aggregated scores: metric -> {value, low, high} (percent; None when undefined), and
-    metric -> names of the models it is significantly better than."""
-
-    name: str
-    repetitions: int
-    scores: dict[str, dict]
-    better_than: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
 class ModelComparison:
-    models: dict[str, ModelStanding]
+    models: dict[str, Standing]
     interval_note: str
     warnings: list[str] = field(default_factory=list)
     rank_by: str = "fmr"  # the score that orders the standings (the comparison's rank_by) and why
@@ -106,18 +94,10 @@ def aggregate(
         if d.metric in MARKED and d.excludes_zero and d.value:
             winner, loser = (d.a, d.b) if d.value > 0 else (d.b, d.a)
             better[winner][d.metric].append(loser)
-    models = {}
-    for row in comp.leaderboard:
-        scores = _scores(row)
-        models[row.model] = ModelStanding(row.model, int(row.repetitions), scores, better[row.model])
+    models = {row.model: Standing.of(row, better[row.model], COLUMNS) for row in comp.leaderboard}
     return ModelComparison(
         models, comp.settings.interval_note, list(comp.warnings), comp.rank_by, comp.settings.rank_reason
     )
-
-
-def _scores(row) -> dict[str, dict]:
-    """A leaderboard row's scores as stored: metric -> {value, low, high} for every column."""
-    return {k: {"value": row[k].value, "low": row[k].low, "high": row[k].high} for k in COLUMNS}
 
 
 # ------------------------------------------------------------------------------ computing (the worker)
@@ -210,8 +190,7 @@ class StandingsBuilder:
         """The stop rule of a settled benchmark version (its registered record's ``stop``); None: fixed."""
         if (benchmark, version) not in self._rules:
             registered = self.db.benchmarks.get(benchmark, version)
-            stop = registered and registered.config.get("stop")
-            self._rules[benchmark, version] = StopRule(**stop) if stop else None
+            self._rules[benchmark, version] = registered.stop if registered else None
         return self._rules[benchmark, version]
 
     @staticmethod
@@ -291,7 +270,7 @@ class StandingsBuilder:
             run_dirs=dirs,
             repetitions=len(dirs),
             computed_at=time.time(),
-            scores=_scores(comp.leaderboard[0]),
+            scores=Standing.of(comp.leaderboard[0], columns=COLUMNS).to_dict()["scores"],
             better_than=better,
             warnings=warnings,
             interval_note=comp.settings.interval_note,
@@ -409,9 +388,9 @@ class StandingsBuilder:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
         worker); returns how many were added."""
         added = 0
-        for job in self.db.standings.unranked_jobs():
+        for job in self.db.endings.unranked():
             update = self.prepare(job)
-            if self.db.standings.add(update.row, update.beaten_by):
+            if self.db.endings.add(update.row, update.beaten_by):
                 self.reconcile(job, update)
                 self.settle(job.benchmark, job.benchmark_version)
                 added += 1
@@ -433,7 +412,7 @@ def record_finished(
     models that finished meanwhile and, on a settled benchmark, judge the neighbours and queue the rounds the rule
     asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored)."""
     update = update if update is not None else builder.prepare(job)
-    if not db.queue.finish(
+    if not db.endings.finish(
         job.id,
         worker_id,
         result,

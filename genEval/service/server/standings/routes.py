@@ -7,24 +7,18 @@ from typing import Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from genEval.comparisons.standing import Standing
 from genEval.service.server.deps import Facade
-from genEval.service.server.standings.board import standings
-from genEval.service.server.standings.settled import describe_below
-
-
-class Estimate(BaseModel):
-    """A score with its 95% interval (all null when the runs could not be read)."""
-
-    value: float | None
-    low: float | None
-    high: float | None
+from genEval.service.server.standings.board import below_view, standings
+from genEval.service.server.views import view_of
 
 
 class Below(BaseModel):
-    """A settled benchmark: the anytime-valid verdict on a row and the row below it (issue 33)."""
+    """A settled benchmark: the anytime-valid verdict on a row and the row below it (issue 33), in the words of
+    :func:`genEval.comparisons.standing.verdict_view` (the page's settled column shows ``text`` and ``title``)."""
 
     name: str = Field(description="the model of the row below")
-    verdict: str = Field(description="ordered | equivalent (within the margin) | open")
+    verdict: str = Field(description="ordered | equivalent (within the margin) | resolved | open")
     difference: float | None = Field(description="ranking score of this row minus the one below (points)")
     low: float | None = Field(description="the confidence sequence's bounds on the difference (null: not yet)")
     high: float | None
@@ -32,18 +26,29 @@ class Below(BaseModel):
     more_sources: int | None = Field(description="an open pair: ≈ sources per model more that would settle it")
     more_kind: str = Field(description='what more_sources would do: "order" or "show equivalence"')
     reason: str = Field(description="why a verdict or estimate is missing")
+    text: str = Field(description="the verdict in a few words")
+    title: str = Field(description="the verdict in one sentence, with the interval and the sources")
 
 
-class LeaderboardRow(BaseModel):
-    job: str
-    name: str
-    repetitions: int = Field(description="repetitions, or on a settled benchmark the rounds run")
-    finished_at: float | None
-    scores: dict[str, Estimate]
-    better_than: dict[str, list[str]] = Field(description="score -> every model this one is significantly better than")
-    rank: str | None = Field(None, description='a settled benchmark: the rank, tied ("2–3") unless ordered')
-    sources: int | None = Field(None, description="a settled benchmark: sources per model so far")
-    below: Below | None = Field(None, description="a settled benchmark: the verdict on this row and the one below")
+#: A model's row: a view of the library's :class:`~genEval.comparisons.standing.Standing` with its job and date.
+LeaderboardRow = view_of(
+    Standing,
+    "LeaderboardRow",
+    "A model's row on the leaderboard: its scores with their 95% intervals (all null when its runs could not be read)",
+    optional=("rank", "sources", "below"),
+    types={"below": Below},
+    describe={
+        "repetitions": "repetitions, or on a settled benchmark the rounds run",
+        "better_than": "score -> every model this one is significantly better than",
+        "rank": 'a settled benchmark: the rank, tied ("2–3") unless ordered',
+        "sources": "a settled benchmark: sources per model so far",
+        "below": "a settled benchmark: the verdict on this row and the one below",
+    },
+    extra={
+        "job": (str, Field(description="the job id of the submission (its page: /jobs/<job>)")),
+        "finished_at": (float | None, Field(description="when it finished (Unix time)")),
+    },
+)
 
 
 class Leaderboard(BaseModel):
@@ -94,17 +99,7 @@ def leaderboard(
         "stop": st.stop,
         "settled": st.settled,
         "rows": [
-            {
-                "job": r.job_id,
-                "name": r.name,
-                "repetitions": r.standing.repetitions,
-                "finished_at": r.finished_at,
-                "scores": r.standing.scores,
-                "better_than": r.standing.better_than,
-                "rank": r.rank,
-                "sources": r.sources,
-                "below": None if r.below is None else describe_below(r.below),
-            }
+            {**r.standing.to_dict(), "job": r.job_id, "finished_at": r.finished_at, "below": below_view(r)}
             for r in st.rows
         ],
     }

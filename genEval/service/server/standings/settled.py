@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -166,18 +166,3 @@ class SettledRanks:
         below.update({p.upper.job_id: v for p, v in zip(pairs, verdicts)})
         ids = [r.job_id for r in order]
         return cls(ids, tied_ranks(ids, verdicts), below, all(v.settled for v in verdicts))
-
-
-def describe_below(v: PairVerdict) -> dict[str, Any]:
-    """The verdict on a row and the one below it, as the API and the page show it."""
-    return {
-        "name": v.b,
-        "verdict": v.verdict,
-        "difference": v.value,
-        "low": v.low,
-        "high": v.high,
-        "sources": v.n_sources,
-        "more_sources": v.more_sources,
-        "more_kind": v.more_kind,
-        "reason": v.reason,
-    }

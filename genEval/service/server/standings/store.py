@@ -14,14 +14,14 @@ hold): ``unbeaten_by`` of :meth:`StandingStore.store_in`, and ``present=False`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 
 from sqlalchemy import JSON, Float, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from genEval.service.records import MARK_NAMES, BoardRow, JobInfo, StandingInfo
+from genEval.comparisons.standing import Standing
+from genEval.service.records import MARK_NAMES, MARKED, BoardRow, StandingInfo
 from genEval.service.server.benchmarks.store import BenchmarkStore
-from genEval.service.server.jobs.rows import JobRow
 from genEval.service.server.session import Base, Sessions, record
 
 
@@ -51,7 +51,7 @@ def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
 
 
 class StandingStore:
-    """The ``standings`` table (and the done jobs that have no row yet)."""
+    """The ``standings`` table (the done jobs that have no row yet: :mod:`~genEval.service.server.finishing`)."""
 
     def __init__(self, sessions: Sessions, benchmarks: BenchmarkStore) -> None:
         self.sessions, self.lock = sessions, benchmarks.lock
@@ -87,16 +87,12 @@ class StandingStore:
                 for metric in metrics:
                     self._mark(s, other, metric, standing.name, present)
 
-    def add(self, standing: StandingInfo, beaten_by: Mapping[str, Sequence[str]] | None = None) -> bool:
-        """Store the row of a job that is already done (a job finished before standings were stored); False when
-        the job is not done."""
-        with self.sessions.write() as s:
-            self.lock(s, standing.benchmark, standing.version)
-            job = s.get(JobRow, standing.job_id)
-            if job is None or job.status != "done":
-                return False
-            self.store_in(s, replace(standing, finished_at=job.finished_at), beaten_by or {})
-            return True
+    def mark_withdrawn_in(self, s: Session, job_id: str) -> None:
+        """In the transaction of ``s``: mark the row of ``job_id`` (a settled model's submission) withdrawn, if it
+        has one; it keeps its scores but leaves the settled order (:func:`.settled.withdrawn`)."""
+        row = s.get(StandingRow, job_id)
+        if row is not None:
+            row.settled = {**(row.settled or {}), "withdrawn": True}
 
     def set_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str, bool]]) -> None:
         """Set significance marks ``(job id, metric, other's name, present)`` on stored rows (idempotent): the row
@@ -179,7 +175,14 @@ class StandingStore:
 
     @staticmethod
     def _board_row(r, every_mark: bool) -> BoardRow:
-        return BoardRow(*r[:6], r.better_than if every_mark else None, r.run_dirs, r.settled)
+        """A board row, its standing read back from the stored JSON (:meth:`Standing.from_dict`); ``better_than``
+        of the marked scores, every name, when ``every_mark``."""
+        better = {k: list((r.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {}
+        standing = Standing.from_dict(
+            {"name": r.name, "repetitions": r.repetitions, "scores": r.scores, "better_than": better}
+        )
+        marks = {k: (r.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
+        return BoardRow(r.job_id, r.finished_at, standing, marks, list(r.run_dirs or []), r.settled)
 
     def notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
         """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""
@@ -190,35 +193,3 @@ class StandingStore:
                 )
             ).all()
         return [n for n, _ in got if n], [w for _, ws in got for w in ws or []]
-
-    def unranked_jobs(self, benchmark: str | None = None, version: str | None = None) -> list[JobInfo]:
-        """Done jobs without a stored standing row (finished before standings were stored), oldest first; a settled
-        benchmark's later rounds have none of their own (they add to their submission's row)."""
-        q = (
-            select(JobRow)
-            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
-            .where(JobRow.status == "done", StandingRow.job_id.is_(None), JobRow.parent_id.is_(None))
-        )
-        if benchmark is not None:
-            q = q.where(JobRow.benchmark == benchmark)
-        if version is not None:
-            q = q.where(JobRow.benchmark_version == version)
-        with self.sessions.read() as s:
-            return [record(JobInfo, r) for r in s.scalars(q.order_by(JobRow.finished_at, JobRow.id))]
-
-    def count_unranked(self, benchmark: str, version: str) -> int:
-        """How many done jobs of a version have no stored row yet (the page says so)."""
-        q = (
-            select(func.count())
-            .select_from(JobRow)
-            .outerjoin(StandingRow, StandingRow.job_id == JobRow.id)
-            .where(
-                JobRow.status == "done",
-                JobRow.benchmark == benchmark,
-                JobRow.benchmark_version == version,
-                StandingRow.job_id.is_(None),
-                JobRow.parent_id.is_(None),
-            )
-        )
-        with self.sessions.read() as s:
-            return int(s.execute(q).scalar_one())

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from sqlalchemy import event, text
 
-from genEval.service.records import NameTaken
+from genEval.service.records import NameTaken, StandingInfo
 from genEval.service.server.database import Database
 from genEval.service.server.worker import Worker
 from tests.support.service import (  # noqa: F401  (fixtures)
@@ -200,3 +200,55 @@ def test_stopping_a_worker_puts_its_job_back(db, tmp_path):
     t.join(timeout=60)
     back = db.jobs.get(job.id)
     assert back.status == "queued" and back.attempts == 0
+
+
+def _standing(job, name: str = "m0") -> StandingInfo:
+    scores = {"fmr": {"value": 5.0, "low": 1.0, "high": 9.0}}
+    return StandingInfo(
+        job.id, job.benchmark, job.benchmark_version, name, None, ["r/rep0"], 1, scores, {}, [], "", 0.0
+    )
+
+
+def test_finishing_a_job_stores_its_row_in_the_same_transaction_and_a_lost_job_stores_none(db):
+    a, b = _submit(db, 2)
+    claimed = db.queue.claim("w", 60)
+    assert db.endings.finish(claimed.id, "w", {"ok": 1}, standing=_standing(a)) is True
+    (row,) = db.standings.rows("b", "v1")
+    assert (row.job_id, row.finished_at) == (a.id, db.jobs.get(a.id).finished_at)  # on the job's own clock
+    lost = db.queue.claim("w", 60)
+    db.jobs.cancel(lost.id)
+    assert db.endings.finish(lost.id, "w", {}, standing=_standing(b, "m1")) is False
+    assert [r.job_id for r in db.standings.rows("b", "v1")] == [a.id] and db.jobs.get(b.id).status == "cancelled"
+    assert db.endings.unranked() == [] and db.endings.count_unranked("b", "v1") == 0
+
+
+def test_withdrawing_cancels_the_rounds_and_marks_the_row_withdrawn_at_once(db):
+    (a,) = _submit(db, 1)
+    db.endings.finish(db.queue.claim("w", 60).id, "w", {}, standing=_standing(a))
+    later = db.jobs.queue_round(db.jobs.get(a.id), 1, 7)
+    assert db.endings.withdraw(a.id).id == a.id and db.jobs.get(later.id).status == "cancelled"
+    assert db.standings.rows("b", "v1")[0].settled == {"withdrawn": True}
+    assert db.endings.withdraw("no-such-job") is None
+
+
+def test_the_jobs_slice_imports_neither_the_standings_slice_nor_the_whole_database():
+    """Finishing and withdrawing are use cases above both slices (genEval/service/server/finishing.py): the jobs
+    slice's modules import no standings module and no Database, and the standings store reads no jobs table."""
+    import ast
+    from pathlib import Path
+
+    import genEval.service.server as server
+
+    def imports(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+        }
+
+    home = Path(server.__file__).parent
+    for path in sorted((home / "jobs").glob("*.py")):
+        bad = {
+            m for m in imports(path) if m.startswith((f"{server.__name__}.standings", f"{server.__name__}.database"))
+        }
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+    assert f"{server.__name__}.jobs.rows" not in imports(home / "standings" / "store.py")

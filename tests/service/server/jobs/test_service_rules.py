@@ -227,8 +227,10 @@ def test_an_older_database_is_upgraded_and_duplicate_names_are_reported_not_fata
     first.close()
     from sqlalchemy import create_engine
 
-    engine = create_engine(url)  # the tables of an earlier genEval: no error_detail, lease_s, rounds or unique index
+    engine = create_engine(url)  # an earlier genEval's tables: no error_detail, lease_s, rounds, stop or unique index
     with engine.begin() as conn:
+        conn.execute(text("DROP TABLE alembic_version"))  # a database from before Alembic
+        conn.execute(text("ALTER TABLE benchmarks DROP COLUMN stop"))
         conn.execute(text("DROP INDEX uq_jobs_active_name_round"))
         conn.execute(text("DROP INDEX ix_jobs_parent_id"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN round"))

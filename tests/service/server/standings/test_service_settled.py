@@ -93,10 +93,10 @@ def _check_equals_compare(db, home: Path, bench: Benchmark) -> None:
     want = comp.settled
     assert want.rule == bench.rule.to_dict()  # the rounds recorded the benchmark's rule
     assert [r.name for r in st.rows] == want.order
-    assert {r.name: r.rank for r in st.rows} == want.tied_ranks
-    assert {r.name: r.sources for r in st.rows} == {m: want.sources for m in want.order}
+    assert {r.name: r.standing.rank for r in st.rows} == want.tied_ranks
+    assert {r.name: r.standing.sources for r in st.rows} == {m: want.sources for m in want.order}
     for row, pair in zip(st.rows, want.pairs):
-        got = row.below
+        got = row.standing.below
         assert (got.a, got.b, got.verdict, got.n_sources, got.looks) == (
             pair.a,
             pair.b,
@@ -106,7 +106,7 @@ def _check_equals_compare(db, home: Path, bench: Benchmark) -> None:
         )
         assert (got.more_sources, got.more_kind) == (pair.more_sources, pair.more_kind)
         assert [got.value, got.low, got.high] == pytest.approx([pair.value, pair.low, pair.high], abs=1e-9)
-    assert st.rows[-1].below is None and st.settled == want.done
+    assert st.rows[-1].standing.below is None and st.settled == want.done
     reference = aggregate(dirs, n_boot=N_BOOT)
     for row in st.rows:
         assert row.standing.scores == reference.models[row.name].scores
@@ -161,7 +161,7 @@ def test_two_equal_models_get_rounds_up_to_max_sources_and_share_a_rank(
     _submit(service, "twin_c", "blurred")
     assert _run_queue(db, tmp_path, builder) == 3
     assert _rounds(db) == {"twin_a": [0, 1, 2], "twin_b": [0, 1, 2], "twin_c": [0, 1, 2]}
-    assert [r.rank for r in read_standings(db, settled.name, settled.version).rows] == ["1–3"] * 3
+    assert [r.standing.rank for r in read_standings(db, settled.name, settled.version).rows] == ["1–3"] * 3
     db.close()
 
 
@@ -177,7 +177,7 @@ def test_a_familywise_version_judges_its_neighbours_with_holm(db, tmp_path, sett
     assert _run_queue(db, tmp_path, builder) == 3  # one round each: max_sources = round_sources
     board = TestClient(create_app(service)).get("/api/leaderboard/digits_fw").json()
     assert board["stop"]["familywise"] is True and [r["name"] for r in board["rows"]][0] == "sharp"
-    below = [r.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
+    below = [r.standing.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
     assert [(v.verdict, v.confidence) for v in below] == [("ordered", pytest.approx(0.975)), ("open", 0.95)]
     _check_equals_compare(db, tmp_path, bench)
 
@@ -328,11 +328,14 @@ def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
         conn.execute(text("UPDATE jobs SET status = 'done', finished_at = 1.0 WHERE id = :id"), {"id": job.id})
     scores = {"fmr_validated": {"value": 50.0, "low": 40.0, "high": 60.0}}
     standing = StandingInfo(job.id, "digits", old, "m0", None, ["runs/digits/x/rep0"], 1, scores, {}, [], "", 1.0)
-    assert first.standings.add(standing)
+    assert first.endings.add(standing)
     secret = first.benchmarks.round_base("digits", old)
+    with first.writer.begin() as conn:  # a database of the genEval before Alembic (and before issue 45's versions)
+        conn.execute(text("DROP TABLE alembic_version"))
+        conn.execute(text("ALTER TABLE benchmarks DROP COLUMN stop"))
     first.close()
 
-    again = Database(url)  # opening it carries the versions over
+    again = Database(url)  # opening it runs the migrations, whose 0003 carries the versions over
     (row,) = again.standings.rows("digits", PINNED["digits"])
     assert (row.job_id, row.name, row.scores) == (job.id, "m0", scores)
     assert again.standings.rows("digits", old) == []
@@ -356,6 +359,8 @@ def test_a_database_from_before_rounds_is_upgraded(tmp_path, settled):
     engine = create_engine(url)  # the jobs table before rounds: no round or parent_id, a unique index of names
     with engine.begin() as conn:
         for sql in (
+            "DROP TABLE alembic_version",  # a database from before Alembic
+            "ALTER TABLE benchmarks DROP COLUMN stop",
             "DROP INDEX uq_jobs_active_name_round",
             "DROP INDEX ix_jobs_parent_id",
             "ALTER TABLE jobs DROP COLUMN round",

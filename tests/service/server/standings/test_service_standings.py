@@ -6,6 +6,7 @@ nothing (genEval.service.server.standings.compute, genEval.service.server.databa
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,7 @@ def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke
     values = [r["scores"]["fmr_validated"]["value"] for r in board["rows"]]
     assert values == sorted(values, reverse=True) and len(values) == 2
     rows = client.get("/api/leaderboard/digits_smoke?sort=fmr").json()["rows"]
-    stored = [_stored(db, smoke)[r["name"]][0]["fmr"]["value"] for r in rows]
+    stored = [_stored(db, smoke)[r["name"]][0]["fmr"].value for r in rows]
     assert stored == sorted(stored, reverse=True) and {r["name"] for r in rows} == {"truth", "m5"}
     rows = client.get("/api/leaderboard/digits_smoke?sort=name&order=asc").json()["rows"]
     assert [r["name"] for r in rows] == ["m5", "truth"]
@@ -202,3 +203,69 @@ def test_the_page_and_the_api_are_paged_by_the_database(db, tmp_path, smoke, mon
     assert set(truth["better_than"]["sa"]) == {"m3", "m5"}  # the API lists every name
     row = last.split('<tr data-model="truth">')[1].split("</tr>")[0]
     assert "SA &gt; m3 and 1 more" in row
+
+
+# ------------------------------------------------------------------------------ the typed Standing
+def _library_row(name: str, sa: float, fmr: float | None):
+    """A comparison library row with two scores (what the worker builds a standing from)."""
+    from genEval.comparisons.leaderboard import LeaderboardRow, MetricEntry
+
+    scores = {
+        "sa": MetricEntry(sa, sa - 2.5, sa + 2.0, 40, "wilson"),
+        "fmr": MetricEntry(fmr, None, None, 0, "", "no samples") if fmr is None else MetricEntry(fmr, 1.0, 9.5, 40),
+    }
+    return LeaderboardRow(name, scores, None, None, None, False, 3, 40.0, 30.0)
+
+
+def _verdict(**changes):
+    from genEval.scores.sequential import PairVerdict
+
+    fields = dict(a="m1", b="m2", metric="fmr_validated", value=4.25, low=1.5, high=7.0, n_sources=120,
+                  looks=3, sd=0.5, verdict="ordered", confidence=0.95, margin=1.0, run_low=1.5, run_high=7.0,
+                  since=2)  # fmt: skip
+    return PairVerdict(**(fields | changes))
+
+
+def test_a_standing_is_built_from_the_library_row_and_round_trips_through_json():
+    import json
+
+    from genEval.comparisons.standing import Score, Standing
+
+    got = Standing.of(_library_row("m1", 80.0, None), {"sa": ["m2"]}, columns=("sa", "fmr", "pa"))
+    assert got.scores == {"sa": Score(80.0, 77.5, 82.0), "fmr": Score(), "pa": Score()}  # a missing score: undefined
+    assert (got.name, got.repetitions, got.better_than, got.value("sa"), got.value("vr")) == (
+        "m1", 3, {"sa": ["m2"]}, 80.0, None)  # fmt: skip
+    settled = Standing.of(_library_row("m1", 80.0, 5.0), columns=("fmr",))
+    settled = replace(settled, rank="1–2", sources=120, below=_verdict())
+    for standing in (got, settled):
+        assert Standing.from_dict(json.loads(json.dumps(standing.to_dict()))) == standing
+    assert settled.to_dict()["below"]["n_sources"] == 120 and settled.to_dict()["scores"]["fmr"]["low"] == 1.0
+
+
+def test_a_standing_reads_a_row_stored_before_the_settled_keys_and_names_a_missing_key():
+    from genEval.comparisons.standing import Score, Standing
+
+    old = {"name": "m", "repetitions": 2, "scores": {"fmr": {"value": 3.0, "low": 1.0, "high": 5.0}}}
+    got = Standing.from_dict(old)
+    assert (got.scores, got.better_than, got.rank, got.below) == ({"fmr": Score(3.0, 1.0, 5.0)}, {}, None, None)
+    assert (
+        got.scores["fmr"].fmt() == "3.00 [1.00, 5.00]" and Score(2.0).fmt() == "2.00" and Score().fmt() == "undefined"
+    )
+    with pytest.raises(ValueError, match=r"needs 'repetitions'; got the keys \['name', 'scores'\]"):
+        Standing.from_dict({"name": "m", "scores": {}})
+
+
+def test_the_verdict_on_a_row_and_the_one_below_is_worded_once_for_the_api_and_the_page():
+    from genEval.comparisons.standing import verdict_view
+
+    ordered = verdict_view(_verdict(), "FMR_v")
+    assert (ordered["name"], ordered["difference"], ordered["sources"], ordered["text"]) == (
+        "m2", 4.25, 120, "ordered above m2")  # fmt: skip
+    assert ordered["title"] == _verdict().describe("FMR_v") and ordered["title"].startswith("m1 vs m2: FMR_v")
+    assert (
+        verdict_view(_verdict(verdict="equivalent", margin=0.5), "x")["text"] == "equivalent to m2 (within 0.5 points)"
+    )
+    more = verdict_view(_verdict(verdict="open", more_sources=1500, more_kind="order"), "x")
+    assert more["text"] == "open vs m2: ≈ 1,500 more sources to order"
+    unjudged = verdict_view(_verdict(verdict="open", metric="", reason="not judged yet"), "x")
+    assert unjudged["text"] == unjudged["title"] == "open vs m2 (not judged yet)"
