@@ -189,7 +189,7 @@ def cpu_threads(device: torch.device, threads: int | None) -> Iterator[None]:
     Why training defaults to one thread: the demo's batches are tiny (32 images of 16 px), so splitting each op over
     threads costs more in hand-offs than it saves, and on a busy machine the waiting threads spin. Measured on 2
     shared cores under load (``python benchmarks/demo_training.py --threads 1 2 --epochs 1``; benchmarks/RESULTS.md,
-    issue 42), one epoch of the digits VQ costs several times more CPU on two threads than on one.
+    "The first hour"), one epoch of the digits VQ costs several times more CPU on two threads than on one.
     """
     if device.type != "cpu" or threads is None:
         yield
@@ -250,8 +250,8 @@ def _resume(
 
 
 def _log_epoch(epoch: int, epochs: int, start: int, loss: float, psnr: float, psnr_q: float, spent: float) -> None:
-    """The line per epoch the first run shows (issue 42): loss, held-out PSNR, seconds so far and about how many
-    are left (the mean epoch of this call times the epochs to go)."""
+    """The line per epoch the first run shows (docs/getting-started.md): loss, held-out PSNR, seconds so far and about
+    how many are left (the mean epoch of this call times the epochs to go)."""
     left = spent / (epoch + 1 - start) * (epochs - epoch - 1)
     log.info(
         "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB); %.0f s so far, about %.0f s to go",
@@ -516,8 +516,8 @@ def digits_vq(
     (9-epoch run); a constant lr of 2e-3 reached only 22.1 / 26.2 / 28.5 dB after 4 / 8 / 12 epochs
     and fluctuated by 2 dB between epochs, batch 64 was worse per second. 8 epochs is the default. Training runs
     on one thread (:func:`cpu_threads`): on 2 shared cores (load average 15) one epoch cost 9.4 s of CPU on one
-    thread and 167.5 s on two, and the 8 epochs 67 s of CPU on one, reaching 28.4 dB (issue 42;
-    ``python benchmarks/demo_training.py``, benchmarks/RESULTS.md).
+    thread and 167.5 s on two, and the 8 epochs 67 s of CPU on one, reaching 28.4 dB (``python
+    benchmarks/demo_training.py``, benchmarks/RESULTS.md, "The first hour").
     """
     dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
     settings = {

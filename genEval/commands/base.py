@@ -173,9 +173,9 @@ def comparison_settings_from(cfg: DictConfig) -> ComparisonSettings:
     seed and level at their defaults) as the one object compare, ablation and re-ranking take."""
     given = {k: plain(cfg[k]) for k in ("baselines", "er_min_r2", "n_boot", "rank_by") if cfg.get(k) is not None}
     rule = {k: plain(cfg[k]) for k in (*STOP_DEFAULTS, "rule") if cfg.get(k) is not None}
-    er = cfg.get("er") or {}  # er.scale (logit | probit) and er.floor (percent), issue 43
+    er = cfg.get("er") or {}  # er.scale (logit | probit) and er.floor (percent), docs/comparing.md
     given |= {f"er_{k}": plain(er[k]) for k in ("scale", "floor") if er.get(k) is not None}
-    sensitivity = plain((cfg.get("label_free") or {}).get("sensitivity", False))  # issue 44
+    sensitivity = plain((cfg.get("label_free") or {}).get("sensitivity", False))  # docs/scores.md
     return ComparisonSettings(**given, sequential=StopRule(**rule), label_free_sensitivity=sensitivity)
 
 

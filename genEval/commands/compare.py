@@ -22,8 +22,8 @@ repetition's seed, shared by every model of that repetition (and, in a generator
 ``data.subset=first`` or a fixed ``data.subset_seed`` keeps the same sources in every repetition (the comparison then
 says so).
 
-``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (``data.limit`` is set to it) until every
-adjacent pair of the ranking is ordered or equivalent within ``margin`` (:mod:`genEval.comparisons.rounds`); rerun
+``stop=settled`` (docs/comparing.md) runs rounds of ``round_sources`` fresh sources (``data.limit`` is set to it) until
+every adjacent pair of the ranking is ordered or equivalent within ``margin`` (:mod:`genEval.comparisons.rounds`); rerun
 with ``out_dir=<its folder>`` to continue a stopped one.
 """
 
@@ -80,12 +80,12 @@ _NOT_RUN_KEYS = (
     "tracking",
     "executor",
     "data_zoos",
-    "ablate",  # issue 43: each value's runs record the config of that value
+    "ablate",  # each value's runs record the config of that value
     "id_data",
     "families",
     "shift",
     "corruptions",
-    "label_free",  # issue 44: the label-free measures' sensitivity protocol
+    "label_free",  # the label-free measures' sensitivity protocol
 )
 
 

@@ -6,8 +6,8 @@ text cannot drift from them:
 * ``geneval <command> --help``: the command's summary, the groups it composes with their options, and its keys:
   ``conf/<config>.yaml`` as written, comments included (without its ``hydra:`` block).
 
-The command line prints it before Hydra or any command module is imported (issue 42): it reads YAML files, nothing
-more, and answers at once. (``--hydra-help`` still shows Hydra's own.)
+The command line prints it before Hydra or any command module is imported (docs/getting-started.md): it reads YAML
+files, nothing more, and answers at once. (``--hydra-help`` still shows Hydra's own.)
 """
 
 from __future__ import annotations

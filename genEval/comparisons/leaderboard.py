@@ -234,7 +234,7 @@ class LabelFree:
     ``measures``: every label-free measure (SoftmaxCorr, MaxPred, SoftGap, ATC-MC, agreement with the oracle) ->
     truth (``pa``, ``fmr_validated``) -> ``{rho, tau_w, n_models, reason}``; ``sensitivity``: the same measure ->
     truth -> ``{subsample: {fraction: {rho, tau_w}}, kept_models: {...}}`` when the paper's protocol was run
-    (``label_free.sensitivity=true``); ``not_recorded``: models whose runs hold no confidence (issue 44)."""
+    (``label_free.sensitivity=true``); ``not_recorded``: models whose runs hold no confidence (docs/scores.md)."""
 
     spearman_pa: float | None
     n_models: int
@@ -270,7 +270,7 @@ class Settings:
 
 #: Comparison's fields that are objects of their own in comparison.json (read back by their own from_dict).
 _NESTED = ("leaderboard", "differences", "stability", "effective_robustness", "settings", "label_free", "settled")
-#: Optional parts added by issue 43, each an object of its own with to_dict / from_dict / notes_text /
+#: Optional parts (docs/comparing.md), each an object of its own with to_dict / from_dict / notes_text /
 #: markdown_lines: multi-ID ER, the fixed-shift column, per-class differences.
 _EXTRAS: dict[str, type] = {"multi_id": MultiIDFit, "fixed_shift": FixedShift, "class_differences": ClassDifferences}
 

@@ -43,7 +43,7 @@ COMPACT_SCORES = ("fmr", "fmr_validated", "sa", "pa", "vr")
 #: Per-model run-cost columns (means over repetitions): the paper's speed claim for the mask comes from
 #: fewer rejected steps, so rejections stand next to the run time.
 COST = ("rejected_per_sample", "steps_per_sample", "time_s", "time_per_sample_s")
-#: The label-free measures and confidence scores of a row (issue 44), in table order, with their headers.
+#: The label-free measures and confidence scores of a row (docs/scores.md), in table order, with their headers.
 CONFIDENCE_COLUMNS = {
     "softmax_corr": "SoftmaxCorr",
     "max_pred": "MaxPred",
@@ -402,7 +402,7 @@ def render_csv(comp: Any) -> str:
     tail = ["er", "er_low", "er_high", "er_predicted_pa", "softmax_corr", *COST, "rank"]
     scores = [c for k in LEADERBOARD_SCORES for c in (k, f"{k}_low", f"{k}_high", f"{k}_std")]
     buf = io.StringIO()
-    extra = list(CONFIDENCE_COLUMNS)[1:]  # after the columns of comparisons made before issue 44
+    extra = list(CONFIDENCE_COLUMNS)[1:]  # after the columns of comparisons made before confidence was recorded
     w = csv.DictWriter(buf, fieldnames=head + scores + tail + ["rank_by", "tied_rank", *extra], lineterminator="\n")
     w.writeheader()
     for r in comp.leaderboard:

@@ -90,7 +90,7 @@ SECTIONS = {
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
-    **ROBUSTNESS_SECTIONS,  # issue 43 (genEval/reports/robustness.py, templates/robustness.html.j2)
+    **ROBUSTNESS_SECTIONS,  # docs/comparing.md (genEval/reports/robustness.py, templates/robustness.html.j2)
 }
 #: What a single run's report leaves out: sections about several models (its one-row leaderboard becomes a table of
 #: its scores in "scores").

@@ -43,7 +43,7 @@ _DECIMALS = 6
 def confidence(logits: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The classifier's confidence in its answer for a batch of logits (B, K): the top-``min(TOP_K, K)`` softmax
     probabilities (B, k) in descending order and their classes (B, k), the softmax's entropy (B,) in nats (0 for a
-    one-hot answer, ln K for a uniform one) and the softmax itself (B, K), all in fp32 (records: issue 44)."""
+    one-hot answer, ln K for a uniform one) and the softmax itself (B, K), all in fp32 (records: docs/scores.md)."""
     probs = logits.detach().float().softmax(1)
     top_p, top_c = probs.topk(min(TOP_K, probs.shape[1]), dim=1)
     entropy = -torch.special.xlogy(probs, probs).sum(1)

@@ -3,9 +3,9 @@
 its :class:`~genEval.search.starts.SourceQueue`; under ``compile`` the batch keeps its size to the very end, so a run
 compiles once), with per-row step counters and Adam moments. A step reads one small table back to the host (which
 rows go on, which stopped, what went wrong) and, when samples stop, their records in one transfer
-(:func:`genEval.search.records.read_outcomes`): at most two host syncs a step (issue 26), since each sync stalls a GPU
-until the host has read. Every random draw of a sample is seeded from the sample's own seed, so results do not
-depend on which samples share a batch.
+(:func:`genEval.search.records.read_outcomes`): at most two host syncs a step (docs/benchmarks.md), since each sync
+stalls a GPU until the host has read. Every random draw of a sample is seeded from the sample's own seed, so results do
+not depend on which samples share a batch.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class SearchRows:
         for k in ("alive", "start_ok", "recon_known", "searching", *_FLAGS):
             s[k] = torch.zeros(n, dtype=torch.bool, device=dev)
         s["oracle_score"], s["samples"] = torch.zeros(n, device=dev), [None] * n
-        k, classes = first["clean_top_p"].shape[0], first["num_classes"]  # the classifier's confidence (issue 44)
+        k, classes = first["clean_top_p"].shape[0], first["num_classes"]  # the classifier's confidence (docs/scores.md)
         for side in ("clean", "final"):
             s[f"{side}_top_p"] = torch.zeros((n, k), device=dev)
             s[f"{side}_top_c"] = torch.zeros((n, k), dtype=torch.long, device=dev)
@@ -188,7 +188,7 @@ class SearchRows:
         s["final_z"] = torch.where(self._rows(keep, s["z"]), s["z"].detach(), s["final_z"])
         s["oracle_score"] = torch.where(keep, scores.to(self.dev).float(), s["oracle_score"])
         s["oracle_final_pred"] = torch.where(keep, preds.to(self.dev), s["oracle_final_pred"])
-        top_p, top_c, entropy, probs = confidence(logits)  # the kept image's softmax (issue 44)
+        top_p, top_c, entropy, probs = confidence(logits)  # the kept image's softmax (docs/scores.md)
         s["final_top_p"] = torch.where(keep[:, None], top_p, s["final_top_p"])
         s["final_top_c"] = torch.where(keep[:, None], top_c, s["final_top_c"])
         s["final_entropy"] = torch.where(keep, entropy, s["final_entropy"])

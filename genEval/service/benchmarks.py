@@ -9,16 +9,16 @@ A submission cannot change the preset, with one exception: the keys listed under
 (an allowlist such as ``batch_size``; each with a range or a list of choices). They are left out of the
 version hash. Any other key, a ``_target_`` or a Hydra-style override is refused with an error naming it.
 
-A benchmark may be *settled* (issue 33): ``stop: settled`` with ``max_sources`` (and optionally ``round_sources``,
-``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its ``benchmark:`` block.
-Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``, ``data.limit`` =
-``round_sources``) drawn with the round's seed, the same for every model of the version, and the service adds rounds
-to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has ``max_sources``
-(:mod:`genEval.service.server.standings.settled`). The rule is part of the version; a fixed benchmark's version is
-computed as before (its hash does not change).
+A benchmark may be *settled* (docs/service.md): ``stop: settled`` with ``max_sources`` (and optionally
+``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its
+``benchmark:`` block. Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
+``data.limit`` = ``round_sources``) drawn with the round's seed, the same for every model of the version, and the
+service adds rounds to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has
+``max_sources`` (:mod:`genEval.service.server.standings.settled`). The rule is part of the version; a fixed benchmark's
+version is computed as before (its hash does not change).
 
 Every submission to a settled version reuses its rounds (the same secret round seeds), which is the adaptive test-set
-reuse Miller's thesis bounds (ch. 3; issue 44): the service reports a *reuse budget* per settled version
+reuse Miller's thesis bounds (ch. 3; docs/scores.md): the service reports a *reuse budget* per settled version
 (:mod:`genEval.scores.reuse`), with the preset's ``reuse_epsilon`` (how close every standing must stay to its
 population value, a fraction: 0.01 = 1 point) and ``reuse_delta`` (at ``1 - delta``) in its ``benchmark:`` block; they
 say how the budget is reported, not what is measured, so they are not part of the version. When a version's budget
@@ -59,7 +59,7 @@ MAX_REPETITIONS = 100
 LATER_KEYS = {"data.other_folders": "refuse"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
 STOP_KEYS = tuple(STOP_DEFAULTS)
-#: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (issue 44).
+#: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (docs/scores.md).
 REUSE_KEYS = {"reuse_epsilon": 0.01, "reuse_delta": 0.05}
 
 

@@ -7,9 +7,9 @@ the same for every model of the version, so that all models' round ``r`` see the
 the version hash: the hash is public (URLs, ``/api/benchmarks``), and seeds derived from it would tell anyone every
 future round's images before any model ran them, where the secret leaves a round unknown until it first runs.
 
-A settled version also keeps its *reuse budget* (issue 44, :mod:`genEval.service.reuse`): the correctness agreement
-of the models submitted to it and how many further submissions its shared rounds can take, recomputed by the worker
-that finishes a job (:meth:`BenchmarkStore.set_reuse`; null until then, and for fixed benchmarks).
+A settled version also keeps its *reuse budget* (docs/scores.md, :mod:`genEval.service.reuse`): the correctness
+agreement of the models submitted to it and how many further submissions its shared rounds can take, recomputed by the
+worker that finishes a job (:meth:`BenchmarkStore.set_reuse`; null until then, and for fixed benchmarks).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class Estimate(BaseModel):
 
 
 class Below(BaseModel):
-    """A settled benchmark: the anytime-valid verdict on a row and the row below it (issue 33)."""
+    """A settled benchmark: the anytime-valid verdict on a row and the row below it (docs/service.md)."""
 
     name: str = Field(description="the model of the row below")
     verdict: str = Field(description="ordered | equivalent (within the margin) | open")
