@@ -1,5 +1,5 @@
-"""Library code points at the docs, not at a tracker (docs/architecture.md, "Habits"): a docstring or comment in
-``genEval/``, ``generators/`` or ``oracles/`` that explains *why* names the docs page with the feature
+"""Library code points at the docs, not at a tracker (docs/architecture.md, "Habits"): a docstring, comment or template
+in ``genEval/``, ``generators/`` or ``oracles/`` that explains *why* names the docs page with the feature
 (``docs/scores.md``), never "issue 44", which names no tracker a reader can open; every page cited exists."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ DOCS_PAGE = re.compile(r"docs/[a-z-]+\.md")
 
 
 def _code(root: Path) -> list[Path]:
-    return [p for pkg in PACKAGES for p in sorted((root / pkg).rglob("*.py"))]
+    """The packages' Python files and the report's Jinja templates (their comments and the text they render)."""
+    return [p for pkg in PACKAGES for ext in ("*.py", "*.j2") for p in sorted((root / pkg).rglob(ext))]
 
 
 def issue_references(root: Path = ROOT) -> list[str]:
-    """Each line of the packages' Python files that cites an issue number, as ``path:line: text``."""
+    """Each line of the packages' code (:func:`_code`) that cites an issue number, as ``path:line: text``."""
     return [
         f"{p.relative_to(root).as_posix()}:{n}: {line.strip()}"
         for p in _code(root)
@@ -32,6 +33,7 @@ def test_the_scan_finds_issue_numbers_and_nothing_else(tmp_path):
     """A known answer: docstrings, comments and messages that cite an issue are found, words that merely hold one
     are not."""
     (tmp_path / "genEval").mkdir()
+    (tmp_path / "genEval" / "page.html.j2").write_text("{#- the sections of issue 43 -#}\n<p>docs/scores.md</p>\n")
     (tmp_path / "genEval" / "m.py").write_text(
         '"""Scores (issue 10)."""\n'
         "x = 1  # Issue 33 said so\n"
@@ -42,6 +44,7 @@ def test_the_scan_finds_issue_numbers_and_nothing_else(tmp_path):
         'genEval/m.py:1: """Scores (issue 10)."""',
         "genEval/m.py:2: x = 1  # Issue 33 said so",
         "genEval/m.py:3: # issues 33 and 40",
+        "genEval/page.html.j2:1: {#- the sections of issue 43 -#}",
     ]
 
 
