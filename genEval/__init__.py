@@ -2,7 +2,7 @@
 
 ``import genEval`` is cheap: the contracts (``genEval.Classifier``, ...) and ``genEval.evaluate`` are loaded on first
 use (PEP 562 module ``__getattr__``), so the command line can dispatch, answer ``--help`` and check settings before
-torch is imported (issue 42); a notebook writes ``genEval.evaluate(...)`` as before.
+torch is imported (docs/getting-started.md); a notebook writes ``genEval.evaluate(...)`` as before.
 """
 
 from __future__ import annotations

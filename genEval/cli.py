@@ -3,8 +3,8 @@ which config, which overrides.
 
 ``geneval [overrides]`` runs the main job (conf/config.yaml); ``geneval <command> [path] [overrides]`` runs one of
 the commands of :data:`genEval.commands.registry.COMMANDS`. Dispatch comes first and imports nothing heavy, so that
-``--help``, a mistyped command and a refused setting answer at once (issue 42): a command's modules, and with them
-torch, scipy or httpx, are imported only when it runs.
+``--help``, a mistyped command and a refused setting answer at once (docs/configuration.md): a command's modules, and
+with them torch, scipy or httpx, are imported only when it runs.
 
 1. The command: the first argument, when it names one; a bare word that names none is refused with the nearest
    names. ``--help`` / ``-h``: the help of the command (:mod:`genEval.commands.helptext`), printed at once.
@@ -21,7 +21,7 @@ torch, scipy or httpx, are imported only when it runs.
 ``OMP_WAIT_POLICY=PASSIVE`` is set for the process unless the environment sets it (before torch is imported): torch's
 OpenMP threads otherwise spin while they wait, which on a busy 2-core machine made the offline demo's search several
 times slower and costlier in CPU than one thread (``python benchmarks/demo_training.py --search``;
-benchmarks/RESULTS.md, issue 42).
+benchmarks/RESULTS.md, "The first hour").
 """
 
 from __future__ import annotations

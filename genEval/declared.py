@@ -1,4 +1,4 @@
-"""What a component will be, read from its settings before it is built: the cheap checks' vocabulary (issue 29).
+"""What a component will be, read from its settings before it is built: the cheap checks' vocabulary (docs/assets.md).
 
 Building a component can take minutes: weights are downloaded, a CLIP head encodes thousands of prompts, a digits
 model is trained on first use. The command layer therefore checks that the pieces of a run fit together from their

@@ -1,9 +1,9 @@
-"""How a role's modules run on the device: NHWC end to end, and regional compilation (issue 34).
+"""How a role's modules run on the device: NHWC end to end, and regional compilation (docs/configuration.md).
 
 **NHWC end to end** (``memory_format=channels_last``). Converting only the weights to channels_last leaves the
-activations NCHW wherever an op returns NCHW: cuDNN then transposes around every convolution (issue 26 measured
-the transposes at 13.6% of the compiled step on an H200, and the weights-only conversion made the compiled decoder
-slower, 183 vs 141 ms). Three ops of the paper's decoders return NCHW from NHWC input:
+activations NCHW wherever an op returns NCHW: cuDNN then transposes around every convolution (docs/benchmarks.md
+measured the transposes at 13.6% of the compiled step on an H200, and the weights-only conversion made the compiled
+decoder slower, 183 vs 141 ms). Three ops of the paper's decoders return NCHW from NHWC input:
 
 * GroupNorm: ``aten.native_group_norm`` is NCHW in its meta function (what a compiled graph is traced with) and on
   CUDA. :class:`ChannelsLastGroupNorm` computes the same normalisation with a ``var_mean`` over a *view* of the

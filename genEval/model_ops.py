@@ -1,5 +1,5 @@
 """What a model file's graph calls, and the calls genEval refuses before the file is loaded: a classifier needs no
-file, no process and no network (issue 41).
+file, no process and no network (docs/service.md, "The sandbox").
 
 A TorchScript archive carries its code as TorchScript source (``code/**/*.py``), which ``torch.jit.load`` compiles and
 whose ``__setstate__`` methods it runs while loading; a ``torch.export`` archive carries its graph as JSON

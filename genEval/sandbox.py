@@ -2,8 +2,8 @@
 its own, an unprivileged user, no network, and limits set before any of its Python runs.
 
 ``torch.jit.load`` runs a TorchScript archive's ``__setstate__`` methods, and TorchScript can call ATen ops such as
-``aten::from_file`` (map any file) and ``aten::save`` (write one). Limits alone (issue 37) left such an archive the
-server's files (issue 41: it read the database password, and wrote a ``.pth`` file into site-packages that the next
+``aten::from_file`` (map any file) and ``aten::save`` (write one). Limits alone (docs/service.md) left such an archive
+the server's files (an attack: it read the database password, and wrote a ``.pth`` file into site-packages that the next
 interpreter ran). A child started here (:func:`launch`; :func:`run_isolated` for a check, the service worker for an
 evaluation) is therefore:
 

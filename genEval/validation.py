@@ -3,8 +3,8 @@ what is allowed, an example), the whole-number and batch-size checks, and the na
 memory format and compile scope (docs/architecture.md, "Foundation").
 
 Torch-free on purpose: the command line checks a run's settings (``geneval batch_size=0``, ``precision=fp8``)
-before it imports torch or builds a model, and answers in a fraction of a second (issue 42). ``genEval.interfaces``
-and ``genEval.kernels`` re-export these names, where they were defined before.
+before it imports torch or builds a model, and answers in a fraction of a second (docs/configuration.md).
+``genEval.interfaces`` and ``genEval.kernels`` re-export these names, where they were defined before.
 """
 
 from __future__ import annotations

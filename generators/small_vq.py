@@ -189,7 +189,7 @@ def cpu_threads(device: torch.device, threads: int | None) -> Iterator[None]:
     Why training defaults to one thread: the demo's batches are tiny (32 images of 16 px), so splitting each op over
     threads costs more in hand-offs than it saves, and on a busy machine the waiting threads spin. Measured on 2
     shared cores under load (``python benchmarks/demo_training.py --threads 1 2 --epochs 1``; benchmarks/RESULTS.md,
-    issue 42), one epoch of the digits VQ costs several times more CPU on two threads than on one.
+    "The first hour"), one epoch of the digits VQ costs several times more CPU on two threads than on one.
     """
     if device.type != "cpu" or threads is None:
         yield
@@ -208,18 +208,6 @@ def _epoch_order(n: int, seed: int, epoch: int) -> Tensor:
     # Seeded per epoch, so a resumed run visits the same batches as an uninterrupted one.
     g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (1 << 62))
     return torch.randperm(n, generator=g)
-
-
-def _check_settings(loss: str, epochs: int, batch_size: int, lr: float, lr_schedule: str) -> None:
-    if loss not in LOSSES:
-        raise ValueError(f"loss={loss!r} is not a reconstruction loss; allowed: {list(LOSSES)}.")
-    if int(epochs) < 0:
-        raise ValueError(f"epochs={epochs} must be >= 0.")
-    check_batch_size(batch_size, nullable=False)
-    if lr_schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule={lr_schedule!r} is not known; allowed: {list(LR_SCHEDULES)}.")
-    if not float(lr) > 0:
-        raise ValueError(f"lr={lr} must be a positive learning rate (e.g. 2e-3).")
 
 
 def _split_images(
@@ -261,56 +249,174 @@ def _resume(
     return int(state["epoch"]), float(state.get("train_loss", float("nan")))
 
 
-def _train_epoch(
-    model: VQGANGenerator,
-    opt: torch.optim.Optimizer,
-    train: _Images,
-    epoch: int,
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    lr_schedule: str,
-    loss: str,
-    seed: int,
-    device: torch.device,
-    show: bool,
-) -> float:
-    """One pass over ``train`` in the epoch's seeded order; returns the mean loss per image."""
-    order = _epoch_order(len(train), seed, epoch)
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    running, count = 0.0, 0
-    bar = tqdm(batches, desc=f"train VQ epoch {epoch + 1}/{epochs}", disable=not show, leave=False)
-    for step, idx in enumerate(bar):
-        if lr_schedule == "cosine":  # per step from lr down to lr/20 at the last step of `epochs`
-            t = (epoch * len(batches) + step) / max(1, epochs * len(batches) - 1)
-            for group in opt.param_groups:
-                group["lr"] = lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
-        x = train.batch(idx).to(device) * 2 - 1
-        z_q, vq_loss = model.quantize_latents(model.quant_conv(model.encoder(x)))
-        rec = model.decoder(model.post_quant_conv(z_q))
-        total = (F.l1_loss(rec, x) if loss == "l1" else F.mse_loss(rec, x)) + vq_loss
-        if not torch.isfinite(total):
-            raise FloatingPointError(
-                f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); lower lr (now {lr})."
-            )
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        opt.step()
-        running += float(total.detach()) * len(idx)
-        count += len(idx)
-        bar.set_postfix(loss=f"{running / count:.4f}")
-    return running / max(count, 1)
-
-
 def _log_epoch(epoch: int, epochs: int, start: int, loss: float, psnr: float, psnr_q: float, spent: float) -> None:
-    """The line per epoch the first run shows (issue 42): loss, held-out PSNR, seconds so far and about how many
-    are left (the mean epoch of this call times the epochs to go)."""
+    """The line per epoch the first run shows (docs/getting-started.md): loss, held-out PSNR, seconds so far and about
+    how many are left (the mean epoch of this call times the epochs to go)."""
     left = spent / (epoch + 1 - start) * (epochs - epoch - 1)
     log.info(
         "VQ epoch %d/%d: train loss %.4f, held-out PSNR %.2f dB (quantized %.2f dB); %.0f s so far, about %.0f s to go",
         *(epoch + 1, epochs, loss, psnr, psnr_q, spent, left),
     )
+
+
+@dataclasses.dataclass
+class VQTrainer:
+    """Trains a taming-architecture VQ autoencoder and saves ``out_dir/last.ckpt`` (:meth:`fit`); the settings are
+    checked when the trainer is made (the error names the bad value and what is allowed).
+
+    Fields:
+        ddconfig: taming ddconfig; ``None`` uses :data:`DEFAULT_DDCONFIG`. ``in_channels``, ``out_ch``
+            and ``resolution`` are taken from the data when absent.
+        n_embed, embed_dim: codebook size and vector length.
+        epochs: total epochs; with ``resume`` a run continues from the epoch saved in ``last.ckpt``.
+        lr_schedule: ``"cosine"`` (per step from ``lr`` down to ``lr / 20`` at the last step of
+            ``epochs``; steadies the codebook at the end) or ``"constant"``.
+        seed: seeds the initial weights, the held-out split and every epoch's batch order (a resumed run visits
+            the same batches as an uninterrupted one).
+        progress: a progress bar; ``None`` shows one only on a terminal.
+        loss: reconstruction term, ``"l1"`` or ``"mse"``; the VQ term is always added.
+        device: where to train (``None``/``"auto"``: CUDA when available, else CPU).
+        held_out_fraction, max_held_out: the seeded share of the training data held out for the PSNR report
+            when no held-out data is given, and how many held-out images the PSNR reads at most.
+        threads: torch's intra-op threads while training on a CPU (``None``: as torch is set); see
+            :func:`cpu_threads` for why one.
+    """
+
+    out_dir: str | Path = "vq-generator"
+    ddconfig: Mapping | None = None
+    n_embed: int = DEFAULT_N_EMBED
+    embed_dim: int = DEFAULT_EMBED_DIM
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 3e-3
+    lr_schedule: str = "cosine"
+    seed: int = 0
+    resume: bool = True
+    progress: bool | None = None
+    loss: str = "l1"
+    device: str | torch.device | None = None
+    held_out_fraction: float = 0.1
+    max_held_out: int | None = 1024
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss={self.loss!r} is not a reconstruction loss; allowed: {list(LOSSES)}.")
+        if int(self.epochs) < 0:
+            raise ValueError(f"epochs={self.epochs} must be >= 0.")
+        check_batch_size(self.batch_size, nullable=False)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule={self.lr_schedule!r} is not known; allowed: {list(LR_SCHEDULES)}.")
+        if not float(self.lr) > 0:
+            raise ValueError(f"lr={self.lr} must be a positive learning rate (e.g. 2e-3).")
+        self.epochs, self.batch_size, self.lr = int(self.epochs), int(self.batch_size), float(self.lr)
+        auto = self.device is None or str(self.device) == "auto"
+        self.device = (
+            torch.device("cuda" if torch.cuda.is_available() else "cpu") if auto else torch.device(self.device)
+        )
+
+    def fit(self, train_data: ImageDataset, held_out_data: ImageDataset | None = None) -> TrainReport:
+        """Train on ``train_data`` (any :class:`~genEval.interfaces.ImageDataset`: images ``(C, H, W)`` in
+        ``[0, 1]``, all the same size) and report the PSNR on ``held_out_data`` (``None``: a seeded
+        ``held_out_fraction`` of ``train_data``). The checkpoint holds ``state_dict``, ``config`` (``ddconfig``,
+        ``n_embed``, ``embed_dim``), ``epoch``, ``optimizer``, ``psnr``, ``psnr_quantized``, ``train_loss``,
+        ``seed`` and ``data`` - tensors and plain Python only - and is written atomically after every epoch."""
+        t0 = time.perf_counter()
+        train, held = _split_images(train_data, held_out_data, self.held_out_fraction, self.seed)
+        shape = train.sample_shape()
+        if len(shape) != 3:
+            raise ValueError(f"dataset images must be (C, H, W); got {shape}.")
+        config = {"ddconfig": _complete_ddconfig(self.ddconfig, shape), "n_embed": int(self.n_embed)}
+        config["embed_dim"] = int(self.embed_dim)
+        out = Path(self.out_dir).expanduser()
+        out.mkdir(parents=True, exist_ok=True)
+        ckpt_path = out / CHECKPOINT_NAME
+        torch.manual_seed(self.seed)
+        model = VQGANGenerator(
+            config["ddconfig"],
+            n_embed=self.n_embed,
+            embed_dim=self.embed_dim,
+            quantize="straight_through",
+            name="vq:training",
+        ).to(self.device)
+        opt = torch.optim.Adam(model.parameters(), lr=self.lr, betas=(0.5, 0.9))
+        start_epoch, last_loss = 0, float("nan")
+        if self.resume and ckpt_path.is_file():
+            start_epoch, last_loss = _resume(ckpt_path, config, model, opt, self.epochs)
+        elif ckpt_path.is_file():
+            log.info("resume=false: starting over, %s will be overwritten", ckpt_path)
+        model.train()
+        model.requires_grad_(True)
+        psnr = psnr_q = float("nan")
+        data_name = str(getattr(train_data, "name", type(train_data).__name__))
+
+        def save(epoch_done: int) -> None:
+            # tensors and plain Python only, so torch.load(weights_only=True) reads it back
+            state = {
+                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                **{"config": config, "epoch": epoch_done, "optimizer": opt.state_dict()},
+                **{"psnr": float(psnr), "psnr_quantized": float(psnr_q), "train_loss": float(last_loss)},
+                **{"seed": int(self.seed), "data": data_name},
+            }
+            atomic_write(ckpt_path, lambda fh: torch.save(state, fh))
+
+        with cpu_threads(self.device, self.threads):  # tiny batches: one thread unless asked (cpu_threads)
+            for epoch in range(start_epoch, self.epochs):
+                last_loss = self._epoch(model, opt, train, epoch)
+                psnr, psnr_q = self._psnr(model, held)
+                model.train()
+                _log_epoch(epoch, self.epochs, start_epoch, last_loss, psnr, psnr_q, time.perf_counter() - t0)
+                save(epoch + 1)
+        model.eval()
+        model.requires_grad_(False)
+        if math.isnan(psnr):  # nothing trained in this call: measure what the checkpoint holds
+            psnr, psnr_q = self._psnr(model, held)
+        if not ckpt_path.is_file():  # epochs=0 on a fresh run: still leave a loadable checkpoint
+            save(0)
+        return TrainReport(
+            checkpoint=str(ckpt_path),
+            epochs=max(self.epochs, start_epoch),
+            start_epoch=start_epoch,
+            train_loss=float(last_loss),
+            psnr=float(psnr),
+            psnr_quantized=float(psnr_q),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _psnr(self, model: VQGANGenerator, held: _Images) -> tuple[float, float]:
+        """The held-out PSNR of the continuous and the quantised latents (the model left in eval mode)."""
+        model.eval()
+        return tuple(reconstruction_psnr(model, held, max_images=self.max_held_out, quantize=q) for q in (False, True))
+
+    def _epoch(self, model: VQGANGenerator, opt: torch.optim.Optimizer, train: _Images, epoch: int) -> float:
+        """One pass over ``train`` in the epoch's seeded order; returns the mean loss per image."""
+        order = _epoch_order(len(train), self.seed, epoch)
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        running, count = 0.0, 0
+        bar = tqdm(batches, desc=f"train VQ epoch {epoch + 1}/{self.epochs}", disable=not self._show(), leave=False)
+        for step, idx in enumerate(bar):
+            if self.lr_schedule == "cosine":  # per step from lr down to lr/20 at the last step of `epochs`
+                t = (epoch * len(batches) + step) / max(1, self.epochs * len(batches) - 1)
+                for group in opt.param_groups:
+                    group["lr"] = self.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+            x = train.batch(idx).to(self.device) * 2 - 1
+            z_q, vq_loss = model.quantize_latents(model.quant_conv(model.encoder(x)))
+            rec = model.decoder(model.post_quant_conv(z_q))
+            total = (F.l1_loss(rec, x) if self.loss == "l1" else F.mse_loss(rec, x)) + vq_loss
+            if not torch.isfinite(total):
+                raise FloatingPointError(
+                    f"VQ training diverged at epoch {epoch + 1} (loss {float(total)}); lower lr (now {self.lr})."
+                )
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            opt.step()
+            running += float(total.detach()) * len(idx)
+            count += len(idx)
+            bar.set_postfix(loss=f"{running / count:.4f}")
+        return running / max(count, 1)
+
+    def _show(self) -> bool:
+        return (self.progress is None or bool(self.progress)) and sys.stderr.isatty()
 
 
 def train_vq_generator(
@@ -333,117 +439,14 @@ def train_vq_generator(
     max_held_out: int | None = 1024,
     threads: int | None = 1,
 ) -> TrainReport:
-    """Train a taming-architecture VQ autoencoder on ``train_data`` and save ``out_dir/last.ckpt``.
-
-    Args:
-        train_data: any :class:`~genEval.interfaces.ImageDataset` (images ``(C, H, W)`` in ``[0, 1]``,
-            all the same size).
-        held_out_data: images for the PSNR report; ``None`` holds out ``held_out_fraction`` of
-            ``train_data`` (a seeded split) instead.
-        ddconfig: taming ddconfig; ``None`` uses :data:`DEFAULT_DDCONFIG`. ``in_channels``, ``out_ch``
-            and ``resolution`` are taken from the data when absent.
-        n_embed, embed_dim: codebook size and vector length.
-        epochs: total epochs; with ``resume`` a run continues from the epoch saved in ``last.ckpt``.
-        lr_schedule: ``"cosine"`` (per step from ``lr`` down to ``lr / 20`` at the last step of
-            ``epochs``; steadies the codebook at the end) or ``"constant"``.
-        progress: a progress bar; ``None`` shows one only on a terminal.
-        loss: reconstruction term, ``"l1"`` or ``"mse"``; the VQ term is always added.
-        device: where to train (``None``/``"auto"``: CUDA when available, else CPU).
-        threads: torch's intra-op threads while training on a CPU (``None``: as torch is set); see
-            :func:`cpu_threads` for why one.
-
-    Returns a :class:`TrainReport`. The checkpoint holds ``state_dict``, ``config`` (``ddconfig``,
-    ``n_embed``, ``embed_dim``), ``epoch``, ``optimizer``, ``psnr``, ``psnr_quantized``, ``train_loss``,
-    ``seed`` and ``data`` - tensors and plain Python only.
-    """
-    t0 = time.perf_counter()
-    _check_settings(loss, epochs, batch_size, lr, lr_schedule)
-    epochs, batch_size, lr = int(epochs), int(batch_size), float(lr)
-    device = (
-        torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        if device is None or str(device) == "auto"
-        else torch.device(device)
-    )
-    train, held = _split_images(train_data, held_out_data, held_out_fraction, seed)
-    shape = train.sample_shape()
-    if len(shape) != 3:
-        raise ValueError(f"dataset images must be (C, H, W); got {shape}.")
-    config = {"ddconfig": _complete_ddconfig(ddconfig, shape), "n_embed": int(n_embed), "embed_dim": int(embed_dim)}
-    out = Path(out_dir).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt_path = out / CHECKPOINT_NAME
-
-    torch.manual_seed(seed)
-    model = VQGANGenerator(
-        config["ddconfig"], n_embed=n_embed, embed_dim=embed_dim, quantize="straight_through", name="vq:training"
-    ).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.5, 0.9))
-    start_epoch, last_loss = 0, float("nan")
-    if resume and ckpt_path.is_file():
-        start_epoch, last_loss = _resume(ckpt_path, config, model, opt, epochs)
-    elif ckpt_path.is_file():
-        log.info("resume=false: starting over, %s will be overwritten", ckpt_path)
-
-    model.train()
-    model.requires_grad_(True)
-    show = (progress is None or bool(progress)) and sys.stderr.isatty()
-    psnr = psnr_q = float("nan")
-    data_name = str(getattr(train_data, "name", type(train_data).__name__))
-
-    def save(epoch_done: int) -> None:
-        # tensors and plain Python only, so torch.load(weights_only=True) reads it back
-        state = {
-            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "config": config,
-            "epoch": epoch_done,
-            "optimizer": opt.state_dict(),
-            "psnr": float(psnr),
-            "psnr_quantized": float(psnr_q),
-            "train_loss": float(last_loss),
-            "seed": int(seed),
-            "data": data_name,
-        }
-        atomic_write(ckpt_path, lambda fh: torch.save(state, fh))
-
-    with cpu_threads(device, threads):  # tiny batches: one thread unless asked (cpu_threads' docstring)
-        for epoch in range(start_epoch, epochs):
-            last_loss = _train_epoch(
-                model,
-                opt,
-                train,
-                epoch,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                lr_schedule=lr_schedule,
-                loss=loss,
-                seed=seed,
-                device=device,
-                show=show,
-            )
-            model.eval()
-            psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
-            psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
-            model.train()
-            _log_epoch(epoch, epochs, start_epoch, last_loss, psnr, psnr_q, time.perf_counter() - t0)
-            save(epoch + 1)
-
-    model.eval()
-    model.requires_grad_(False)
-    if math.isnan(psnr):  # nothing trained in this call: measure what the checkpoint holds
-        psnr = reconstruction_psnr(model, held, max_images=max_held_out, quantize=False)
-        psnr_q = reconstruction_psnr(model, held, max_images=max_held_out, quantize=True)
-    if not ckpt_path.is_file():  # epochs=0 on a fresh run: still leave a loadable checkpoint
-        save(0)
-    return TrainReport(
-        checkpoint=str(ckpt_path),
-        epochs=max(epochs, start_epoch),
-        start_epoch=start_epoch,
-        train_loss=float(last_loss),
-        psnr=float(psnr),
-        psnr_quantized=float(psnr_q),
-        seconds=time.perf_counter() - t0,
-    )
+    """Train a taming-architecture VQ autoencoder on ``train_data`` and save ``out_dir/last.ckpt``: the
+    :class:`VQTrainer` with these settings, fitted (:meth:`VQTrainer.fit`). The ``trainer`` node of
+    ``conf/train_generator.yaml`` and :func:`digits_vq` call it. Returns a :class:`TrainReport`."""
+    trainer = VQTrainer(
+        out_dir, ddconfig, n_embed, embed_dim, epochs, batch_size, lr, lr_schedule, seed, resume, progress, loss,
+        device, held_out_fraction, max_held_out, threads,
+    )  # fmt: skip
+    return trainer.fit(train_data, held_out_data)
 
 
 def load_trained_vq(checkpoint_path: str | Path, name: str | None = None, prefix: str = "vq", **kw) -> VQGANGenerator:
@@ -513,8 +516,8 @@ def digits_vq(
     (9-epoch run); a constant lr of 2e-3 reached only 22.1 / 26.2 / 28.5 dB after 4 / 8 / 12 epochs
     and fluctuated by 2 dB between epochs, batch 64 was worse per second. 8 epochs is the default. Training runs
     on one thread (:func:`cpu_threads`): on 2 shared cores (load average 15) one epoch cost 9.4 s of CPU on one
-    thread and 167.5 s on two, and the 8 epochs 67 s of CPU on one, reaching 28.4 dB (issue 42;
-    ``python benchmarks/demo_training.py``, benchmarks/RESULTS.md).
+    thread and 167.5 s on two, and the 8 epochs 67 s of CPU on one, reaching 28.4 dB (``python
+    benchmarks/demo_training.py``, benchmarks/RESULTS.md, "The first hour").
     """
     dd = dict(ddconfig if ddconfig is not None else DIGITS_DDCONFIG)
     settings = {

@@ -14,14 +14,10 @@ PACKAGES = ("genEval", "generators", "oracles")
 LIMITS = {"module": 600, "class": 300, "function": 100}
 #: "kind path[:qualified name]" -> its size when it was allowed (lines). Split the unit, then delete its line.
 ALLOWED = {
-    "class genEval/comparisons/leaderboard.py:Comparison": 356,
-    "class genEval/search/rows.py:SearchRows": 367,
     "function genEval/campaigns/fixed_shift.py:attach_fixed_shift": 105,
     "function genEval/masks/fit.py:fit_style_mask": 109,
     "function generators/diffusers_vae.py:DiffusersVAEGenerator.__init__": 119,
-    "function generators/small_vq.py:train_vq_generator": 131,
-    "module genEval/comparisons/leaderboard.py": 776,
-    "module genEval/reports/report.py": 635,
+    "module genEval/reports/report.py": 634,
 }
 
 

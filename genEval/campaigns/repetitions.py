@@ -5,7 +5,7 @@ fresh runs (docs/method.md, "Rank stability"). Repetition ``r`` therefore uses t
 (same source images, same start noise) and a **fresh seed per repetition**; the seeds are recorded in each
 run's ``results.json`` under ``config.comparison``. :func:`genEval.campaigns.run.run_campaign` aggregates the runs.
 
-Fresh sources per repetition (issue 10): repetitions that only differ by the start noise measure nothing
+Fresh sources per repetition (docs/method.md): repetitions that only differ by the start noise measure nothing
 about sampling. The data are therefore re-drawn per repetition through one documented hook,
 :func:`genEval.campaigns.draws.data_for_seed`: a data object with a ``with_seed(seed) -> data`` method (the same data
 options with the subset seed replaced, e.g. ``data.subset=random`` with ``data.limit``), or a factory ``seed -> data``

@@ -1,4 +1,4 @@
-"""``stop=settled``: a comparison in rounds of fresh, paired sources until its ranking is settled (issues 33, 40).
+"""``stop=settled``: a comparison in rounds of fresh, paired sources until its ranking is settled (docs/comparing.md).
 
 Round ``r`` is repetition ``r`` of a comparison (``runs/<model>/rep<r>``): ``round_sources`` fresh sources drawn
 with the round's seed, the same for every model that runs it (paired). Every model runs round 0; after each step the

@@ -6,11 +6,11 @@ design it runs, as a plain loop:
 * ``stop=fixed`` (the paper's Table 2 comparisons): every model of the design evaluated once per repetition seed
   (:func:`~genEval.campaigns.repetitions.evaluate_repetitions`), then aggregated
   (:func:`genEval.comparisons.aggregate.aggregate`);
-* ``stop=settled`` (issues 33, 40): rounds of ``round_sources`` fresh, paired sources, each only for the models of
+* ``stop=settled`` (docs/comparing.md): rounds of ``round_sources`` fresh, paired sources, each only for the models of
   open adjacent pairs, until every adjacent pair is settled (:func:`~genEval.campaigns.rounds.run_rounds`); the
   round's source count goes to the data's draw (:func:`genEval.campaigns.draws.with_sources`);
-* an ablation (paper Table 3; issue 43): the comparison under every value of one setting (``design.ablate``; one
-  :class:`~genEval.campaigns.plan.Setup` per value) with the same seeds, hence the same sources per repetition and
+* an ablation (paper Table 3; docs/comparing.md): the comparison under every value of one setting (``design.ablate``;
+  one :class:`~genEval.campaigns.plan.Setup` per value) with the same seeds, hence the same sources per repetition and
   the same start noise, then the rank agreement between the values
   (:func:`genEval.comparisons.ablation.build_ablation`), written by
   :func:`~genEval.comparisons.ablation.write_ablation`.

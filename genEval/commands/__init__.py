@@ -6,7 +6,7 @@ the only layer that sees a Hydra ``DictConfig``, prints, or chooses an exit code
 and returns data.
 
 * :mod:`genEval.commands.registry`: which commands exist (name, module, config, summary), known before any of them
-  is imported, so ``geneval --help`` and a mistyped command answer at once (issue 42).
+  is imported, so ``geneval --help`` and a mistyped command answer at once (docs/getting-started.md).
 * :mod:`genEval.commands.early`: the checks that need no torch (a command's own settings, the execution settings).
 * :mod:`genEval.commands.bundles`: the settings bundles (``execution``, ``scoring``, ``output``) built from their
   nodes like any role, with their short spellings (``device=``, ``n_boot=``) interpolated from the top level.

@@ -1,9 +1,9 @@
-"""The settings bundles of a command's config (issue 45, item 1): ``conf/{execution,scoring,output,comparison}/`` are
-ordinary config nodes with ``_target_`` on their dataclass (:class:`~genEval.search.execution_settings.Execution`,
+"""The settings bundles of a command's config (docs/configuration.md): ``conf/{execution,scoring,output,comparison}/``
+are ordinary config nodes with ``_target_`` on their dataclass (:class:`~genEval.search.execution_settings.Execution`,
 :class:`~genEval.scores.scoring.Scoring`, :class:`~genEval.runs.settings.RunOutput`,
 :class:`~genEval.comparisons.settings.ComparisonSettings` with its :class:`~genEval.comparisons.settings.StopRule` as
-the nested node ``sequential``), built here by Hydra's ``instantiate`` like any role. The dataclass holds the
-defaults and validates every value; nothing here re-checks one.
+the nested node ``sequential``), built here by Hydra's ``instantiate`` like any role. The dataclass holds the defaults
+and validates every value; nothing here re-checks one.
 
 Short spellings. The names users type at the top level (``device=cuda batch_size=64 precision=bf16``, ``n_boot=200``,
 ``save_images=true``, ``stop=settled``, ``er.scale=probit``) are the keys of ``conf/_shortcuts/<bundle>.yaml``; the
@@ -138,7 +138,7 @@ def bundle(cfg: DictConfig, key: str, **kwargs: Any) -> Any:
 
 def execution_bundle(cfg: DictConfig) -> Any:
     """The :class:`~genEval.search.execution_settings.Execution` of a command's config (node ``execution``), with
-    ``device=cuda`` on a machine without a GPU driver refused at once (before torch; issue 42)."""
+    ``device=cuda`` on a machine without a GPU driver refused at once (before torch; docs/configuration.md)."""
     built = bundle(cfg, "execution")
     try:
         refuse_cuda_without_driver(built.device)

@@ -1,6 +1,6 @@
-"""Cheap checks first (issue 29): the pieces of a run are checked against each other from their configs alone, before
-any of them is built, so a mismatch stops within seconds and not after minutes of prompt encoding, weight downloads,
-first-use training or a scan of the data.
+"""Cheap checks first (docs/assets.md): the pieces of a run are checked against each other from their configs alone,
+before any of them is built, so a mismatch stops within seconds and not after minutes of prompt encoding, weight
+downloads, first-use training or a scan of the data.
 
 :func:`check_run` checks, in this order:
 

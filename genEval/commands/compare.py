@@ -24,7 +24,7 @@ repetition's seed, shared by every model of that repetition (and, in a generator
 ``data.subset=first`` or a fixed ``data.subset_seed`` keeps the same sources in every repetition (the comparison then
 says so).
 
-``stop=settled`` (issue 33) runs rounds of ``round_sources`` fresh sources (the data draw that many:
+``stop=settled`` (docs/comparing.md) runs rounds of ``round_sources`` fresh sources (the data draw that many:
 :func:`genEval.campaigns.draws.with_sources`) until every adjacent pair of the ranking is ordered or equivalent within
 ``margin`` (:mod:`genEval.campaigns.rounds`); rerun
 with ``out_dir=<its folder>`` to continue a stopped one.
@@ -77,12 +77,12 @@ _NOT_RUN_KEYS = (
     "tracking",
     "executor",
     "data_zoos",
-    "ablate",  # issue 43: each value's runs record the config of that value
+    "ablate",  # each value's runs record the config of that value
     "id_data",
     "families",
     "shift",
     "corruptions",
-    "label_free",  # issue 44: the label-free measures' sensitivity protocol
+    "label_free",  # the label-free measures' sensitivity protocol
 )
 
 

@@ -1,4 +1,4 @@
-"""The command line composed into a command's config, with errors that suggest the fix (issue 42, item 4).
+"""The command line composed into a command's config, with errors that suggest the fix (docs/configuration.md).
 
 :func:`compose_config` composes ``conf/<config>.yaml`` with the user's overrides through Hydra's compose API (nothing
 is written, no run directory is made) and turns Hydra's composition errors into one paragraph that names the bad

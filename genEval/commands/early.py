@@ -1,4 +1,4 @@
-"""The checks a command runs before it imports torch (issue 42, item 1): its own settings, the execution settings
+"""The checks a command runs before it imports torch (docs/configuration.md): its own settings, the execution settings
 (device spelling, batch size, precision, memory format, compile), the search (``search.budget``...), and that the
 folder a command reads exists, so that ``geneval batch_size=0`` or ``geneval report runs/nope`` answers in a fraction
 of a second, before any model is built and before Hydra makes a run directory.
@@ -86,7 +86,7 @@ READS = {
 
 def _reads(name: str, cfg: DictConfig) -> None:
     """A folder the command reads must exist: ``geneval report runs/nope`` is refused here, before torch is imported
-    (issue 42, item 1). A key left unset is the command's to refuse (it names the key)."""
+    (docs/configuration.md). A key left unset is the command's to refuse (it names the key)."""
     key, noun, fix = READS[name]
     value = cfg.get(key) if key in cfg and not OmegaConf.is_missing(cfg, key) else None
     if value not in (None, "", "???") and not Path(str(value)).expanduser().is_dir():

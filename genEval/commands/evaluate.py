@@ -13,7 +13,7 @@ CUDA device from ``LOCAL_RANK`` (``SLURM_LOCALID``) when ``device=auto``. A shar
 directory ``<run dir>/shard-I-of-N``, so shards that share a Hydra run directory never share files;
 ``geneval merge`` combines them.
 
-What it prints (issue 42, item 3): one headline (the ranking score of ``geneval compare``, FMR_v, with its interval
+What it prints (docs/scores.md): one headline (the ranking score of ``geneval compare``, FMR_v, with its interval
 and counts; :func:`genEval.scores.text.headline`), the aligned table of scores, the roles as the command line named
 them, warnings, where the files went and the commands to run next.
 """

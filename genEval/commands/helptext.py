@@ -6,8 +6,8 @@ text cannot drift from them:
 * ``geneval <command> --help``: the command's summary, the groups it composes with their options, and its keys:
   ``conf/<config>.yaml`` as written, comments included (without its ``hydra:`` block).
 
-The command line prints it before Hydra or any command module is imported (issue 42): it reads YAML files, nothing
-more, and answers at once. (``--hydra-help`` still shows Hydra's own.)
+The command line prints it before Hydra or any command module is imported (docs/getting-started.md): it reads YAML
+files, nothing more, and answers at once. (``--hydra-help`` still shows Hydra's own.)
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def command_help(name: str) -> str:
 
 def _short_names(config: str) -> list[str]:
     """The short names at the top level of ``conf/<config>.yaml`` that the settings bundles it composes interpolate
-    (``conf/_shortcuts/<bundle>.yaml`` as written: ``device=``, ``n_boot=``, ``stop=``; issue 45)."""
+    (``conf/_shortcuts/<bundle>.yaml`` as written: ``device=``, ``n_boot=``, ``stop=``; docs/configuration.md)."""
     found = [g for g in _groups(config) if (CONF_DIR / "_shortcuts" / f"{g}.yaml").is_file()]
     return [
         line

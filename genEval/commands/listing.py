@@ -1,4 +1,4 @@
-"""``geneval list <what>`` and ``geneval runs <folder>``: what there is to choose, and what has run (issue 42, item 9).
+"""``geneval list <what>`` and ``geneval runs <folder>``: what there is to choose, what has run (docs/recipes.md).
 
 ``list`` names the presets of a config group, one line each (timm's ``list_models``): classifiers, generators,
 oracles, benchmarks, presets (the experiments over every role) or any other group (``geneval list data``), each with

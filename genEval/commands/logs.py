@@ -1,4 +1,4 @@
-"""How ``geneval`` logs: short lines on stderr, results on stdout (issue 42, item 3).
+"""How ``geneval`` logs: short lines on stderr, results on stdout (docs/getting-started.md).
 
 :class:`ShortFormatter` writes a record as its message alone (``warning:`` / ``error:`` in front from WARNING up):
 the timestamped ``[2026-01-01 12:00:00,000][genEval.search.driver][INFO] -`` prefix of Hydra's default stays in the

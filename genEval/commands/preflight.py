@@ -1,5 +1,5 @@
 """Before a command runs: its config composed, checked without torch, then checked by the command itself, all before
-anything is built or written (issue 42, items 1, 4 and 8).
+anything is built or written (docs/configuration.md).
 
 :func:`prepare` is what the command line calls once it knows the command: a mistyped key or preset is refused by
 :func:`genEval.commands.compose.compose_config` with the nearest names, a bad setting by

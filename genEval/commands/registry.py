@@ -9,7 +9,7 @@ is imported when the command runs (:data:`REGISTRY` imports it on lookup). Each 
 A :class:`Command` also says how it runs: ``run_dir`` commands (the main job, ``compare``, ...) go through
 ``@hydra.main``, which makes their run directory (``outputs/<date>/<time>`` unless ``hydra.run.dir`` or, for
 compare, ``out_dir`` names one) with its log and ``.hydra/``; the others are composed in place and write only their
-own files (issue 42, item 8). ``path``: the key a first positional argument sets (``geneval report runs/cifar`` is
+own files (docs/extending.md). ``path``: the key a first positional argument sets (``geneval report runs/cifar`` is
 ``geneval report input=runs/cifar``).
 """
 

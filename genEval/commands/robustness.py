@@ -1,6 +1,6 @@
-"""The keys of ``geneval compare`` added by issue 43 (conf/compare.yaml): ``id_data`` and ``families`` (multi-ID
-effective robustness), ``shift=corruptions`` with ``corruptions.*`` (a fixed-shift column beside FMR_v) and
-``ablate={key: [values]}`` (the ranking under each value of any setting).
+"""The keys of ``geneval compare`` across training data (docs/comparing.md; conf/compare.yaml): ``id_data`` and
+``families`` (multi-ID effective robustness), ``shift=corruptions`` with ``corruptions.*`` (a fixed-shift column beside
+FMR_v) and ``ablate={key: [values]}`` (the ranking under each value of any setting).
 
 This module turns those keys into objects for :mod:`genEval.comparisons.multi_id`,
 :mod:`genEval.campaigns.fixed_shift` and :mod:`genEval.comparisons.ablation`; :mod:`genEval.commands.compare`

@@ -1,4 +1,4 @@
-"""Runs in an experiment tracker: ``tracking=mlflow`` (conf/tracking/mlflow.yaml), off by default (issue 29).
+"""Runs in an experiment tracker: ``tracking=mlflow`` (conf/tracking/mlflow.yaml), off by default (docs/tracking.md).
 
 Tracking is I/O driven by config, so it lives in the command layer and reads what the library wrote (``results.json``,
 the comparison's files); the engine never imports it, nor MLflow. MLflow is an optional extra
@@ -21,7 +21,7 @@ and is fenced in this file.
 
 MLflow 3 keeps the file store (``./mlruns``, MLflow 2's default, and still MLflow's own default in a folder whose
 ``./mlruns`` holds runs) in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``: a ``file:`` store sets it for this
-process and warns how to move to a database (issue 37: ``mlflow ui`` and ``MlflowClient()`` refuse it).
+process and warns how to move to a database (docs/tracking.md: ``mlflow ui`` and ``MlflowClient()`` refuse it).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Ablation: the same models, sources and seeds ranked under several values of one setting (paper Table 3 for the
-generator; issue 43 for any key: ``geneval compare 'ablate={search.budget:[10,50]}'``).
+generator; docs/comparing.md for any key: ``geneval compare 'ablate={search.budget:[10,50]}'``).
 
 The paper re-ranks its Table 2 interventions under five generators (ADM, Improved DDPM, Efficient-VDVAE,
 StyleGAN-XL, VQGAN) and finds the rankings unchanged; its reviewers' main objection is the converse risk, an
@@ -21,9 +21,9 @@ together:
 ``leaderboard.csv`` (the leaderboard columns of every generator's rows, with ``generator`` last) and
 ``leaderboard.md``; each generator's own folder holds its usual comparison files.
 
-Any setting (issue 43): a campaign runs the same under each value of ``Design.ablate`` (the search budget or step
-size, the oracle, its prompt templates, the generator), each value a :class:`~genEval.campaigns.plan.Setup`, into
-``<out_dir>/settings/<label>/``; the ablation is the same :class:`GeneratorAblation` with ``key`` naming the
+Any setting (docs/comparing.md): a campaign runs the same under each value of ``Design.ablate`` (the search budget
+or step size, the oracle, its prompt templates, the generator), each value a :class:`~genEval.campaigns.plan.Setup`,
+into ``<out_dir>/settings/<label>/``; the ablation is the same :class:`GeneratorAblation` with ``key`` naming the
 setting and ``generators`` holding the value labels. ``compare generators=[...]`` is its case ``key="generator"``
 (files under ``generators/``). This module only reads and writes finished ablations; running them is
 :mod:`genEval.campaigns.run`'s job.

@@ -1,11 +1,11 @@
-"""A comparison's confidence columns and its label-free ranking (issue 44; S1 Tu et al. 2024, S2 Hendrycks et al.
+"""A comparison's confidence columns and its label-free ranking (docs/scores.md; S1 Tu et al. 2024, S2 Hendrycks et al.
 2021; docs/scores.md, "Label-free" and "Confidence").
 
 :func:`confidence_fields` gives a leaderboard row its label-free measures (:mod:`genEval.scores.label_free`:
 SoftmaxCorr, MaxPred, SoftGap, ATC-MC, agreement with the oracle, each the mean over the model's repetitions of the
 measure on its validated perturbed images) and its runs' selective prediction, calibration and -MSP detection
 scores (:mod:`genEval.scores.confidence`, read from each run's results, means over repetitions). A run whose
-records hold no confidence (written before issue 44) gives None: "not recorded".
+records hold no confidence (written before confidence was recorded) gives None: "not recorded".
 
 :func:`label_free_section` checks every measure's ranking against PA and FMR_v over the models (Spearman rho and
 weighted tau_w) and, with ``label_free_sensitivity``, runs the paper's subsample and model-dropping protocol on the
@@ -101,7 +101,7 @@ def label_free_section(
     if not_recorded:
         reason = (
             reason + "; " if reason else ""
-        ) + f"not recorded for {', '.join(not_recorded)} (runs before issue 44)"
+        ) + f"not recorded for {', '.join(not_recorded)} (runs before confidence was recorded)"
     return LabelFree(
         pa["rho"],
         n,

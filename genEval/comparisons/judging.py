@@ -2,8 +2,8 @@
 
 The oracle vetoes every step that changes its own verdict, so with ``rule=all`` every accepted image is one each
 member of the oracle still classifies correctly: a compared model that is a member has PA = 100 by construction,
-and its FMR says nothing about it (the offline default used to rank two such models; issue 19). A compared model
-is a member when a module inside the oracle holds exactly its weights: the same tensors, in the same order and
+and its FMR says nothing about it (the offline default used to rank two such models; docs/comparing.md). A compared
+model is a member when a module inside the oracle holds exactly its weights: the same tensors, in the same order and
 shapes, whatever the wrapper's key names (a ``ClassifierOracle`` around the same ``ImageClassifier``, or around
 its bare network). Weights, not config spellings, decide, so two configs that build the same model are caught
 and two seeds of one architecture are not.

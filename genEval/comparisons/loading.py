@@ -5,7 +5,7 @@ Names and repetitions come from what ``compare`` recorded in ``results.json``, e
 layout, else the classifier's component id (:func:`load_runs`).
 
 A run is only compared when its records agree with its ``results.json`` (:func:`check_records`): a ``samples.jsonl``
-cut short or edited after the run finished (issue 41: a truncated round was accepted, ranked on 43 of its 50 sources
+cut short or edited after the run finished (once, a truncated round was accepted, ranked on 43 of its 50 sources
 and given an extra round) is refused, naming the file and what disagrees.
 """
 

@@ -3,8 +3,8 @@
 The paper ranks interventions by FMR = 100 PA / SA (Tables 2-3). PA counts only the samples the oracle
 vouched for while SA counts all of them, and the oracle removes exactly the hard images, so FMR rewards a
 model that is wrong on the images the oracle cannot vouch for: measured on CIFAR-10 (three models none of which
-is in the oracle, issue 19), a small CNN with SA 56.0 ranked first by FMR (113.95) above two ResNets with SA 81.5
-and 83.0 (FMR 106.8 and 105.7), while FMR_v = 100 PA / SA_v, with SA_v over the same validated samples as PA,
+is in the oracle, docs/comparing.md), a small CNN with SA 56.0 ranked first by FMR (113.95) above two ResNets with SA
+81.5 and 83.0 (FMR 106.8 and 105.7), while FMR_v = 100 PA / SA_v, with SA_v over the same validated samples as PA,
 put the three within a point. The default therefore ranks by FMR_v, a score over comparable populations; the
 paper's FMR stays in every table (and its rank in ``rank_fmr``), and any leaderboard score or effective
 robustness can order the leaderboard instead (``rank_by=``).

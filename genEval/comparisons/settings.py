@@ -23,14 +23,14 @@ from genEval.scores.sequential import SequentialTest
 STOPS = ("fixed", "settled")
 RULES = ("recorded", "override")
 #: The fields of the stop rule that decide a verdict: a re-rank that gives one of them differently from what the
-#: runs recorded is refused (issue 40), unless ``rule=override``.
+#: runs recorded is refused, unless ``rule=override``.
 VERDICT_KEYS = ("stop", "round_sources", "max_sources", "confidence", "margin", "resolution", "familywise", "boundary",
                 "spending")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a comparison has seen enough (issues 33 and 40): ``stop=fixed`` runs its repetitions; ``stop=settled``
+    """When a comparison has seen enough (docs/comparing.md): ``stop=fixed`` runs its repetitions; ``stop=settled``
     runs rounds of ``round_sources`` fresh, paired sources, each only for the models of open adjacent pairs
     (:func:`genEval.comparisons.settled.next_rounds`), until every adjacent pair of the ranking is ordered,
     equivalent within ``margin`` points or resolved (its interval narrower than ``resolution`` points; 0: never) at
@@ -42,7 +42,7 @@ class StopRule:
     value), or by this one (``override``: the verdicts then say so).
 
     A field left None takes the value the runs recorded, else :data:`STOP_DEFAULTS` (:meth:`filled`); runs
-    recorded before issue 40 lack its fields and get :data:`LEGACY_RULE`, the rule they ran with."""
+    recorded before the resolved verdict lack its fields and get :data:`LEGACY_RULE`, the rule they ran with."""
 
     stop: str | None = None
     round_sources: int | None = None
@@ -76,7 +76,7 @@ class StopRule:
 
     def filled(self, recorded: Mapping[str, Any] | None = None) -> StopRule:
         """Every field set: this rule's, else ``recorded`` (what the runs recorded; :data:`LEGACY_RULE` for the
-        fields runs of issue 33 did not record), else the defaults."""
+        fields the first settled runs did not record), else the defaults."""
         legacy = {k: v for k, v in LEGACY_RULE.items() if recorded and k not in recorded}
         base = {**STOP_DEFAULTS, **legacy, **{k: v for k, v in (recorded or {}).items() if k in STOP_DEFAULTS}}
         base = {k: STOP_DEFAULTS[k] if base[k] is None else base[k] for k in STOP_DEFAULTS}
@@ -132,12 +132,12 @@ def _sequential_test(rule: Mapping[str, Any]) -> SequentialTest:
 
 
 #: The defaults of :class:`StopRule` (``stop=fixed`` stays the default: a comparison runs its repetitions unless
-#: asked to settle). ``boundary``, ``resolution``: chosen by simulation (benchmarks/sequential.py, issue 40).
+#: asked to settle). ``boundary``, ``resolution``: chosen by simulation (benchmarks/sequential.py, docs/comparing.md).
 STOP_DEFAULTS: dict[str, Any] = dict(
     stop="fixed", round_sources=200, max_sources=5000, confidence=0.95, margin=1.0, power=0.8, resolution=2.0,
     familywise=False, boundary="spending", spending="pocock",
 )  # fmt: skip
-#: What runs recorded before issue 40 ran with: the confidence sequence, no resolved verdict, per pair.
+#: What runs recorded before the resolved verdict ran with: the confidence sequence, no resolved verdict, per pair.
 LEGACY_RULE: dict[str, Any] = dict(resolution=0.0, familywise=False, boundary="sequence", spending="pocock")
 
 
@@ -154,7 +154,7 @@ class ComparisonSettings:
     stops on). ``er_scale``: the axes the ER line (and the multi-ID plane) is fitted in, ``logit`` (Shi et al.) or
     ``probit`` (Miller); ``er_floor``: baselines whose ID accuracy is below it (percent) are left out of the fit.
     ``label_free_sensitivity``: also run the label-free measures' sensitivity protocol (S1: the measures on 1/5/10/30%
-    of the sources and the ranking with 20/50/70% of the models, 3 runs each seeded by ``seed``; issue 44).
+    of the sources and the ranking with 20/50/70% of the models, 3 runs each seeded by ``seed``; docs/scores.md).
     """
 
     baselines: tuple[str, ...] | None = None

@@ -1,4 +1,4 @@
-"""Is a comparison's ranking settled? Verdicts on its adjacent pairs from the rounds it ran (issues 33 and 40).
+"""Is a comparison's ranking settled? Verdicts on its adjacent pairs from the rounds it ran (docs/comparing.md).
 
 Every repetition of a comparison is a *round*: fresh sources, the same for every model (paired). After the rounds so
 far, the models are ordered by the ranking score pooled over every source unit of each (:func:`order_board`), and

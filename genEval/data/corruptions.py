@@ -17,9 +17,9 @@ scikit-image API breakages (bethgelab issues #23, #25, #27), and its functions a
 * Small images: the package refuses sides below 32 px. A smaller image (the 16-px digits) is up-sampled by the
   smallest whole factor ``f`` that reaches 32 px (nearest neighbour), corrupted, and averaged back over ``f x f``
   blocks, which returns an uncorrupted image exactly; the corruption is therefore defined at the 32-px scale
-  (measured in benchmarks/RESULTS.md, "Issue 43"). CIFAR-10 (32 px) is corrupted at its own size. Grayscale images
-  are repeated to RGB (the package's own rule) and turned back into luma (ITU-R 601, as the data sets' ``channels:
-  1``), so colour corruptions (saturate) act on brightness only.
+  (measured in benchmarks/RESULTS.md, "multi-ID effective robustness"). CIFAR-10 (32 px) is corrupted at its own size.
+  Grayscale images are repeated to RGB (the package's own rule) and turned back into luma (ITU-R 601, as the data sets'
+  ``channels: 1``), so colour corruptions (saturate) act on brightness only.
 * :class:`CorruptedData`: a data set whose images are another's, corrupted; same labels, classes and source ids
   (per-image severity when given several: drawn from the seed and the source id), e.g. the digits test split
   through Gaussian noise as the ID test set of a noise-trained family (``conf/data/digits_noisy.yaml``).

@@ -1,4 +1,4 @@
-"""An oracle audit a person can do: is the oracle's veto trustworthy? (issue 10, item 5; docs/method.md, "The actors").
+"""An oracle audit a person can do: is the oracle's veto trustworthy? (docs/comparing.md; docs/method.md, "The actors").
 
 PA counts only the images the oracle accepted as still showing their class (paper Sec. 3.2, Algorithm 1), so
 PA is only as meaningful as that judge. This module lets a person check it on a run saved with

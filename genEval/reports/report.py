@@ -50,8 +50,9 @@ import numpy as np
 
 from genEval.comparisons.ablation import GeneratorAblation, load_comparison
 from genEval.comparisons.aggregate import build_comparison
-from genEval.comparisons.leaderboard import TABLE_SCORES, Comparison, er_cell, score_columns, score_label, signed
+from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.loading import load_runs
+from genEval.comparisons.writers import TABLE_SCORES, corr, er_cell, score_columns, score_label, signed
 from genEval.fileio import atomic_write_bytes
 from genEval.reports.figures import (
     MAX_CLASSES,
@@ -89,7 +90,7 @@ SECTIONS = {
     "differences": "Pairwise differences",
     "transfer": "Transfer",
     "images": "Images: original / perturbed / difference",
-    **ROBUSTNESS_SECTIONS,  # issue 43 (genEval/reports/robustness.py, templates/robustness.html.j2)
+    **ROBUSTNESS_SECTIONS,  # docs/comparing.md (genEval/reports/robustness.py, templates/robustness.html.j2)
 }
 #: What a single run's report leaves out: sections about several models (its one-row leaderboard becomes a table of
 #: its scores in "scores").
@@ -420,12 +421,11 @@ def _label_free_rank_rows(comp: Comparison) -> list[list]:
     lf = comp.label_free
     if lf is None or not lf.measures:
         return []
-    num = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
     out = []
     for name, by_truth in lf.measures.items():
         pa, fv = by_truth.get("pa", {}), by_truth.get("fmr_validated", {})
-        out.append([LABEL_FREE_COLUMNS.get(name, name), num(pa.get("rho")), num(pa.get("tau_w")),
-                    num(fv.get("rho")), num(fv.get("tau_w")), pa.get("n_models")])  # fmt: skip
+        out.append([LABEL_FREE_COLUMNS.get(name, name), corr(pa.get("rho")), corr(pa.get("tau_w")),
+                    corr(fv.get("rho")), corr(fv.get("tau_w")), pa.get("n_models")])  # fmt: skip
     return out
 
 
@@ -434,14 +434,13 @@ def _sensitivity_rows(comp: Comparison) -> list[list]:
     lf = comp.label_free
     if lf is None or not lf.sensitivity:
         return []
-    num = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
     rows = []
     for name, by_truth in lf.sensitivity.items():
         for truth, s in by_truth.items():
             for what, part in (("sources", s["subsample"]), ("models kept", s["kept_models"])):
                 for frac, v in part.items():
                     rows.append([LABEL_FREE_COLUMNS.get(name, name), score_label(truth), what,
-                                 f"{100 * float(frac):g}%", num(v["rho"]), num(v["tau_w"])])  # fmt: skip
+                                 f"{100 * float(frac):g}%", corr(v["rho"]), corr(v["tau_w"])])  # fmt: skip
     return rows
 
 

@@ -1,5 +1,5 @@
-"""The report's sections of issue 43: multi-ID effective robustness, the fixed shift beside FMR_v, and the per-class
-differences of every pair of models (paper Table 2 and App. J; Shi et al. 2023 eq. 3).
+"""The report's sections across training data (docs/comparing.md): multi-ID effective robustness, the fixed shift beside
+FMR_v, and the per-class differences of every pair of models (paper Table 2 and App. J; Shi et al. 2023 eq. 3).
 
 :func:`robustness_context` gives the template partial ``templates/robustness.html.j2`` its tables and figures
 (base64 PNGs drawn with the helpers of :mod:`genEval.reports.figures`): a heatmap of the per-class FMR_v

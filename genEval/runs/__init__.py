@@ -7,7 +7,7 @@ scores and ``results.json``, ``shards`` merges the shards of one evaluation into
 would have written, ``index`` lists the run directories under a folder (from their JSON files alone).
 
 The names below are loaded on first use (``lazy_loader``), so that ``genEval.runs.index`` is read without torch
-(``geneval runs``, issue 42)."""
+(``geneval runs``, docs/run-directory.md)."""
 
 import lazy_loader
 

@@ -1,4 +1,4 @@
-"""An index of the run directories under a folder: what ran, when, and its headline (``geneval runs``, issue 42).
+"""An index of the run directories under a folder: what ran, when, its headline (``geneval runs``; docs/recipes.md).
 
 Read from the JSON files alone, without torch (docs/run-directory.md): a finished run has ``results.json``; one still
 running or stopped has ``run.json`` and a ``samples.partial.jsonl`` of the samples finished so far. What ran is named

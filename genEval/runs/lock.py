@@ -13,8 +13,8 @@ the lock, by touching its own lock file through the descriptor it keeps open (``
 the file's change time (``st_ctime``, which the filesystem sets and no one can set back or ahead), and its contents
 never change once written. A heartbeat therefore cannot overwrite anyone's lock: if another process took the lock
 over meanwhile, the name ``run.lock`` holds the new owner's file and the touch lands on the old one, which no one
-reads (issue 41: a heartbeat that read the lock, found its token and then renamed its own file over it, replaced the
-lock of the process that had taken over between the two). Another process judges a lock it finds:
+reads (docs/scale-out.md: a heartbeat that read the lock, found its token and then renamed its own file over it,
+replaced the lock of the process that had taken over between the two). Another process judges a lock it finds:
 
 * **stale** when its heartbeat is older than its lease (from any host: the owner stopped, or its machine was lost);
   when its heartbeat is more than :data:`FUTURE_TOLERANCE_S` in the future (a clock running ahead, or a forged
@@ -211,7 +211,7 @@ class LockOwner:
         )
 
     def to_bytes(self, touch: bool = True) -> bytes:
-        """The lock file's contents; ``touch`` False: as a genEval from before issue 41 wrote it (its ``heartbeat``
+        """The lock file's contents; ``touch`` False: as an older genEval wrote it (its ``heartbeat``
         field is the heartbeat, rewritten by its owner)."""
         fields = {k: v for k, v in asdict(self).items() if k not in ("beats", "file_time", "touch")}
         head = {"version": 2, "beat": "touch"} if touch else {"version": 1}

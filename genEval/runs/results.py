@@ -52,7 +52,7 @@ class ComparisonRecord:
     ``repetition``, the repetition's ``seed``, all ``models`` and the number of ``repetitions``, the ``data_seed``
     the sources were drawn with (None: not re-drawn), the comparison's ``mask``, the ER ``baselines``, in a
     generator ablation the ``generator`` and all ``generators``, and the ``sequential`` stop rule it ran with
-    (:class:`~genEval.comparisons.settings.StopRule` as a dict; None before issue 33)."""
+    (:class:`~genEval.comparisons.settings.StopRule` as a dict; None before settled comparisons)."""
 
     model: str | None = None
     repetition: int | None = None
@@ -66,7 +66,7 @@ class ComparisonRecord:
     generators: tuple[str, ...] = ()
     sequential: Mapping[str, Any] | None = None
     self_judged: tuple[str, ...] = ()
-    ablation_key: str | None = None  # an ablation of any setting (issue 43): its key and this run's value label
+    ablation_key: str | None = None  # an ablation of any setting (docs/comparing.md): its key and its value label
     ablation_value: str | None = None
     ablation_values: tuple[str, ...] = ()
 
@@ -246,7 +246,7 @@ class EvalResult:
     @property
     def confidence(self) -> RunConfidence:
         """The run's selective prediction, calibration and -MSP detection scores (results.json ``confidence``,
-        :mod:`genEval.scores.confidence`); "not recorded" for a run written before issue 44."""
+        :mod:`genEval.scores.confidence`); "not recorded" for a run written before confidence was recorded."""
         return RunConfidence.from_dict(self.extra.get("confidence"))
 
     def with_extra(self, key: str, value: Any) -> EvalResult:

@@ -41,7 +41,7 @@ def summarize(
     source id, path, reason), or None when the run did not skip (then results hold no ``skipped`` list).
     ``ood_data``: the classifier's maximum softmax probability on the images of an OOD set (``ood_data=<folder>``:
     ``{"data", "n", "sha256", "msp"}``), scored against the clean images in the run's ``confidence``
-    (:func:`genEval.scores.confidence.run_confidence`, issue 44).
+    (:func:`genEval.scores.confidence.run_confidence`, docs/scores.md).
     """
     scoring, search = config.scoring, config.search
     outcomes = Outcomes.from_records(records)

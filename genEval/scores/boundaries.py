@@ -1,5 +1,5 @@
-"""Two-sided boundaries for looking at a paired difference after every round (issue 40): how far, in standard errors,
-an estimate must lie from 0 before a look may call it.
+"""Two-sided boundaries for looking at a paired difference after every round (docs/comparing.md): how far, in standard
+errors, an estimate must lie from 0 before a look may call it.
 
 * **The confidence sequence** (open-ended runs): the Robbins normal-mixture boundary of Waudby-Smith, Arbour, Sinha,
   Kennedy & Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences" (Annals of Statistics

@@ -1,5 +1,5 @@
 """Selective prediction, calibration and OOD detection from a run's recorded confidence (S2: Hendrycks et al.,
-*Natural Adversarial Examples*, CVPR 2021, Sec. 3 and App. 7.3; issue 44; docs/scores.md, "Confidence").
+*Natural Adversarial Examples*, CVPR 2021, Sec. 3 and App. 7.3; docs/scores.md, "Confidence").
 
 Every score here reads the classifier's maximum softmax probability (MSP, the first of a record's
 ``clean_top_probs`` / ``final_top_probs``) and whether its answer was right, per sample:
@@ -44,7 +44,7 @@ UNIFORM_BINS = 15
 #: Points of a response-rate accuracy curve kept in results.json (the report draws it).
 CURVE_POINTS = 101
 NOT_RECORDED = (
-    "not recorded: the run's records hold no classifier confidence (written before issue 44); rerun the evaluation"
+    "not recorded: the run's records hold no classifier confidence (written by an older genEval); rerun the evaluation"
 )
 #: What the ``shift`` row means (docs/scores.md, "Confidence").
 SHIFT_MEANING = (
@@ -403,7 +403,7 @@ class RunConfidence:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> RunConfidence:
-        """Inverse of :meth:`to_dict`; None (a results.json written before issue 44) reads as not recorded."""
+        """Inverse of :meth:`to_dict`; None (a results.json of an older genEval) reads as not recorded."""
         if not d:
             return cls(False, reason=NOT_RECORDED)
         parts = {

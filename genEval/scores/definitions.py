@@ -10,7 +10,7 @@
 
 SA and PA are over different populations: the start check removes exactly the images the oracle cannot
 vouch for, which are often the hard ones, so FMR can exceed 100 and is inflated by a model-specific factor
-(issue 10). Scores over the *same* population stand beside it:
+(docs/method.md). Scores over the *same* population stand beside it:
 
 * SA_v  (``sa_validated``)  = accuracy of ``f`` on the clean images of the validated samples.
 * FMR_v (``fmr_validated``) = 100 * PA / SA_v.
@@ -100,7 +100,7 @@ class Score:
 
 
 def no_validated_reason(totals: np.ndarray, context: Mapping) -> str:
-    """Why no sample was validated, told apart from the records' column sums (issue 14): nothing passed the
+    """Why no sample was validated, told apart from the records' column sums (docs/scores.md): nothing passed the
     start check, the budget was 0 (no step taken), or the oracle rejected every first step."""
     start_ok, rejected = int(totals[COLUMN["start_ok"]]), int(totals[COLUMN["rejected"]])
     if totals[COLUMN["n"]] == 0:

@@ -1,9 +1,9 @@
-"""How likely an open pair is to be settled by the rule's ``max_sources``, and after how many more (issue 40).
+"""How likely an open pair is to be settled by the rule's ``max_sources``, and after how many more (docs/comparing.md).
 
-Issue 33 said "≈ N more sources at 80% power", with the observed difference taken as the truth. After a first round
-of 200 sources that promise was kept in 11% to 91% of simulated pairs depending on the true gap: the observed
-difference of a small gap is as often far above it as near it. One round cannot tell a 1-point gap from a 3-point
-one, and no single number made from it can be right for both (a predictive probability, which averages over what
+The first settled rule said "≈ N more sources at 80% power", with the observed difference taken as the truth. After a
+first round of 200 sources that promise was kept in 11% to 91% of simulated pairs depending on the true gap: the
+observed difference of a small gap is as often far above it as near it. One round cannot tell a 1-point gap from a
+3-point one, and no single number made from it can be right for both (a predictive probability, which averages over what
 the data allow, stated 73-86% for every gap from 0 to 6 points, where 2-100% happened: benchmarks/RESULTS.md). So
 the statement is a **range**, as the data support it: the *conditional power* (the chance that the rule settles the
 pair at one of its remaining looks, given the looks so far, if the true difference is ``theta``) for every

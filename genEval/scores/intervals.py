@@ -7,9 +7,9 @@ every repetition, move together. :func:`bootstrap` is that one bootstrap; :func:
 and :func:`model_draws` (several models on shared resamples, for rankings and effective robustness) use it. A
 bootstrap over fewer than :data:`MIN_BOOTSTRAP_SOURCES` source images (counted among the sources that carry the
 score's denominator, e.g. validated samples for FMR) gives no interval: with one or two sources every resample is
-the same few values and the percentile interval collapses to zero width (issue 14), which reads as certainty.
+the same few values and the percentile interval collapses to zero width (docs/method.md), which reads as certainty.
 
-**No interval narrower than its evidence** (issue 40). Where every source agrees the bootstrap still collapses: 18
+**No interval narrower than its evidence** (docs/method.md). Where every source agrees the bootstrap still collapses: 18
 of 18 validated samples kept their class gave "FMR 100.00 [100.00, 100.00]", while the Wilson interval of that PA
 alone is [82.41, 100]. So a bootstrap interval is widened to hold the score-type interval its parts give
 (:func:`score_floor`): a proportion's own Wilson interval (a mean over repetitions: the pooled counts'), and for a

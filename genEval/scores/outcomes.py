@@ -59,7 +59,7 @@ class SampleRecord:
     ``latent_dist``, ``image_dist`` (L2) and ``image_linf`` are measured from the start of the search; ``part``:
     the run directory's tensor part (latents/images) holding this sample, -1 when none was saved.
 
-    The classifier's confidence (issue 44; None in a record written before it was recorded): ``clean_top_probs`` /
+    The classifier's confidence (docs/scores.md; None in a record written before it was recorded): ``clean_top_probs`` /
     ``clean_top_classes`` its :data:`TOP_K` largest softmax probabilities (descending) and their classes on the clean
     image, ``clean_entropy`` the entropy of that softmax (nats, in [0, ln K]); the same with ``final_`` for the final
     image (the one ``final_pred`` is the class of), ``final_probs`` its whole softmax vector when the classifier has at
@@ -138,7 +138,7 @@ REQUIRED = (
     "oracle_start_pred",
     "image_linf",
 )
-#: The classifier's (and the oracle's) confidence fields of a record (issue 44): None when not recorded.
+#: The classifier's (and the oracle's) confidence fields of a record (docs/scores.md): None when not recorded.
 CONFIDENCE_FIELDS = (
     "clean_top_probs",
     "clean_top_classes",

@@ -3,7 +3,7 @@
 Competition ranks ("1224"), Kendall's tau-b (``scipy.stats.kendalltau``; S0, Shi et al., NeurIPS 2023,
 App. A.2) and Spearman's rho. The difference of two models' scores gets the clustered bootstrap of
 :mod:`genEval.scores.intervals` (digest 5.1.9: paired when they share source images, else independent), widened
-where the sources agree too much for a bootstrap to see (issue 40: two models with the same outcomes on 40 sources
+where the sources agree too much for a bootstrap to see (docs/method.md: two models with the same outcomes on 40 sources
 read "0.00 [0.00, 0.00]"): paired, to the delta-method interval of the paired units with the Bonett-Price
 pseudo-counts on the discordant cells (:func:`genEval.scores.sequential.looks_of`, the spread the settled verdicts
 use, at the fixed-design ``z``); independent, to the MOVER difference (Newcombe 1998; Zou & Donner 2008) of the two

@@ -1,5 +1,5 @@
 """How often a test set may be reused: model similarity and the number of models whose scores stay within epsilon
-(S4: J. Miller, *Validity Challenges in Machine Learning Benchmarks*, PhD thesis 2022, ch. 3 and App. 3.8; issue 44;
+(S4: J. Miller, *Validity Challenges in Machine Learning Benchmarks*, PhD thesis 2022, ch. 3 and App. 3.8;
 docs/scores.md, "Reuse budget").
 
 Every model evaluated on the same ``n`` test points asks one query: its 0-1 loss ``q(z)`` per point. The chance

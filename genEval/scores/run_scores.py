@@ -135,7 +135,7 @@ def per_class_table(
 def score_warnings(
     scores: Scores, *, oracle_warn_accuracy: float | None = 70.0, search: Mapping | None = None
 ) -> list[str]:
-    """Warnings that the scores of one run are less meaningful than they look (issue 10):
+    """Warnings that the scores of one run are less meaningful than they look (docs/method.md):
 
     * the oracle's own accuracy (clean images or start reconstructions) is below ``oracle_warn_accuracy``
       percent (None: no check): PA is only as meaningful as the judge;

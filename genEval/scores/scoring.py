@@ -1,7 +1,7 @@
 """How a run's records become scores and warnings: :class:`Scoring` (``conf/scoring``), checked without torch.
 
 It lives apart from :mod:`genEval.scores.run_scores` (which computes the scores and re-exports it) so that the command
-line builds and checks the node before it imports torch (``geneval n_boot=0`` answers at once; issue 42).
+line builds and checks the node before it imports torch (``geneval n_boot=0`` answers at once; docs/configuration.md).
 """
 
 from __future__ import annotations

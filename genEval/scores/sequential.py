@@ -1,4 +1,4 @@
-"""Comparing two models from rounds of fresh, paired sources, looking after every round (issues 33 and 40).
+"""Comparing two models from rounds of fresh, paired sources, looking after every round (docs/comparing.md).
 
 A dynamic benchmark can keep drawing sources, so a comparison may *look* after every round and stop when the order
 of two models is known. A fixed-design interval (the bootstrap of :mod:`genEval.scores.intervals`) used that way
@@ -58,9 +58,9 @@ MIN_UNITS = 30
 VERDICTS = ("ordered", "equivalent", "resolved", "open")
 SETTLED = ("ordered", "equivalent", "resolved")
 BOUNDARIES = ("sequence", "spending")
-#: The small-sample safeguards of the spread (:func:`looks_of`): ``discordant`` (the default, issue 40), ``worst``
-#: (issue 33's one pseudo-unit at the largest possible influence) and ``none`` (the plain delta method, which
-#: benchmarks/sequential.py shows failing on rare outcomes).
+#: The small-sample safeguards of the spread (:func:`looks_of`): ``discordant`` (the default), ``worst``
+#: (the first settled rule's one pseudo-unit at the largest possible influence) and ``none`` (the plain delta method,
+#: which benchmarks/sequential.py shows failing on rare outcomes).
 SAFEGUARDS = ("discordant", "worst", "none")
 #: The warning recorded when a look's interval is disjoint from the running one.
 DISAGREE = "the rounds disagree: the generator, oracle or data changed between rounds?"
@@ -196,7 +196,7 @@ class PairVerdict:
     def from_dict(cls, d: dict) -> PairVerdict:
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         if fields.get("run_low") is None and fields.get("low") is not None and "run_low" not in d:
-            fields["run_low"], fields["run_high"] = fields["low"], fields.get("high")  # issue 33's records
+            fields["run_low"], fields["run_high"] = fields["low"], fields.get("high")  # the first rule's records
         return cls(**fields)
 
     @property
@@ -302,7 +302,7 @@ def looks_of(
       ``sd^2 = (n var + 2 w1^2) / (n + 2)``. For SA (a proportion) that is Bonett & Price's pseudo-count on each
       discordant cell of the paired table.
     * ``worst``: one pseudo-unit at the largest influence a unit can have, every column anywhere in the range it
-      took so far (``sum_k |J_k| max(high_k - m_k, m_k - low_k)``), ``sd^2 = (n var + W^2) / (n + 1)`` (issue 33).
+      took so far (``sum_k |J_k| max(high_k - m_k, m_k - low_k)``), ``sd^2 = (n var + W^2) / (n + 1)``.
     * ``none``: the plain sample spread.
     """
     k = len(COLUMNS)

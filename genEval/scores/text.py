@@ -1,4 +1,4 @@
-"""A run's scores as text: one headline line, then an aligned table (issue 42, item 3; docs/scores.md).
+"""A run's scores as text: one headline line, then an aligned table (docs/scores.md).
 
 Both read the scores in their JSON form (``results.json``'s ``scores``: one estimate dict per score plus the counts
 ``n``, ``n_validated``, ...), so ``geneval``, ``geneval merge``, ``geneval runs`` and ``geneval submit`` print the

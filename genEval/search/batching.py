@@ -1,4 +1,6 @@
-"""Choosing the batch size from the memory one search step needs (issue 14), and saying so when it does not fit.
+"""Choosing the batch size from the memory one search step needs, and saying so when it does not fit.
+
+The setting: docs/configuration.md, "Execution settings".
 
 A search step keeps, per sample, the tensors autograd saves for the backward pass through classifier and
 decoder (the dominant cost: a VQGAN decoder at 256 px saves hundreds of MB per image), plus the latent, the

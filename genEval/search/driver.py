@@ -312,7 +312,7 @@ class _Roles:
 
     def log_start(self, seed: int, positions: list[int], shard: Shard, search: SearchConfig) -> None:
         """One short line at INFO (seed, device, images, the search's step rule: Eq. 2's budget and step size; the
-        components by id), their settings in full at DEBUG (issue 42: no repr dumps in the log a user reads)."""
+        components by id), their settings in full at DEBUG (no repr dumps in the log a user reads)."""
         roles = (self.classifier, self.generator, self.oracle)
         log.info(
             "genEval seed=%d device=%s: %d images (%s), %d steps of %g (%s); classifier %s, generator %s, oracle %s",

@@ -9,14 +9,14 @@ Precision (``fp32`` default, ``bf16``, ``fp16``; for all roles or per role). Red
 role's *weights* (``role.to(bf16)``) and casts the role's floating inputs at its boundary, handing fp32 back: the
 search state (latents, Adam moments, gradients, the loss) stays fp32. Weights rather than ``torch.autocast``,
 because autocast re-casts every weight and every normalisation input at every call; on the paper's VQGAN
-decoder that made the bf16 step barely faster than fp32 (issue 26: 309 ms vs 323 ms, against 210 ms with bf16
+decoder that made the bf16 step barely faster than fp32 (docs/benchmarks.md: 309 ms vs 323 ms, against 210 ms with bf16
 weights). Autocast is kept only where a role cannot take converted weights: a role that is not an
 ``nn.Module`` (nothing to convert), or one that declares ``precision_mode = "autocast"`` (a compiled program
 such as a ``torch.export`` graph whose constants stay fp32). fp16 is never a default: VAE and VQGAN decoders
 overflow in it, so it warns unless the generator declares ``fp16_safe = True``.
 
-``memory_format`` (``auto`` | ``channels_last`` | ``contiguous``, issue 34): ``channels_last`` runs the roles NHWC
-end to end (weights, latents in, activations, GroupNorm, images out: :mod:`genEval.kernels`); ``contiguous``
+``memory_format`` (``auto`` | ``channels_last`` | ``contiguous``, docs/configuration.md): ``channels_last`` runs the
+roles NHWC end to end (weights, latents in, activations, GroupNorm, images out: :mod:`genEval.kernels`); ``contiguous``
 leaves them as built (NCHW); ``auto`` is channels_last where the step is compiled on CUDA and contiguous elsewhere
 (eager CUDA GroupNorm converts NHWC back to NCHW, so eager NHWC pays transposes; a CPU gains nothing). Measured:
 not yet (no GPU was lent to the session that wrote it; ``benchmarks/gpu_issue34.sh`` measures it). The old

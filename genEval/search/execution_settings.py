@@ -3,8 +3,8 @@ format, compile; docs/configuration.md) and :func:`resolve_device`.
 
 :mod:`genEval.search.execution` prepares the roles as these settings ask (weights in reduced precision, NHWC, the
 compiled step) and re-exports these names. They live here, apart, so that the command line refuses a bad value
-(``geneval batch_size=0``, ``precision=fp8``, ``device=gpu``) before it imports torch (issue 42): torch is imported
-only to check an unusual device spelling and when a device is resolved.
+(``geneval batch_size=0``, ``precision=fp8``, ``device=gpu``) before it imports torch (docs/configuration.md): torch is
+imported only to check an unusual device spelling and when a device is resolved.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ GPU_DRIVER_FILES = ("/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/kfd")
 
 def refuse_cuda_without_driver(device: str, driver_files: tuple[str, ...] = GPU_DRIVER_FILES) -> None:
     """``device=cuda`` (or ``cuda:N``) on a Linux machine with no GPU driver file: refused without importing torch,
-    with the message :func:`resolve_device` gives (issue 42, item 1). Anywhere else (a driver is there, or not Linux)
-    torch decides later, in :func:`resolve_device`."""
+    with the message :func:`resolve_device` gives (docs/configuration.md). Anywhere else (a driver is there, or not
+    Linux) torch decides later, in :func:`resolve_device`."""
     if not str(device).startswith("cuda") or not sys.platform.startswith("linux"):
         return
     if not any(os.path.exists(p) for p in driver_files):
@@ -110,7 +110,7 @@ class Execution:
     compile_mode: str = "default"
     compile_scope: str = "full"
     tf32: bool = True
-    #: Deprecated (issue 12's weights-only switch, replaced by memory_format in issue 34): true is read as
+    #: Deprecated (the old weights-only switch, replaced by memory_format; docs/configuration.md): true is read as
     #: ``memory_format=channels_last``, false as ``contiguous``, when memory_format is left at ``auto``.
     channels_last: InitVar[bool | None] = None
 

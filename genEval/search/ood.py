@@ -1,5 +1,5 @@
 """The classifier's confidence on images of classes outside its label set (``ood_data=<imagefolder>``; S2: Hendrycks
-et al. 2021, ImageNet-O; issue 44; docs/scores.md, "Confidence").
+et al. 2021, ImageNet-O; docs/scores.md, "Confidence").
 
 :func:`ood_confidence` runs the tested classifier (no search, no oracle) over every image of an OOD data set and
 returns its maximum softmax probability per image; the run's summary scores -MSP of these images against the clean

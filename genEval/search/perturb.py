@@ -12,8 +12,9 @@ For every source image ``x`` with label ``y`` (docs/method.md, "One sample"):
 
 :func:`perturb` is that algorithm, one decode per step: the image the oracle judges at step ``t`` is also
 the classifier's input for the gradient of step ``t + 1``. The bookkeeping (the batch of rows, their step counters
-and Adam moments, the per-sample records, the host syncs) is :class:`genEval.search.rows.SearchRows`; every random
-draw of a sample is seeded from the sample's own seed (the driver derives it from the run seed and the source id).
+and Adam moments, the host syncs) is :class:`genEval.search.rows.SearchRows`, the records are
+:mod:`genEval.search.records`; every random draw of a sample is seeded from the sample's own seed (the driver derives
+it from the run seed and the source id).
 No I/O and no progress bar here: :func:`genEval.search.driver.evaluate` owns batching, writing and resuming.
 """
 
@@ -35,7 +36,8 @@ from genEval.interfaces import (
 )
 from genEval.runs.settings import UPDATE_RULES, SearchConfig  # noqa: F401 (their old home: imported from here)
 from genEval.search.execution import compile_generator_regions
-from genEval.search.rows import RANGE_TOL, REFERENCES, NonFiniteError, Outcome, Sample, SearchRows, confidence
+from genEval.search.records import Outcome, Sample, confidence
+from genEval.search.rows import RANGE_TOL, REFERENCES, NonFiniteError, SearchRows
 
 log = logging.getLogger(__name__)
 

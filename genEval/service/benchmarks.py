@@ -2,13 +2,13 @@
 
 A benchmark fixes everything a score depends on except the model: data, generator, oracle, search and
 mask (composed from their config groups), the ``genEval.evaluate`` settings, and the number of repetitions
-(fresh seeds) per submission. Its *version* is the hash of its canonical spec (:meth:`Benchmark.spec`, issue 45):
+(fresh seeds) per submission. Its *version* is the hash of its canonical spec (:meth:`Benchmark.spec`; docs/service.md):
 each role by its component (the ``_target_``'s own name, as :func:`genEval.interfaces.component_id` names a built
 component, never its import path) and settings, the search and scoring bundles by their ``to_dict()``, the other
 evaluate settings, the repetitions, a settled benchmark's stop rule, a renewal's epoch and :data:`SCHEMA_VERSION`.
 So a leaderboard only ever ranks runs of one version (editing a preset registers a new version next to the old
 one, never mixes them), and a module can move without an alias module kept for the hash. The versions of the hash
-before issue 45 (the resolved YAML, import paths included) are carried over once by
+before the canonical spec (the resolved YAML, import paths included) are carried over once by
 :func:`genEval.service.server.benchmarks.store.remap_versions`,
 standings kept (docs/service.md, "Benchmark versions").
 
@@ -16,15 +16,15 @@ A submission cannot change the preset, with one exception: the keys listed under
 (an allowlist such as ``batch_size``; each with a range or a list of choices). They are left out of the
 version hash. Any other key, a ``_target_`` or a Hydra-style override is refused with an error naming it.
 
-A benchmark may be *settled* (issue 33): ``stop: settled`` with ``max_sources`` (and optionally ``round_sources``,
-``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its ``benchmark:`` block.
-Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``, ``data.limit`` =
-``round_sources``) drawn with the round's seed, the same for every model of the version, and the service adds rounds
-to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has ``max_sources``
-(:mod:`genEval.service.server.standings.settled`). The rule is part of the version.
+A benchmark may be *settled* (docs/service.md): ``stop: settled`` with ``max_sources`` (and optionally
+``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its
+``benchmark:`` block. Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
+``data.limit`` = ``round_sources``) drawn with the round's seed, the same for every model of the version, and the
+service adds rounds to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has
+``max_sources`` (:mod:`genEval.service.server.standings.settled`). The rule is part of the version.
 
 Every submission to a settled version reuses its rounds (the same secret round seeds), which is the adaptive test-set
-reuse Miller's thesis bounds (ch. 3; issue 44): the service reports a *reuse budget* per settled version
+reuse Miller's thesis bounds (ch. 3; docs/scores.md): the service reports a *reuse budget* per settled version
 (:mod:`genEval.scores.reuse`), with the preset's ``reuse_epsilon`` (how close every standing must stay to its
 population value, a fraction: 0.01 = 1 point) and ``reuse_delta`` (at ``1 - delta``) in its ``benchmark:`` block; they
 say how the budget is reported, not what is measured, so they are not part of the version. When a version's budget
@@ -67,7 +67,7 @@ SCHEMA_VERSION = 2
 _HYDRA_KEYS = {"_target_", "_convert_", "_recursive_", "_partial_", "_args_"}
 #: The keys of a preset's ``benchmark:`` block that declare when its comparison has seen enough (StopRule's fields).
 STOP_KEYS = tuple(STOP_DEFAULTS)
-#: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (issue 44).
+#: The keys of a ``benchmark:`` block that set how a settled version's reuse budget is reported (docs/scores.md).
 REUSE_KEYS = {"reuse_epsilon": 0.01, "reuse_delta": 0.05}
 
 
@@ -399,7 +399,8 @@ def from_record(record: dict) -> Benchmark:
 def moved_versions(rows: Iterable[tuple[str, str, dict]]) -> dict[tuple[str, str], str]:
     """``{(name, stored version): its version now}`` for the stored benchmark rows ``(name, version, record)`` whose
     version is not what this genEval computes from their record (:func:`from_record`): the versions of the hash
-    before issue 45, which :func:`genEval.service.server.benchmarks.store.remap_versions` carries over once."""
+    before the canonical spec, which :func:`genEval.service.server.benchmarks.store.remap_versions` carries over
+    once."""
     moved = {}
     for name, old, record in rows:
         if not isinstance(record, dict) or not isinstance(record.get("config"), dict):

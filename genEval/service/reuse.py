@@ -1,4 +1,4 @@
-"""A settled version's reuse budget (issue 44; Miller 2022 ch. 3; :mod:`genEval.scores.reuse`): from the finished
+"""A settled version's reuse budget (docs/scores.md; Miller 2022 ch. 3; :mod:`genEval.scores.reuse`): from the finished
 models' per-source correctness on the version's shared rounds, computed by the worker after each job it finishes and
 stored with the version (:meth:`~genEval.service.server.benchmarks.store.BenchmarkStore.set_reuse`), so a page or
 ``GET /api/benchmarks`` reads it instead of re-reading every run.

@@ -7,9 +7,9 @@ and at most ``max_per_pair`` samples per (true, predicted) confusion pair. The n
 surrogates under ``filtered_with``; transfer is to be reported on other models
 (:func:`genEval.snapshots.scoring.transfer_matrix` marks or skips them).
 
-Two rules (``rule=``): ``mean`` (the default, as before issue 44) compares the surrogates' *mean* true-class
-probability with ``max_true_conf`` and has no caps unless given. ``imagenet_a`` is ImageNet-A's filter exactly
-(Hendrycks et al. 2021, Sec. 3): an image is removed when *any* surrogate gives the true class more than 15%
+Two rules (``rule=``): ``mean`` (the default, and the only rule before confidence was recorded) compares the surrogates'
+*mean* true-class probability with ``max_true_conf`` and has no caps unless given. ``imagenet_a`` is ImageNet-A's filter
+exactly (Hendrycks et al. 2021, Sec. 3): an image is removed when *any* surrogate gives the true class more than 15%
 (the max over surrogates) or when *any* of its 10 crops is classified correctly by any surrogate (the 10-crop
 check: the four corners and the centre at 87.5% of the side, 224/256 as for ImageNet, and their mirror images;
 ``torchvision.transforms.v2.functional.ten_crop``), and at most 15 images are kept per (true, predicted) pair:

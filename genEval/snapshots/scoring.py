@@ -4,7 +4,7 @@ A snapshot (:mod:`genEval.snapshots.manifest`) stores the perturbed images *and*
 can be scored on it with no access to the source data set: PA on the perturbed images and ``sa`` on the
 originals (percent, 95% Wilson or Clopper-Pearson intervals over the snapshot's samples). The originals are
 those of the *validated* samples only, so ``sa`` is SA_v. FMR has one definition everywhere (docs/method.md,
-"The scores"; issue 10): ``fmr = 100 * PA / SA_full``, with SA_full the classifier's clean accuracy over the
+"The scores"): ``fmr = 100 * PA / SA_full``, with SA_full the classifier's clean accuracy over the
 *whole* sample of the run (every source image, validated or not). The export stores the tested model's in
 the manifest (``Manifest.full_sample_sa``); for another classifier it is given (``sa_full=`` / ``clean_accuracy=``)
 or taken from a snapshot made against it (:func:`transfer_matrix`). ``fmr_validated = 100 * PA / SA_v``

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 import generators.small_vq as small_vq
-from generators.small_vq import TrainReport, digits_vq, load_trained_vq, reconstruction_psnr, train_vq_generator
+from generators.small_vq import (
+    TrainReport,
+    VQTrainer,
+    digits_vq,
+    load_trained_vq,
+    reconstruction_psnr,
+    train_vq_generator,
+)
 from generators.vqgan import VQGANGenerator
 from genEval.data.standard import DigitsData
 from genEval.interfaces import Generator
@@ -119,6 +126,24 @@ def test_interrupted_save_never_leaves_a_complete_looking_checkpoint(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         train_vq_generator(BarsData(16), BarsData(8), out_dir=fresh, epochs=1, **KW)
     assert not (fresh / "last.ckpt").exists() and not list(fresh.iterdir())
+
+
+def test_the_trainer_checks_its_settings_when_made_before_it_reads_or_writes_anything(tmp_path):
+    """VQTrainer refuses a bad setting at construction (no data read, no out_dir made); good ones are coerced."""
+    out = tmp_path / "never"
+    for bad, match in (
+        ({"loss": "huber"}, r"loss='huber'.*\['l1', 'mse'\]"),
+        ({"epochs": -1}, r"epochs=-1 must be >= 0"),
+        ({"lr": 0}, r"lr=0 must be a positive"),
+        ({"lr_schedule": "step"}, r"lr_schedule=.step. is not known"),
+        ({"batch_size": 0}, r"batch_size"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            VQTrainer(out_dir=out, **bad)
+    assert not out.exists()
+    trainer = VQTrainer(out_dir=out, epochs="2", batch_size=8.0, lr="1e-3", device="auto")
+    assert (trainer.epochs, trainer.batch_size, trainer.lr) == (2, 8, 1e-3) and isinstance(trainer.device, torch.device)
+    assert not out.exists()
 
 
 def test_training_errors_teach(tmp_path):

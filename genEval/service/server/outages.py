@@ -3,7 +3,7 @@
 A database restart, a lost connection or an unreachable host makes every call fail for a while (SQLAlchemy's
 ``OperationalError`` and friends). Nothing a worker or the server does is lost meanwhile: jobs, leases and results
 are in the database, and a call that failed changed nothing. So the worker loop and the server's upkeep retry
-(:meth:`Outage.call`: waits of ``first_s``, doubling up to ``max_s``) instead of dying (issue 37: one heartbeat
+(:meth:`Outage.call`: waits of ``first_s``, doubling up to ``max_s``) instead of dying (docs/service.md: one heartbeat
 during a 10-second PostgreSQL restart killed every worker), and log one warning when an outage starts and one line
 when it ends, not one per retry.
 """

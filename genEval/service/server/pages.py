@@ -2,11 +2,11 @@
 page, each run's report and its image grid. No scripts, fonts or styles from elsewhere: the pages work offline.
 Sorting is server-side (``?sort=fmr&order=desc``), so the column links work without JavaScript; without ``sort`` the
 rows follow the comparison's ranking score (``rank_by``, FMR_v by default), and the page says which and why. On a
-settled benchmark (issue 33) the rows follow the settled order, ranks are tied ("2–3") where a pair of neighbours is
-open or equivalent, and a column says the verdict on each row and the one below it (an open pair: the sources per
+settled benchmark (docs/service.md) the rows follow the settled order, ranks are tied ("2–3") where a pair of neighbours
+is open or equivalent, and a column says the verdict on each row and the one below it (an open pair: the sources per
 model that would settle it).
 
-Readable at 1280 px (issue 42): the leaderboard shows the compact score columns
+Readable at 1280 px: the leaderboard shows the compact score columns
 (:func:`genEval.comparisons.leaderboard.score_columns`); every other score is one click away (a CSS-only toggle,
 and a column sorted by stays shown), intervals never wrap, and the model column stays in view when the table
 scrolls. A finished job's page opens with its headline (the ranking score with its interval and the counts it rests
@@ -149,7 +149,7 @@ def _leaderboard(
         "queued": counts["queued"],
         "running": counts["running"],
         "versions": service.catalog.versions(name),
-        "reuse": service.catalog.reuse_budget(name, st.version),  # a settled version's budget (issue 44)
+        "reuse": service.catalog.reuse_budget(name, st.version),  # a settled version's budget (docs/scores.md)
     }
     return TEMPLATES.TemplateResponse(request, "leaderboard.html", context)
 
@@ -272,7 +272,7 @@ def grid(job_id: str, svc: Facade, rep: int = 0) -> FileResponse:
     run = svc.files.finished_run(job_id, rep, what="image grid exists")[1]
     if not (run / "grid.png").is_file() and not (run / "grid.png").is_symlink():
         raise NotFound(f"job {job_id}'s repetition {rep} drew no image grid (no validated sample).")
-    return FileResponse(own_file(run, "grid.png"), media_type="image/png")  # never through a link (issue 41)
+    return FileResponse(own_file(run, "grid.png"), media_type="image/png")  # never through a link (docs/service.md)
 
 
 @router.get("/jobs/{job_id}/report")

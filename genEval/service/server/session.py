@@ -8,7 +8,7 @@ read and write transactions, and its clock.
   PostgreSQL: a pooled engine that checks a connection before use and gives up connecting after 5 s.
 * **One clock.** Every stored time is UNIX seconds from the database's clock (:meth:`Sessions.now`: PostgreSQL's
   ``now()``, SQLite's ``julianday('now')``), never a worker's own: a worker whose clock runs ahead cannot see
-  another worker's live lease as expired (issue 37: a worker 30 s ahead took live jobs from the others).
+  another worker's live lease as expired (docs/service.md: a worker 30 s ahead took live jobs from the others).
 """
 
 from __future__ import annotations

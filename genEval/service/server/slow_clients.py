@@ -2,8 +2,8 @@
 
 uvicorn times out an idle keep-alive connection (``timeout_keep_alive``) but nothing else: a client that connects
 and sends nothing, or sends its request head a byte at a time, or stops halfway through a body, holds its connection
-(and a slot of ``limit_concurrency``) forever (issue 37: both were still open after 90 s). :func:`timed_h11` makes
-the protocol class ``geneval serve`` runs, h11's with two deadlines:
+(and a slot of ``limit_concurrency``) forever (docs/service.md: both were still open after 90 s). :func:`timed_h11`
+makes the protocol class ``geneval serve`` runs, h11's with two deadlines:
 
 * ``header_timeout_s``: the whole request head (request line and headers) must arrive within this many seconds of
   the connection opening, or of the first byte of a request on a kept-alive connection; otherwise the answer is

@@ -2,8 +2,8 @@
 
 Workers re-queue expired jobs when they look for work, but a server whose workers all died (or that has none, with only
 external workers that were lost) would leave a job ``running`` with an expired lease forever, and the jobs behind it
-queued (issue 37). :class:`Supervisor` runs in ``geneval serve``: every ``every_s`` it re-queues the expired jobs itself
-(by the database's clock: :meth:`genEval.service.server.jobs.queue.JobQueue.requeue_expired`), and starts a new
+queued (docs/service.md). :class:`Supervisor` runs in ``geneval serve``: every ``every_s`` it re-queues the expired jobs
+itself (by the database's clock: :meth:`genEval.service.server.jobs.queue.JobQueue.requeue_expired`), and starts a new
 in-process worker for each one whose thread died (a worker lives through database outages, so a dead thread means a bug;
 its traceback is logged). A database outage is logged once (:class:`~genEval.service.server.outages.Outage`) and the
 upkeep goes on when the database is back."""

@@ -361,7 +361,7 @@ class Worker:
 
     def _await_exit(self, job: JobInfo, child: JobChild, progress: Progress) -> bool:
         """Wait for a child that has answered to exit, renewing the lease meanwhile (a finished job's lease must not
-        run out while its process tears down: issue 41, E14); SIGKILL after ``exit_grace_s``. False when the job was
+        run out while its process tears down: docs/service.md); SIGKILL after ``exit_grace_s``. False when the job was
         lost meanwhile."""
         deadline = time.monotonic() + self.exit_grace_s
         while not child.exited():

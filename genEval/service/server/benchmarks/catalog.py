@@ -2,9 +2,9 @@
 registered as versions when the server starts, the classifier configs a submission may name, and the default
 leaderboard.
 
-A settled preset whose version an admin renewed (its reuse budget spent: :meth:`Catalog.renew`, issue 44) is offered
-at its newest renewal: the registered versions that share the preset's ``base_version`` say which epoch that is, so
-a restarted server offers the same version it offered before.
+A settled preset whose version an admin renewed (its reuse budget spent: :meth:`Catalog.renew`, docs/scores.md) is
+offered at its newest renewal: the registered versions that share the preset's ``base_version`` say which epoch that is,
+so a restarted server offers the same version it offered before.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ the same for every model of the version, so that all models' round ``r`` see the
 the version hash: the hash is public (URLs, ``/api/benchmarks``), and seeds derived from it would tell anyone every
 future round's images before any model ran them, where the secret leaves a round unknown until it first runs.
 
-A settled version also keeps its *reuse budget* (issue 44, :mod:`genEval.service.reuse`): the correctness agreement
-of the models submitted to it and how many further submissions its shared rounds can take, recomputed by the worker
-that finishes a job (:meth:`BenchmarkStore.set_reuse`; null until then, and for fixed benchmarks).
+A settled version also keeps its *reuse budget* (docs/scores.md, :mod:`genEval.service.reuse`): the correctness
+agreement of the models submitted to it and how many further submissions its shared rounds can take, recomputed by the
+worker that finishes a job (:meth:`BenchmarkStore.set_reuse`; null until then, and for fixed benchmarks).
 """
 
 from __future__ import annotations
@@ -142,13 +142,13 @@ VERSION_COLUMNS = (
 
 
 def remap_versions(connection: Connection) -> dict[tuple[str, str], str]:
-    """Carry every stored benchmark version over to this genEval's version (issue 45), once: where a row of
-    ``benchmarks`` has another version than its record gives now (:func:`genEval.service.benchmarks.moved_versions`:
-    the hash before issue 45 held the resolved YAML with import paths), that version is rewritten in every table
+    """Carry every stored benchmark version over to this genEval's version (docs/service.md), once: where a row of
+    ``benchmarks`` has another version than its record gives now (:func:`genEval.service.benchmarks.moved_versions`: the
+    hash before the canonical spec held the resolved YAML with import paths), that version is rewritten in every table
     that names it (:data:`VERSION_COLUMNS`), with the record's ``version`` and ``base_version``: the jobs, standings,
-    verdicts, round secret and reuse budget of the old version are the new one's. Idempotent (a rerun finds nothing
-    to change); returns ``{(name, old): new}``. Runs in the caller's transaction (``engine.begin()``), so a failure
-    leaves every version as it was."""
+    verdicts, round secret and reuse budget of the old version are the new one's. Idempotent (a rerun finds nothing to
+    change); returns ``{(name, old): new}``. Runs in the caller's transaction (``engine.begin()``), so a failure leaves
+    every version as it was."""
     rows = connection.execute(text("SELECT name, version, config FROM benchmarks").columns(config=JSON)).all()
     moved = moved_versions(rows)
     for (name, old), new in moved.items():

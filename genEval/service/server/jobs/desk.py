@@ -106,8 +106,8 @@ class JobDesk:
 
     def cancel(self, job_id: str, by: TokenInfo) -> JobInfo:
         """Cancel a job not yet final; only its submitter or an admin may. On a settled benchmark the rounds belong to
-        the benchmark (issue 41): a submitter cannot cancel a later round alone (an admin can), and cancelling the
-        submission's job withdraws the model (:meth:`~genEval.service.server.jobs.store.JobStore.withdraw`: its
+        the benchmark (docs/service.md): a submitter cannot cancel a later round alone (an admin can), and cancelling
+        the submission's job withdraws the model (:meth:`~genEval.service.server.jobs.store.JobStore.withdraw`: its
         rounds stop, its row shows withdrawn), even after its first round is done."""
         job = self.job(job_id)
         if job.owner_id != by.id and by.role != "admin":

@@ -2,11 +2,11 @@
 pages and ``GET /api/leaderboard/{benchmark}`` show them (no computation: the workers store the rows,
 :mod:`~genEval.service.server.standings.compute`).
 
-On a fixed benchmark a row's rank is its position in the order asked for. On a settled one (issue 33,
+On a fixed benchmark a row's rank is its position in the order asked for. On a settled one (docs/service.md,
 :mod:`~genEval.service.server.standings.settled`) every row has its rank in the settled order (by the ranking score
 pooled over all its rounds), tied with a neighbour whose pair is ``open`` or ``equivalent`` ("2–3"), and the verdict
 on it and the row below it (``below``; an open pair with the sources per model that would settle it); ``sort=rank``
-(the default) pages through that order. A model its submitter withdrew (issue 41) keeps its row, ranked
+(the default) pages through that order. A model its submitter withdrew (docs/service.md) keeps its row, ranked
 ``withdrawn`` after the others.
 """
 

@@ -370,7 +370,7 @@ class StandingsBuilder:
         return pair_looks((a.name, a.runs), (b.name, b.runs), pair.rounds, RANK_BY, a.num_classes)
 
     def reuse(self, benchmark: str, version: str) -> dict | None:
-        """Recompute and store a settled version's reuse budget from every ranked model's rounds (issue 44,
+        """Recompute and store a settled version's reuse budget from every ranked model's rounds (docs/scores.md,
         :mod:`genEval.service.reuse`); returns it (None on a fixed benchmark)."""
         if self.rule(benchmark, version) is None:
             return None

@@ -14,8 +14,8 @@ from genEval.service.server.views import view_of
 
 
 class Below(BaseModel):
-    """A settled benchmark: the anytime-valid verdict on a row and the row below it (issue 33), in the words of
-    :func:`genEval.comparisons.standing.verdict_view` (the page's settled column shows ``text`` and ``title``)."""
+    """A settled benchmark: the anytime-valid verdict on a row and the row below it (docs/service.md), in the words
+    of :func:`genEval.comparisons.standing.verdict_view` (the page's settled column shows ``text`` and ``title``)."""
 
     name: str = Field(description="the model of the row below")
     verdict: str = Field(description="ordered | equivalent (within the margin) | resolved | open")

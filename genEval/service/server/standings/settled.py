@@ -1,4 +1,4 @@
-"""A settled benchmark's leaderboard (issues 33 and 40): models in rounds of fresh, paired sources, judged against
+"""A settled benchmark's leaderboard (docs/service.md): models in rounds of fresh, paired sources, judged against
 their neighbours by the rule of ``geneval compare stop=settled``, run only until each is settled against them.
 
 A settled benchmark (``stop: settled`` in its preset, :mod:`genEval.service.benchmarks`) runs every job as one *round*
@@ -116,7 +116,7 @@ def judge(
 ) -> PairVerdict:
     """The verdict on ``upper`` minus ``lower`` ((name, runs in round order) each) by ``score`` on their first
     ``rounds`` rounds: round ``r`` of both is one look of paired units, the sources both of them have (a source only
-    one of the two saw is left out of the pair: issue 41)."""
+    one of the two saw is left out of the pair: docs/service.md)."""
     return settle_pair(upper[0], lower[0], shared_units(upper[1], lower[1], rounds), score, num_classes, rule.test())
 
 

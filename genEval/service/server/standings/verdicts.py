@@ -1,5 +1,5 @@
 """The ``verdicts`` table and its store: a settled benchmark's verdicts on pairs of models that were neighbours on its
-leaderboard (issue 33), computed by workers (:mod:`~genEval.service.server.standings.settled`) and read by the
+leaderboard (docs/service.md), computed by workers (:mod:`~genEval.service.server.standings.settled`) and read by the
 leaderboard, which ties the ranks of neighbours whose pair is ``open`` or ``equivalent``.
 
 One row per pair (two submissions' job ids), judged on the rounds both had then (``rounds``): the
