@@ -22,6 +22,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness.roles import AcceptAll
+
 
 def _timed_interleaved(fns: dict, repeats: int, sync) -> dict[str, float]:
     """Median seconds of each function; the functions take turns so load drift hits them all alike."""
@@ -36,23 +38,6 @@ def _timed_interleaved(fns: dict, repeats: int, sync) -> dict[str, float]:
             sync()
             ts[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in ts.items()}
-
-
-class AcceptAll(torch.nn.Module):
-    """Runs the real oracle (so its cost is paid) but accepts every step, keeping the batch full."""
-
-    def __init__(self, oracle):
-        super().__init__()
-        self.oracle = oracle
-
-    def prepare(self, class_names):
-        self.oracle.prepare(class_names)
-
-    def judge(self, x, y):
-        from genEval.interfaces import Judgement
-
-        j = self.oracle.judge(x, y)
-        return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
 
 
 def main() -> None:

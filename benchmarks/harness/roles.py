@@ -61,6 +61,22 @@ class AcceptAllOracle(nn.Module):
         return Judgement(ones, p.gather(1, labels[:, None])[:, 0], p.argmax(1))
 
 
+class AcceptAll(nn.Module):
+    """Runs a real oracle's judgement (its cost and its checks) but accepts every image, so every row runs the whole
+    budget, the batch stays full and the number of steps is known."""
+
+    def __init__(self, oracle: nn.Module) -> None:
+        super().__init__()
+        self.oracle = oracle
+
+    def prepare(self, class_names: list[str]) -> None:
+        self.oracle.prepare(class_names)
+
+    def judge(self, images: torch.Tensor, labels: torch.Tensor) -> Judgement:
+        j = self.oracle.judge(images, labels)
+        return Judgement(torch.ones_like(j.accept, dtype=torch.bool), j.scores, j.predictions)
+
+
 def build_generator(kind: str) -> tuple[nn.Module, str]:
     """The generator named ``kind`` (float32, CPU) and a note on its weights."""
     if kind == "identity":

@@ -32,6 +32,7 @@ from genEval.scores.run_scores import Scoring
 from genEval.search.execution import Execution
 from genEval.search.perturb import SearchConfig
 from tests.support.assets import ROOT
+from tests.support.service import CHROMIUM_FLAGS
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).exists()), None)
@@ -374,14 +375,7 @@ def test_audit_page_in_headless_chromium_records_a_click(audited, tmp_path):
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
+            args=CHROMIUM_FLAGS,
         )
         try:
             page = browser.new_context(accept_downloads=True, viewport={"width": 1100, "height": 1300}).new_page()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from benchmarks.harness.roles import AcceptAll  # noqa: F401 - the tests take it from here
 from generators.vqgan import VQGANGenerator
 from genEval.classifiers import ImageClassifier
 from genEval.search.perturb import Sample
@@ -33,22 +34,6 @@ def real_roles() -> tuple:
     gen = VQGANGenerator(tiny_ddconfig(4), n_embed=16, embed_dim=4, quantize="straight_through")
     oracle = ZooOracle([ClassifierOracle(cnn(1)), ClassifierOracle(cnn(2))], rule="majority")
     return cnn(0), gen, oracle
-
-
-class AcceptAll(torch.nn.Module):
-    """Runs the real oracle's judgement (its cost and its checks) but accepts every image, so every row runs
-    the whole budget and the number of steps is known."""
-
-    def __init__(self, oracle: torch.nn.Module) -> None:
-        super().__init__()
-        self.oracle = oracle
-
-    def prepare(self, class_names):
-        self.oracle.prepare(class_names)
-
-    def judge(self, x, y):
-        j = self.oracle.judge(x, y)
-        return type(j)(torch.ones_like(j.accept), j.scores, j.predictions)
 
 
 def images(n: int, seed: int = 0) -> list[Sample]:
