@@ -16,6 +16,11 @@ offline digits default with the models cached in ``$GENEVAL_CACHE`` (trained on 
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/cluster.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os

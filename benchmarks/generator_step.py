@@ -27,6 +27,11 @@ and the same gradient with the generator run in bf16 / fp16, reported per genera
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/generator_step.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import logging

@@ -13,6 +13,11 @@ Arguments starting with ``--`` are this script's; the rest are Hydra overrides o
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/step_cost.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import statistics

@@ -48,6 +48,11 @@ What a number means (issue 12, "What must land" 4-6):
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/throughput.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import gc
 import logging
