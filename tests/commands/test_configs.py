@@ -189,3 +189,25 @@ def test_a_bundle_key_its_dataclass_does_not_take_is_refused_naming_it():
 
     with pytest.raises(ValueError, match=r"^scoring\.n_bot is not a setting of genEval\.scores\.scoring\.Scoring"):
         bundle(_compose("config", ["+scoring.n_bot=5"]), "scoring")
+
+
+@pytest.mark.parametrize(
+    "key, value, node",
+    [
+        ("compile_mode", "reduce-overhead", "execution"),  # issue 34's Interface: geneval ... compile_mode=...
+        ("num_workers", 2, "execution"),
+        ("tf32", False, "execution"),
+        ("grid_size", 4, "output"),
+        ("log_interval", 5, "output"),
+        ("gap_warn_points", 5.0, "scoring"),
+        ("oracle_warn_accuracy", 50, "scoring"),
+    ],
+)
+def test_every_key_that_was_top_level_before_the_nodes_keeps_its_short_spelling(key, value, node):
+    """Before the bundles were nodes every key of conf/{execution,output,scoring} sat at the top level, and earlier
+    issues' commands type them so: the short spelling and the node's reach the same field."""
+    from genEval.commands import bundle
+
+    short = bundle(_compose("config", [f"{key}={value}"]), node)
+    assert getattr(short, key) == value
+    assert short == bundle(_compose("config", [f"{node}.{key}={value}"]), node)
