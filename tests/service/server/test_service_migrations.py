@@ -34,7 +34,7 @@ def _schema_drift(db: Database) -> list:
 
 def test_a_fresh_database_is_migrated_to_the_stores_tables_once(db_url):
     db = Database(db_url)
-    assert current(db.engine) == HEAD == "0002_stop_rule_column"
+    assert current(db.engine) == HEAD == "0003_remap_versions"
     assert _schema_drift(db) == []
     db.close()
     again = Database(db_url)  # a second start runs nothing (and fails on nothing)
