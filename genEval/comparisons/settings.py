@@ -18,6 +18,7 @@ from typing import Any
 from genEval.comparisons.ranking import DEFAULT_RANK_BY, check_rank_by
 from genEval.interfaces import SettingError, is_whole
 from genEval.scores.effective_robustness import ACCURACY_FLOOR, SCALES
+from genEval.scores.intervals import N_BOOT
 from genEval.scores.sequential import SequentialTest
 
 STOPS = ("fixed", "settled")
@@ -159,7 +160,7 @@ class ComparisonSettings:
 
     baselines: tuple[str, ...] | None = None
     er_min_r2: float = 0.8
-    n_boot: int = 1000
+    n_boot: int = N_BOOT
     seed: int = 0
     level: float = 0.95
     repetition_seeds: tuple[int, ...] | None = None
@@ -181,7 +182,7 @@ class ComparisonSettings:
         if self.repetition_seeds is not None:
             object.__setattr__(self, "repetition_seeds", tuple(self.repetition_seeds))
         if not is_whole(self.n_boot, 1):
-            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", "1000")
+            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", str(N_BOOT))
         if not is_whole(self.seed, 0):
             raise SettingError("seed", self.seed, "a whole number >= 0", "0", "the seed of the bootstraps")
         if not _number(self.level) or not 0 < self.level < 1:

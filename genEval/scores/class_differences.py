@@ -20,7 +20,7 @@ from itertools import combinations
 
 import numpy as np
 
-from genEval.scores.intervals import bootstrap_scores
+from genEval.scores.intervals import N_BOOT, bootstrap_scores
 from genEval.scores.outcomes import Outcomes
 from genEval.scores.rankings import metric_differences
 
@@ -139,7 +139,7 @@ def class_differences(
     outcomes: Mapping[str, Sequence[Outcomes]],
     class_names: Sequence[str],
     num_classes: int,
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> ClassDifferences:
@@ -192,7 +192,7 @@ def per_class_ratio_intervals(
     reps: Sequence[Outcomes],
     class_names: Sequence[str],
     num_classes: int,
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict[int, dict[str, float | None]]:

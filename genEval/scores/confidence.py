@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, Estimate, few_sources
+from genEval.scores.intervals import MIN_BOOTSTRAP_SOURCES, N_BOOT, Estimate, few_sources
 from genEval.scores.outcomes import SampleRecord
 
 #: Samples per bin of the RMS calibration error (the authors' ``calib_err`` default, ``beta=100``).
@@ -307,7 +307,7 @@ class SelectivePrediction:
 
 
 def selective_prediction(
-    msp: np.ndarray, correct: np.ndarray, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95, what: str
+    msp: np.ndarray, correct: np.ndarray, *, n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95, what: str
 ) -> SelectivePrediction:
     """AURRA and the calibration errors of one population (``msp``, ``correct`` over its samples), each with a
     bootstrap interval over the samples (a run has one sample per source: over the sources)."""
@@ -354,7 +354,7 @@ def detection(
     paired: bool,
     what: str,
     meaning: str = "",
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> Detection:
@@ -442,7 +442,7 @@ def run_confidence(
     ood_msp: Sequence[float] | None = None,
     *,
     ood_name: str = "OOD images",
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> RunConfidence:

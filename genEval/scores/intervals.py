@@ -35,6 +35,10 @@ INTERVALS = {"wilson": "wilson", "clopper-pearson": "exact"}  # our name -> scip
 #: A bootstrap over fewer source images than this (among those carrying the score's denominator) gives no
 #: interval: at 1-4 sources the percentile interval is degenerate (zero width or a handful of values).
 MIN_BOOTSTRAP_SOURCES = 5
+#: The bootstrap's resamples over source images when nobody says otherwise: the one place that states the default
+#: (the FMR interval, paper Sec. 4; every signature, settings bundle and config default names this or must equal it:
+#: a test checks the YAML defaults against the dataclasses).
+N_BOOT = 1000
 
 
 # ------------------------------------------------------------------------------------------ estimates
@@ -252,7 +256,7 @@ def bootstrap_scores(
     reps: Sequence[Outcomes],
     num_classes: int,
     keys: Sequence[str] = LEADERBOARD_SCORES,
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
     context: Mapping | None = None,

@@ -24,6 +24,7 @@ import numpy as np
 from genEval.scores.definitions import COMPARED_SCORES, SCORE
 from genEval.scores.intervals import (
     MIN_BOOTSTRAP_SOURCES,
+    N_BOOT,
     bootstrap,
     few_sources,
     percentile,
@@ -79,7 +80,7 @@ def metric_differences(
     metrics: Sequence[str] = COMPARED_SCORES,
     *,
     names: tuple[str, str] = ("a", "b"),
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
     paired: bool | None = None,
@@ -181,7 +182,7 @@ def pairwise_differences(
     order: Sequence[str],
     outcomes: Mapping[str, Sequence[Outcomes]],
     num_classes: int,
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> list[Difference]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from genEval.scores.definitions import PER_CLASS_SCORES, SCORE, SCORES, finite_or_none, score_values
-from genEval.scores.intervals import Estimate, bootstrap_scores, proportion
+from genEval.scores.intervals import N_BOOT, Estimate, bootstrap_scores, proportion
 from genEval.scores.outcomes import COLUMN, COLUMNS, Outcomes
 from genEval.scores.scoring import Scoring as Scoring  # the settings bundle, re-exported where it always was
 
@@ -63,7 +63,7 @@ def compute_scores(
     num_classes: int,
     *,
     interval: str = "wilson",
-    n_boot: int = 1000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
     budget: int | None = None,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from genEval.scores.intervals import INTERVALS
+from genEval.scores.intervals import INTERVALS, N_BOOT
 from genEval.validation import SettingError, is_whole
 
 
@@ -30,7 +30,7 @@ class Scoring:
     ``interval=`` and ``n_boot=`` are its short spellings at the top level of a command's config."""
 
     interval: str = "wilson"
-    n_boot: int = 1000
+    n_boot: int = N_BOOT
     gap_warn_points: float = 10.0
     oracle_warn_accuracy: float | None = 70.0
 
@@ -38,7 +38,7 @@ class Scoring:
         if self.interval not in INTERVALS:
             raise SettingError("interval", self.interval, "one of " + ", ".join(INTERVALS), "wilson")
         if not is_whole(self.n_boot, 1):
-            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", "1000")
+            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", str(N_BOOT))
         object.__setattr__(self, "n_boot", int(self.n_boot))
         object.__setattr__(self, "gap_warn_points", _number("gap_warn_points", self.gap_warn_points, "10"))
         if self.oracle_warn_accuracy is not None:
