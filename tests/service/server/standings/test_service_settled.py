@@ -7,6 +7,7 @@ only then, once), tied ranks and the sources-needed estimate on the leaderboard,
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 from dataclasses import replace
@@ -18,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from genEval.commands.serve import load_benchmarks
 from genEval.comparisons.aggregate import aggregate as compare_runs
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import round_seed
 from genEval.runs.reader import RunDir
 from genEval.service.benchmarks import Benchmark
@@ -249,7 +250,9 @@ def test_a_settled_preset_fills_its_rule_and_its_round_draw():
         familywise=False, boundary="spending", spending="pocock",
     )  # fmt: skip
     config, _ = bench.apply_overrides({})
-    assert config["stop"] == bench.rule.to_dict() and "stop" not in bench.config  # what the job records
+    # the job carries its rule as its runs record it (results.json config.comparison.sequential)
+    assert config["comparison"] == {"sequential": bench.rule.to_dict()} and "comparison" not in bench.config
+    assert "stop" not in config and StopRule.carried_by(config) == bench.rule
     assert Benchmark.from_config("s", _preset()).rule.round_sources == 40  # round_sources = data.limit
     assert Benchmark.from_config("s", _preset(margin=2)).version != Benchmark.from_config("s", _preset()).version
 
@@ -427,6 +430,38 @@ def test_a_submitter_cannot_cancel_a_round_and_cancelling_the_model_withdraws_it
     assert board["rows"][0]["below"] is None
     assert client.get(f"/api/jobs/{queued['twin_b'].id}").json()["seeds"] == queued["twin_b"].seeds  # it ran
     assert client.post(f"/api/jobs/{a.id}/cancel", headers=auth_a).status_code == 200  # withdrawn stays withdrawn
+
+
+def _results(run: Path) -> dict:
+    rec = json.loads((run / "results.json").read_text())
+    return {k: rec[k] for k in ("config", "scores", "seed", "execution", "per_class")}
+
+
+def test_a_job_stored_with_the_old_stop_key_runs_and_is_settled_like_a_new_one(db, tmp_path, settled, fixed_base):
+    """A settled job carries its rule as ``comparison.sequential`` (as its runs record it); jobs stored before that
+    spelling carry it as ``stop``, and are still read as settled: the same run and record, the round's seed hidden until
+    it has run, and cancelling the finished submission withdraws the model (a fixed job's would be refused)."""
+    from sqlalchemy import JSON, bindparam, text
+
+    service = _service(db, tmp_path, settled)
+    job, auth = _submit_as(service, "twin_a", "blurred")
+    assert job.config["comparison"] == {"sequential": settled.rule.to_dict()} and "stop" not in job.config
+    legacy = {**{k: v for k, v in job.config.items() if k != "comparison"}, "stop": settled.rule.to_dict()}
+    old = replace(job, config=legacy, run_dir="old")
+    assert run_job(old, tmp_path, lambda *a: None, build=centroid_build)["repetitions"][0]["n"] == 40
+    assert replace(old, status="queued").shown_seeds is None and replace(old, status="done").shown_seeds == old.seeds
+    _run_one(db, tmp_path, StandingsBuilder(db, tmp_path, n_boot=N_BOOT))  # the new spelling, through the queue
+    new_run, old_run = db.jobs.get(job.id).rep_dir(tmp_path, 0), old.rep_dir(tmp_path, 0)
+    assert _results(old_run) == _results(new_run)  # the same record, config.comparison.sequential included
+    assert _results(old_run)["config"]["comparison"]["sequential"] == settled.rule.to_dict()
+    assert "stop" not in _results(old_run)["config"]
+    assert (old_run / "samples.jsonl").read_text() == (new_run / "samples.jsonl").read_text()
+    with db.writer.begin() as conn:  # the finished submission as a job stored before the spelling
+        update = text("UPDATE jobs SET config = :config WHERE id = :id").bindparams(bindparam("config", type_=JSON))
+        conn.execute(update, {"config": legacy, "id": job.id})
+    assert db.jobs.get(job.id).config == legacy
+    withdrawn = TestClient(create_app(service)).post(f"/api/jobs/{job.id}/cancel", headers=auth)
+    assert withdrawn.status_code == 200, withdrawn.text  # withdrawn as a settled submission, not "already done"
 
 
 def _truncate(path: Path, keep: int) -> None:
