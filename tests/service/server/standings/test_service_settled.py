@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from genEval.commands.serve import load_benchmarks
@@ -277,6 +278,62 @@ def test_a_settled_preset_that_cannot_run_is_refused_naming_why(data, meta, mess
     config["benchmark"] = {k: v for k, v in config["benchmark"].items() if v is not None}
     with pytest.raises(ValueError, match=message):
         Benchmark.from_config("s", config)
+
+
+def _as_block(config: dict) -> dict:
+    """The same preset with its stop rule spelled as a ``benchmark.sequential`` block."""
+    meta = dict(config["benchmark"])
+    block = {k: meta.pop(k) for k in list(meta) if k in StopRule.__dataclass_fields__}
+    return {**config, "benchmark": {**meta, "sequential": block}}
+
+
+def test_a_presets_rule_spelled_as_a_sequential_block_is_the_same_rule_and_version():
+    flat = _preset({"limit": None}, round_sources=50, margin=2)
+    a, b = Benchmark.from_config("s", flat), Benchmark.from_config("s", _as_block(flat))
+    assert a.rule == b.rule and a.spec() == b.spec() and a.version == b.version and a.config == b.config
+    assert b.rule.round_sources == 50 and b.rule.margin == 2
+
+
+def test_the_shipped_settled_preset_spells_a_sequential_block_and_keeps_its_version(settled):
+    from genEval.commands import CONF_DIR
+
+    meta = yaml.safe_load((Path(CONF_DIR) / "benchmark" / "digits_settled.yaml").read_text())["benchmark"]
+    assert meta["sequential"]["stop"] == "settled" and not set(meta) & set(StopRule.__dataclass_fields__)
+    assert settled.version == "48dff956f67e8034"  # as before the block (issue 45): a spelling changes no version
+    flat_meta = {k: v for k, v in meta.items() if k != "sequential"} | meta["sequential"]
+    flat = {**settled.config, "benchmark": {**flat_meta, "overrides": settled.overrides}}  # digits.yaml's allowlist
+    assert Benchmark.from_config(settled.name, flat).version == settled.version
+
+
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ({"stop": "settled", "max_source": 120}, r"benchmark.sequential must hold the stop rule's keys \(stop, "),
+        ({"stop": "settled", "rule": "override"}, r"got \{'stop': 'settled', 'rule': 'override'\}"),
+        ("settled", "benchmark.sequential must hold"),
+        ({"stop": "settled", "max_sources": 10}, "max_sources must be >= round_sources"),
+    ],
+)
+def test_a_bad_sequential_block_is_refused_naming_why(block, message):
+    config = _preset()
+    config["benchmark"] = {"title": "t", "sequential": block}
+    with pytest.raises(ValueError, match=message):
+        Benchmark.from_config("s", config)
+
+
+def test_a_rule_given_in_both_spellings_is_refused():
+    config = _as_block(_preset())
+    config["benchmark"]["margin"] = 2
+    with pytest.raises(ValueError, match=r"given twice, as benchmark.sequential and as \['margin'\]"):
+        Benchmark.from_config("s", config)
+
+
+@pytest.mark.parametrize(
+    "key, value", [("n_boot", 0), ("batch_size", 0), ("precision", "fp8"), ("interval", "wald"), ("grid_size", -1)]
+)
+def test_a_presets_bad_run_setting_is_refused_when_it_is_loaded_naming_it(key, value):
+    with pytest.raises(ValueError, match=rf"benchmark s: .*{key}"):
+        Benchmark.from_config("s", {**_preset(), key: value})
 
 
 def test_data_without_a_fresh_draw_per_round_is_refused():
