@@ -49,9 +49,11 @@ from genEval.scores.scoring import Scoring
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 ROLES = ("data", "generator", "oracle", "search", "mask")
-#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning). ``precision`` changes what a run
-#: finds (bf16 moves about 3% of the decisions: benchmarks/RESULTS.md): a preset that fixes it overrides the
-#: workers' own, so that every row of its leaderboard ran at one precision.
+#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning), each a field of one bundle of the
+#: :class:`~genEval.campaigns.plan.EvaluationPlan` its jobs get (``EvaluationPlan.from_config`` reads them; a test in
+#: tests/service/domain checks). ``precision`` changes what a run finds (bf16 moves about 3% of the decisions:
+#: benchmarks/RESULTS.md): a preset that fixes it overrides the workers' own, so that every row of its leaderboard ran
+#: at one precision.
 EVALUATE_KEYS = (
     "batch_size",
     "interval",
