@@ -17,8 +17,10 @@ A submission cannot change the preset, with one exception: the keys listed under
 version hash. Any other key, a ``_target_`` or a Hydra-style override is refused with an error naming it.
 
 A benchmark may be *settled* (docs/service.md): ``stop: settled`` with ``max_sources`` (and optionally
-``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its
-``benchmark:`` block. Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
+``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`'s keys) in a
+``sequential:`` block of its ``benchmark:`` block (the same keys directly in the ``benchmark:`` block, the spelling
+before it, are still read). Its jobs carry the rule as ``comparison.sequential``, the key their runs record it under.
+Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
 ``data.limit`` = ``round_sources``) drawn with the round's seed, the same for every model of the version, and the
 service adds rounds to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has
 ``max_sources`` (:mod:`genEval.service.server.standings.settled`). The rule is part of the version.
