@@ -75,6 +75,33 @@ class StopRule:
         # checks confidence, margin, resolution, power, boundary and spending (the others at their defaults)
         _sequential_test({k: STOP_DEFAULTS[k] if getattr(self, k) is None else getattr(self, k) for k in STOP_DEFAULTS})
 
+    @classmethod
+    def coerce(cls, value: StopRule | Mapping[str, Any] | None) -> StopRule:
+        """From itself, a mapping of its fields (its :meth:`to_dict`; a config node or a preset's ``sequential:``
+        block made plain), or None (every field left to the record, else the defaults); an unknown key is refused by
+        name."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        if not isinstance(value, Mapping):
+            raise TypeError(f"a stop rule must be a StopRule or a mapping of its fields, got {value!r}.")
+        unknown = sorted(set(value) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(
+                f"unknown stop-rule setting(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}."
+            )
+        return cls(**value)
+
+    @classmethod
+    def carried_by(cls, config: Mapping[str, Any]) -> StopRule | None:
+        """The rule an evaluation config carries: ``comparison.sequential`` (a service job's config, as the runs it
+        makes record it in ``results.json``), or, for a job stored before that spelling, the mapping under ``stop``
+        (docs/service.md); None when it carries none (a fixed benchmark's job, a CLI run's ``stop=fixed``)."""
+        comparison = config.get("comparison")
+        sequential = comparison.get("sequential") if isinstance(comparison, Mapping) else None
+        legacy = config.get("stop")
+        found = sequential if sequential is not None else legacy if isinstance(legacy, Mapping) else None
+        return None if found is None else cls.coerce(found)
+
     def filled(self, recorded: Mapping[str, Any] | None = None) -> StopRule:
         """Every field set: this rule's, else ``recorded`` (what the runs recorded; :data:`LEGACY_RULE` for the
         fields the first settled runs did not record), else the defaults."""
@@ -173,8 +200,7 @@ class ComparisonSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.label_free_sensitivity, bool):
             raise SettingError("label_free.sensitivity", self.label_free_sensitivity, "true or false", "true")
-        if isinstance(self.sequential, Mapping):
-            object.__setattr__(self, "sequential", StopRule(**self.sequential))
+        object.__setattr__(self, "sequential", StopRule.coerce(self.sequential))
         if self.baselines is not None:
             if isinstance(self.baselines, str):
                 raise SettingError("baselines", self.baselines, "a list of model names or null", "[resnet20,resnet32]")

@@ -17,8 +17,10 @@ A submission cannot change the preset, with one exception: the keys listed under
 version hash. Any other key, a ``_target_`` or a Hydra-style override is refused with an error naming it.
 
 A benchmark may be *settled* (docs/service.md): ``stop: settled`` with ``max_sources`` (and optionally
-``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`) in its
-``benchmark:`` block. Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
+``round_sources``, ``confidence``, ``margin``, ``power``: :class:`~genEval.comparisons.settings.StopRule`'s keys) in a
+``sequential:`` block of its ``benchmark:`` block (the same keys directly in the ``benchmark:`` block, the spelling
+before it, are still read). Its jobs carry the rule as ``comparison.sequential``, the key their runs record it under.
+Each job is then one *round* of ``round_sources`` fresh sources (``data.subset: random``,
 ``data.limit`` = ``round_sources``) drawn with the round's seed, the same for every model of the version, and the
 service adds rounds to a model until it is ordered or equivalent against its neighbours on the leaderboard, or has
 ``max_sources`` (:mod:`genEval.service.server.standings.settled`). The rule is part of the version.
@@ -40,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from genEval.campaigns.plan import EvaluationPlan
 from genEval.comparisons.settings import STOP_DEFAULTS, StopRule
 from genEval.interfaces import SettingError
 from genEval.runs.identity import config_hash
@@ -48,9 +51,11 @@ from genEval.scores.scoring import Scoring
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 ROLES = ("data", "generator", "oracle", "search", "mask")
-#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning). ``precision`` changes what a run
-#: finds (bf16 moves about 3% of the decisions: benchmarks/RESULTS.md): a preset that fixes it overrides the
-#: workers' own, so that every row of its leaderboard ran at one precision.
+#: genEval.evaluate settings a preset may fix (conf/config.yaml gives their meaning), each a field of one bundle of the
+#: :class:`~genEval.campaigns.plan.EvaluationPlan` its jobs get (``EvaluationPlan.from_config`` reads them; a test in
+#: tests/service/domain checks). ``precision`` changes what a run finds (bf16 moves about 3% of the decisions:
+#: benchmarks/RESULTS.md): a preset that fixes it overrides the workers' own, so that every row of its leaderboard ran
+#: at one precision.
 EVALUATE_KEYS = (
     "batch_size",
     "interval",
@@ -153,10 +158,32 @@ def _check_rule(name: str, key: str, rule: Any, default: Any) -> dict:
     return rule
 
 
+def _stop_keys(name: str, meta: dict) -> dict:
+    """The stop rule's keys a preset gives (null ones left out): its ``benchmark.sequential`` block, StopRule's fields
+    as ``geneval compare``'s ``comparison.sequential`` node spells them, or the same keys at the top of the
+    ``benchmark:`` block (the spelling before the block: still read). Both at once, or a key StopRule does not have,
+    is refused by name."""
+    flat = {k: meta[k] for k in STOP_KEYS if k in meta}
+    block = meta.get("sequential")
+    if block is None:
+        return flat
+    if flat:
+        raise ValueError(
+            f"benchmark {name}: the stop rule is given twice, as benchmark.sequential and as {sorted(flat)} in the "
+            "benchmark: block; move them into the sequential: block."
+        )
+    if not isinstance(block, dict) or set(block) - set(STOP_KEYS):
+        raise ValueError(
+            f"benchmark {name}: benchmark.sequential must hold the stop rule's keys ({', '.join(STOP_KEYS)}), got "
+            f"{shown(block)}."
+        )
+    return {k: v for k, v in block.items() if v is not None}
+
+
 def _stop_rule(name: str, meta: dict, config: dict, repetitions: int) -> StopRule | None:
     """The filled :class:`StopRule` of a settled preset (None: a fixed one); sets ``data.limit`` to
     ``round_sources`` when the preset leaves it out. Refuses a rule the service cannot run, naming the key."""
-    given = {k: meta[k] for k in STOP_KEYS if k in meta}
+    given = _stop_keys(name, meta)
     if given.get("stop", "fixed") == "fixed":
         extra = sorted(set(given) - {"stop"})
         if extra:
@@ -251,6 +278,10 @@ class Benchmark:
             raise ValueError(
                 f"benchmark {name}: repetitions must be a whole number 1..{MAX_REPETITIONS}, got {reps!r}."
             )
+        try:  # the run settings as the typed bundles a job is evaluated with: a bad value is refused here, by key
+            EvaluationPlan.from_config(config)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"benchmark {name}: {err}") from None
         rules = {}
         for key, rule in (meta.get("overrides") or {}).items():
             try:
@@ -335,7 +366,8 @@ class Benchmark:
 
     def apply_overrides(self, overrides: dict[str, Any]) -> tuple[dict, dict]:
         """The job config for a submission's ``overrides``: ``(config, cleaned overrides)``; a settled benchmark's
-        job config also holds its rule under ``stop``.
+        job config also holds its rule as ``comparison.sequential`` (:meth:`StopRule.carried_by` reads it, and the
+        ``stop`` of jobs stored before that spelling).
 
         Raises :class:`OverrideRefused` naming the first key that is not allowlisted or whose value is out of
         its range, of the wrong type or not among its choices.
@@ -352,8 +384,8 @@ class Benchmark:
                 )
             clean[key] = self._check_value(key, value, _get(self.config, key))
             _set(config, key, clean[key])
-        if self.rule:  # what the job records with its run (results.json config.comparison.sequential)
-            config["stop"] = self.rule.to_dict()
+        if self.rule:  # spelled as its runs record it (results.json config.comparison.sequential)
+            config["comparison"] = {"sequential": self.rule.to_dict()}
         return config, clean
 
     def _check_value(self, key: str, value: Any, default: Any) -> Any:
@@ -389,7 +421,7 @@ def from_record(record: dict) -> Benchmark:
         repetitions=int(record.get("repetitions") or 1),
         config=record["config"],
         overrides=record.get("overrides") or {},
-        rule=StopRule(**record["stop"]) if record.get("stop") else None,
+        rule=StopRule.coerce(record["stop"]) if record.get("stop") else None,
         reuse_epsilon=reuse.get("epsilon", REUSE_KEYS["reuse_epsilon"]),
         reuse_delta=reuse.get("delta", REUSE_KEYS["reuse_delta"]),
         epoch=int(record.get("epoch") or 0),

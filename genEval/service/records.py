@@ -122,7 +122,10 @@ class JobInfo:
     def shown_seeds(self) -> list | None:
         """The seeds as anyone may see them: a settled benchmark's round (its seed draws the round's sources, the same
         for every model) shows its seed only once it has run; None before."""
-        return None if self.config.get("stop") and self.status != "done" else self.seeds
+        # a settled job's config carries its rule (comparison.sequential; stored before that spelling: stop), as
+        # StopRule.carried_by reads it; read here by its keys, so that this module stays torch-free
+        settled = (self.config.get("comparison") or {}).get("sequential") or self.config.get("stop")
+        return None if settled and self.status != "done" else self.seeds
 
     def public(self) -> dict[str, Any]:
         """What ``GET /api/jobs/{id}`` shows anyone: everything but the resolved config, the upload path, the

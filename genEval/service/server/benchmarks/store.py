@@ -36,7 +36,7 @@ class StopRuleJSON(TypeDecorator):
         return None if value is None else value.to_dict()
 
     def process_result_value(self, value: dict | None, dialect) -> StopRule | None:
-        return None if value is None else StopRule(**value)
+        return None if value is None else StopRule.coerce(value)
 
 
 class BenchmarkRow(Base):
@@ -67,7 +67,7 @@ class BenchmarkStore:
         with self.sessions.write() as s:
             row = s.get(BenchmarkRow, (name, version))
             if row is None:
-                stop = StopRule(**config["stop"]) if config.get("stop") else None
+                stop = StopRule.coerce(config["stop"]) if config.get("stop") else None
                 row = BenchmarkRow(name=name, version=version, title=title, config=config, stop=stop)
                 row.round_base = secrets.randbits(31)
                 row.registered_at = self.sessions.now_in(s)

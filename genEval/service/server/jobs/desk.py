@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 
+from genEval.comparisons.settings import StopRule
 from genEval.comparisons.settled import round_seed
 from genEval.service.benchmarks import Benchmark, OverrideRefused
 from genEval.service.models import ModelRefused, classifier_config
@@ -112,7 +113,7 @@ class JobDesk:
         job = self.job(job_id)
         if job.owner_id != by.id and by.role != "admin":
             raise Forbidden("only the job's submitter or an admin may cancel it.")
-        settled = bool(job.config.get("stop"))
+        settled = StopRule.carried_by(job.config) is not None
         if settled and job.parent_id is not None and by.role != "admin":
             raise Forbidden(
                 f"job {job_id} is round {job.round} of a settled benchmark, which runs rounds until its models are "

@@ -7,6 +7,7 @@ only then, once), tied ranks and the sources-needed estimate on the leaderboard,
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 from dataclasses import replace
@@ -14,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from genEval.commands.serve import load_benchmarks
 from genEval.comparisons.aggregate import aggregate as compare_runs
-from genEval.comparisons.settings import ComparisonSettings
+from genEval.comparisons.settings import ComparisonSettings, StopRule
 from genEval.comparisons.settled import round_seed
 from genEval.runs.reader import RunDir
 from genEval.service.benchmarks import Benchmark
@@ -249,7 +251,9 @@ def test_a_settled_preset_fills_its_rule_and_its_round_draw():
         familywise=False, boundary="spending", spending="pocock",
     )  # fmt: skip
     config, _ = bench.apply_overrides({})
-    assert config["stop"] == bench.rule.to_dict() and "stop" not in bench.config  # what the job records
+    # the job carries its rule as its runs record it (results.json config.comparison.sequential)
+    assert config["comparison"] == {"sequential": bench.rule.to_dict()} and "comparison" not in bench.config
+    assert "stop" not in config and StopRule.carried_by(config) == bench.rule
     assert Benchmark.from_config("s", _preset()).rule.round_sources == 40  # round_sources = data.limit
     assert Benchmark.from_config("s", _preset(margin=2)).version != Benchmark.from_config("s", _preset()).version
 
@@ -274,6 +278,62 @@ def test_a_settled_preset_that_cannot_run_is_refused_naming_why(data, meta, mess
     config["benchmark"] = {k: v for k, v in config["benchmark"].items() if v is not None}
     with pytest.raises(ValueError, match=message):
         Benchmark.from_config("s", config)
+
+
+def _as_block(config: dict) -> dict:
+    """The same preset with its stop rule spelled as a ``benchmark.sequential`` block."""
+    meta = dict(config["benchmark"])
+    block = {k: meta.pop(k) for k in list(meta) if k in StopRule.__dataclass_fields__}
+    return {**config, "benchmark": {**meta, "sequential": block}}
+
+
+def test_a_presets_rule_spelled_as_a_sequential_block_is_the_same_rule_and_version():
+    flat = _preset({"limit": None}, round_sources=50, margin=2)
+    a, b = Benchmark.from_config("s", flat), Benchmark.from_config("s", _as_block(flat))
+    assert a.rule == b.rule and a.spec() == b.spec() and a.version == b.version and a.config == b.config
+    assert b.rule.round_sources == 50 and b.rule.margin == 2
+
+
+def test_the_shipped_settled_preset_spells_a_sequential_block_and_keeps_its_version(settled):
+    from genEval.commands import CONF_DIR
+
+    meta = yaml.safe_load((Path(CONF_DIR) / "benchmark" / "digits_settled.yaml").read_text())["benchmark"]
+    assert meta["sequential"]["stop"] == "settled" and not set(meta) & set(StopRule.__dataclass_fields__)
+    assert settled.version == "48dff956f67e8034"  # as before the block (issue 45): a spelling changes no version
+    flat_meta = {k: v for k, v in meta.items() if k != "sequential"} | meta["sequential"]
+    flat = {**settled.config, "benchmark": {**flat_meta, "overrides": settled.overrides}}  # digits.yaml's allowlist
+    assert Benchmark.from_config(settled.name, flat).version == settled.version
+
+
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ({"stop": "settled", "max_source": 120}, r"benchmark.sequential must hold the stop rule's keys \(stop, "),
+        ({"stop": "settled", "rule": "override"}, r"got \{'stop': 'settled', 'rule': 'override'\}"),
+        ("settled", "benchmark.sequential must hold"),
+        ({"stop": "settled", "max_sources": 10}, "max_sources must be >= round_sources"),
+    ],
+)
+def test_a_bad_sequential_block_is_refused_naming_why(block, message):
+    config = _preset()
+    config["benchmark"] = {"title": "t", "sequential": block}
+    with pytest.raises(ValueError, match=message):
+        Benchmark.from_config("s", config)
+
+
+def test_a_rule_given_in_both_spellings_is_refused():
+    config = _as_block(_preset())
+    config["benchmark"]["margin"] = 2
+    with pytest.raises(ValueError, match=r"given twice, as benchmark.sequential and as \['margin'\]"):
+        Benchmark.from_config("s", config)
+
+
+@pytest.mark.parametrize(
+    "key, value", [("n_boot", 0), ("batch_size", 0), ("precision", "fp8"), ("interval", "wald"), ("grid_size", -1)]
+)
+def test_a_presets_bad_run_setting_is_refused_when_it_is_loaded_naming_it(key, value):
+    with pytest.raises(ValueError, match=rf"benchmark s: .*{key}"):
+        Benchmark.from_config("s", {**_preset(), key: value})
 
 
 def test_data_without_a_fresh_draw_per_round_is_refused():
@@ -427,6 +487,38 @@ def test_a_submitter_cannot_cancel_a_round_and_cancelling_the_model_withdraws_it
     assert board["rows"][0]["below"] is None
     assert client.get(f"/api/jobs/{queued['twin_b'].id}").json()["seeds"] == queued["twin_b"].seeds  # it ran
     assert client.post(f"/api/jobs/{a.id}/cancel", headers=auth_a).status_code == 200  # withdrawn stays withdrawn
+
+
+def _results(run: Path) -> dict:
+    rec = json.loads((run / "results.json").read_text())
+    return {k: rec[k] for k in ("config", "scores", "seed", "execution", "per_class")}
+
+
+def test_a_job_stored_with_the_old_stop_key_runs_and_is_settled_like_a_new_one(db, tmp_path, settled, fixed_base):
+    """A settled job carries its rule as ``comparison.sequential`` (as its runs record it); jobs stored before that
+    spelling carry it as ``stop``, and are still read as settled: the same run and record, the round's seed hidden until
+    it has run, and cancelling the finished submission withdraws the model (a fixed job's would be refused)."""
+    from sqlalchemy import JSON, bindparam, text
+
+    service = _service(db, tmp_path, settled)
+    job, auth = _submit_as(service, "twin_a", "blurred")
+    assert job.config["comparison"] == {"sequential": settled.rule.to_dict()} and "stop" not in job.config
+    legacy = {**{k: v for k, v in job.config.items() if k != "comparison"}, "stop": settled.rule.to_dict()}
+    old = replace(job, config=legacy, run_dir="old")
+    assert run_job(old, tmp_path, lambda *a: None, build=centroid_build)["repetitions"][0]["n"] == 40
+    assert replace(old, status="queued").shown_seeds is None and replace(old, status="done").shown_seeds == old.seeds
+    _run_one(db, tmp_path, StandingsBuilder(db, tmp_path, n_boot=N_BOOT))  # the new spelling, through the queue
+    new_run, old_run = db.jobs.get(job.id).rep_dir(tmp_path, 0), old.rep_dir(tmp_path, 0)
+    assert _results(old_run) == _results(new_run)  # the same record, config.comparison.sequential included
+    assert _results(old_run)["config"]["comparison"]["sequential"] == settled.rule.to_dict()
+    assert "stop" not in _results(old_run)["config"]
+    assert (old_run / "samples.jsonl").read_text() == (new_run / "samples.jsonl").read_text()
+    with db.writer.begin() as conn:  # the finished submission as a job stored before the spelling
+        update = text("UPDATE jobs SET config = :config WHERE id = :id").bindparams(bindparam("config", type_=JSON))
+        conn.execute(update, {"config": legacy, "id": job.id})
+    assert db.jobs.get(job.id).config == legacy
+    withdrawn = TestClient(create_app(service)).post(f"/api/jobs/{job.id}/cancel", headers=auth)
+    assert withdrawn.status_code == 200, withdrawn.text  # withdrawn as a settled submission, not "already done"
 
 
 def _truncate(path: Path, keep: int) -> None:
