@@ -1,5 +1,6 @@
-"""The settings bundles of a command's config (docs/configuration.md): ``conf/{execution,scoring,output,comparison}/``
-are ordinary config nodes with ``_target_`` on their dataclass (:class:`~genEval.search.execution_settings.Execution`,
+"""The settings bundles of a command's config (docs/configuration.md): ``conf/{search,execution,scoring,output,
+comparison}/`` are ordinary config nodes with ``_target_`` on their dataclass
+(:class:`~genEval.runs.settings.SearchConfig`, :class:`~genEval.search.execution_settings.Execution`,
 :class:`~genEval.scores.scoring.Scoring`, :class:`~genEval.runs.settings.RunOutput`,
 :class:`~genEval.comparisons.settings.ComparisonSettings` with its :class:`~genEval.comparisons.settings.StopRule` as
 the nested node ``sequential``), built here by Hydra's ``instantiate`` like any role. The dataclass holds the defaults
@@ -37,9 +38,17 @@ from genEval.validation import SettingError
 #: The bundles a run records in its config, each as the built object's ``to_dict()`` (:func:`recorded`); the
 #: comparison's settings are recorded by the comparison itself (``config.comparison``), not as a bundle.
 RUN_BUNDLES = ("execution", "scoring", "output")
+#: Nodes built by their ``_target_`` but recorded by their keys as given (the search: a run's identity holds its config,
+#: so a run recorded before ``conf/search`` had a ``_target_`` still resumes, and a benchmark's jobs store the same).
+PLAIN_NODES = ("search",)
 #: An interpolation of one top-level key, as a bundle's node writes its short spellings (``${device}``).
 _SHORT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _HYDRA_KEYS = {"_target_", "_convert_", "_recursive_", "_partial_", "_args_"}
+
+
+def settings_of(node: dict) -> dict:
+    """A node made plain, without Hydra's keys (``_target_``...): the settings it holds, as a run records them."""
+    return {key: value for key, value in node.items() if key not in _HYDRA_KEYS}
 
 
 def _dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -150,9 +159,9 @@ def execution_bundle(cfg: DictConfig) -> Any:
 
 def recorded(cfg: DictConfig) -> dict[str, Any]:
     """``cfg`` resolved to plain values as a run records it: each bundle of :data:`RUN_BUNDLES` it composes as the
-    built object's ``to_dict()`` (what took effect, without ``_target_`` import paths), the comparison's node left to
-    the comparison's own record, and the bundles' short spellings left out (``device`` is recorded once, as
-    ``execution.device``)."""
+    built object's ``to_dict()`` (what took effect, without ``_target_`` import paths), each of :data:`PLAIN_NODES` by
+    its keys, the comparison's node left to the comparison's own record, and the bundles' short spellings left out
+    (``device`` is recorded once, as ``execution.device``)."""
     out = OmegaConf.to_container(cfg, resolve=True)
     for key in (*RUN_BUNDLES, "comparison"):
         if isinstance(cfg.get(key), DictConfig) and "_target_" in cfg[key]:
@@ -168,4 +177,7 @@ def recorded(cfg: DictConfig) -> dict[str, Any]:
                         out.pop(head)
     if isinstance(cfg.get("comparison"), DictConfig):
         out.pop("comparison")
+    for key in PLAIN_NODES:
+        if isinstance(out.get(key), dict):
+            out[key] = settings_of(out[key])
     return out

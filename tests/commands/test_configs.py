@@ -82,6 +82,7 @@ def test_every_command_config_composes_and_its_role_nodes_instantiate(config):
 
 # ------------------------------------------------------------------------ the settings bundles (issue 45, item 1)
 BUNDLE_CONFIGS = ("config", "compare", "score", "transfer", "worker", "serve")  # every command composing a bundle
+BUNDLE_NODES = ("search", "server", "worker")  # the nodes with a _target_ besides the run's bundles
 
 
 @pytest.mark.parametrize("config", BUNDLE_CONFIGS)
@@ -95,7 +96,7 @@ def test_every_bundle_default_in_yaml_equals_its_dataclass_default(config):
     from genEval.commands.bundles import RUN_BUNDLES, shortcuts, spelled
 
     cfg = _compose(config, [])
-    composed = [b for b in (*RUN_BUNDLES, "comparison") if b in cfg]
+    composed = [b for b in (*BUNDLE_NODES, *RUN_BUNDLES, "comparison") if b in cfg]
     assert composed, f"{config} composes no bundle"
     for key in composed:
         cls = get_class(cfg[key]._target_)
@@ -211,3 +212,23 @@ def test_every_key_that_was_top_level_before_the_nodes_keeps_its_short_spelling(
     short = bundle(_compose("config", [f"{key}={value}"]), node)
     assert getattr(short, key) == value
     assert short == bundle(_compose("config", [f"{node}.{key}={value}"]), node)
+
+
+def test_the_search_node_builds_its_searchconfig_and_a_run_records_its_keys_without_the_target():
+    """``conf/search`` is a node with ``_target_`` (issue 45, item 1): ``search.budget=10`` builds the SearchConfig
+    the loop gets, a bad value is named as ``search.budget``, and a run records the search's keys as before (its
+    identity holds them: a run from before the node still resumes), without the import path."""
+    from genEval.commands import bundle
+    from genEval.commands.tracking import run_config
+    from genEval.runs.settings import SearchConfig
+
+    cfg = _compose("config", ["search.budget=10", "search.update=sign"])
+    assert bundle(cfg, "search") == SearchConfig(budget=10, update="sign")
+    recorded = run_config(cfg)["search"]
+    assert recorded == {"budget": 10, "step_size": 0.001, "update": "sign", "start_noise": 1.0, "early_stop": False,
+                        "fgsm_start": 0.0}  # fmt: skip
+    assert SearchConfig.coerce(OmegaConf.to_container(cfg.search)) == SearchConfig(budget=10, update="sign")
+    with pytest.raises(ValueError, match=r"^search\.budget must be a whole number >= 0, got 'abc'"):
+        bundle(_compose("config", ["search.budget=abc"]), "search")
+    with pytest.raises(ValueError, match=r"unknown search setting\(s\) \['_target_'\]"):
+        SearchConfig.coerce({"_target_": "genEval.runs.settings.RunOutput", "budget": 3})
