@@ -97,11 +97,22 @@ def _spelling(names: dict[str, str], bundle: str, key: str) -> str:
     return found[0] if len(found) == 1 else key if dot else f"{bundle}.{key}"
 
 
+@functools.cache
+def _default_spellings(bundle: str) -> dict[str, str]:
+    """Each key of ``conf/<bundle>/default.yaml`` -> the short name it interpolates there (``retention_s`` ->
+    ``worker_retention_s``), as the node reads before any override."""
+    path = Path(CONF_DIR) / bundle / "default.yaml"
+    if not path.is_file():
+        return {}
+    raw = _dotted(OmegaConf.to_container(OmegaConf.load(path), resolve=False))
+    return {key: m.group(1) for key, value in raw.items() if isinstance(value, str) and (m := _SHORT.fullmatch(value))}
+
+
 def _check_spellings(cfg: DictConfig, bundle: str, names: dict[str, str]) -> None:
     """Refuse a short name and a node key that both set one setting to different values (module docstring)."""
     defaults = shortcut_defaults(bundle)
     for path, spelling in names.items():
-        name = path if path in defaults else path.rsplit(".", 1)[-1]
+        name = _default_spellings(bundle).get(path) or (path if path in defaults else path.rsplit(".", 1)[-1])
         if spelling != f"{bundle}.{path}" or name not in defaults:
             continue  # the node reads a short name, or the setting has none
         given, node = OmegaConf.select(cfg, name, default=None), OmegaConf.select(cfg, spelling)

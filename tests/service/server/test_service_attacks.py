@@ -46,6 +46,7 @@ from tests.support.service import (  # noqa: F401 (fixtures)
     record_runner,
     submit_job,
     wait_for,
+    worker_settings,
 )
 
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -79,7 +80,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
     client, svc = _client(tmp_path, presets, url)
     db = svc.db
     jobs = [submit_job(db, f"model{i}") for i in range(2)]
-    worker = Worker(db, tmp_path, napping_runner, lease_s=4, heartbeat_s=0.3, poll_s=0.2)
+    worker = Worker(db, tmp_path, napping_runner, worker_settings(lease_s=4, heartbeat_s=0.3, poll_s=0.2))
     thread = run_worker_in_thread(worker)
     try:
         wait_for(lambda: db.jobs.get(jobs[0]).status == "running", 120, "the first job's start")
