@@ -80,7 +80,7 @@ def serve(cfg: DictConfig) -> None:
     print(sandbox_line(service.uploads.sandbox), flush=True)
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
     upkeep = Supervisor(
-        db, lambda: _worker(cfg, db, home, workers), int(cfg.workers), workers.max_attempts, workers.upkeep_s
+        db.queue, lambda: _worker(cfg, db, home, workers), int(cfg.workers), workers.max_attempts, workers.upkeep_s
     )
     protocol = timed_h11(float(cfg.get("header_timeout_s", 10)), float(cfg.get("body_timeout_s", 30)))
     config = uvicorn.Config(

@@ -43,6 +43,7 @@ pids or tracebacks); the full text goes to this log and the job's ``error_detail
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -51,6 +52,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +62,10 @@ from genEval.service.child import JobChild, evaluation_env, evaluation_view
 from genEval.service.errors import public_reason
 from genEval.service.records import JobInfo, new_id
 from genEval.service.server.database import Database
+from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.outages import UNREACHABLE, Outage, Stopped, short
 from genEval.service.server.standings.compute import StandingsBuilder, StandingUpdate, record_finished
+from genEval.service.server.workers.store import WorkerStore
 from genEval.service.worker_settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -113,21 +117,47 @@ class Progress:
         return max(0.0, (self.total - done) / rate)
 
 
+@dataclass(frozen=True)
+class WorkerStores:
+    """What a worker works with of the database, and nothing else of it: the ``queue`` it claims jobs from and renews
+    their leases in (:class:`~genEval.service.server.jobs.queue.JobQueue`), the ``workers`` store it registers in,
+    the ``standings`` builder that computes a finished job's row, ``finish`` (a job stored done with that row in one
+    transaction, then its neighbours settled: :func:`~genEval.service.server.standings.compute.record_finished`,
+    called as ``finish(job, worker_id, result, images, update=...)``), and ``url``, the database as the log shows it
+    (no password)."""
+
+    queue: JobQueue
+    workers: WorkerStore
+    standings: StandingsBuilder
+    finish: Callable[..., bool]
+    url: str
+
+    @classmethod
+    def of(cls, db: Database, home: Path, n_boot: int) -> WorkerStores:
+        """The stores of ``db`` a worker uses (its standings bootstrapped ``n_boot`` times)."""
+        standings = StandingsBuilder(db, home, n_boot=n_boot)
+        return cls(db.queue, db.workers, standings, functools.partial(record_finished, db, standings), db.display_url())
+
+
 class Worker:
     """Claims and runs jobs from ``db`` until stopped (or, with ``exit_when_idle``, until the queue is empty).
 
+    ``db``: the stores it uses (:class:`WorkerStores`), or a :class:`~genEval.service.server.database.Database` to
+    take them from.
     ``home``: the service directory (run directories and uploads live under it; shared by every worker
     and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
     command layer's builder in production; tests pass cheap stand-ins). ``settings``: its lease, limits and
     sandbox (:class:`~genEval.service.worker_settings.WorkerSettings`, ``conf/worker``; None: the defaults).
     """
 
-    def __init__(self, db: Database, home: str | Path, runner: Runner, settings: WorkerSettings | None = None) -> None:
-        self.db, self.home, self.runner = db, Path(home), runner
+    def __init__(
+        self, db: Database | WorkerStores, home: str | Path, runner: Runner, settings: WorkerSettings | None = None
+    ) -> None:
+        self.home, self.runner = Path(home), runner
         self.settings = s = WorkerSettings() if settings is None else settings  # checked there (each key named)
+        self.stores = db if isinstance(db, WorkerStores) else WorkerStores.of(db, self.home, s.n_boot)
         self.host = str(s.host) if s.host else socket.gethostname()
         self.id = s.worker_id or f"{self.host}:{os.getpid()}:{new_id()[:8]}"
-        self.standings = StandingsBuilder(db, self.home, n_boot=s.n_boot)
         self._next_backfill = 0.0
         self._stop = threading.Event()
         # every database call of the loop lives through outages (one log line each way)
@@ -155,8 +185,8 @@ class Worker:
         stopped (or idle, or at ``max_jobs``)."""
         try:
             s = self.settings
-            self._db(self.db.workers.register, self.id, self.host, os.getpid(), s.device, lease_s=s.lease_s)
-            log.info("worker %s polling %s", self.id, self.db.display_url())
+            self._db(self.stores.workers.register, self.id, self.host, os.getpid(), s.device, lease_s=s.lease_s)
+            log.info("worker %s polling %s", self.id, self.stores.url)
             self._backfill()
             while not self._stop.is_set():
                 job = self._db(self._claim)
@@ -164,7 +194,7 @@ class Worker:
                     self._backfill()
                     if self.settings.exit_when_idle:
                         break
-                    self._db(self.db.workers.seen, self.id, None)
+                    self._db(self.stores.workers.seen, self.id, None)
                     self._stop.wait(self.settings.poll_s)
                     continue
                 self.run_claimed(job)
@@ -174,16 +204,16 @@ class Worker:
             log.warning("worker %s stopped while the database was unreachable", self.id)
         finally:
             try:
-                self.db.workers.stopped(self.id)
+                self.stores.workers.stopped(self.id)
             except UNREACHABLE as err:  # its lease tells the others it is gone
                 log.warning("worker %s: could not record that it stopped (%s)", self.id, short(err))
         return self.jobs_run
 
     def _claim(self) -> JobInfo | None:
         """Put back the jobs whose lease ran out (by the database's clock), then claim the oldest queued one."""
-        for job_id, status in self.db.queue.requeue_expired(self.settings.max_attempts):
+        for job_id, status in self.stores.queue.requeue_expired(self.settings.max_attempts):
             log.warning("job %s lost its worker: now %s", job_id, status)
-        return self.db.queue.claim(self.id, self.settings.lease_s)
+        return self.stores.queue.claim(self.id, self.settings.lease_s)
 
     def _backfill(self) -> None:
         """Rows for done jobs that have none, at most every ``backfill_s`` (a cheap query when there are none)."""
@@ -191,8 +221,8 @@ class Worker:
             return
         self._next_backfill = time.time() + self.settings.backfill_s
         try:
-            self._db(self.standings.backfill)
-            self._db(self.db.workers.prune, self.settings.retention_s)
+            self._db(self.stores.standings.backfill)
+            self._db(self.stores.workers.prune, self.settings.retention_s)
         except Stopped:
             raise
         except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
@@ -205,19 +235,25 @@ class Worker:
 
         def work() -> None:
             try:
-                box["update"] = self._db(self.standings.prepare, job)
+                box["update"] = self._db(self.stores.standings.prepare, job)
             except Stopped:
                 box["update"] = None
             except Exception as err:  # noqa: BLE001 - stored as the row's warning; the job itself is done
                 log.exception("worker %s: computing the standings of job %s failed", self.id, job.id)
-                box["update"] = self.standings.unranked(job, f"{type(err).__name__}: {err}")
+                box["update"] = self.stores.standings.unranked(job, f"{type(err).__name__}: {err}")
 
         thread = threading.Thread(target=work, name=f"geneval-standings-{job.id[:8]}", daemon=True)
         thread.start()
         while thread.is_alive():
             thread.join(self.settings.heartbeat_s)
             if thread.is_alive() and not self._db(
-                self.db.queue.heartbeat, job.id, self.id, self.settings.lease_s, progress.total, progress.total, None
+                self.stores.queue.heartbeat,
+                job.id,
+                self.id,
+                self.settings.lease_s,
+                progress.total,
+                progress.total,
+                None,
             ):
                 return None
         return box.get("update")
@@ -226,7 +262,7 @@ class Worker:
         """Run one claimed job to its end (see the module docstring). Stopped while the database is unreachable, the
         evaluation is stopped and the job left to its lease (the server re-queues it once that has run out)."""
         log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
-        self._db(self.db.workers.seen, self.id, job.id)
+        self._db(self.stores.workers.seen, self.id, job.id)
         unsandboxed = not self.isolated and job.model.get("kind") == "torchscript"
         if unsandboxed and not self.settings.allow_unsandboxed_models:
             reason = (
@@ -234,7 +270,7 @@ class Worker:
                 "bubblewrap on it or allow unsandboxed models (allow_unsandboxed_models=true)"
             )
             self.jobs_run += 1
-            self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
+            self._db(self.stores.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
             return
         s = self.settings
         memory = (s.job_memory_mb or None, "job_memory_mb")
@@ -260,9 +296,9 @@ class Worker:
         """Renew the lease and store the progress; False when the job was lost (cancelled or re-queued)."""
         done = progress.done()
         beat = (job.id, self.id, self.settings.lease_s, done, progress.total, progress.eta(done))
-        if not self._db(self.db.queue.heartbeat, *beat):
+        if not self._db(self.stores.queue.heartbeat, *beat):
             return False
-        self._db(self.db.workers.seen, self.id, job.id)
+        self._db(self.stores.workers.seen, self.id, job.id)
         return True
 
     def _follow(self, job: JobInfo, child: JobChild) -> None:
@@ -347,27 +383,27 @@ class Worker:
         self.jobs_run += 1
         reason = f"the evaluation was stopped: {why}"
         log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
-        self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
+        self._db(self.stores.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
 
     def _record(self, job: JobInfo, outcome: tuple, exitcode: int | None, progress: Progress) -> None:
         self.jobs_run += 1
         if outcome[0] == "done":
             update = self._standing(job, progress)
             if update is None or not self._db(
-                record_finished, self.db, self.standings, job, self.id, outcome[1], progress.total, update=update
+                self.stores.finish, job, self.id, outcome[1], progress.total, update=update
             ):
                 log.warning("worker %s: job %s finished after it was cancelled or re-queued", self.id, job.id)
                 return
             log.info("worker %s: job %s done", self.id, job.id)
             return
         reason, detail = _failure(outcome, exitcode, job, self)
-        self._db(self.db.queue.fail, job.id, self.id, reason, detail)
+        self._db(self.stores.queue.fail, job.id, self.id, reason, detail)
 
     def _release(self, job: JobInfo) -> None:
         """Hand a job back to the queue when stopping: one try (a worker that stops does not wait out an outage;
         the job's lease runs out instead and the server re-queues it)."""
         try:
-            self.db.queue.release(job.id, self.id)
+            self.stores.queue.release(job.id, self.id)
         except UNREACHABLE as err:
             log.warning(
                 "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)

@@ -117,10 +117,10 @@ def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path,
 
     def make() -> Worker:
         kind = Broken if not made else Worker
-        made.append(kind(db, tmp_path, record_runner, lease_s=2, heartbeat_s=0.5, poll_s=0.1))
+        made.append(kind(db, tmp_path, record_runner, worker_settings(lease_s=2, heartbeat_s=0.5, poll_s=0.1)))
         return made[-1]
 
-    upkeep = Supervisor(db, make, workers=1, max_attempts=3, every_s=3600)  # ticks by hand here
+    upkeep = Supervisor(db.queue, make, workers=1, max_attempts=3, every_s=3600)  # ticks by hand here
     try:
         wait_for(lambda: not upkeep.threads[0].is_alive(), 30, "the broken worker's death")
         upkeep.tick()
