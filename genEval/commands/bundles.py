@@ -117,11 +117,13 @@ def _check_spellings(cfg: DictConfig, bundle: str, names: dict[str, str]) -> Non
             continue  # the node reads a short name, or the setting has none
         given, node = OmegaConf.select(cfg, name, default=None), OmegaConf.select(cfg, spelling)
         if given != defaults[name] and given != node:
+            presets = sorted(p.stem for p in (Path(CONF_DIR) / bundle).glob("*.yaml") if p.stem != "default")
             raise ValueError(
                 f"{name}={_text(given)} and {spelling}={_text(node)} both set the {bundle} setting {path!r}; give "
-                f"one of them (e.g. {spelling}={_text(given)}); {spelling} may come from a preset of conf/{bundle}/ "
-                "(such as execution=gpu)."
-            )
+                f"one of them (e.g. {spelling}={_text(given)})"
+                + (f"; {spelling} may come from a preset of conf/{bundle}/ (such as {bundle}={presets[0]})." if presets
+                   else ".")
+            )  # fmt: skip
 
 
 def _text(value: Any) -> str:
