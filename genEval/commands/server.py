@@ -40,11 +40,11 @@ def open_db(cfg: DictConfig) -> tuple[Path, Database]:
     return home, Database(str(cfg.db) if cfg.get("db") else sqlite_url(home / "geneval.db"))
 
 
-def worker_settings(cfg: DictConfig, **given: Any) -> WorkerSettings:
+def worker_settings(cfg: DictConfig, host: str | None = None) -> WorkerSettings:
     """The :class:`~genEval.service.worker_settings.WorkerSettings` of a serve/worker config: the node
-    ``worker`` (``conf/worker/``), with the device of its execution (``conf/execution/``) and ``given`` (the worker
-    command's ``host=``)."""
-    return bundle(cfg, "worker", device=execution_bundle(cfg).device, **given)
+    ``worker`` (``conf/worker/``), with the device of its execution (``conf/execution/``) and the name the worker
+    gives itself (the worker command's ``host=``; None: the machine's hostname)."""
+    return bundle(cfg, "worker", device=execution_bundle(cfg).device, host=host)
 
 
 def _worker(cfg: DictConfig, db: Database, home: Path, settings: WorkerSettings | None = None) -> Worker:

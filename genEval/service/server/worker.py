@@ -143,9 +143,8 @@ class Worker:
     """Claims and runs jobs from ``db`` until stopped (or, with ``exit_when_idle``, until the queue is empty).
 
     ``db``: the stores it uses (:class:`WorkerStores`), or a :class:`~genEval.service.server.database.Database` to
-    take them from.
-    ``home``: the service directory (run directories and uploads live under it; shared by every worker
-    and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
+    take them from. ``home``: the service directory (run directories and uploads live under it; shared by every
+    worker and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
     command layer's builder in production; tests pass cheap stand-ins). ``settings``: its lease, limits and
     sandbox (:class:`~genEval.service.worker_settings.WorkerSettings`, ``conf/worker``; None: the defaults).
     """

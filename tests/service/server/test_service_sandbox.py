@@ -314,8 +314,8 @@ def test_serve_hands_its_job_limits_to_its_workers(tmp_path):
         default = compose("serve", overrides=[f"home={tmp_path}"])
     home, db = server_commands.open_db(cfg)
     worker = server_commands._worker(cfg, db, home)
-    assert (worker.max_job_s, worker.cancel_grace_s) == (600.0, 2.0)
-    assert server_commands._worker(default, db, home).max_job_s == 14400.0  # conf/serve.yaml's 4 h
+    assert (worker.settings.max_job_s, worker.settings.cancel_grace_s) == (600.0, 2.0)
+    assert server_commands._worker(default, db, home).settings.max_job_s == 14400.0  # conf/_shortcuts/worker.yaml's 4 h
     db.close()
 
 
