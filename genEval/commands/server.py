@@ -47,6 +47,21 @@ def worker_settings(cfg: DictConfig, host: str | None = None) -> WorkerSettings:
     return bundle(cfg, "worker", device=execution_bundle(cfg).device, host=host)
 
 
+def in_process_settings(cfg: DictConfig) -> WorkerSettings:
+    """The settings of ``geneval serve``'s in-process workers (:func:`worker_settings`): they run until the server
+    stops, so the batch worker's ``exit_when_idle=true`` and ``max_jobs=N`` are refused there, naming the command
+    they belong to (an in-process worker that ended would be restarted as dead, over and over)."""
+    settings = worker_settings(cfg)
+    for key, value in (("exit_when_idle", settings.exit_when_idle), ("max_jobs", settings.max_jobs)):
+        if value not in (False, None):
+            raise ValueError(
+                f"{key} is a setting of `geneval worker` (a batch worker that stops), not of geneval serve's "
+                f"in-process workers, which run until the server stops; leave it out, or start `geneval worker "
+                f"{key}=...` beside a `geneval serve workers=0`."
+            )
+    return settings
+
+
 def _worker(cfg: DictConfig, db: Database, home: Path, settings: WorkerSettings | None = None) -> Worker:
     """A worker of ``cfg`` (its execution: device, precision, compile, which every job it runs gets)."""
     execution = execution_bundle(cfg)
@@ -60,7 +75,7 @@ def _db_arg(cfg: DictConfig) -> str:
 # ------------------------------------------------------------------------------------ commands
 def serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
-    workers = worker_settings(cfg)  # conf/worker: the in-process workers' lease, limits and sandbox
+    workers = in_process_settings(cfg)  # conf/worker: the in-process workers' lease, limits and sandbox
     settings = bundle(cfg, "server", home=home_of(cfg))  # conf/server: limits, quotas, sandbox (checked by Settings)
     home, db = open_db(cfg)  # after the checks: a refused setting leaves no database behind
     server = {k: cfg.get(k) for k in SERVER_ENV}

@@ -309,3 +309,17 @@ def test_a_bad_server_setting_is_refused_naming_the_key_as_spelled():
         bundle(_compose("serve", ["max_checks=-1"]), "server", home=Path("/h"))
     with pytest.raises(ValueError, match=r"^server\.max_upload_mb must be a number > 0, got 0"):
         bundle(_compose("serve", ["server.max_upload_mb=0"]), "server", home=Path("/h"))
+
+
+@pytest.mark.parametrize("override", ["exit_when_idle=true", "worker.max_jobs=1"])
+def test_serve_refuses_the_batch_worker_settings_for_its_in_process_workers(override):
+    """``geneval serve exit_when_idle=true``: an in-process worker that ended would be restarted as dead, over and
+    over; the setting belongs to ``geneval worker``, and the error says so (``geneval worker`` takes it)."""
+    pytest.importorskip("uvicorn", reason="geneval serve needs the [service] extra")
+    from genEval.commands.server import in_process_settings, worker_settings
+
+    key = override.split("=")[0].split(".")[-1]
+    with pytest.raises(ValueError, match=rf"^{key} is a setting of `geneval worker` \(a batch worker that stops\)"):
+        in_process_settings(_compose("serve", [override]))
+    assert in_process_settings(_compose("serve", [])).exit_when_idle is False
+    assert worker_settings(_compose("worker", [override])).max_jobs in (None, 1)
