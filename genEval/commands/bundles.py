@@ -1,5 +1,6 @@
-"""The settings bundles of a command's config (docs/configuration.md): ``conf/{execution,scoring,output,comparison}/``
-are ordinary config nodes with ``_target_`` on their dataclass (:class:`~genEval.search.execution_settings.Execution`,
+"""The settings bundles of a command's config (docs/configuration.md): ``conf/{search,execution,scoring,output,
+comparison}/`` are ordinary config nodes with ``_target_`` on their dataclass
+(:class:`~genEval.runs.settings.SearchConfig`, :class:`~genEval.search.execution_settings.Execution`,
 :class:`~genEval.scores.scoring.Scoring`, :class:`~genEval.runs.settings.RunOutput`,
 :class:`~genEval.comparisons.settings.ComparisonSettings` with its :class:`~genEval.comparisons.settings.StopRule` as
 the nested node ``sequential``), built here by Hydra's ``instantiate`` like any role. The dataclass holds the defaults
@@ -37,9 +38,17 @@ from genEval.validation import SettingError
 #: The bundles a run records in its config, each as the built object's ``to_dict()`` (:func:`recorded`); the
 #: comparison's settings are recorded by the comparison itself (``config.comparison``), not as a bundle.
 RUN_BUNDLES = ("execution", "scoring", "output")
+#: Nodes built by their ``_target_`` but recorded by their keys as given (the search: a run's identity holds its config,
+#: so a run recorded before ``conf/search`` had a ``_target_`` still resumes, and a benchmark's jobs store the same).
+PLAIN_NODES = ("search",)
 #: An interpolation of one top-level key, as a bundle's node writes its short spellings (``${device}``).
 _SHORT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _HYDRA_KEYS = {"_target_", "_convert_", "_recursive_", "_partial_", "_args_"}
+
+
+def settings_of(node: dict) -> dict:
+    """A node made plain, without Hydra's keys (``_target_``...): the settings it holds, as a run records them."""
+    return {key: value for key, value in node.items() if key not in _HYDRA_KEYS}
 
 
 def _dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -88,20 +97,33 @@ def _spelling(names: dict[str, str], bundle: str, key: str) -> str:
     return found[0] if len(found) == 1 else key if dot else f"{bundle}.{key}"
 
 
+@functools.cache
+def _default_spellings(bundle: str) -> dict[str, str]:
+    """Each key of ``conf/<bundle>/default.yaml`` -> the short name it interpolates there (``retention_s`` ->
+    ``worker_retention_s``), as the node reads before any override."""
+    path = Path(CONF_DIR) / bundle / "default.yaml"
+    if not path.is_file():
+        return {}
+    raw = _dotted(OmegaConf.to_container(OmegaConf.load(path), resolve=False))
+    return {key: m.group(1) for key, value in raw.items() if isinstance(value, str) and (m := _SHORT.fullmatch(value))}
+
+
 def _check_spellings(cfg: DictConfig, bundle: str, names: dict[str, str]) -> None:
     """Refuse a short name and a node key that both set one setting to different values (module docstring)."""
     defaults = shortcut_defaults(bundle)
     for path, spelling in names.items():
-        name = path if path in defaults else path.rsplit(".", 1)[-1]
+        name = _default_spellings(bundle).get(path) or (path if path in defaults else path.rsplit(".", 1)[-1])
         if spelling != f"{bundle}.{path}" or name not in defaults:
             continue  # the node reads a short name, or the setting has none
         given, node = OmegaConf.select(cfg, name, default=None), OmegaConf.select(cfg, spelling)
         if given != defaults[name] and given != node:
+            presets = sorted(p.stem for p in (Path(CONF_DIR) / bundle).glob("*.yaml") if p.stem != "default")
             raise ValueError(
                 f"{name}={_text(given)} and {spelling}={_text(node)} both set the {bundle} setting {path!r}; give "
-                f"one of them (e.g. {spelling}={_text(given)}); {spelling} may come from a preset of conf/{bundle}/ "
-                "(such as execution=gpu)."
-            )
+                f"one of them (e.g. {spelling}={_text(given)})"
+                + (f"; {spelling} may come from a preset of conf/{bundle}/ (such as {bundle}={presets[0]})." if presets
+                   else ".")
+            )  # fmt: skip
 
 
 def _text(value: Any) -> str:
@@ -150,9 +172,9 @@ def execution_bundle(cfg: DictConfig) -> Any:
 
 def recorded(cfg: DictConfig) -> dict[str, Any]:
     """``cfg`` resolved to plain values as a run records it: each bundle of :data:`RUN_BUNDLES` it composes as the
-    built object's ``to_dict()`` (what took effect, without ``_target_`` import paths), the comparison's node left to
-    the comparison's own record, and the bundles' short spellings left out (``device`` is recorded once, as
-    ``execution.device``)."""
+    built object's ``to_dict()`` (what took effect, without ``_target_`` import paths), each of :data:`PLAIN_NODES` by
+    its keys, the comparison's node left to the comparison's own record, and the bundles' short spellings left out
+    (``device`` is recorded once, as ``execution.device``)."""
     out = OmegaConf.to_container(cfg, resolve=True)
     for key in (*RUN_BUNDLES, "comparison"):
         if isinstance(cfg.get(key), DictConfig) and "_target_" in cfg[key]:
@@ -168,4 +190,7 @@ def recorded(cfg: DictConfig) -> dict[str, Any]:
                         out.pop(head)
     if isinstance(cfg.get("comparison"), DictConfig):
         out.pop("comparison")
+    for key in PLAIN_NODES:
+        if isinstance(out.get(key), dict):
+            out[key] = settings_of(out[key])
     return out

@@ -35,7 +35,6 @@ from genEval.commands import (
     command,
     execution_bundle,
     hydra_output_dir,
-    plain,
 )
 from genEval.commands.checks import check_run, choice, classifiers_for
 from genEval.commands.early import RUN_SETTINGS
@@ -48,7 +47,6 @@ from genEval.runs.results import EvalResult, image_size_line
 from genEval.scores.text import headline, score_table
 from genEval.search.driver import evaluate
 from genEval.search.execution import Execution, resolve_device
-from genEval.search.perturb import SearchConfig
 
 #: The main job's own settings (conf/config.yaml), checked before anything is built.
 SETTINGS = RUN_SETTINGS
@@ -117,9 +115,8 @@ def check_evaluate(cfg: DictConfig) -> Checked:
     """Every check of the main job that needs no built component (module docstring), in the order of their cost."""
     check_settings(cfg, SETTINGS)
     execution = execution_bundle(cfg)  # device, batch size, precision, compile...: checked once, here
-    SearchConfig.coerce(plain(cfg.search))  # the search, scoring and output bundles check themselves
-    bundle(cfg, "scoring")
-    bundle(cfg, "output")
+    for key in ("search", "scoring", "output"):  # the bundles check themselves
+        bundle(cfg, key)
     for role in ROLES_BUILT:  # every component's keys and types, before the first (maybe slow) one is built
         check_node(cfg[role], role)
     # the pieces against each other (classes, images, latents, assets, weights), still before anything is built
@@ -207,7 +204,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     and print the summary."""
     checked = check_evaluate(cfg)
     shard, execution = checked.shard, checked.execution
-    search = SearchConfig.coerce(plain(cfg.search))
+    search = bundle(cfg, "search")
     roles = roles_named(cfg)
     name = f"{roles['classifier']} on {roles['data']}" + (f" {shard.name}" if shard.count > 1 else "")
     with tracked(cfg, name, "geneval") as track:  # tracking=mlflow: reached before anything is built

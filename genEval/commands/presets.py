@@ -17,6 +17,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from genEval.commands import CONF_DIR, build, build_data, classifier_nodes, config_options, plain
+from genEval.commands.bundles import PLAIN_NODES, settings_of
 from genEval.commands.checks import Style, check_run
 from genEval.comparisons.judging import oracle_members
 from genEval.interfaces import hook
@@ -95,6 +96,8 @@ def load_benchmarks(names: list[str] | None = None, server: dict | None = None) 
 def _benchmark(name: str, server: dict) -> Benchmark:
     config = plain(_compose(f"benchmark/{name}"))
     config.pop("classifier", None)  # a data preset's matching classifier: a submission takes its place
+    for key in PLAIN_NODES:  # a job stores (and its runs record) the search's keys, as before it was a node
+        config[key] = settings_of(config[key])
     meta = config.get("benchmark") or {}
     for key, setting in (meta.pop("server_settings", None) or {}).items():
         value = server.get(setting)

@@ -16,68 +16,56 @@ from typing import Any
 import uvicorn
 from omegaconf import DictConfig
 
-from genEval.commands import execution_bundle, require
+from genEval.commands import bundle, execution_bundle, require
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
 from genEval.sandbox import stop_all
 from genEval.service.server.app import create_app, proxy_options
 from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import MiB, Service, Settings
+from genEval.service.server.facade import Service
 from genEval.service.server.slow_clients import timed_h11
 from genEval.service.server.supervisor import Supervisor
 from genEval.service.server.worker import Worker, stop_worker_on_signals, stopped_by
-
-#: The limits of conf/serve.yaml that go to :class:`~genEval.service.server.facade.Settings` as they are.
-LIMITS = (
-    "check_timeout_s",
-    "check_memory_mb",
-    "max_checks",
-    "max_checks_per_token",
-    "isolation",
-    "allow_unsandboxed_models",
-    "max_active_jobs",
-    "max_uploads_per_hour",
-    "max_auth_failures",
-    "auth_window_s",
-)
+from genEval.service.worker_settings import WorkerSettings
 
 
-#: The worker settings of conf/serve.yaml and conf/worker.yaml that go to the Worker as they are (its evaluation
-#: child's sandbox and limits).
-SANDBOXED = (
-    "isolation",
-    "allow_unsandboxed_models",
-    "max_job_s",
-    "stall_heartbeats",
-    "job_memory_mb",
-    "cancel_grace_s",
-    "exit_grace_s",
-)
+def home_of(cfg: DictConfig) -> Path:
+    """The service directory a serve/worker/token config names (``home``), absolute."""
+    return Path(str(cfg.home)).expanduser().resolve()
 
 
 def open_db(cfg: DictConfig) -> tuple[Path, Database]:
     """The service directory and database of a serve/worker/token config (SQLite under home by default)."""
-    home = ensure_writable_dir(Path(str(cfg.home)).expanduser().resolve())
+    home = ensure_writable_dir(home_of(cfg))
     return home, Database(str(cfg.db) if cfg.get("db") else sqlite_url(home / "geneval.db"))
 
 
-def _worker(cfg: DictConfig, db: Database, home: Path, **extra: Any) -> Worker:
-    execution = execution_bundle(cfg)  # the worker's device, precision, compile: every job it runs gets them
-    return Worker(
-        db,
-        home,
-        job_runner(execution),
-        device=execution.device,
-        lease_s=float(cfg.lease_s),
-        heartbeat_s=float(cfg.heartbeat_s),
-        poll_s=float(cfg.poll_s),
-        max_attempts=int(cfg.max_attempts),
-        n_boot=int(cfg.n_boot),
-        stop_timeout_s=float(cfg.get("stop_timeout_s", 30)),
-        retention_s=float(cfg.get("worker_retention_s", 86400)),
-        **{k: cfg.get(k) for k in SANDBOXED if cfg.get(k) is not None},
-        **extra,
-    )
+def worker_settings(cfg: DictConfig, host: str | None = None) -> WorkerSettings:
+    """The :class:`~genEval.service.worker_settings.WorkerSettings` of a serve/worker config: the node
+    ``worker`` (``conf/worker/``), with the device of its execution (``conf/execution/``) and the name the worker
+    gives itself (the worker command's ``host=``; None: the machine's hostname)."""
+    return bundle(cfg, "worker", device=execution_bundle(cfg).device, host=host)
+
+
+def in_process_settings(cfg: DictConfig) -> WorkerSettings:
+    """The settings of ``geneval serve``'s in-process workers (:func:`worker_settings`): they run until the server
+    stops, so the batch worker's ``exit_when_idle=true`` and ``max_jobs=N`` are refused there, naming the command
+    they belong to (an in-process worker that ended would be restarted as dead, over and over)."""
+    settings = worker_settings(cfg)
+    for key, value in (("exit_when_idle", settings.exit_when_idle), ("max_jobs", settings.max_jobs)):
+        if value not in (False, None):
+            raise ValueError(
+                f"{key} is a setting of `geneval worker` (a batch worker that stops), not of geneval serve's "
+                f"in-process workers, which run until the server stops; leave it out, or start `geneval worker "
+                f"{key}=...` beside a `geneval serve workers=0`."
+            )
+    return settings
+
+
+def _worker(cfg: DictConfig, db: Database, home: Path, settings: WorkerSettings | None = None) -> Worker:
+    """A worker of ``cfg`` (its execution: device, precision, compile, which every job it runs gets)."""
+    execution = execution_bundle(cfg)
+    return Worker(db, home, job_runner(execution), settings or worker_settings(cfg))
 
 
 def _db_arg(cfg: DictConfig) -> str:
@@ -87,17 +75,9 @@ def _db_arg(cfg: DictConfig) -> str:
 # ------------------------------------------------------------------------------------ commands
 def serve(cfg: DictConfig) -> None:
     """Start the HTTP service (and ``workers`` in-process workers) until interrupted."""
-    home, db = open_db(cfg)
-    limits = {k: cfg.get(k) for k in LIMITS if cfg.get(k) is not None}
-    settings = Settings(
-        home=home,
-        max_upload_bytes=int(float(cfg.max_upload_mb) * MiB),
-        default_benchmark=cfg.get("default_benchmark"),
-        n_boot=int(cfg.n_boot),
-        max_json_bytes=int(float(cfg.get("max_request_kb", 1024)) * 1024),
-        worker_retention_s=float(cfg.get("worker_retention_s", 86400)),
-        **{k: type(getattr(Settings, k))(v) for k, v in limits.items()},
-    )
+    workers = in_process_settings(cfg)  # conf/worker: the in-process workers' lease, limits and sandbox
+    settings = bundle(cfg, "server", home=home_of(cfg))  # conf/server: limits, quotas, sandbox (checked by Settings)
+    home, db = open_db(cfg)  # after the checks: a refused setting leaves no database behind
     server = {k: cfg.get(k) for k in SERVER_ENV}
     benchmarks = load_benchmarks(list(cfg.benchmarks) if cfg.get("benchmarks") else None, server)
     if settings.default_benchmark not in benchmarks:
@@ -114,8 +94,9 @@ def serve(cfg: DictConfig) -> None:
     )
     print(sandbox_line(service.uploads.sandbox), flush=True)
     print(f"leaderboard {url}/  API docs {url}/docs", flush=True)
-    lease_s = float(cfg.lease_s)
-    upkeep = Supervisor(db, lambda: _worker(cfg, db, home), int(cfg.workers), int(cfg.max_attempts), lease_s / 4)
+    upkeep = Supervisor(
+        db.queue, lambda: _worker(cfg, db, home, workers), int(cfg.workers), workers.max_attempts, workers.upkeep_s
+    )
     protocol = timed_h11(float(cfg.get("header_timeout_s", 10)), float(cfg.get("body_timeout_s", 30)))
     config = uvicorn.Config(
         app,
@@ -184,18 +165,12 @@ class _Server(uvicorn.Server):
 
 def worker(cfg: DictConfig) -> int:
     """Claim and evaluate jobs from the database until interrupted (or idle, with exit_when_idle=true)."""
+    settings = worker_settings(cfg, host=cfg.get("host"))
     home, db = open_db(cfg)
-    w = _worker(
-        cfg,
-        db,
-        home,
-        exit_when_idle=bool(cfg.exit_when_idle),
-        max_jobs=None if cfg.get("max_jobs") is None else int(cfg.max_jobs),
-        host=cfg.get("host"),
-    )
+    w = _worker(cfg, db, home, settings)
     sandbox = "bubblewrap" if w.isolated else f"none ({w.isolation_problem})"
-    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {w.device}, sandbox {sandbox}",
-          flush=True)  # fmt: skip
+    print(f"genEval worker {w.id}: database {db.display_url()}, home {home}, device {settings.device}, "
+          f"sandbox {sandbox}", flush=True)  # fmt: skip
     with stop_worker_on_signals(w):  # SIGTERM/SIGINT: hand the running job back, then exit 143/130
         n = w.run()
     print(f"genEval worker {w.id}: ran {n} job(s)", flush=True)

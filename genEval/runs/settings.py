@@ -7,6 +7,7 @@ typed (:attr:`genEval.runs.results.RunConfig.search`); ``genEval.search.perturb.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -74,17 +75,30 @@ class SearchConfig:
     @classmethod
     def coerce(cls, search: SearchConfig | Mapping[str, Any] | None) -> SearchConfig:
         """The one way to get a SearchConfig: from itself, a mapping of its fields (a config node made
-        plain), or None (the paper preset). Unknown keys are named in the error."""
+        plain, its ``_target_`` naming this class allowed), or None (the paper preset). Unknown keys are named in
+        the error."""
         if search is None:
             return cls()
         if isinstance(search, cls):
             return search
         if not isinstance(search, Mapping):
             raise ValueError(f"search must be a SearchConfig or a mapping of its fields, got {type(search).__name__}.")
+        search = {k: v for k, v in search.items() if k != "_target_" or not cls._names_me(v)}
         unknown = sorted(set(search) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"unknown search setting(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}.")
         return cls(**search)
+
+    @classmethod
+    def _names_me(cls, target: Any) -> bool:
+        """Whether ``target`` (a node's ``_target_``: ``conf/search/default.yaml`` is built by Hydra like any role)
+        imports this class, under its own path or the search's (``genEval.search.perturb.SearchConfig``). Another
+        target stays an unknown key, named in the error."""
+        module, _, name = str(target).rpartition(".")
+        try:
+            return getattr(importlib.import_module(module), name, None) is cls
+        except ImportError:
+            return False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as a run records it (``adam_betas`` as a list)."""

@@ -14,7 +14,8 @@ Two packages by import regime:
   :mod:`~genEval.service.records` (plain records and statuses), :mod:`~genEval.service.refusals` (what the service
   refuses, each with its HTTP status), :mod:`~genEval.service.auth` (tokens and roles),
   :mod:`~genEval.service.errors` (what a submitter may read of a failure), :mod:`~genEval.service.limits` (body
-  limits, rate limits) and :mod:`~genEval.service.client` (the HTTP client);
+  limits, rate limits), :mod:`~genEval.service.worker_settings` (how a worker runs jobs: ``conf/worker``) and
+  :mod:`~genEval.service.client` (the HTTP client);
 * :mod:`genEval.service.server`, the server (FastAPI, uvicorn, SQLAlchemy: the ``[service]`` extra), in vertical
   slices (tokens, benchmarks, uploads, jobs, standings, workers), each with its store, its router and its answers,
   plus the worker loop.

@@ -9,6 +9,8 @@ in the catalogue (with no overrides when it needs none), so an option that does 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -82,6 +84,7 @@ def test_every_command_config_composes_and_its_role_nodes_instantiate(config):
 
 # ------------------------------------------------------------------------ the settings bundles (issue 45, item 1)
 BUNDLE_CONFIGS = ("config", "compare", "score", "transfer", "worker", "serve")  # every command composing a bundle
+BUNDLE_NODES = ("search", "server", "worker")  # the nodes with a _target_ besides the run's bundles
 
 
 @pytest.mark.parametrize("config", BUNDLE_CONFIGS)
@@ -95,13 +98,16 @@ def test_every_bundle_default_in_yaml_equals_its_dataclass_default(config):
     from genEval.commands.bundles import RUN_BUNDLES, shortcuts, spelled
 
     cfg = _compose(config, [])
-    composed = [b for b in (*RUN_BUNDLES, "comparison") if b in cfg]
+    composed = [b for b in (*BUNDLE_NODES, *RUN_BUNDLES, "comparison") if b in cfg]
     assert composed, f"{config} composes no bundle"
     for key in composed:
         cls = get_class(cfg[key]._target_)
         own = {"save_images": True} if config == "compare" and key == "output" else {}
-        default = cls(**own)
-        assert bundle(cfg, key) == default, f"{config}.yaml: {key} differs from {cls.__name__}()"
+        if key == "server":  # serve's leaderboard at / is digits' (Settings: the first offered); home is passed
+            own = {"default_benchmark": "digits"}
+        given = {"home": Path("/srv/geneval")} if key == "server" else {}
+        default = cls(**own, **given)
+        assert bundle(cfg, key, **given) == default, f"{config}.yaml: {key} differs from {cls.__name__}()"
         names = spelled(cfg, key)
         for path, spelling in names.items():  # sequential.stop -> stop, er_scale -> er.scale, n_boot -> n_boot
             value = default
@@ -211,3 +217,109 @@ def test_every_key_that_was_top_level_before_the_nodes_keeps_its_short_spelling(
     short = bundle(_compose("config", [f"{key}={value}"]), node)
     assert getattr(short, key) == value
     assert short == bundle(_compose("config", [f"{node}.{key}={value}"]), node)
+
+
+def test_the_search_node_builds_its_searchconfig_and_a_run_records_its_keys_without_the_target():
+    """``conf/search`` is a node with ``_target_`` (issue 45, item 1): ``search.budget=10`` builds the SearchConfig
+    the loop gets, a bad value is named as ``search.budget``, and a run records the search's keys as before (its
+    identity holds them: a run from before the node still resumes), without the import path."""
+    from genEval.commands import bundle
+    from genEval.commands.tracking import run_config
+    from genEval.runs.settings import SearchConfig
+
+    cfg = _compose("config", ["search.budget=10", "search.update=sign"])
+    assert bundle(cfg, "search") == SearchConfig(budget=10, update="sign")
+    recorded = run_config(cfg)["search"]
+    assert recorded == {"budget": 10, "step_size": 0.001, "update": "sign", "start_noise": 1.0, "early_stop": False,
+                        "fgsm_start": 0.0}  # fmt: skip
+    assert SearchConfig.coerce(OmegaConf.to_container(cfg.search)) == SearchConfig(budget=10, update="sign")
+    with pytest.raises(ValueError, match=r"^search\.budget must be a whole number >= 0, got 'abc'"):
+        bundle(_compose("config", ["search.budget=abc"]), "search")
+    with pytest.raises(ValueError, match=r"unknown search setting\(s\) \['_target_'\]"):
+        SearchConfig.coerce({"_target_": "genEval.runs.settings.RunOutput", "budget": 3})
+
+
+# ----------------------------------------------------------- the service's nodes: conf/server and conf/worker
+def _worker(cfg, **given):
+    from genEval.commands import bundle
+
+    return bundle(cfg, "worker", **given)
+
+
+def test_the_service_settings_are_nodes_spelled_as_users_type_them():
+    """``geneval serve workers=0 db=... home=... max_checks=2 isolation=none`` and ``geneval worker db=... home=...
+    device=cpu exit_when_idle=true max_jobs=1`` (docs/service.md) reach conf/server's Settings and conf/worker's
+    WorkerSettings; the node spelling (``server.max_checks=3``, ``worker.lease_s=30``) does too; one ``isolation=``
+    reaches both the uploads' sandbox and the workers'."""
+    from genEval.commands import bundle
+    from genEval.service.worker_settings import WorkerSettings
+
+    home = Path("/srv/geneval")
+    serve = _compose("serve", ["workers=0", "db=sqlite:////tmp/x.db", "home=/srv/geneval", "max_checks=2",
+                               "isolation=none", "max_job_s=600", "n_boot=50"])  # fmt: skip
+    settings = bundle(serve, "server", home=home)
+    assert (settings.max_checks, settings.isolation, settings.n_boot, settings.home) == (2, "none", 50, home)
+    assert _worker(serve) == WorkerSettings(isolation="none", max_job_s=600, n_boot=50)
+    assert bundle(_compose("serve", ["server.max_checks=3"]), "server", home=home).max_checks == 3
+    assert bundle(_compose("serve", ["max_upload_mb=0.5"]), "server", home=home).max_upload_bytes == 512 * 1024
+    worker = _compose("worker", ["exit_when_idle=true", "max_jobs=1", "lease_s=120"])
+    assert _worker(worker, device="cpu", host="node-a") == WorkerSettings(
+        device="cpu", host="node-a", exit_when_idle=True, max_jobs=1, lease_s=120
+    )
+    assert _worker(_compose("worker", ["worker.lease_s=30", "worker_retention_s=5"])).lease_s == 30
+    assert _worker(_compose("worker", ["worker_retention_s=5"])).retention_s == 5
+
+
+@pytest.mark.parametrize(
+    "config, overrides, message",
+    [
+        ("worker", ["lease_s=10", "worker.lease_s=30"], "lease_s=10 and worker.lease_s=30 both set the worker setting"),
+        ("worker", ["worker_retention_s=5", "worker.retention_s=7"], "worker_retention_s=5 and worker.retention_s=7"),
+        ("serve", ["max_checks=4", "server.max_checks=3"], "max_checks=4 and server.max_checks=3 both set the server"),
+    ],
+)
+def test_a_service_short_name_and_its_node_key_set_to_different_values_are_refused(config, overrides, message):
+    from genEval.commands import bundle
+
+    node = overrides[1].split(".")[0]
+    with pytest.raises(ValueError, match=message):
+        bundle(_compose(config, overrides), node, **({"home": Path("/h")} if node == "server" else {}))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["heartbeat_s=90"], r"^heartbeat_s must be below lease_s \(60\), got 90\.0; e\.g\. heartbeat_s=5 \(or jobs"),
+        (["worker.max_attempts=0"], r"^worker\.max_attempts must be a whole number >= 1, got 0; e\.g\. worker\.max"),
+        (["isolation=sandbox"], r"^isolation must be auto \| bwrap \| none, got 'sandbox'; e\.g\. isolation=auto"),
+        (["max_jobs=0"], r"^max_jobs must be a whole number >= 1, got 0; e\.g\. max_jobs=1 \(null: no limit\)"),
+        (["cancel_grace_s=-1"], r"^cancel_grace_s must be a number of seconds >= 0, got -1"),
+        (["exit_when_idle=maybe"], r"^exit_when_idle must be true or false, got 'maybe'"),
+    ],
+)
+def test_a_bad_worker_setting_is_refused_naming_the_key_as_spelled_and_a_fix(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        _worker(_compose("worker", overrides))
+
+
+def test_a_bad_server_setting_is_refused_naming_the_key_as_spelled():
+    from genEval.commands import bundle
+
+    with pytest.raises(ValueError, match=r"^max_checks must be a whole number >= 0, got -1; e\.g\. max_checks=2"):
+        bundle(_compose("serve", ["max_checks=-1"]), "server", home=Path("/h"))
+    with pytest.raises(ValueError, match=r"^server\.max_upload_mb must be a number > 0, got 0"):
+        bundle(_compose("serve", ["server.max_upload_mb=0"]), "server", home=Path("/h"))
+
+
+@pytest.mark.parametrize("override", ["exit_when_idle=true", "worker.max_jobs=1"])
+def test_serve_refuses_the_batch_worker_settings_for_its_in_process_workers(override):
+    """``geneval serve exit_when_idle=true``: an in-process worker that ended would be restarted as dead, over and
+    over; the setting belongs to ``geneval worker``, and the error says so (``geneval worker`` takes it)."""
+    pytest.importorskip("uvicorn", reason="geneval serve needs the [service] extra")
+    from genEval.commands.server import in_process_settings, worker_settings
+
+    key = override.split("=")[0].split(".")[-1]
+    with pytest.raises(ValueError, match=rf"^{key} is a setting of `geneval worker` \(a batch worker that stops\)"):
+        in_process_settings(_compose("serve", [override]))
+    assert in_process_settings(_compose("serve", [])).exit_when_idle is False
+    assert worker_settings(_compose("worker", [override])).max_jobs in (None, 1)

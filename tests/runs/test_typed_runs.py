@@ -210,8 +210,6 @@ def test_the_scoring_and_output_keys_are_defined_once_and_the_short_names_still_
     }
     assert {k: v for k, v in restated.items() if v} == {
         "compare.yaml": ["save_images"],  # a comparison keeps its images (for report.html)
-        "serve.yaml": ["n_boot"],  # the service's standings bootstrap (ComparisonSettings), not a run's scoring
-        "worker.yaml": ["n_boot"],
         "train_generator.yaml": ["progress"],  # the trainer's own bar: it makes no run
     }
     typed = ["n_boot=7", "interval=clopper-pearson", "scoring.oracle_warn_accuracy=null", "save_images=true"]

@@ -25,8 +25,18 @@ from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.service.records import JobInfo
 from genEval.service.server.database import Database, sqlite_url
+from genEval.service.worker_settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
+#: What a test's worker changes of WorkerSettings' defaults (conf/worker: every job sandboxed and limited): no sandbox
+#: and no job limits, so that a stand-in runner runs as it is; a test of the sandbox or a limit sets its own.
+UNLIMITED = {"isolation": "none", "allow_unsandboxed_models": True, "max_job_s": 0, "stall_heartbeats": 0,
+             "job_memory_mb": 0}  # fmt: skip
+
+
+def worker_settings(**changes) -> WorkerSettings:
+    """The settings of a test's worker: :data:`UNLIMITED`, then ``changes`` (``heartbeat_s=0.5, poll_s=0.1``)."""
+    return WorkerSettings(**{**UNLIMITED, **changes})
 
 
 def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen) -> subprocess.Popen:

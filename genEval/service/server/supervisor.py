@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from genEval.service.server.database import Database
+from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.outages import UNREACHABLE, Outage
 from genEval.service.server.worker import Worker
 
@@ -23,15 +23,16 @@ log = logging.getLogger(__name__)
 
 class Supervisor:
     """``workers`` in-process workers made by ``make_worker()`` (a fresh id each), watched and re-made when their
-    thread dies, plus the re-queueing of expired jobs every ``every_s`` seconds (jobs that expired
-    ``max_attempts`` times fail)."""
+    thread dies, plus the re-queueing of expired jobs in ``queue`` (the only store it uses) every ``every_s`` seconds
+    (jobs that expired ``max_attempts`` times fail)."""
 
     def __init__(
-        self, db: Database, make_worker: Callable[[], Worker], workers: int, max_attempts: int, every_s: float
+        self, queue: JobQueue, make_worker: Callable[[], Worker], workers: int, max_attempts: int, every_s: float
     ) -> None:
         if not every_s > 0:
             raise ValueError(f"the upkeep interval must be positive, got {every_s!r}.")
-        self.db, self.make_worker, self.max_attempts, self.every_s = db, make_worker, int(max_attempts), float(every_s)
+        self.queue, self.make_worker = queue, make_worker
+        self.max_attempts, self.every_s = int(max_attempts), float(every_s)
         self._stop = threading.Event()
         self.outage = Outage("server upkeep", self._stop)
         self.workers: list[Worker] = []
@@ -75,7 +76,7 @@ class Supervisor:
                 log.error("in-process worker %s is not running; starting another", self.workers[slot].id)
                 self._start_worker(slot)
         try:
-            requeued = self.db.queue.requeue_expired(self.max_attempts)
+            requeued = self.queue.requeue_expired(self.max_attempts)
         except UNREACHABLE as err:
             self.outage.failed(err)
             return

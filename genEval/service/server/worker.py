@@ -43,6 +43,7 @@ pids or tracebacks); the full text goes to this log and the job's ``error_detail
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -51,6 +52,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +60,13 @@ from genEval.runs.stopping import Interrupted, stop_on_signals
 from genEval.sandbox import CheckStopped, Limits, isolates, isolation_problem
 from genEval.service.child import JobChild, evaluation_env, evaluation_view
 from genEval.service.errors import public_reason
-from genEval.service.records import WORKER_RETENTION_S, JobInfo, new_id
+from genEval.service.records import JobInfo, new_id
 from genEval.service.server.database import Database
+from genEval.service.server.jobs.queue import JobQueue
 from genEval.service.server.outages import UNREACHABLE, Outage, Stopped, short
 from genEval.service.server.standings.compute import StandingsBuilder, StandingUpdate, record_finished
+from genEval.service.server.workers.store import WorkerStore
+from genEval.service.worker_settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -112,74 +117,55 @@ class Progress:
         return max(0.0, (self.total - done) / rate)
 
 
+@dataclass(frozen=True)
+class WorkerStores:
+    """What a worker works with of the database, and nothing else of it: the ``queue`` it claims jobs from and renews
+    their leases in (:class:`~genEval.service.server.jobs.queue.JobQueue`), the ``workers`` store it registers in,
+    the ``standings`` builder that computes a finished job's row, ``finish`` (a job stored done with that row in one
+    transaction, then its neighbours settled: :func:`~genEval.service.server.standings.compute.record_finished`,
+    called as ``finish(job, worker_id, result, images, update=...)``), and ``url``, the database as the log shows it
+    (no password)."""
+
+    queue: JobQueue
+    workers: WorkerStore
+    standings: StandingsBuilder
+    finish: Callable[..., bool]
+    url: str
+
+    @classmethod
+    def of(cls, db: Database, home: Path, n_boot: int) -> WorkerStores:
+        """The stores of ``db`` a worker uses (its standings bootstrapped ``n_boot`` times)."""
+        standings = StandingsBuilder(db, home, n_boot=n_boot)
+        return cls(db.queue, db.workers, standings, functools.partial(record_finished, db, standings), db.display_url())
+
+
 class Worker:
     """Claims and runs jobs from ``db`` until stopped (or, with ``exit_when_idle``, until the queue is empty).
 
-    ``home``: the service directory (run directories and uploads live under it; shared by every worker
-    and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
-    command layer's builder in production; tests pass cheap stand-ins).
+    ``db``: the stores it uses (:class:`WorkerStores`), or a :class:`~genEval.service.server.database.Database` to
+    take them from. ``home``: the service directory (run directories and uploads live under it; shared by every
+    worker and the server). ``runner``: what runs a job in the child (genEval.service.execute.run_job with the
+    command layer's builder in production; tests pass cheap stand-ins). ``settings``: its lease, limits and
+    sandbox (:class:`~genEval.service.worker_settings.WorkerSettings`, ``conf/worker``; None: the defaults).
     """
 
     def __init__(
-        self,
-        db: Database,
-        home: str | Path,
-        runner: Runner,
-        *,
-        device: str = "auto",
-        worker_id: str | None = None,
-        lease_s: float = 60.0,
-        heartbeat_s: float = 5.0,
-        poll_s: float = 2.0,
-        max_attempts: int = 3,
-        exit_when_idle: bool = False,
-        max_jobs: int | None = None,
-        n_boot: int = 1000,
-        backfill_s: float = 60.0,
-        host: str | None = None,
-        stop_timeout_s: float = 30.0,
-        retention_s: float = WORKER_RETENTION_S,
-        isolation: str = "none",
-        allow_unsandboxed_models: bool = True,
-        max_job_s: float = 0.0,
-        stall_heartbeats: int = 0,
-        job_memory_mb: int | None = None,
-        cancel_grace_s: float = 3.0,
-        exit_grace_s: float = 30.0,
+        self, db: Database | WorkerStores, home: str | Path, runner: Runner, settings: WorkerSettings | None = None
     ) -> None:
-        if not 0 < heartbeat_s < lease_s:
-            raise ValueError(
-                f"heartbeat_s ({heartbeat_s}) must be positive and below lease_s ({lease_s}), or "
-                "jobs expire while their worker is alive."
-            )
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}.")
-        self.db, self.home, self.runner, self.device = db, Path(home), runner, device
-        self.host = str(host) if host else socket.gethostname()
-        self.id = worker_id or f"{self.host}:{os.getpid()}:{new_id()[:8]}"
-        self.stop_timeout_s, self.retention_s = float(stop_timeout_s), float(retention_s)
-        self.lease_s, self.heartbeat_s, self.poll_s = float(lease_s), float(heartbeat_s), float(poll_s)
-        self.max_attempts, self.exit_when_idle, self.max_jobs = int(max_attempts), exit_when_idle, max_jobs
-        self.standings = StandingsBuilder(db, self.home, n_boot=n_boot)
-        self.backfill_s, self._next_backfill = float(backfill_s), 0.0
+        self.home, self.runner = Path(home), runner
+        self.settings = s = WorkerSettings() if settings is None else settings  # checked there (each key named)
+        self.stores = db if isinstance(db, WorkerStores) else WorkerStores.of(db, self.home, s.n_boot)
+        self.host = str(s.host) if s.host else socket.gethostname()
+        self.id = s.worker_id or f"{self.host}:{os.getpid()}:{new_id()[:8]}"
+        self._next_backfill = 0.0
         self._stop = threading.Event()
         # every database call of the loop lives through outages (one log line each way)
-        self.outage = Outage(f"worker {self.id}", self._stop, first_s=min(self.poll_s, 0.5), max_s=self.lease_s / 4)
+        self.outage = Outage(f"worker {self.id}", self._stop, first_s=min(s.poll_s, 0.5), max_s=s.lease_s / 4)
         self._db = self.outage.call
         self.jobs_run = 0
         self.signal: int | None = None  # the signal that stopped this worker (stop_worker_on_signals)
-        times = {"max_job_s": max_job_s, "cancel_grace_s": cancel_grace_s, "exit_grace_s": exit_grace_s}
-        for name, value in times.items():
-            if not float(value) >= 0:
-                raise ValueError(f"{name} must be a number of seconds >= 0 (0: no limit), got {value!r}.")
-        if int(stall_heartbeats) < 0:
-            raise ValueError(f"stall_heartbeats must be >= 0 (0: never stalled), got {stall_heartbeats!r}.")
-        self.max_job_s, self.stall_heartbeats = float(max_job_s), int(stall_heartbeats)
-        self.cancel_grace_s, self.exit_grace_s = float(cancel_grace_s), float(exit_grace_s)
-        self.job_memory_mb = int(job_memory_mb) if job_memory_mb else None
-        self.isolated = isolates(isolation)  # "bwrap" where it cannot be had: IsolationUnavailable, naming why
-        self.isolation_problem = None if self.isolated else (isolation_problem() or f"isolation={isolation}")
-        self.allow_unsandboxed_models = bool(allow_unsandboxed_models)
+        self.isolated = isolates(s.isolation)  # "bwrap" where it cannot be had: IsolationUnavailable, naming why
+        self.isolation_problem = None if self.isolated else (isolation_problem() or f"isolation={s.isolation}")
 
     def stop(self) -> None:
         """Ask the loop to end; a running job is stopped (its finished samples kept, its lock released) and put back
@@ -189,51 +175,53 @@ class Worker:
     def lock_settings(self) -> dict:
         """The run lock settings of this worker's evaluations: the lease is the job's, so a run's lock expires with
         its job's lease; a re-run waits up to two leases for the lock of a worker that died."""
-        return {"lease_s": self.lease_s, "wait_s": 2 * self.lease_s + self.heartbeat_s, "host": self.host}
+        s = self.settings
+        return {"lease_s": s.lease_s, "wait_s": 2 * s.lease_s + s.heartbeat_s, "host": self.host}
 
     def run(self) -> int:
         """The worker loop; returns the number of jobs it ran to an end (done or failed). Every database call in it
         is retried through an outage (:class:`~genEval.service.server.outages.Outage`), so the loop ends only when it is
         stopped (or idle, or at ``max_jobs``)."""
         try:
-            self._db(self.db.workers.register, self.id, self.host, os.getpid(), self.device, lease_s=self.lease_s)
-            log.info("worker %s polling %s", self.id, self.db.display_url())
+            s = self.settings
+            self._db(self.stores.workers.register, self.id, self.host, os.getpid(), s.device, lease_s=s.lease_s)
+            log.info("worker %s polling %s", self.id, self.stores.url)
             self._backfill()
             while not self._stop.is_set():
                 job = self._db(self._claim)
                 if job is None:
                     self._backfill()
-                    if self.exit_when_idle:
+                    if self.settings.exit_when_idle:
                         break
-                    self._db(self.db.workers.seen, self.id, None)
-                    self._stop.wait(self.poll_s)
+                    self._db(self.stores.workers.seen, self.id, None)
+                    self._stop.wait(self.settings.poll_s)
                     continue
                 self.run_claimed(job)
-                if self.max_jobs is not None and self.jobs_run >= self.max_jobs:
+                if self.settings.max_jobs is not None and self.jobs_run >= self.settings.max_jobs:
                     break
         except Stopped:
             log.warning("worker %s stopped while the database was unreachable", self.id)
         finally:
             try:
-                self.db.workers.stopped(self.id)
+                self.stores.workers.stopped(self.id)
             except UNREACHABLE as err:  # its lease tells the others it is gone
                 log.warning("worker %s: could not record that it stopped (%s)", self.id, short(err))
         return self.jobs_run
 
     def _claim(self) -> JobInfo | None:
         """Put back the jobs whose lease ran out (by the database's clock), then claim the oldest queued one."""
-        for job_id, status in self.db.queue.requeue_expired(self.max_attempts):
+        for job_id, status in self.stores.queue.requeue_expired(self.settings.max_attempts):
             log.warning("job %s lost its worker: now %s", job_id, status)
-        return self.db.queue.claim(self.id, self.lease_s)
+        return self.stores.queue.claim(self.id, self.settings.lease_s)
 
     def _backfill(self) -> None:
         """Rows for done jobs that have none, at most every ``backfill_s`` (a cheap query when there are none)."""
         if time.time() < self._next_backfill:
             return
-        self._next_backfill = time.time() + self.backfill_s
+        self._next_backfill = time.time() + self.settings.backfill_s
         try:
-            self._db(self.standings.backfill)
-            self._db(self.db.workers.prune, self.retention_s)
+            self._db(self.stores.standings.backfill)
+            self._db(self.stores.workers.prune, self.settings.retention_s)
         except Stopped:
             raise
         except Exception:  # noqa: BLE001 - a leaderboard problem must not stop a worker from running jobs
@@ -246,19 +234,25 @@ class Worker:
 
         def work() -> None:
             try:
-                box["update"] = self._db(self.standings.prepare, job)
+                box["update"] = self._db(self.stores.standings.prepare, job)
             except Stopped:
                 box["update"] = None
             except Exception as err:  # noqa: BLE001 - stored as the row's warning; the job itself is done
                 log.exception("worker %s: computing the standings of job %s failed", self.id, job.id)
-                box["update"] = self.standings.unranked(job, f"{type(err).__name__}: {err}")
+                box["update"] = self.stores.standings.unranked(job, f"{type(err).__name__}: {err}")
 
         thread = threading.Thread(target=work, name=f"geneval-standings-{job.id[:8]}", daemon=True)
         thread.start()
         while thread.is_alive():
-            thread.join(self.heartbeat_s)
+            thread.join(self.settings.heartbeat_s)
             if thread.is_alive() and not self._db(
-                self.db.queue.heartbeat, job.id, self.id, self.lease_s, progress.total, progress.total, None
+                self.stores.queue.heartbeat,
+                job.id,
+                self.id,
+                self.settings.lease_s,
+                progress.total,
+                progress.total,
+                None,
             ):
                 return None
         return box.get("update")
@@ -267,22 +261,24 @@ class Worker:
         """Run one claimed job to its end (see the module docstring). Stopped while the database is unreachable, the
         evaluation is stopped and the job left to its lease (the server re-queues it once that has run out)."""
         log.info("worker %s: job %s (%s on %s, attempt %d)", self.id, job.id, job.name, job.benchmark, job.attempts)
-        self._db(self.db.workers.seen, self.id, job.id)
-        if not self.isolated and job.model.get("kind") == "torchscript" and not self.allow_unsandboxed_models:
+        self._db(self.stores.workers.seen, self.id, job.id)
+        unsandboxed = not self.isolated and job.model.get("kind") == "torchscript"
+        if unsandboxed and not self.settings.allow_unsandboxed_models:
             reason = (
                 f"this worker cannot run model code in a sandbox ({self.isolation_problem}); an admin can install "
                 "bubblewrap on it or allow unsandboxed models (allow_unsandboxed_models=true)"
             )
             self.jobs_run += 1
-            self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
+            self._db(self.stores.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
             return
-        memory = (self.job_memory_mb, "job_memory_mb")
-        limits = Limits(self.max_job_s or 1e9, memory[0], "max_job_s", memory[1], cpu=False, file_bytes=None)
-        view = evaluation_view(job, self.home, self.device) if self.isolated else None
+        s = self.settings
+        memory = (s.job_memory_mb or None, "job_memory_mb")
+        limits = Limits(s.max_job_s or 1e9, memory[0], "max_job_s", memory[1], cpu=False, file_bytes=None)
+        view = evaluation_view(job, self.home, self.settings.device) if self.isolated else None
         try:
             child = JobChild(
                 self.runner, job, self.home, self.lock_settings(), limits=limits, view=view,
-                env=evaluation_env(self.device, self.isolated),
+                env=evaluation_env(self.settings.device, self.isolated),
             )  # fmt: skip
         except CheckStopped:  # the process is shutting down: the job goes back, its attempt uncounted
             self._release(job)
@@ -290,7 +286,7 @@ class Worker:
         try:
             self._follow(job, child)
         except Stopped:
-            child.stop(self.stop_timeout_s)
+            child.stop(self.settings.stop_timeout_s)
             raise
         finally:
             child.close()
@@ -298,10 +294,10 @@ class Worker:
     def _beat(self, job: JobInfo, progress: Progress) -> bool:
         """Renew the lease and store the progress; False when the job was lost (cancelled or re-queued)."""
         done = progress.done()
-        beat = (job.id, self.id, self.lease_s, done, progress.total, progress.eta(done))
-        if not self._db(self.db.queue.heartbeat, *beat):
+        beat = (job.id, self.id, self.settings.lease_s, done, progress.total, progress.eta(done))
+        if not self._db(self.stores.queue.heartbeat, *beat):
             return False
-        self._db(self.db.workers.seen, self.id, job.id)
+        self._db(self.stores.workers.seen, self.id, job.id)
         return True
 
     def _follow(self, job: JobInfo, child: JobChild) -> None:
@@ -309,7 +305,7 @@ class Worker:
         worker is stopping, it ran past ``max_job_s`` or its progress did not move for ``stall_heartbeats``."""
         progress = Progress(self.home, job)
         started = time.monotonic()
-        next_beat, still, last = started + self.heartbeat_s, 0, None
+        next_beat, still, last = started + self.settings.heartbeat_s, 0, None
         outcome: tuple | None = None
         while outcome is None:
             for msg in child.messages(max(0.0, min(next_beat - time.monotonic(), 0.5))):
@@ -323,30 +319,32 @@ class Worker:
             if outcome is not None:
                 break
             if self._stop.is_set():
-                child.stop(self.stop_timeout_s)
+                child.stop(self.settings.stop_timeout_s)
                 self._release(job)
                 log.warning("worker %s stopping: job %s put back in the queue", self.id, job.id)
                 return
             ran = time.monotonic() - started
-            if self.max_job_s and ran > self.max_job_s:
+            if self.settings.max_job_s and ran > self.settings.max_job_s:
                 return self._stopped(
-                    job, child, f"it ran past its time limit of {self.max_job_s:g} s (server setting max_job_s)"
+                    job,
+                    child,
+                    f"it ran past its time limit of {self.settings.max_job_s:g} s (server setting max_job_s)",
                 )
             if time.monotonic() >= next_beat:
                 if not self._beat(job, progress):
-                    child.stop(self.cancel_grace_s)
+                    child.stop(self.settings.cancel_grace_s)
                     log.warning(
                         "worker %s: job %s was cancelled or re-queued; its evaluation was stopped", self.id, job.id
                     )
                     return
                 now = (progress.done(), progress.total, progress.rep, progress.moves)
                 still, last = (still + 1, last) if now == last else (0, now)
-                if self.stall_heartbeats and still >= self.stall_heartbeats:
+                if self.settings.stall_heartbeats and still >= self.settings.stall_heartbeats:
                     return self._stopped(
                         job, child, f"it stalled: its progress did not move for {still} heartbeats ({ran:.0f} s in; "
                         "server setting stall_heartbeats)",
                     )  # fmt: skip
-                next_beat = time.monotonic() + self.heartbeat_s
+                next_beat = time.monotonic() + self.settings.heartbeat_s
         if not self._await_exit(job, child, progress):
             log.warning("worker %s: job %s was cancelled or re-queued while its evaluation ended", self.id, job.id)
             return
@@ -363,15 +361,15 @@ class Worker:
         """Wait for a child that has answered to exit, renewing the lease meanwhile (a finished job's lease must not
         run out while its process tears down: docs/service.md); SIGKILL after ``exit_grace_s``. False when the job was
         lost meanwhile."""
-        deadline = time.monotonic() + self.exit_grace_s
+        deadline = time.monotonic() + self.settings.exit_grace_s
         while not child.exited():
             if time.monotonic() >= deadline:
                 log.warning("worker %s: job %s answered but did not exit in %gs; killed", self.id, job.id,
-                            self.exit_grace_s)  # fmt: skip
+                            self.settings.exit_grace_s)  # fmt: skip
                 child.kill()
                 break
             try:
-                child.proc.wait(min(self.heartbeat_s, max(0.01, deadline - time.monotonic())))
+                child.proc.wait(min(self.settings.heartbeat_s, max(0.01, deadline - time.monotonic())))
             except subprocess.TimeoutExpired:  # still exiting: keep the job ours meanwhile
                 if not self._beat(job, progress):
                     child.kill()
@@ -380,31 +378,31 @@ class Worker:
 
     def _stopped(self, job: JobInfo, child: JobChild, why: str) -> None:
         """End a job's child now and fail the job with ``why`` (a limit it passed)."""
-        child.stop(self.cancel_grace_s)
+        child.stop(self.settings.cancel_grace_s)
         self.jobs_run += 1
         reason = f"the evaluation was stopped: {why}"
         log.error("worker %s: job %s failed: %s", self.id, job.id, reason)
-        self._db(self.db.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
+        self._db(self.stores.queue.fail, job.id, self.id, reason, f"{reason} (worker {self.id})")
 
     def _record(self, job: JobInfo, outcome: tuple, exitcode: int | None, progress: Progress) -> None:
         self.jobs_run += 1
         if outcome[0] == "done":
             update = self._standing(job, progress)
             if update is None or not self._db(
-                record_finished, self.db, self.standings, job, self.id, outcome[1], progress.total, update=update
+                self.stores.finish, job, self.id, outcome[1], progress.total, update=update
             ):
                 log.warning("worker %s: job %s finished after it was cancelled or re-queued", self.id, job.id)
                 return
             log.info("worker %s: job %s done", self.id, job.id)
             return
         reason, detail = _failure(outcome, exitcode, job, self)
-        self._db(self.db.queue.fail, job.id, self.id, reason, detail)
+        self._db(self.stores.queue.fail, job.id, self.id, reason, detail)
 
     def _release(self, job: JobInfo) -> None:
         """Hand a job back to the queue when stopping: one try (a worker that stops does not wait out an outage;
         the job's lease runs out instead and the server re-queues it)."""
         try:
-            self.db.queue.release(job.id, self.id)
+            self.stores.queue.release(job.id, self.id)
         except UNREACHABLE as err:
             log.warning(
                 "worker %s: job %s is left to its lease (the database is unreachable: %s)", self.id, job.id, short(err)
@@ -430,9 +428,9 @@ def _failure(outcome: tuple, exitcode: int | None, job: JobInfo, worker: Worker)
         kind, text, tb = outcome[1], outcome[2], outcome[3]
         detail = f"{kind}: {text}"
         reason = public_reason(kind, text, hide=(worker.host, worker.id), upload=job.upload_path, home=worker.home)
-        if worker.job_memory_mb and (kind == "MemoryError" or "allocate memory" in text.lower()):
+        if worker.settings.job_memory_mb and (kind == "MemoryError" or "allocate memory" in text.lower()):
             reason = (
-                f"the evaluation ran out of its memory limit of {worker.job_memory_mb} MiB (server setting "
+                f"the evaluation ran out of its memory limit of {worker.settings.job_memory_mb} MiB (server setting "
                 f"job_memory_mb): {reason}"
             )
         log.error("worker %s: job %s failed: %s\n%s", worker.id, job.id, detail, tb)

@@ -20,7 +20,7 @@ from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import Service, Settings
+from genEval.service.server.facade import MiB, Service, Settings
 from genEval.service.server.standings.compute import StandingsBuilder, record_finished
 from tests.support.service import claim_smoke_job
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
@@ -37,7 +37,9 @@ def presets():
 @pytest.fixture
 def svc(tmp_path, presets):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    service = Service(db, Settings(home=tmp_path, max_upload_bytes=LIMIT, default_benchmark="digits_smoke"), *presets)
+    service = Service(
+        db, Settings(home=tmp_path, max_upload_mb=LIMIT / MiB, default_benchmark="digits_smoke"), *presets
+    )
     yield service
     db.close()
 

@@ -46,6 +46,7 @@ from tests.support.service import (  # noqa: F401 (fixtures)
     record_runner,
     submit_job,
     wait_for,
+    worker_settings,
 )
 
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -79,7 +80,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
     client, svc = _client(tmp_path, presets, url)
     db = svc.db
     jobs = [submit_job(db, f"model{i}") for i in range(2)]
-    worker = Worker(db, tmp_path, napping_runner, lease_s=4, heartbeat_s=0.3, poll_s=0.2)
+    worker = Worker(db, tmp_path, napping_runner, worker_settings(lease_s=4, heartbeat_s=0.3, poll_s=0.2))
     thread = run_worker_in_thread(worker)
     try:
         wait_for(lambda: db.jobs.get(jobs[0]).status == "running", 120, "the first job's start")
@@ -116,10 +117,10 @@ def test_the_server_requeues_expired_leases_and_restarts_a_dead_worker(tmp_path,
 
     def make() -> Worker:
         kind = Broken if not made else Worker
-        made.append(kind(db, tmp_path, record_runner, lease_s=2, heartbeat_s=0.5, poll_s=0.1))
+        made.append(kind(db, tmp_path, record_runner, worker_settings(lease_s=2, heartbeat_s=0.5, poll_s=0.1)))
         return made[-1]
 
-    upkeep = Supervisor(db, make, workers=1, max_attempts=3, every_s=3600)  # ticks by hand here
+    upkeep = Supervisor(db.queue, make, workers=1, max_attempts=3, every_s=3600)  # ticks by hand here
     try:
         wait_for(lambda: not upkeep.threads[0].is_alive(), 30, "the broken worker's death")
         upkeep.tick()

@@ -37,9 +37,7 @@ def presets():
 @pytest.fixture
 def svc(tmp_path, presets):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
-    settings = Settings(
-        home=tmp_path, max_upload_bytes=256 * 1024, default_benchmark="digits_smoke", max_json_bytes=8192
-    )
+    settings = Settings(home=tmp_path, max_upload_mb=0.25, default_benchmark="digits_smoke", max_request_kb=8)
     yield Service(db, settings, *presets)
     db.close()
 

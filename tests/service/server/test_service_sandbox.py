@@ -26,7 +26,7 @@ from genEval.service.server.facade import Service, Settings
 from genEval.service.server.worker import Worker, run_worker_in_thread
 from tests.support.assets import ROOT
 from tests.support.sandbox import ReadsAFile, hanging_runner, script, slow_exit_runner, snooping_runner
-from tests.support.service import free_port, slow_runner, submit_job, wait_for
+from tests.support.service import free_port, slow_runner, submit_job, wait_for, worker_settings
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,12 @@ def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_the_serv
         listener.listen()
         listener.settimeout(0.2)
         job = submit_job(db, "snoop", overrides={"port": listener.getsockname()[1]})
-        worker = Worker(db, tmp_path, snooping_runner, isolation="bwrap", heartbeat_s=0.3, poll_s=0.1,
-                        exit_when_idle=True)  # fmt: skip
+        worker = Worker(
+            db,
+            tmp_path,
+            snooping_runner,
+            worker_settings(isolation="bwrap", heartbeat_s=0.3, poll_s=0.1, exit_when_idle=True),
+        )
         assert worker.run() == 1
         with pytest.raises(TimeoutError):
             listener.accept()  # nothing connected
@@ -107,8 +111,14 @@ def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_the_serv
 def test_a_torchscript_job_runs_only_where_it_can_be_sandboxed_unless_the_admin_allows(tmp_path):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = submit_job(db, "ts", model={"kind": "torchscript"})
-    worker = Worker(db, tmp_path, slow_runner, isolation="none", allow_unsandboxed_models=False, heartbeat_s=0.3,
-                    poll_s=0.1, exit_when_idle=True)  # fmt: skip
+    worker = Worker(
+        db,
+        tmp_path,
+        slow_runner,
+        worker_settings(
+            isolation="none", allow_unsandboxed_models=False, heartbeat_s=0.3, poll_s=0.1, exit_when_idle=True
+        ),
+    )
     assert worker.run() == 1
     failed = db.jobs.get(job)
     assert failed.status == "failed" and "cannot run model code in a sandbox" in failed.error
@@ -122,8 +132,12 @@ def test_a_forward_that_never_returns_ends_failed_at_max_job_s(tmp_path):
     ``geneval serve max_job_s=600``: a job past its limit ends failed, with the reason."""
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = submit_job(db, "hangs")
-    worker = Worker(db, tmp_path, hanging_runner, max_job_s=4, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1,
-                    exit_when_idle=True)  # fmt: skip
+    worker = Worker(
+        db,
+        tmp_path,
+        hanging_runner,
+        worker_settings(max_job_s=4, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1, exit_when_idle=True),
+    )
     assert worker.run() == 1
     failed = db.jobs.get(job)
     assert failed.status == "failed"
@@ -134,8 +148,12 @@ def test_a_forward_that_never_returns_ends_failed_at_max_job_s(tmp_path):
 def test_a_job_whose_progress_stops_moving_is_stopped_as_stalled(tmp_path):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = submit_job(db, "stuck")
-    worker = Worker(db, tmp_path, hanging_runner, stall_heartbeats=5, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1,
-                    exit_when_idle=True)  # fmt: skip
+    worker = Worker(
+        db,
+        tmp_path,
+        hanging_runner,
+        worker_settings(stall_heartbeats=5, cancel_grace_s=1, heartbeat_s=0.3, poll_s=0.1, exit_when_idle=True),
+    )
     assert worker.run() == 1
     failed = db.jobs.get(job)
     assert failed.status == "failed" and "stalled: its progress did not move for 5 heartbeats" in failed.error
@@ -148,8 +166,9 @@ def test_a_cancel_stops_a_job_that_ignores_sigterm_within_its_grace(tmp_path):
     stop_timeout_s). Now a cancelled job's child gets cancel_grace_s, then SIGKILL."""
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = submit_job(db, "hangs")
-    worker = Worker(db, tmp_path, hanging_runner, cancel_grace_s=1, stop_timeout_s=120, heartbeat_s=0.3,
-                    poll_s=0.1)  # fmt: skip
+    worker = Worker(
+        db, tmp_path, hanging_runner, worker_settings(cancel_grace_s=1, stop_timeout_s=120, heartbeat_s=0.3, poll_s=0.1)
+    )
     thread = run_worker_in_thread(worker)
     try:
         started = tmp_path / f"started-{job}"
@@ -184,8 +203,12 @@ def test_a_finished_job_is_not_lost_while_its_child_takes_its_time_to_exit(tmp_p
     requeuer = threading.Thread(target=server_requeue, daemon=True)
     requeuer.start()
     try:
-        worker = Worker(db, tmp_path, slow_exit_runner, lease_s=1.0, heartbeat_s=0.2, poll_s=0.1, exit_when_idle=True,
-                        n_boot=50)  # fmt: skip
+        worker = Worker(
+            db,
+            tmp_path,
+            slow_exit_runner,
+            worker_settings(lease_s=1.0, heartbeat_s=0.2, poll_s=0.1, exit_when_idle=True, n_boot=50),
+        )
         worker.run()
     finally:
         stop.set()
@@ -291,8 +314,8 @@ def test_serve_hands_its_job_limits_to_its_workers(tmp_path):
         default = compose("serve", overrides=[f"home={tmp_path}"])
     home, db = server_commands.open_db(cfg)
     worker = server_commands._worker(cfg, db, home)
-    assert (worker.max_job_s, worker.cancel_grace_s) == (600.0, 2.0)
-    assert server_commands._worker(default, db, home).max_job_s == 14400.0  # conf/serve.yaml's 4 h
+    assert (worker.settings.max_job_s, worker.settings.cancel_grace_s) == (600.0, 2.0)
+    assert server_commands._worker(default, db, home).settings.max_job_s == 14400.0  # conf/_shortcuts/worker.yaml's 4 h
     db.close()
 
 

@@ -27,6 +27,7 @@ from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import Service, Settings
 from genEval.service.server.worker import Worker
 from tests.support.assets import asset
+from tests.support.service import worker_settings
 
 SUBSET = 10  # sources of the small copy of the cifar10 benchmark
 
@@ -124,7 +125,9 @@ def test_a_submitted_resnet20_gets_the_sa_of_the_command_line(tmp_path, benches,
     }
     job = client.post("/api/jobs", json=body, headers=auth)
     assert job.status_code == 201, job.text
-    worker = Worker(svc.db, home, job_runner(Execution(device="cpu")), poll_s=0.1, exit_when_idle=True, n_boot=100)
+    worker = Worker(
+        svc.db, home, job_runner(Execution(device="cpu")), worker_settings(poll_s=0.1, exit_when_idle=True, n_boot=100)
+    )
     assert worker.run() == 1
     done = svc.db.jobs.get(job.json()["id"])
     assert done.status == "done", done.error

@@ -25,6 +25,7 @@ from tests.support.service import (  # noqa: F401  (fixtures)
     postgres_server,
     record_runner,
     slow_runner,
+    worker_settings,
 )
 
 
@@ -64,7 +65,9 @@ def test_tokens_are_stored_as_sha256_only(db):
 def test_two_workers_six_jobs_each_run_exactly_once(db, tmp_path):
     jobs = _submit(db, 6)
     workers = [
-        Worker(db, tmp_path, record_runner, heartbeat_s=0.5, lease_s=30, poll_s=0.1, exit_when_idle=True)
+        Worker(
+            db, tmp_path, record_runner, worker_settings(heartbeat_s=0.5, lease_s=30, poll_s=0.1, exit_when_idle=True)
+        )
         for _ in range(2)
     ]
     threads = [threading.Thread(target=w.run) for w in workers]
@@ -158,13 +161,13 @@ def test_jobs_survive_a_restart(db_url):
 
 def test_worker_records_errors_and_crashes_and_keeps_going(db, tmp_path):
     _submit(db, 1, name="bad")
-    Worker(db, tmp_path, failing_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True).run()
+    Worker(db, tmp_path, failing_runner, worker_settings(heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True)).run()
     (bad,) = db.jobs.list()
     assert bad.status == "failed"
     assert bad.error.startswith("classifier returned 7 logits but the dataset has 10 classes")  # the reason only
     assert bad.error_detail.startswith("ValueError: classifier returned 7 logits") and "Traceback" in bad.error_detail
     _submit(db, 1, name="crash")
-    w = Worker(db, tmp_path, crashing_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True)
+    w = Worker(db, tmp_path, crashing_runner, worker_settings(heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True))
     assert w.run() == 1
     crashed = next(j for j in db.jobs.list() if j.name == "crash0")
     assert crashed.status == "failed" and "killed by signal SIGKILL" in crashed.error
@@ -172,7 +175,7 @@ def test_worker_records_errors_and_crashes_and_keeps_going(db, tmp_path):
 
 def test_cancelling_a_running_job_stops_its_process(db, tmp_path):
     (job,) = _submit(db, 1)
-    w = Worker(db, tmp_path, slow_runner, heartbeat_s=0.3, lease_s=30, poll_s=0.1, exit_when_idle=True)
+    w = Worker(db, tmp_path, slow_runner, worker_settings(heartbeat_s=0.3, lease_s=30, poll_s=0.1, exit_when_idle=True))
     t = threading.Thread(target=w.run)
     t.start()
     marker = tmp_path / f"started-{job.id}"
@@ -190,7 +193,7 @@ def test_cancelling_a_running_job_stops_its_process(db, tmp_path):
 
 def test_stopping_a_worker_puts_its_job_back(db, tmp_path):
     (job,) = _submit(db, 1)
-    w = Worker(db, tmp_path, slow_runner, heartbeat_s=0.3, lease_s=30, poll_s=0.1)
+    w = Worker(db, tmp_path, slow_runner, worker_settings(heartbeat_s=0.3, lease_s=30, poll_s=0.1))
     t = threading.Thread(target=w.run)
     t.start()
     deadline = time.monotonic() + 120

@@ -26,7 +26,16 @@ from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import Service, Settings
 from genEval.service.server.worker import Worker
-from tests.support.service import db, db_url, free_port, leaky_runner, pg_url, postgres_cluster, postgres_server  # noqa: F401 (fixtures)
+from tests.support.service import (  # noqa: F401 (fixtures)
+    db,
+    db_url,
+    free_port,
+    leaky_runner,
+    pg_url,
+    postgres_cluster,
+    postgres_server,
+    worker_settings,
+)
 
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
 
@@ -172,7 +181,9 @@ def test_an_unknown_leaderboard_version_is_not_found(db, tmp_path, presets):
 def test_a_failed_jobs_error_shows_the_reason_only_and_admins_the_detail(tmp_path, presets):
     db = Database(sqlite_url(tmp_path / "geneval.db"))
     job = _submit(db, name="leaky", benchmark="digits_smoke")
-    worker = Worker(db, tmp_path, leaky_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, host="node-a")
+    worker = Worker(
+        db, tmp_path, leaky_runner, worker_settings(heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, host="node-a")
+    )
     assert worker.run() == 1
     service = _service(db, tmp_path, presets)
     client = TestClient(create_app(service))

@@ -41,6 +41,7 @@ from tests.support.service import (  # noqa: F401 - fixtures
     pg_url,
     postgres_cluster,
     postgres_server,
+    worker_settings,
 )
 
 N_BOOT = 200
@@ -208,7 +209,9 @@ def test_a_worker_runs_the_rounds_the_rule_asks_for(tmp_path, settled):
     service = _service(db, tmp_path, settled)
     for name in ("twin_a", "twin_b"):
         _submit(service, name, "blurred")
-    worker = Worker(db, tmp_path, centroid_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, n_boot=N_BOOT)
+    worker = Worker(
+        db, tmp_path, centroid_runner, worker_settings(heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, n_boot=N_BOOT)
+    )
     assert worker.run() == 6
     assert _rounds(db) == {"twin_a": [0, 1, 2], "twin_b": [0, 1, 2]}
     assert {j.status for j in db.jobs.list()} == {"done"}

@@ -23,7 +23,15 @@ from genEval.service.server.facade import Service, Settings
 from genEval.service.server.standings.board import read_standings
 from genEval.service.server.standings.compute import MARKED, StandingsBuilder, aggregate, record_finished
 from genEval.service.server.worker import Worker
-from tests.support.service import db, db_url, pg_url, postgres_cluster, postgres_server, toy_eval_runner  # noqa: F401 - fixtures
+from tests.support.service import (  # noqa: F401 - fixtures
+    db,
+    db_url,
+    pg_url,
+    postgres_cluster,
+    postgres_server,
+    toy_eval_runner,
+    worker_settings,
+)
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 N_BOOT = 200
@@ -170,7 +178,9 @@ def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
             seeds=[4],
             upload_path=None,
         )
-    worker = Worker(db, tmp_path, toy_eval_runner, heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, n_boot=N_BOOT)
+    worker = Worker(
+        db, tmp_path, toy_eval_runner, worker_settings(heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True, n_boot=N_BOOT)
+    )
     assert worker.run() == 2
     assert _stored(db, smoke) == _reference(db, tmp_path, smoke)
     assert {j.status for j in db.jobs.list()} == {"done"}

@@ -27,7 +27,14 @@ from genEval.service.models import classifier_config
 from genEval.service.records import JobInfo
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.worker import Worker
-from tests.support.service import pg_url, postgres_cluster, postgres_server, smoke_config, worker_process  # noqa: F401 (fixtures)
+from tests.support.service import (  # noqa: F401 (fixtures)
+    pg_url,
+    postgres_cluster,
+    postgres_server,
+    smoke_config,
+    worker_process,
+    worker_settings,
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -132,12 +139,7 @@ def test_killed_worker_job_is_taken_over_on_another_host_with_the_same_result(
         db,
         home,
         job_runner(Execution(device="cpu")),
-        device="cpu",
-        lease_s=3,
-        heartbeat_s=0.2,
-        poll_s=0.1,
-        exit_when_idle=True,
-        host="node-b",
+        worker_settings(device="cpu", lease_s=3, heartbeat_s=0.2, poll_s=0.1, exit_when_idle=True, host="node-b"),
     )
     assert worker_b.run() == 1
     done = db.jobs.get(job.id)
@@ -175,10 +177,7 @@ def test_wrong_output_size_fails_the_job_not_the_worker(tmp_path, smoke_config):
         db,
         tmp_path,
         job_runner(Execution(device="cpu")),
-        device="cpu",
-        heartbeat_s=0.5,
-        poll_s=0.1,
-        exit_when_idle=True,
+        worker_settings(device="cpu", heartbeat_s=0.5, poll_s=0.1, exit_when_idle=True),
     )
     assert worker.run() == 2
     failed = db.jobs.get(bad.id)
