@@ -160,7 +160,7 @@ class Worker:
         self.stop_timeout_s, self.retention_s = float(stop_timeout_s), float(retention_s)
         self.lease_s, self.heartbeat_s, self.poll_s = float(lease_s), float(heartbeat_s), float(poll_s)
         self.max_attempts, self.exit_when_idle, self.max_jobs = int(max_attempts), exit_when_idle, max_jobs
-        self.standings = StandingsBuilder(db, self.home, n_boot=n_boot)
+        self.standings = StandingsBuilder(db.leaderboard, self.home, n_boot=n_boot)
         self.backfill_s, self._next_backfill = float(backfill_s), 0.0
         self._stop = threading.Event()
         # every database call of the loop lives through outages (one log line each way)

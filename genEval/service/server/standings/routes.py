@@ -85,7 +85,7 @@ def leaderboard(
     verdict on it and the row ``below``), every row or ``limit`` rows from ``offset``; ``better_than`` lists every
     model a row is significantly better than."""
     page = {"sort": sort, "descending": order == "desc", "limit": limit, "offset": offset}
-    st = standings(svc.db, svc.catalog, benchmark, version, **page)
+    st = standings(svc.db.leaderboard, svc.catalog, benchmark, version, **page)
     return {
         "benchmark": benchmark,
         "version": st.version,
