@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
@@ -40,6 +40,7 @@ from genEval.scores.rankings import pairwise_differences
 from genEval.scores.sequential import PairLooks, PairVerdict
 from genEval.service.records import MARKED, JobInfo, SettledInfo, StandingInfo
 from genEval.service.reuse import version_budget
+from genEval.service.server.finishing import JobEndings
 from genEval.service.server.standings.settled import (
     Neighbours,
     board_order,
@@ -51,9 +52,6 @@ from genEval.service.server.standings.settled import (
 )
 from genEval.service.server.standings.stores import StandingsStores
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
-
-if TYPE_CHECKING:  # record_finished's caller holds the database; it uses only its endings store
-    from genEval.service.server.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -398,8 +396,15 @@ class StandingsBuilder:
         return added
 
 
+class HoldsEndings(Protocol):
+    """What :func:`record_finished` needs of its caller's database: the endings store (the
+    :class:`~genEval.service.server.database.Database` and its ``db.leaderboard`` both have it)."""
+
+    endings: JobEndings
+
+
 def record_finished(
-    db: Database,
+    db: HoldsEndings,
     builder: StandingsBuilder,
     job: JobInfo,
     worker_id: str,
@@ -409,7 +414,8 @@ def record_finished(
 ) -> bool:
     """Finish ``job`` with its standings row (computed now unless ``update`` is given), then compare it with the
     models that finished meanwhile and, on a settled benchmark, judge the neighbours and queue the rounds the rule
-    asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored)."""
+    asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored).
+    ``db``: the database, or only its ``db.leaderboard`` (the endings store is all it uses)."""
     update = update if update is not None else builder.prepare(job)
     if not db.endings.finish(
         job.id,
