@@ -8,7 +8,7 @@ them without the service stack (the ``[service]`` extra); the server's stores ma
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,6 +139,27 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """What a page shows of the models a row is significantly better than on one score: how many (``count``) and
+    the ``first`` :data:`MARK_NAMES` names in sorted order (the API lists them all). Stored as
+    ``{"count", "first"}``."""
+
+    count: int = 0
+    first: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> Mark:
+        return cls(len(names), tuple(sorted(names)[:MARK_NAMES]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first": list(self.first)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Mark:
+        return cls(int(d["count"]), tuple(d["first"]))
+
+
+@dataclass(frozen=True)
 class SettledInfo:
     """What a settled benchmark's row holds beyond its standing: ``pooled``, the ranking score pooled over every
     source of every round (what orders the settled leaderboard; None: undefined), ``sources`` per model, ``rounds``
@@ -182,9 +203,9 @@ class StandingInfo:
     (``job_id``) over all its finished rounds (repetitions = rounds, ``run_dirs`` one per round) with its
     :class:`SettledInfo`, and a board read sets the standing's rank, sources and verdict on it and the row below.
 
-    ``marks`` (score -> ``{"count", "first"}``: the first :data:`MARK_NAMES` names) is what a page shows of
-    ``better_than`` without reading every name: set when read from the store (whose board read leaves
-    ``better_than`` empty unless asked for every name); the store derives it from ``better_than`` when storing."""
+    ``marks`` (score -> :class:`Mark`) is what a page shows of ``better_than`` without reading every name: set for
+    every marked score when read from the store (whose board read leaves ``better_than`` empty unless asked for
+    every name); the store derives it from ``better_than`` when storing."""
 
     job_id: str
     benchmark: str
@@ -196,7 +217,7 @@ class StandingInfo:
     interval_note: str = ""
     computed_at: float = 0.0
     settled: SettledInfo | None = None
-    marks: dict = field(default_factory=dict)
+    marks: dict[str, Mark] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -142,8 +142,7 @@ SCRIPT = textwrap.dedent(
         runs[name] = [out / name]
     comp = aggregate(runs, ComparisonSettings(n_boot=20), out_dir=out / "comparison")
     standing = compute.aggregate(runs, n_boot=20).models["lin0"]
-    none = {k: {"count": 0, "first": []} for k in compute.MARKED}
-    row = StandingInfo("job", "b", "v", standing, None, [], marks=none)
+    row = StandingInfo("job", "b", "v", standing, None, [])
     report = write_report(comp).read_text()
     print(json.dumps({
         "summary": run.summary(),

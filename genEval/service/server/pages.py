@@ -26,7 +26,7 @@ from fastapi.templating import Jinja2Templates
 from genEval.comparisons.leaderboard import score_columns
 from genEval.comparisons.standing import Score
 from genEval.runs.reader import read_results
-from genEval.service.records import JobInfo, StandingInfo
+from genEval.service.records import JobInfo, Mark, StandingInfo
 from genEval.service.refusals import Conflict, Invalid, NotFound
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
@@ -61,10 +61,10 @@ def _cell(e: Score | None) -> dict:
 PAGE_ROWS = 100
 
 
-def _names(mark: dict) -> str:
+def _names(mark: Mark) -> str:
     """The first names of a mark (stored sorted) and how many more there are (the API lists them all)."""
-    more = mark["count"] - len(mark["first"])
-    return ", ".join(mark["first"]) + (f" and {more} more" if more > 0 else "")
+    more = mark.count - len(mark.first)
+    return ", ".join(mark.first) + (f" and {more} more" if more > 0 else "")
 
 
 def _reports(row: StandingInfo) -> list[str]:
@@ -78,7 +78,8 @@ def _reports(row: StandingInfo) -> list[str]:
 def _row(rank: int, row: StandingInfo) -> dict:
     s = row.standing
     cells = {k: _cell(s.scores.get(k)) for k in COLUMNS}
-    better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
+    marks = {m: row.marks.get(m) or Mark() for m in MARKED}
+    better = [f"{LABELS[m]} > {_names(marks[m])}" for m in MARKED if marks[m].count]
     return {
         "rank": s.rank or rank,
         "below": below_view(row),

@@ -20,7 +20,7 @@ from sqlalchemy import JSON, Float, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, defer, mapped_column
 
 from genEval.comparisons.standing import Standing
-from genEval.service.records import MARK_NAMES, MARKED, SettledInfo, StandingInfo
+from genEval.service.records import MARKED, Mark, SettledInfo, StandingInfo
 from genEval.service.server.benchmarks.store import BenchmarkStore
 from genEval.service.server.session import Base, Sessions
 
@@ -47,7 +47,8 @@ class StandingRow(Base):
 
 
 def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
-    return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
+    """The ``marks`` column of ``better_than``: score -> :meth:`Mark.to_dict`."""
+    return {m: Mark.of(v).to_dict() for m, v in better_than.items()}
 
 
 def _columns(info: StandingInfo) -> dict:
@@ -86,7 +87,7 @@ def _info(r: StandingRow, every_mark: bool = True, board: bool = False) -> Stand
     standing = Standing.from_dict(
         {"name": r.name, "repetitions": r.repetitions, "scores": r.scores, "better_than": better}
     )
-    marks = {k: (r.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
+    marks = {k: Mark.from_dict(m) if (m := (r.marks or {}).get(k)) else Mark() for k in MARKED}
     settled = None if r.settled is None else SettledInfo.from_dict(r.settled)
     return StandingInfo(
         r.job_id,

@@ -17,10 +17,8 @@ from sqlalchemy import text
 
 import genEval.service.server as server
 from genEval.comparisons.standing import Score, Standing
-from genEval.service.records import SettledInfo, StandingInfo
+from genEval.service.records import Mark, SettledInfo, StandingInfo
 from tests.support.service import db, db_url, pg_url, postgres_cluster, postgres_server  # noqa: F401 - fixtures
-
-NO_MARK = {"count": 0, "first": []}
 
 
 def _raw(db, job_id: str) -> dict:
@@ -43,13 +41,17 @@ def test_a_stored_row_reads_back_typed_and_is_stored_in_the_format_of_earlier_ge
     info = StandingInfo("a" * 32, "b", "v1", standing, 10.0, ["r/rep0", "r/rep1"], ["w"], "note", 11.0, settled)
     _store(db, info)
     (back,) = db.standings.rows("b", "v1")
-    marks = {"fmr": {"count": 1, "first": ["m1"]}, "sa": NO_MARK, "pa": NO_MARK}
+    marks = {"fmr": Mark(1, ("m1",)), "sa": Mark(), "pa": Mark()}
     assert back == replace(info, marks=marks) and back.ranked
     assert _raw(db, "a" * 32) == {
         "scores": {"fmr": {"value": 5.0, "low": 1.0, "high": 9.0}, "sa": {"value": None, "low": None, "high": None}},
         "settled": {"pooled": 20.5, "sources": 8, "rounds": 2},
         "better_than": {"fmr": ["m1"], "sa": [], "pa": []},
-        "marks": marks,
+        "marks": {
+            "fmr": {"count": 1, "first": ["m1"]},
+            "sa": {"count": 0, "first": []},
+            "pa": {"count": 0, "first": []},
+        },
     }
     total, (row,) = db.standings.board("b", "v1", "fmr")  # a page's read: the marks, not every name
     assert (total, row.standing.better_than, row.marks, row.settled) == (1, {}, marks, settled)
@@ -70,6 +72,13 @@ def test_a_row_without_scores_is_stored_null_unranked_and_withdrawing_keeps_the_
         db.standings.mark_withdrawn_in(s, "a" * 32)
     assert db.standings.rows("b", "v1")[0].settled == replace(settled, withdrawn=True)
     assert _raw(db, "a" * 32)["settled"] == {"pooled": 3.0, "sources": 40, "rounds": 1, "withdrawn": True}
+
+
+def test_a_mark_keeps_the_count_and_the_first_names_in_sorted_order():
+    names = [f"m{i:02d}" for i in (11, 3, 7, 1, 9, 5, 10, 2, 8, 4)]
+    mark = Mark.of(names)
+    assert mark == Mark(10, ("m01", "m02", "m03", "m04", "m05", "m07", "m08", "m09"))  # MARK_NAMES = 8 of 10
+    assert Mark.from_dict(json.loads(json.dumps(mark.to_dict()))) == mark
 
 
 def test_settled_info_round_trips_reads_old_rows_and_names_an_unknown_key():
