@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from genEval.comparisons.ranking import rank_reason
+from genEval.comparisons.settings import StopRule
 from genEval.comparisons.standing import verdict_view
 from genEval.scores.definitions import SCORE
 from genEval.service.records import StandingInfo
@@ -47,7 +48,7 @@ class Standings:
     offset: int = 0
     rank_by: str = "fmr_validated"  # the score rows are ranked by unless a column is chosen, and why
     rank_reason: str = ""
-    stop: dict | None = None  # a settled benchmark's stop rule (StopRule as a dict)
+    stop: StopRule | None = None  # a settled benchmark's stop rule (None: fixed repetitions)
     settled: bool | None = None  # a settled benchmark: every pair of neighbours is ordered or equivalent
 
 
@@ -98,7 +99,7 @@ def read_standings(
         offset,
         RANK_BY,
         rank_reason(RANK_BY),
-        None if stop is None else stop.to_dict(),
+        stop,
         None if ranks is None else ranks.done,
     )
 

@@ -96,7 +96,7 @@ def leaderboard(
         "offset": st.offset,
         "rank_by": st.rank_by,
         "rank_reason": st.rank_reason,
-        "stop": st.stop,
+        "stop": None if st.stop is None else st.stop.to_dict(),
         "settled": st.settled,
         "rows": [
             {**r.standing.to_dict(), "job": r.job_id, "finished_at": r.finished_at, "below": below_view(r)}
