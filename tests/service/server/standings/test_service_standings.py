@@ -178,10 +178,10 @@ def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
 
 
 def test_the_page_and_the_api_are_paged_by_the_database(db, tmp_path, smoke, monkeypatch):
+    import genEval.service.records as records
     import genEval.service.server.pages as pages
-    import genEval.service.server.standings.store as store
 
-    monkeypatch.setattr(store, "MARK_NAMES", 1)  # a page names this many beaten models per metric
+    monkeypatch.setattr(records, "MARK_NAMES", 1)  # a page names this many beaten models per metric
     builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     for name in ("truth", "m3", "m5"):
         assert record_finished(db, builder, _submit_and_run(db, tmp_path, smoke, name), "w", {})
