@@ -161,7 +161,7 @@ def service(a: argparse.Namespace) -> None:
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )  # fmt: skip
         urllib.request.urlopen(req).read()
-    builder, run = StandingsBuilder(db, home, n_boot=200), job_runner(Execution())
+    builder, run = StandingsBuilder(db.leaderboard, home, n_boot=200), job_runner(Execution())
     jobs = 0
     while (job := db.queue.claim("bench", 3600)) is not None:  # the worker's steps, in this process
         record_finished(db, builder, job, "bench", run(job, home, lambda *x: None))
@@ -189,7 +189,7 @@ def reuse_table(db, home: Path) -> None:
     from genEval.service.reuse import version_budget
 
     (version,) = {r.benchmark_version for r in db.jobs.list()}
-    rows = [r for r in db.standings.rows("digits_settled", version) if r.scores is not None]
+    rows = [r for r in db.standings.rows("digits_settled", version) if r.ranked]
     models = {r.job_id: [RunDir(home / d) for d in r.run_dirs] for r in rows}
     print("\n| epsilon (points) | eta | independent | error | n | union | similarity | Naive Bayes | left |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -115,7 +115,7 @@ def fill(args: argparse.Namespace) -> None:
     db = Database(sqlite_url(home / "geneval.db"))
     db.benchmarks.register(bench.name, bench.version, bench.title, bench.record())
     owner = db.tokens.create("latency", "submitter")[1]
-    builder = None if StandingsBuilder is None else StandingsBuilder(db, home, n_boot=args.n_boot)
+    builder = None if StandingsBuilder is None else StandingsBuilder(db.leaderboard, home, n_boot=args.n_boot)
     done = len(db.jobs.list(status="done", limit=10**6))
     t_start, recent = time.perf_counter(), []
     for k in range(done, args.jobs):
@@ -179,13 +179,13 @@ def next_job(args: argparse.Namespace) -> None:
         _variant(home / "template", job.rep_dir(home, 0), k)
         try:
             for _ in range(args.repeat):
-                builder = StandingsBuilder(db, home, n_boot=args.n_boot)
+                builder = StandingsBuilder(db.leaderboard, home, n_boot=args.n_boot)
                 t0 = time.perf_counter()
                 update = builder.prepare(claimed)
                 t1 = time.perf_counter()
                 builder.prepare(claimed)  # the worker keeps the loaded runs: the next job pays only the pairs
                 t2 = time.perf_counter()
-                marks = sum(len(v) for v in update.row.better_than.values()) + sum(
+                marks = sum(len(v) for v in update.row.standing.better_than.values()) + sum(
                     len(v) for v in update.beaten_by.values()
                 )
                 print(

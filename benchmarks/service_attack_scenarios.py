@@ -26,7 +26,7 @@ def _run_queue(service, home: Path, limit: int | None = None) -> int:
     from genEval.service.server.standings.compute import StandingsBuilder, record_finished
     from tests.support.service import centroid_build
 
-    builder, ran = StandingsBuilder(service.db, home, n_boot=100), 0
+    builder, ran = StandingsBuilder(service.db.leaderboard, home, n_boot=100), 0
     while (limit is None or ran < limit) and (job := service.db.queue.claim("w", 600)) is not None:
         record_finished(service.db, builder, job, "w", run_job(job, home, lambda *a: None, build=centroid_build))
         ran += 1

@@ -8,7 +8,8 @@ them without the service stack (the ``[service]`` extra); the server's stores ma
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,42 +142,85 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """What a page shows of the models a row is significantly better than on one score: how many (``count``) and
+    the ``first`` :data:`MARK_NAMES` names in sorted order (the API lists them all). Stored as
+    ``{"count", "first"}``."""
+
+    count: int = 0
+    first: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> Mark:
+        return cls(len(names), tuple(sorted(names)[:MARK_NAMES]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first": list(self.first)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Mark:
+        return cls(int(d["count"]), tuple(d["first"]))
+
+
+@dataclass(frozen=True)
+class SettledInfo:
+    """What a settled benchmark's row holds beyond its standing: ``pooled``, the ranking score pooled over every
+    source of every round (what orders the settled leaderboard; None: undefined), ``sources`` per model, ``rounds``
+    run, and whether its submitter ``withdrawn`` it (it keeps its row but leaves the settled order). Stored as JSON
+    (:meth:`to_dict` / :meth:`from_dict`, the ``{"pooled", "sources", "rounds"}`` of rows stored before it existed)."""
+
+    pooled: float | None = None
+    sources: int | None = None
+    rounds: int = 0
+    withdrawn: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; ``withdrawn`` only when set (the stored form of every earlier genEval)."""
+        d = {"pooled": self.pooled, "sources": self.sources, "rounds": self.rounds}
+        return d | ({"withdrawn": True} if self.withdrawn else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SettledInfo:
+        """The inverse of :meth:`to_dict`; a key it does not know is refused, naming it."""
+        unknown = sorted(set(d) - {"pooled", "sources", "rounds", "withdrawn"})
+        if unknown:
+            raise ValueError(
+                f"a stored settled row has unknown keys {unknown}; known: pooled, sources, rounds, withdrawn."
+            )
+        pooled, sources = d.get("pooled"), d.get("sources")
+        return cls(
+            None if pooled is None else float(pooled),
+            None if sources is None else int(sources),
+            int(d.get("rounds") or 0),
+            bool(d.get("withdrawn", False)),
+        )
+
+
+@dataclass(frozen=True)
 class StandingInfo:
-    """A finished job's leaderboard row. ``run_dirs``: its repetitions' run directories relative to ``home``;
-    ``scores``: metric -> {value, low, high} (None when its runs could not be read: left out, with a warning);
-    ``better_than``: metric -> names of the models it is significantly better than. On a settled benchmark the row
-    is the submission's (``job_id``) over all its finished rounds (``repetitions`` = rounds, ``run_dirs`` one per
-    round) and ``settled`` holds ``pooled`` (the ranking score pooled over every source, which orders the settled
-    leaderboard), ``sources`` and ``rounds``; None on a fixed benchmark."""
+    """A finished job's leaderboard row, as the ``standings`` store keeps and returns it: the typed
+    :class:`~genEval.comparisons.standing.Standing` (its name, repetitions, scores and ``better_than``: score ->
+    names of the models it is significantly better than; no scores when its runs could not be read: not
+    :attr:`ranked`, left out with a warning), ``run_dirs`` (its repetitions' run directories relative to ``home``),
+    the comparison's ``warnings`` and ``interval_note``. On a settled benchmark the row is the submission's
+    (``job_id``) over all its finished rounds (repetitions = rounds, ``run_dirs`` one per round) with its
+    :class:`SettledInfo`, and a board read sets the standing's rank, sources and verdict on it and the row below.
+
+    ``marks`` (score -> :class:`Mark`) is what a page shows of ``better_than`` without reading every name: set for
+    every marked score when read from the store (whose board read leaves ``better_than`` empty unless asked for
+    every name); the store derives it from ``better_than`` when storing."""
 
     job_id: str
     benchmark: str
     version: str
-    name: str
-    finished_at: float | None
-    run_dirs: list
-    repetitions: int
-    scores: dict | None
-    better_than: dict
-    warnings: list
-    interval_note: str
-    computed_at: float
-    settled: dict | None = None
-
-
-@dataclass(frozen=True)
-class BoardRow:
-    """A row as a leaderboard shows it: the job, its typed :class:`~genEval.comparisons.standing.Standing` (its
-    ``better_than`` every name only when asked for; on a settled benchmark its rank, sources and the verdict on it
-    and the row below, set by the reader), ``marks`` (metric -> count and first names) always, ``run_dirs`` (one per
-    repetition or round) and ``settled`` (``pooled``, ``sources``, ``rounds``) as stored."""
-
-    job_id: str
-    finished_at: float | None
     standing: Standing
-    marks: dict
+    finished_at: float | None
     run_dirs: list
-    settled: dict | None = None
+    warnings: list = field(default_factory=list)
+    interval_note: str = ""
+    computed_at: float = 0.0
+    settled: SettledInfo | None = None
+    marks: dict[str, Mark] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -187,9 +231,9 @@ class BoardRow:
         return self.standing.repetitions
 
     @property
-    def scores(self) -> dict:
-        """The typed scores (a board row always has them: rows without are not ranked)."""
-        return self.standing.scores
+    def ranked(self) -> bool:
+        """Whether the row has scores (a row whose runs could not be read has none and is not ranked)."""
+        return bool(self.standing.scores)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from genEval.sandbox import ISOLATION
+from genEval.scores.intervals import N_BOOT
 from genEval.service.records import WORKER_RETENTION_S
 from genEval.validation import SettingError, is_whole
 
@@ -60,7 +61,7 @@ class WorkerSettings:
     max_attempts: int = 3
     exit_when_idle: bool = False
     max_jobs: int | None = None
-    n_boot: int = 1000
+    n_boot: int = N_BOOT
     backfill_s: float = 60.0
     retention_s: float = WORKER_RETENTION_S
     stop_timeout_s: float = 30.0

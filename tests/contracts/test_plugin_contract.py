@@ -130,7 +130,7 @@ SCRIPT = textwrap.dedent(
     from genEval.scores.run_scores import Scoring
     from genEval.search.perturb import SearchConfig
     from genEval.service.server.pages import _row
-    from genEval.service.records import BoardRow
+    from genEval.service.records import StandingInfo
     from genEval.service.server.standings import compute
 
     runs = {}
@@ -142,7 +142,7 @@ SCRIPT = textwrap.dedent(
         runs[name] = [out / name]
     comp = aggregate(runs, ComparisonSettings(n_boot=20), out_dir=out / "comparison")
     standing = compute.aggregate(runs, n_boot=20).models["lin0"]
-    row = BoardRow("job", None, standing, {k: {"count": 0, "first": []} for k in compute.MARKED}, [])
+    row = StandingInfo("job", "b", "v", standing, None, [])
     report = write_report(comp).read_text()
     print(json.dumps({
         "summary": run.summary(),

@@ -110,7 +110,7 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
         ],
         "classifier": res.components.get("classifier"),
     }
-    builder = StandingsBuilder(svc.db, svc.home, n_boot=svc.settings.n_boot)
+    builder = StandingsBuilder(svc.db.leaderboard, svc.home, n_boot=svc.settings.n_boot)
     assert record_finished(svc.db, builder, claimed, "w", result)
     return job.id
 

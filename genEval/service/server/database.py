@@ -12,6 +12,8 @@
                       (:mod:`~genEval.service.server.finishing`)
 ``db.verdicts``       settled benchmarks' verdicts on neighbours (:mod:`~genEval.service.server.standings.verdicts`)
 ``db.workers``        who evaluates, seen when (:mod:`~genEval.service.server.workers.store`)
+``db.leaderboard``    the stores the standings slice reads and writes, as one bundle
+                      (:mod:`~genEval.service.server.standings.stores`)
 ====================  =========================================================================================
 
 Stores return frozen records (:mod:`genEval.service.records`), never ORM objects, so callers hold no session; every
@@ -29,6 +31,7 @@ from genEval.service.server.jobs.store import JobStore
 from genEval.service.server.migrations import upgrade
 from genEval.service.server.session import Sessions, sqlite_url
 from genEval.service.server.standings.store import StandingStore
+from genEval.service.server.standings.stores import StandingsStores
 from genEval.service.server.standings.verdicts import VerdictStore
 from genEval.service.server.tokens.store import TokenStore
 from genEval.service.server.uploads.store import UploadStore
@@ -52,4 +55,5 @@ class Database(Sessions):
         self.queue = JobQueue(self, self.benchmarks.lock)
         self.endings = JobEndings(self, self.jobs, self.queue, self.standings)
         self.workers = WorkerStore(self)
+        self.leaderboard = StandingsStores(self.standings, self.verdicts, self.benchmarks, self.jobs, self.endings)
         upgrade(self.writer)  # the schema migrations (genEval.service.server.migrations), on every start

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genEval.sandbox import ISOLATION
+from genEval.scores.intervals import N_BOOT
 from genEval.service.benchmarks import Benchmark
 from genEval.service.limits import RateLimit
 from genEval.service.records import WORKER_RETENTION_S
@@ -51,7 +52,7 @@ class Settings:
     home: Path
     max_upload_mb: float = 512.0
     default_benchmark: str | None = None
-    n_boot: int = 1000
+    n_boot: int = N_BOOT
     max_request_kb: float = 1024.0
     worker_retention_s: float = WORKER_RETENTION_S
     check_timeout_s: float = 60.0

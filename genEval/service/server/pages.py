@@ -26,7 +26,7 @@ from fastapi.templating import Jinja2Templates
 from genEval.comparisons.leaderboard import score_columns
 from genEval.comparisons.standing import Score
 from genEval.runs.reader import read_results
-from genEval.service.records import BoardRow, JobInfo
+from genEval.service.records import JobInfo, Mark, StandingInfo
 from genEval.service.refusals import Conflict, Invalid, NotFound
 from genEval.service.server.deps import Facade
 from genEval.service.server.facade import Service
@@ -61,13 +61,13 @@ def _cell(e: Score | None) -> dict:
 PAGE_ROWS = 100
 
 
-def _names(mark: dict) -> str:
+def _names(mark: Mark) -> str:
     """The first names of a mark (stored sorted) and how many more there are (the API lists them all)."""
-    more = mark["count"] - len(mark["first"])
-    return ", ".join(mark["first"]) + (f" and {more} more" if more > 0 else "")
+    more = mark.count - len(mark.first)
+    return ", ".join(mark.first) + (f" and {more} more" if more > 0 else "")
 
 
-def _reports(row: BoardRow) -> list[str]:
+def _reports(row: StandingInfo) -> list[str]:
     """Each repetition's report; on a settled benchmark each round's, a job of its own (``runs/<benchmark>/<job
     id>/rep<r>``, the layout of :meth:`genEval.service.records.JobInfo.rep_dir`)."""
     if row.standing.rank is None:
@@ -75,10 +75,11 @@ def _reports(row: BoardRow) -> list[str]:
     return [f"/jobs/{Path(d).parent.name}/report?rep={Path(d).name.removeprefix('rep')}" for d in row.run_dirs]
 
 
-def _row(rank: int, row: BoardRow) -> dict:
+def _row(rank: int, row: StandingInfo) -> dict:
     s = row.standing
     cells = {k: _cell(s.scores.get(k)) for k in COLUMNS}
-    better = [f"{LABELS[m]} > {_names(row.marks[m])}" for m in MARKED if row.marks[m]["count"]]
+    marks = {m: row.marks.get(m) or Mark() for m in MARKED}
+    better = [f"{LABELS[m]} > {_names(marks[m])}" for m in MARKED if marks[m].count]
     return {
         "rank": s.rank or rank,
         "below": below_view(row),
@@ -105,7 +106,7 @@ def _leaderboard(
     sort = sort or ("rank" if bench.settled else RANK_BY)
     offset = (page - 1) * PAGE_ROWS
     paging = {"sort": sort, "descending": order == "desc", "limit": PAGE_ROWS, "offset": offset, "every_mark": False}
-    st = standings(service.db, service.catalog, name, version, **paging)
+    st = standings(service.db.leaderboard, service.catalog, name, version, **paging)
     rows = [_row(offset + i + 1, r) for i, r in enumerate(st.rows)]
     here = f"?sort={sort}&order={order}" + (f"&version={version}" if version else "")
     pages = {
@@ -219,7 +220,7 @@ def _job_scores(svc: Service, job: JobInfo) -> dict:
     except (OSError, ValueError, Conflict) as err:  # removed, unreadable or a link: the page says so, still renders
         return {"error": f"the results of this job cannot be read ({type(err).__name__}); ask the service's admin."}
     board = svc.db.standings.board_of([job.root_id])
-    pooled = board[0].scores if board and board[0].scores and board[0].repetitions > 1 else None
+    pooled = board[0].standing.scores if board and board[0].ranked and board[0].repetitions > 1 else None
     own = [{k: Score.of(e) for k, e in res.scores.estimates.items()} for res in runs]
     heads = (["leaderboard row (pooled)"] if pooled else []) + [
         f"repetition {r} (seed {res.seed})" for r, res in enumerate(runs)

@@ -135,7 +135,7 @@ class WorkerStores:
     @classmethod
     def of(cls, db: Database, home: Path, n_boot: int) -> WorkerStores:
         """The stores of ``db`` a worker uses (its standings bootstrapped ``n_boot`` times)."""
-        standings = StandingsBuilder(db, home, n_boot=n_boot)
+        standings = StandingsBuilder(db.leaderboard, home, n_boot=n_boot)
         return cls(db.queue, db.workers, standings, functools.partial(record_finished, db, standings), db.display_url())
 
 

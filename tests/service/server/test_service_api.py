@@ -205,7 +205,7 @@ def _finish_toy_job(svc, name: str, classifier, data, oracle, seed: int) -> str:
         output=RunOutput(job.rep_dir(svc.home, 0), save_images=True, progress=False),
         scoring=Scoring(n_boot=200),
     )
-    builder = StandingsBuilder(svc.db, svc.home, n_boot=svc.settings.n_boot)  # as the worker finishes a job
+    builder = StandingsBuilder(svc.db.leaderboard, svc.home, n_boot=svc.settings.n_boot)  # as the worker finishes a job
     assert record_finished(svc.db, builder, claimed, "w", {"repetitions": [{"metrics": res.metrics}]})
     return job.id
 

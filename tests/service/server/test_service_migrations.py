@@ -54,12 +54,12 @@ def test_a_database_of_mains_schema_is_upgraded_and_its_jobs_and_standings_survi
     assert db.benchmarks.round_base(settled.name, settled.version) == 7  # the secret kept
     job = db.jobs.get(ids["digits_smoke/first"])
     assert (job.status, job.round, job.parent_id, job.seeds) == ("done", 0, None, [0])
-    st = read_standings(db, fixed.name, fixed.version)
+    st = read_standings(db.leaderboard, fixed.name, fixed.version)
     (row,) = st.rows
     assert (row.job_id, row.standing.value("fmr"), row.standing.scores["fmr"].low) == (job.id, 10.0, 5.0)
-    board = read_standings(db, settled.name, settled.version)
+    board = read_standings(db.leaderboard, settled.name, settled.version)
     assert [r.name for r in board.rows] == ["first", "second"]  # by the pooled score, the open pair tied
-    assert [r.standing.rank for r in board.rows] == ["1–2", "1–2"] and board.stop == settled.rule.to_dict()
+    assert [r.standing.rank for r in board.rows] == ["1–2", "1–2"] and board.stop == settled.rule
     assert board.rows[0].standing.below.more_sources == 120 and board.rows[0].standing.better_than["sa"] == ["second"]
     service = Service(
         db, Settings(home=tmp_path, default_benchmark=fixed.name), benchmarks, registered_classifiers(None)

@@ -15,14 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from genEval.comparisons.ranking import rank_reason
+from genEval.comparisons.settings import StopRule
 from genEval.comparisons.standing import verdict_view
 from genEval.scores.definitions import SCORE
-from genEval.service.records import BoardRow
+from genEval.service.records import StandingInfo
 from genEval.service.refusals import Invalid, NotFound
 from genEval.service.server.benchmarks.catalog import Catalog
-from genEval.service.server.database import Database
 from genEval.service.server.standings.compute import RANK_BY, SORT_KEYS
 from genEval.service.server.standings.settled import SettledRanks, withdrawn
+from genEval.service.server.standings.stores import StandingsStores
 
 #: The rank a settled benchmark's leaderboard shows for a model its submitter withdrew.
 WITHDRAWN = "withdrawn"
@@ -39,7 +40,7 @@ class Standings:
 
     benchmark: str
     version: str
-    rows: list[BoardRow]
+    rows: list[StandingInfo]
     interval_note: str
     warnings: list[str]
     pending: int = 0
@@ -47,12 +48,12 @@ class Standings:
     offset: int = 0
     rank_by: str = "fmr_validated"  # the score rows are ranked by unless a column is chosen, and why
     rank_reason: str = ""
-    stop: dict | None = None  # a settled benchmark's stop rule (StopRule as a dict)
+    stop: StopRule | None = None  # a settled benchmark's stop rule (None: fixed repetitions)
     settled: bool | None = None  # a settled benchmark: every pair of neighbours is ordered or equivalent
 
 
 def read_standings(
-    db: Database,
+    stores: StandingsStores,
     benchmark: str,
     version: str,
     sort: str | None = None,
@@ -64,27 +65,28 @@ def read_standings(
     """Stored rows of a version, ordered and paged by the database (no computation). ``every_mark=False`` reads
     only the counts and first names of the marks (what a page shows), not every name. ``sort`` None or ``rank``: the
     ranking's order (a fixed benchmark: the comparison library's ranking score :data:`RANK_BY`, FMR_v, as ``geneval
-    compare`` orders its leaderboard; a settled one: the settled order, with tied ranks; see the module docstring)."""
+    compare`` orders its leaderboard; a settled one: the settled order, with tied ranks; see the module docstring).
+    ``stores``: the standings slice's (``db.leaderboard``)."""
     sort = sort or "rank"
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; choose one of {', '.join(SORT_KEYS)}.")
-    registered = db.benchmarks.get(benchmark, version)
+    registered = stores.benchmarks.get(benchmark, version)
     stop = registered.stop if registered else None
     ranks = None
     if stop:  # the settled order and its ranks, from the light columns of every row and the stored verdicts
-        every = db.standings.board(benchmark, version, "date")[1]
-        ranks = SettledRanks.of(every, db.verdicts.of_version(benchmark, version))
+        every = stores.standings.board(benchmark, version, "date")[1]
+        ranks = SettledRanks.of(every, stores.verdicts.of_version(benchmark, version))
         gone = [r.job_id for r in every if withdrawn(r)]
     if ranks is not None and sort == "rank":
         ids = (ranks.order if descending else ranks.order[::-1]) + gone  # the withdrawn ones last
         total, board = (
             len(ids),
-            db.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),
+            stores.standings.board_of(ids[offset : None if limit is None else offset + limit], every_mark),
         )
     else:
         by = RANK_BY if sort == "rank" else sort
-        total, board = db.standings.board(benchmark, version, by, descending, limit, offset, every_mark)
-    notes, warnings = db.standings.notes(benchmark, version)
+        total, board = stores.standings.board(benchmark, version, by, descending, limit, offset, every_mark)
+    notes, warnings = stores.standings.notes(benchmark, version)
     note = max(set(notes), key=notes.count) if notes else ""
     return Standings(
         benchmark,
@@ -92,22 +94,22 @@ def read_standings(
         [_ranked(b, ranks) for b in board],
         note,
         list(dict.fromkeys(warnings)),
-        db.endings.count_unranked(benchmark, version),
+        stores.endings.count_unranked(benchmark, version),
         total,
         offset,
         RANK_BY,
         rank_reason(RANK_BY),
-        None if stop is None else stop.to_dict(),
+        stop,
         None if ranks is None else ranks.done,
     )
 
 
-def _ranked(b: BoardRow, ranks: SettledRanks | None) -> BoardRow:
+def _ranked(b: StandingInfo, ranks: SettledRanks | None) -> StandingInfo:
     """``b`` with its settled rank, sources and the verdict on it and the row below in its standing (a fixed
     benchmark's rows as read)."""
-    if ranks is None:
+    if ranks is None or b.settled is None:
         return b
-    sources = (b.settled or {}).get("sources")
+    sources = b.settled.sources
     if withdrawn(b):
         return replace(b, standing=replace(b.standing, rank=WITHDRAWN, sources=sources))
     if b.job_id not in ranks.rank:
@@ -117,14 +119,14 @@ def _ranked(b: BoardRow, ranks: SettledRanks | None) -> BoardRow:
     )
 
 
-def below_view(row: BoardRow) -> dict | None:
+def below_view(row: StandingInfo) -> dict | None:
     """The verdict on ``row`` and the one below it in a leaderboard's words, for the API and the page alike
     (:func:`genEval.comparisons.standing.verdict_view`; None: a fixed benchmark's row, or the last)."""
     v = row.standing.below
     return None if v is None else verdict_view(v, SCORE[RANK_BY].label)
 
 
-def standings(db: Database, catalog: Catalog, name: str, version: str | None = None, **page) -> Standings:
+def standings(stores: StandingsStores, catalog: Catalog, name: str, version: str | None = None, **page) -> Standings:
     """The stored standings of benchmark ``name`` at ``version`` (default: the current preset's); ``page``:
     ``sort``, ``descending``, ``limit``, ``offset``, ``every_mark`` (:func:`read_standings`). Raises
     :class:`NotFound` for an unknown benchmark, :class:`UnknownVersion` for a version never registered and
@@ -139,4 +141,4 @@ def standings(db: Database, catalog: Catalog, name: str, version: str | None = N
             raise UnknownVersion(
                 f"benchmark {name} has no version {shown!r}; its versions: {', '.join(known)} (newest first)."
             )
-    return read_standings(db, name, version or bench.version, **page)
+    return read_standings(stores, name, version or bench.version, **page)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from genEval.comparisons.aggregate import aggregate as compare_runs
 from genEval.comparisons.aggregate import build_comparison
@@ -35,11 +36,12 @@ from genEval.comparisons.settled import holm, round_seed
 from genEval.comparisons.standing import Standing
 from genEval.runs.reader import RunDir
 from genEval.scores.definitions import SCORE
+from genEval.scores.intervals import N_BOOT
 from genEval.scores.rankings import pairwise_differences
 from genEval.scores.sequential import PairLooks, PairVerdict
-from genEval.service.records import MARKED, JobInfo, StandingInfo
+from genEval.service.records import MARKED, JobInfo, SettledInfo, StandingInfo
 from genEval.service.reuse import version_budget
-from genEval.service.server.database import Database
+from genEval.service.server.finishing import JobEndings
 from genEval.service.server.standings.settled import (
     Neighbours,
     board_order,
@@ -47,7 +49,9 @@ from genEval.service.server.standings.settled import (
     pair_looks,
     pair_of,
     rounds_wanted,
+    withdrawn,
 )
+from genEval.service.server.standings.stores import StandingsStores
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
 log = logging.getLogger(__name__)
@@ -76,7 +80,7 @@ class ModelComparison:
 
 
 def aggregate(
-    run_dirs: Mapping[str, Sequence[Path]] | Sequence[Path], n_boot: int = 1000, seed: int = SEED
+    run_dirs: Mapping[str, Sequence[Path]] | Sequence[Path], n_boot: int = N_BOOT, seed: int = SEED
 ) -> ModelComparison:
     """Model name -> its run directories (one per repetition), or run directories whose names and repetitions
     (a settled benchmark's rounds) are the ones recorded -> scores and pairwise significance, all at once (one
@@ -149,12 +153,13 @@ class StandingsBuilder:
     settled benchmark judges the neighbours and queues the rounds the rule asks for (:meth:`settle`).
 
     Loaded runs are kept (a finished run never changes), so a worker that finishes many jobs reads each run
-    directory once. ``n_boot``: bootstrap resamples of the intervals and marks (``geneval serve``/``worker``
-    ``n_boot``; every worker of one service should use the same).
+    directory once. ``stores``: the standings slice's stores (``db.leaderboard``); ``n_boot``: bootstrap resamples
+    of the intervals and marks (``geneval serve``/``worker`` ``n_boot``; every worker of one service should use the
+    same).
     """
 
-    def __init__(self, db: Database, home: str | Path, n_boot: int = 1000) -> None:
-        self.db, self.home, self.n_boot = db, Path(home), int(n_boot)
+    def __init__(self, stores: StandingsStores, home: str | Path, n_boot: int = N_BOOT) -> None:
+        self.stores, self.home, self.n_boot = stores, Path(home), int(n_boot)
         self.settings = ComparisonSettings(n_boot=self.n_boot, seed=SEED, level=LEVEL, rank_by=RANK_BY)
         self._loaded: dict[tuple, Contender | None] = {}
         self._rules: dict[tuple[str, str], StopRule | None] = {}
@@ -189,7 +194,7 @@ class StandingsBuilder:
     def rule(self, benchmark: str, version: str) -> StopRule | None:
         """The stop rule of a settled benchmark version (its registered record's ``stop``); None: fixed."""
         if (benchmark, version) not in self._rules:
-            registered = self.db.benchmarks.get(benchmark, version)
+            registered = self.stores.benchmarks.get(benchmark, version)
             self._rules[benchmark, version] = registered.stop if registered else None
         return self._rules[benchmark, version]
 
@@ -203,7 +208,7 @@ class StandingsBuilder:
         those of every finished round of its submission and its own, in round order."""
         if self.rule(job.benchmark, job.benchmark_version) is None:
             return self.run_dirs(job)
-        rounds = {j.round: j for j in self.db.jobs.rounds(job.root_id)} | {job.round: job}
+        rounds = {j.round: j for j in self.stores.jobs.rounds(job.root_id)} | {job.round: job}
         return [d for r in sorted(rounds) for d in self.run_dirs(rounds[r])]
 
     def unranked(self, job: JobInfo, why: str, dirs: Sequence[str] | None = None) -> StandingUpdate:
@@ -213,14 +218,10 @@ class StandingsBuilder:
             job_id=job.root_id,
             benchmark=job.benchmark,
             version=job.benchmark_version,
-            name=job.name,
+            standing=Standing(job.name, len(dirs), {}),  # no scores: not ranked
             finished_at=job.finished_at,
             run_dirs=dirs,
-            repetitions=len(dirs),
-            scores=None,
-            better_than={},
             warnings=[f"{job.name}: {why}; left out"],
-            interval_note="",
             computed_at=time.time(),
         )
         return StandingUpdate(row, {}, {})
@@ -231,9 +232,9 @@ class StandingsBuilder:
         t0 = time.perf_counter()
         rule = self.rule(job.benchmark, job.benchmark_version)
         root = job.root_id
-        stored = self.db.standings.rows(job.benchmark, job.benchmark_version)
+        stored = self.stores.standings.rows(job.benchmark, job.benchmark_version)
         others = [r for r in stored if r.job_id != root]
-        gone = any(r.job_id == root and (r.settled or {}).get("withdrawn") for r in stored)  # stays withdrawn
+        gone = any(r.job_id == root and withdrawn(r) for r in stored)  # stays withdrawn
         dirs = self.model_dirs(job)
         me = self._load(root, job.name, dirs)
         compared = {r.job_id: r.repetitions for r in others}
@@ -247,7 +248,7 @@ class StandingsBuilder:
         unbeaten_by: dict[str, list[str]] = {}  # a later round: marks on fewer rounds may no longer hold
         warnings = list(comp.warnings)
         for other in others:
-            them = None if other.scores is None else self._load(other.job_id, other.name, other.run_dirs)
+            them = None if not other.ranked else self._load(other.job_id, other.name, other.run_dirs)
             if them is None:
                 continue
             if them.class_names != me.class_names:
@@ -261,23 +262,20 @@ class StandingsBuilder:
                     beaten_by.setdefault(them.job_id, []).append(metric)
             if rule is not None and len(dirs) > 1:
                 unbeaten_by[them.job_id] = [m for m in MARKED if (m, them.job_id) not in wins]
+        standing = replace(Standing.of(comp.leaderboard[0], better, COLUMNS), name=job.name, repetitions=len(dirs))
         row = StandingInfo(
             job_id=root,
             benchmark=job.benchmark,
             version=job.benchmark_version,
-            name=job.name,
+            standing=standing,
             finished_at=job.finished_at,
             run_dirs=dirs,
-            repetitions=len(dirs),
-            computed_at=time.time(),
-            scores=Standing.of(comp.leaderboard[0], columns=COLUMNS).to_dict()["scores"],
-            better_than=better,
             warnings=warnings,
             interval_note=comp.settings.interval_note,
+            computed_at=time.time(),
             settled=None
             if rule is None
-            else {"pooled": settled.pooled.get(me.name), "sources": settled.sources, "rounds": len(dirs)}
-            | ({"withdrawn": True} if gone else {}),
+            else SettledInfo(settled.pooled.get(me.name), settled.sources, len(dirs), gone),
         )
         log.info(
             "standings of %s (%s): compared with %d models in %.1fs",
@@ -296,13 +294,13 @@ class StandingsBuilder:
         seen = update.compared
         rows = [
             r
-            for r in self.db.standings.rows(job.benchmark, job.benchmark_version)
+            for r in self.stores.standings.rows(job.benchmark, job.benchmark_version)
             if r.job_id != job.root_id and seen.get(r.job_id) != r.repetitions
         ]
         me = self._load(job.root_id, job.name, update.row.run_dirs)
         marks = []
         for other in rows:
-            them = None if other.scores is None else self._load(other.job_id, other.name, other.run_dirs)
+            them = None if not other.ranked else self._load(other.job_id, other.name, other.run_dirs)
             if me is None or them is None or them.class_names != me.class_names:
                 continue
             wins = significance_marks(me, them, self.n_boot)
@@ -310,7 +308,7 @@ class StandingsBuilder:
                 marks += [
                     (a.job_id, m, b.name, (m, a.job_id) in wins) for m in MARKED if settled or (m, a.job_id) in wins
                 ]
-        self.db.standings.set_marks(job.benchmark, job.benchmark_version, marks)
+        self.stores.standings.set_marks(job.benchmark, job.benchmark_version, marks)
         return len(rows)
 
     def settle(self, benchmark: str, version: str) -> dict[str, int]:
@@ -321,10 +319,10 @@ class StandingsBuilder:
         rule = self.rule(benchmark, version)
         if rule is None:
             return {}
-        stored = self.db.verdicts.of_version(benchmark, version)
+        stored = self.stores.verdicts.of_version(benchmark, version)
 
         def keep(found: StoredVerdict | None) -> None:
-            if found is not None and self.db.verdicts.store(benchmark, version, found):
+            if found is not None and self.stores.verdicts.store(benchmark, version, found):
                 stored[pair_key(found.upper, found.lower)] = found
 
         def verdict(pair: Neighbours) -> PairVerdict:
@@ -333,7 +331,7 @@ class StandingsBuilder:
                 keep(self._judge(pair, rule))
             return pair_of(pair.upper, pair.lower, stored).verdict()
 
-        _, pairs, _ = board_order(self.db.standings.rows(benchmark, version), verdict)
+        _, pairs, _ = board_order(self.stores.standings.rows(benchmark, version), verdict)
         if rule.familywise and len(pairs) > 1:
             looks = [self._looks(p) for p in pairs]
             if all(lk is not None for lk in looks):
@@ -342,9 +340,9 @@ class StandingsBuilder:
                                        v.to_dict()))  # fmt: skip
         queued = {}
         for job_id, r in rounds_wanted([pair_of(p.upper, p.lower, stored) for p in pairs], rule).items():
-            root = self.db.jobs.get(job_id)
-            seed = round_seed(self.db.benchmarks.round_base(benchmark, version), r)
-            if root is not None and self.db.jobs.queue_round(root, r, seed) is not None:
+            root = self.stores.jobs.get(job_id)
+            seed = round_seed(self.stores.benchmarks.round_base(benchmark, version), r)
+            if root is not None and self.stores.jobs.queue_round(root, r, seed) is not None:
                 queued[job_id] = r
                 log.info("settled %s: %s is open against a neighbour; round %d queued", benchmark, root.name, r)
         return queued
@@ -375,22 +373,22 @@ class StandingsBuilder:
         if self.rule(benchmark, version) is None:
             return None
         models = {}
-        for row in self.db.standings.rows(benchmark, version):
-            loaded = None if row.scores is None else self._load(row.job_id, row.name, row.run_dirs)
+        for row in self.stores.standings.rows(benchmark, version):
+            loaded = None if not row.ranked else self._load(row.job_id, row.name, row.run_dirs)
             if loaded is not None:
                 models[row.job_id] = loaded.runs
-        registered = self.db.benchmarks.get(benchmark, version)
+        registered = self.stores.benchmarks.get(benchmark, version)
         budget = version_budget(models, registered and registered.config.get("reuse"))
-        self.db.benchmarks.set_reuse(benchmark, version, budget)
+        self.stores.benchmarks.set_reuse(benchmark, version, budget)
         return budget
 
     def backfill(self) -> int:
         """Store rows for done jobs that have none (jobs finished before standings were stored, e.g. by an older
         worker); returns how many were added."""
         added = 0
-        for job in self.db.endings.unranked():
+        for job in self.stores.endings.unranked():
             update = self.prepare(job)
-            if self.db.endings.add(update.row, update.beaten_by):
+            if self.stores.endings.add(update.row, update.beaten_by):
                 self.reconcile(job, update)
                 self.settle(job.benchmark, job.benchmark_version)
                 added += 1
@@ -399,8 +397,15 @@ class StandingsBuilder:
         return added
 
 
+class HoldsEndings(Protocol):
+    """What :func:`record_finished` needs of its caller's database: the endings store (the
+    :class:`~genEval.service.server.database.Database` and its ``db.leaderboard`` both have it)."""
+
+    endings: JobEndings
+
+
 def record_finished(
-    db: Database,
+    db: HoldsEndings,
     builder: StandingsBuilder,
     job: JobInfo,
     worker_id: str,
@@ -410,7 +415,8 @@ def record_finished(
 ) -> bool:
     """Finish ``job`` with its standings row (computed now unless ``update`` is given), then compare it with the
     models that finished meanwhile and, on a settled benchmark, judge the neighbours and queue the rounds the rule
-    asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored)."""
+    asks for (:meth:`StandingsBuilder.settle`). False when the worker no longer held the job (nothing stored).
+    ``db``: the database, or only its ``db.leaderboard`` (the endings store is all it uses)."""
     update = update if update is not None else builder.prepare(job)
     if not db.endings.finish(
         job.id,

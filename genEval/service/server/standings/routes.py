@@ -85,7 +85,7 @@ def leaderboard(
     verdict on it and the row ``below``), every row or ``limit`` rows from ``offset``; ``better_than`` lists every
     model a row is significantly better than."""
     page = {"sort": sort, "descending": order == "desc", "limit": limit, "offset": offset}
-    st = standings(svc.db, svc.catalog, benchmark, version, **page)
+    st = standings(svc.db.leaderboard, svc.catalog, benchmark, version, **page)
     return {
         "benchmark": benchmark,
         "version": st.version,
@@ -96,7 +96,7 @@ def leaderboard(
         "offset": st.offset,
         "rank_by": st.rank_by,
         "rank_reason": st.rank_reason,
-        "stop": st.stop,
+        "stop": None if st.stop is None else st.stop.to_dict(),
         "settled": st.settled,
         "rows": [
             {**r.standing.to_dict(), "job": r.job_id, "finished_at": r.finished_at, "below": below_view(r)}

@@ -33,6 +33,7 @@ from genEval.comparisons.settled import next_rounds, order_board, tied_ranks
 from genEval.runs.reader import RunDir
 from genEval.scores.outcomes import Outcomes
 from genEval.scores.sequential import PairLooks, PairVerdict, pair_units, settle_pair
+from genEval.service.records import SettledInfo
 from genEval.service.server.standings.verdicts import StoredVerdict, pair_key
 
 #: Why the leaderboard ties neighbours whose pair no worker has judged yet.
@@ -40,24 +41,24 @@ NOT_JUDGED = "not judged yet (a worker is judging the pair)"
 
 
 class Ranked(Protocol):
-    """What a settled row needs: a stored standing or a board row."""
+    """What a settled row needs (a stored :class:`~genEval.service.records.StandingInfo` has it)."""
 
     job_id: str
     name: str
     repetitions: int
-    scores: dict | None
-    settled: dict | None
+    ranked: bool
+    settled: SettledInfo | None
 
 
 def withdrawn(row: Ranked) -> bool:
     """Whether the row's model was withdrawn by its submitter (its submission cancelled): it keeps its row, marked
     withdrawn, but leaves the settled order, so it is neither ranked, nor tied, nor given more rounds."""
-    return bool((row.settled or {}).get("withdrawn"))
+    return row.settled is not None and row.settled.withdrawn
 
 
 def _ranked(rows: Sequence[Ranked]) -> list[Ranked]:
-    """The rows with scores and a pooled value, not :func:`withdrawn`, by job id (the order ties keep)."""
-    ranked = (r for r in rows if r.scores is not None and r.settled is not None and not withdrawn(r))
+    """The rows with scores and settled info, not :func:`withdrawn`, by job id (the order ties keep)."""
+    ranked = (r for r in rows if r.ranked and r.settled is not None and not withdrawn(r))
     return sorted(ranked, key=lambda r: r.job_id)
 
 
@@ -101,7 +102,7 @@ def board_order(
         pairs[a, b] = pairs.get((a, b)) or Neighbours(upper, lower, min(upper.repetitions, lower.repetitions), None)
         return verdict(pairs[a, b])
 
-    ids, verdicts = order_board({j: r.settled["pooled"] for j, r in by_id.items()}, judged)
+    ids, verdicts = order_board({j: r.settled.pooled for j, r in by_id.items()}, judged)
     order = [by_id[j] for j in ids]
     return order, [pairs[a, b] for a, b in zip(ids, ids[1:])], verdicts
 

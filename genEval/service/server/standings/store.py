@@ -14,15 +14,15 @@ hold): ``unbeaten_by`` of :meth:`StandingStore.store_in`, and ``present=False`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import replace
 
 from sqlalchemy import JSON, Float, Integer, String, Text, func, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, defer, mapped_column
 
 from genEval.comparisons.standing import Standing
-from genEval.service.records import MARK_NAMES, MARKED, BoardRow, StandingInfo
+from genEval.service.records import MARKED, Mark, SettledInfo, StandingInfo
 from genEval.service.server.benchmarks.store import BenchmarkStore
-from genEval.service.server.session import Base, Sessions, record
+from genEval.service.server.session import Base, Sessions
 
 
 class StandingRow(Base):
@@ -42,12 +42,66 @@ class StandingRow(Base):
     #: metric -> {"count": n, "first": the first MARK_NAMES names in sorted order}: what a page shows of
     #: ``better_than`` without reading every name (``better_than`` grows with the square of the models).
     marks: Mapped[dict] = mapped_column(JSON)
-    #: A settled benchmark's row: {"pooled", "sources", "rounds"} (:class:`~genEval.service.records.StandingInfo`).
+    #: A settled benchmark's row: :meth:`SettledInfo.to_dict <genEval.service.records.SettledInfo.to_dict>`.
     settled: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 def _marks(better_than: Mapping[str, Sequence[str]]) -> dict:
-    return {m: {"count": len(v), "first": sorted(v)[:MARK_NAMES]} for m, v in better_than.items()}
+    """The ``marks`` column of ``better_than``: score -> :meth:`Mark.to_dict`."""
+    return {m: Mark.of(v).to_dict() for m, v in better_than.items()}
+
+
+def _columns(info: StandingInfo) -> dict:
+    """The table's columns of ``info``: its standing through :meth:`Standing.to_dict` (scores SQL NULL when it has
+    none: an unranked row), its settled info through :meth:`SettledInfo.to_dict` and the marks of its ``better_than``.
+    The standing's board-read keys (rank, sources, below) are computed when read, never stored."""
+    st = info.standing.to_dict()
+    return {
+        "job_id": info.job_id,
+        "benchmark": info.benchmark,
+        "version": info.version,
+        "name": st["name"],
+        "finished_at": info.finished_at,
+        "run_dirs": list(info.run_dirs),
+        "repetitions": st["repetitions"],
+        "scores": st["scores"] or None,
+        "better_than": st["better_than"],
+        "warnings": list(info.warnings),
+        "interval_note": info.interval_note,
+        "computed_at": info.computed_at,
+        "marks": _marks(st["better_than"]),
+        "settled": None if info.settled is None else info.settled.to_dict(),
+    }
+
+
+def _info(r: StandingRow, every_mark: bool = True, board: bool = False) -> StandingInfo:
+    """The stored row ``r`` as a record, its standing read back through :meth:`Standing.from_dict` (a row stored by
+    any earlier genEval reads); ``every_mark=False``: ``better_than`` left empty (not read), ``marks`` only;
+    ``board``: ``better_than`` of every marked score (empty lists where none is stored), as the API lists them."""
+    stored = (r.better_than or {}) if every_mark else {}
+    better = (
+        {k: list(stored.get(k, [])) for k in MARKED}
+        if board and every_mark
+        else {k: list(v) for k, v in stored.items()}
+    )
+    standing = Standing.from_dict(
+        {"name": r.name, "repetitions": r.repetitions, "scores": r.scores, "better_than": better}
+    )
+    marks = {k: Mark.from_dict(m) if (m := (r.marks or {}).get(k)) else Mark() for k in MARKED}
+    settled = None if r.settled is None else SettledInfo.from_dict(r.settled)
+    return StandingInfo(
+        r.job_id,
+        r.benchmark,
+        r.version,
+        standing,
+        r.finished_at,
+        list(r.run_dirs or []),
+        list(r.warnings or []),
+        r.interval_note or "",
+        r.computed_at,
+        settled,
+        marks,
+    )
 
 
 class StandingStore:
@@ -80,8 +134,7 @@ class StandingStore:
     ) -> None:
         """Store ``standing`` (a new row, or a settled model's row over more rounds), add its name under each metric
         of ``beaten_by`` (job id -> metrics) to those rows and take it off each metric of ``unbeaten_by``."""
-        values = {f.name: getattr(standing, f.name) for f in fields(StandingInfo)}
-        s.merge(StandingRow(**values, marks=_marks(standing.better_than)))
+        s.merge(StandingRow(**_columns(standing)))
         for marks, present in ((beaten_by, True), (unbeaten_by or {}, False)):
             for other, metrics in marks.items():
                 for metric in metrics:
@@ -92,7 +145,8 @@ class StandingStore:
         has one; it keeps its scores but leaves the settled order (:func:`.settled.withdrawn`)."""
         row = s.get(StandingRow, job_id)
         if row is not None:
-            row.settled = {**(row.settled or {}), "withdrawn": True}
+            before = SettledInfo.from_dict(row.settled or {})
+            row.settled = replace(before, withdrawn=True).to_dict()
 
     def set_marks(self, benchmark: str, version: str, marks: Sequence[tuple[str, str, str, bool]]) -> None:
         """Set significance marks ``(job id, metric, other's name, present)`` on stored rows (idempotent): the row
@@ -112,7 +166,7 @@ class StandingStore:
                 .where(StandingRow.benchmark == benchmark, StandingRow.version == version)
                 .order_by(StandingRow.finished_at, StandingRow.job_id)
             )
-            return [record(StandingInfo, r) for r in rows]
+            return [_info(r) for r in rows]
 
     def board(
         self,
@@ -123,7 +177,7 @@ class StandingStore:
         limit: int | None = None,
         offset: int = 0,
         every_mark: bool = False,
-    ) -> tuple[int, list[BoardRow]]:
+    ) -> tuple[int, list[StandingInfo]]:
         """The ranked rows of a version (those with scores), ordered and paged by the database: ``sort`` is a score
         key (``fmr``, ``sa``, ...; rows where it is undefined come last), ``name``, ``date`` or ``repetitions``.
         Returns the number of ranked rows and the page; ``every_mark`` adds the full ``better_than`` lists."""
@@ -138,7 +192,7 @@ class StandingStore:
             StandingRow.scores.is_not(None),
         )
         q = (
-            select(*self._board_columns(every_mark))
+            self._board_query(every_mark)
             .where(*where)
             .order_by(order.is_(None), order.desc() if descending else order.asc(), StandingRow.job_id)
             .offset(offset)
@@ -147,42 +201,24 @@ class StandingStore:
             q = q.limit(limit)
         with self.sessions.read() as s:
             total = int(s.execute(select(func.count()).select_from(StandingRow).where(*where)).scalar_one())
-            rows = [self._board_row(r, every_mark) for r in s.execute(q)]
+            rows = [_info(r, every_mark, board=True) for r in s.scalars(q)]
         return total, rows
 
-    def board_of(self, job_ids: Sequence[str], every_mark: bool = False) -> list[BoardRow]:
+    def board_of(self, job_ids: Sequence[str], every_mark: bool = False) -> list[StandingInfo]:
         """The rows of ``job_ids``, in that order (a page of a leaderboard ordered elsewhere: a settled one)."""
         if not job_ids:
             return []
-        q = select(*self._board_columns(every_mark)).where(StandingRow.job_id.in_(list(job_ids)))
+        q = self._board_query(every_mark).where(StandingRow.job_id.in_(list(job_ids)))
         with self.sessions.read() as s:
-            got = {r.job_id: self._board_row(r, every_mark) for r in s.execute(q)}
+            got = {r.job_id: _info(r, every_mark, board=True) for r in s.scalars(q)}
         return [got[j] for j in job_ids if j in got]
 
     @staticmethod
-    def _board_columns(every_mark: bool) -> list:
-        cols = [
-            StandingRow.job_id,
-            StandingRow.name,
-            StandingRow.finished_at,
-            StandingRow.repetitions,
-            StandingRow.scores,
-            StandingRow.marks,
-            StandingRow.run_dirs,
-            StandingRow.settled,
-        ]
-        return [*cols, StandingRow.better_than] if every_mark else cols
-
-    @staticmethod
-    def _board_row(r, every_mark: bool) -> BoardRow:
-        """A board row, its standing read back from the stored JSON (:meth:`Standing.from_dict`); ``better_than``
-        of the marked scores, every name, when ``every_mark``."""
-        better = {k: list((r.better_than or {}).get(k, [])) for k in MARKED} if every_mark else {}
-        standing = Standing.from_dict(
-            {"name": r.name, "repetitions": r.repetitions, "scores": r.scores, "better_than": better}
-        )
-        marks = {k: (r.marks or {}).get(k, {"count": 0, "first": []}) for k in MARKED}
-        return BoardRow(r.job_id, r.finished_at, standing, marks, list(r.run_dirs or []), r.settled)
+    def _board_query(every_mark: bool):
+        """The rows, without their ``better_than`` lists unless ``every_mark`` (they grow with the square of the
+        models; the ``marks`` column holds what a page shows of them)."""
+        q = select(StandingRow)
+        return q if every_mark else q.options(defer(StandingRow.better_than))
 
     def notes(self, benchmark: str, version: str) -> tuple[list[str], list[str]]:
         """The interval notes and warnings of every stored row of a version (short texts; most rows have none)."""

@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from sqlalchemy import event, text
 
-from genEval.service.records import NameTaken, StandingInfo
+from genEval.comparisons.standing import Score, Standing
+from genEval.service.records import NameTaken, SettledInfo, StandingInfo
 from genEval.service.server.database import Database
 from genEval.service.server.worker import Worker
 from tests.support.service import (  # noqa: F401  (fixtures)
@@ -206,10 +207,8 @@ def test_stopping_a_worker_puts_its_job_back(db, tmp_path):
 
 
 def _standing(job, name: str = "m0") -> StandingInfo:
-    scores = {"fmr": {"value": 5.0, "low": 1.0, "high": 9.0}}
-    return StandingInfo(
-        job.id, job.benchmark, job.benchmark_version, name, None, ["r/rep0"], 1, scores, {}, [], "", 0.0
-    )
+    standing = Standing(name, 1, {"fmr": Score(5.0, 1.0, 9.0)})
+    return StandingInfo(job.id, job.benchmark, job.benchmark_version, standing, None, ["r/rep0"])
 
 
 def test_finishing_a_job_stores_its_row_in_the_same_transaction_and_a_lost_job_stores_none(db):
@@ -230,7 +229,7 @@ def test_withdrawing_cancels_the_rounds_and_marks_the_row_withdrawn_at_once(db):
     db.endings.finish(db.queue.claim("w", 60).id, "w", {}, standing=_standing(a))
     later = db.jobs.queue_round(db.jobs.get(a.id), 1, 7)
     assert db.endings.withdraw(a.id).id == a.id and db.jobs.get(later.id).status == "cancelled"
-    assert db.standings.rows("b", "v1")[0].settled == {"withdrawn": True}
+    assert db.standings.rows("b", "v1")[0].settled == SettledInfo(withdrawn=True)
     assert db.endings.withdraw("no-such-job") is None
 
 

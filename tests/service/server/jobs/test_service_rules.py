@@ -224,11 +224,12 @@ def test_the_leaderboard_tells_jobs_apart_by_id_not_by_name(tmp_path):
             output=RunOutput(tmp_path / job_id, progress=False),
             scoring=Scoring(n_boot=50),
         )
-    builder = StandingsBuilder(Database(sqlite_url(tmp_path / "geneval.db")), tmp_path, n_boot=200)
+    db = Database(sqlite_url(tmp_path / "geneval.db"))
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=200)
     good, bad = (builder._load(j, "same-name", [j]) for j in ("a" * 32, "b" * 32))
     marks = significance_marks(good, bad, 200)
     assert ("sa", "a" * 32) in marks and all(winner == "a" * 32 for _, winner in marks)
-    builder.db.close()
+    db.close()
 
 
 def test_an_older_database_is_upgraded_and_duplicate_names_are_reported_not_fatal(tmp_path, caplog):

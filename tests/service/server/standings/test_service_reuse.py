@@ -35,7 +35,7 @@ def _submit_and_run(service: Service, home, models: dict[str, str]) -> None:
     for name, config in models.items():
         owner = service.db.tokens.create(name, "submitter")[1]
         service.jobs.submit("digits_settled", name, {"kind": "config", "name": config}, {}, owner)
-    builder = StandingsBuilder(service.db, home, n_boot=100)
+    builder = StandingsBuilder(service.db.leaderboard, home, n_boot=100)
     while (job := service.db.queue.claim("w", 600)) is not None:
         assert record_finished(service.db, builder, job, "w", run_job(job, home, lambda *a: None, build=centroid_build))
 
@@ -49,7 +49,7 @@ def db(tmp_path):
 
 def _agreement_by_hand(db, home, bench) -> tuple[float, int]:
     """Mean pairwise agreement of the models' final-image correctness on the (round, source) points both ran."""
-    rows = read_standings(db, bench.name, bench.version).rows
+    rows = read_standings(db.leaderboard, bench.name, bench.version).rows
     right = {}
     for row in rows:
         right[row.name] = {

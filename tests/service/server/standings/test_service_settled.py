@@ -90,7 +90,7 @@ def _rounds(db) -> dict[str, list[int]]:
 def _check_equals_compare(db, home: Path, bench: Benchmark) -> None:
     """The stored leaderboard (order, tied ranks, the verdict on each pair of neighbours, scores and marks) equals
     one ``geneval compare`` aggregate of the same runs, under the stop rule the runs recorded."""
-    st = read_standings(db, bench.name, bench.version)
+    st = read_standings(db.leaderboard, bench.name, bench.version)
     dirs = [home / d for r in st.rows for d in r.run_dirs]  # names and rounds as the runs recorded them
     comp = compare_runs(dirs, ComparisonSettings(n_boot=N_BOOT, seed=0, level=0.95, rank_by=RANK_BY))
     want = comp.settled
@@ -121,7 +121,7 @@ def test_two_clearly_different_models_stop_after_the_round_that_orders_them(db, 
     a, b = _submit(service, "sharp", "sharp"), _submit(service, "blurred", "blurred")
     base = db.benchmarks.round_base(settled.name, settled.version)
     assert a.seeds == b.seeds == [round_seed(base, 0)]  # round 0 of every model: one draw of sources
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     assert _run_queue(db, tmp_path, builder) == 2  # ordered after the first round: no round queued
     assert _rounds(db) == {"sharp": [0], "blurred": [0]}
     assert db.jobs.count()["queued"] == 0
@@ -141,7 +141,7 @@ def test_two_equal_models_get_rounds_up_to_max_sources_and_share_a_rank(
     service = _service(db, tmp_path, settled)
     for name in ("twin_a", "twin_b"):
         _submit(service, name, "blurred")  # the same model under two names
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     assert _run_queue(db, tmp_path, builder) == 6  # rounds of 40 until max_sources=120 per model
     assert _rounds(db) == {"twin_a": [0, 1, 2], "twin_b": [0, 1, 2]}
     base = db.benchmarks.round_base(settled.name, settled.version)
@@ -164,7 +164,7 @@ def test_two_equal_models_get_rounds_up_to_max_sources_and_share_a_rank(
     _submit(service, "twin_c", "blurred")
     assert _run_queue(db, tmp_path, builder) == 3
     assert _rounds(db) == {"twin_a": [0, 1, 2], "twin_b": [0, 1, 2], "twin_c": [0, 1, 2]}
-    assert [r.standing.rank for r in read_standings(db, settled.name, settled.version).rows] == ["1–3"] * 3
+    assert [r.standing.rank for r in read_standings(db.leaderboard, settled.name, settled.version).rows] == ["1–3"] * 3
     db.close()
 
 
@@ -176,11 +176,13 @@ def test_a_familywise_version_judges_its_neighbours_with_holm(db, tmp_path, sett
     service = _service(db, tmp_path, bench)
     for name, config in (("sharp", "sharp"), ("twin_a", "blurred"), ("twin_b", "blurred")):
         _submit(service, name, config, bench.name)
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     assert _run_queue(db, tmp_path, builder) == 3  # one round each: max_sources = round_sources
     board = TestClient(create_app(service)).get("/api/leaderboard/digits_fw").json()
     assert board["stop"]["familywise"] is True and [r["name"] for r in board["rows"]][0] == "sharp"
-    below = [r.standing.below for r in read_standings(db, bench.name, bench.version).rows[:-1]]  # the stored verdicts
+    below = [
+        r.standing.below for r in read_standings(db.leaderboard, bench.name, bench.version).rows[:-1]
+    ]  # the stored verdicts
     assert [(v.verdict, v.confidence) for v in below] == [("ordered", pytest.approx(0.975)), ("open", 0.95)]
     _check_equals_compare(db, tmp_path, bench)
 
@@ -376,6 +378,7 @@ def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
     the version, its job, its standing and its round secret to the new version, once (SQLite and PostgreSQL)."""
     from sqlalchemy import text
 
+    from genEval.comparisons.standing import Score, Standing
     from genEval.service.records import StandingInfo
     from genEval.service.server.benchmarks.store import remap_versions
 
@@ -389,8 +392,8 @@ def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
                             upload_path=None)  # fmt: skip
     with first.writer.begin() as conn:
         conn.execute(text("UPDATE jobs SET status = 'done', finished_at = 1.0 WHERE id = :id"), {"id": job.id})
-    scores = {"fmr_validated": {"value": 50.0, "low": 40.0, "high": 60.0}}
-    standing = StandingInfo(job.id, "digits", old, "m0", None, ["runs/digits/x/rep0"], 1, scores, {}, [], "", 1.0)
+    scores = {"fmr_validated": Score(50.0, 40.0, 60.0)}
+    standing = StandingInfo(job.id, "digits", old, Standing("m0", 1, scores), None, ["runs/digits/x/rep0"])
     assert first.endings.add(standing)
     secret = first.benchmarks.round_base("digits", old)
     with first.writer.begin() as conn:  # a database of the genEval before Alembic (and before issue 45's versions)
@@ -400,7 +403,7 @@ def test_an_old_database_keeps_its_standings_under_the_new_version(db_url):
 
     again = Database(url)  # opening it runs the migrations, whose 0003 carries the versions over
     (row,) = again.standings.rows("digits", PINNED["digits"])
-    assert (row.job_id, row.name, row.scores) == (job.id, "m0", scores)
+    assert (row.job_id, row.name, row.standing.scores) == (job.id, "m0", scores)
     assert again.standings.rows("digits", old) == []
     assert again.jobs.get(job.id).benchmark_version == PINNED["digits"]
     assert again.benchmarks.get("digits", old) is None
@@ -468,7 +471,7 @@ def test_a_submitter_cannot_cancel_a_round_and_cancelling_the_model_withdraws_it
     service = _service(db, tmp_path, settled)
     a, auth_a = _submit_as(service, "twin_a", "blurred")
     _submit_as(service, "twin_b", "blurred")
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     for _ in range(2):
         _run_one(db, tmp_path, builder)  # round 0 of both: an open pair, so round 1 of each is queued
     queued = {j.name: j for j in db.jobs.list(status="queued")}
@@ -510,7 +513,7 @@ def test_a_job_stored_with_the_old_stop_key_runs_and_is_settled_like_a_new_one(d
     old = replace(job, config=legacy, run_dir="old")
     assert run_job(old, tmp_path, lambda *a: None, build=centroid_build)["repetitions"][0]["n"] == 40
     assert replace(old, status="queued").shown_seeds is None and replace(old, status="done").shown_seeds == old.seeds
-    _run_one(db, tmp_path, StandingsBuilder(db, tmp_path, n_boot=N_BOOT))  # the new spelling, through the queue
+    _run_one(db, tmp_path, StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT))  # the new spelling, through the queue
     new_run, old_run = db.jobs.get(job.id).rep_dir(tmp_path, 0), old.rep_dir(tmp_path, 0)
     assert _results(old_run) == _results(new_run)  # the same record, config.comparison.sequential included
     assert _results(old_run)["config"]["comparison"]["sequential"] == settled.rule.to_dict()
@@ -538,15 +541,15 @@ def test_a_truncated_round_is_refused_by_compare_and_by_a_re_rank(db, tmp_path, 
     service = _service(db, tmp_path, settled)
     _submit(service, "sharp", "sharp")
     _submit(service, "blurred", "blurred")
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     assert _run_queue(db, tmp_path, builder) == 2
-    rows = read_standings(db, settled.name, settled.version).rows
+    rows = read_standings(db.leaderboard, settled.name, settled.version).rows
     victim = tmp_path / rows[0].run_dirs[0]
     _truncate(victim / "samples.jsonl", 33)
     with pytest.raises(DamagedRun, match=rf"'{victim}' is damaged: samples.jsonl sums to 33 for n but results.json"):
         compare_runs([tmp_path / d for r in rows for d in r.run_dirs], ComparisonSettings(n_boot=N_BOOT))
-    again = StandingsBuilder(db, tmp_path, n_boot=N_BOOT).prepare(db.jobs.get(rows[0].job_id))  # a re-rank
-    assert again.row.scores is None and "is damaged: samples.jsonl sums to 33 for n" in again.row.warnings[0]
+    again = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT).prepare(db.jobs.get(rows[0].job_id))  # a re-rank
+    assert not again.row.ranked and "is damaged: samples.jsonl sums to 33 for n" in again.row.warnings[0]
 
 
 def test_a_verdict_counts_only_the_sources_both_models_have(db, tmp_path, settled, fixed_base):
@@ -558,8 +561,11 @@ def test_a_verdict_counts_only_the_sources_both_models_have(db, tmp_path, settle
     service = _service(db, tmp_path, settled)
     _submit(service, "sharp", "sharp")
     _submit(service, "blurred", "blurred")
-    assert _run_queue(db, tmp_path, StandingsBuilder(db, tmp_path, n_boot=N_BOOT)) == 2
-    runs = {r.name: RunDir(tmp_path / r.run_dirs[0]) for r in read_standings(db, settled.name, settled.version).rows}
+    assert _run_queue(db, tmp_path, StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)) == 2
+    runs = {
+        r.name: RunDir(tmp_path / r.run_dirs[0])
+        for r in read_standings(db.leaderboard, settled.name, settled.version).rows
+    }
     whole = judge(("sharp", [runs["sharp"]]), ("blurred", [runs["blurred"]]), 1, RANK_BY, 10, settled.rule)
     cut = SimpleNamespace(outcomes=runs["blurred"].outcomes.subset(np.arange(40) < 33))
     part = judge(("sharp", [runs["sharp"]]), ("blurred", [cut]), 1, RANK_BY, 10, settled.rule)

@@ -90,12 +90,12 @@ def _reference(db, home: Path, smoke) -> dict[str, tuple[dict, dict]]:
 
 
 def _stored(db, smoke) -> dict[str, tuple[dict, dict]]:
-    st = read_standings(db, smoke.name, smoke.version)
+    st = read_standings(db.leaderboard, smoke.name, smoke.version)
     return {r.name: (r.standing.scores, {k: set(r.standing.better_than[k]) for k in MARKED}) for r in st.rows}
 
 
 def test_stored_standings_equal_one_comparison_of_all_finished_jobs(db, tmp_path, smoke):
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     for name in MODELS:
         job = _submit_and_run(db, tmp_path, smoke, name)
         assert record_finished(db, builder, job, "w", {"ok": True})
@@ -105,7 +105,7 @@ def test_stored_standings_equal_one_comparison_of_all_finished_jobs(db, tmp_path
 
 
 def test_jobs_that_finish_while_the_other_is_being_compared_are_compared_afterwards(db, tmp_path, smoke):
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     first = _submit_and_run(db, tmp_path, smoke, "truth")
     assert record_finished(db, builder, first, "w", {})
     a = _submit_and_run(db, tmp_path, smoke, "m3")
@@ -121,23 +121,23 @@ def test_jobs_finished_without_a_stored_row_are_backfilled(db, tmp_path, smoke):
     for name in ("truth", "m5", "m8"):
         job = _submit_and_run(db, tmp_path, smoke, name)
         assert db.queue.finish(job.id, "w", {})  # as a worker from before standings were stored did
-    assert read_standings(db, smoke.name, smoke.version).pending == 3
-    assert StandingsBuilder(db, tmp_path, n_boot=N_BOOT).backfill() == 3
-    st = read_standings(db, smoke.name, smoke.version)
+    assert read_standings(db.leaderboard, smoke.name, smoke.version).pending == 3
+    assert StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT).backfill() == 3
+    st = read_standings(db.leaderboard, smoke.name, smoke.version)
     assert st.pending == 0 and _stored(db, smoke) == _reference(db, tmp_path, smoke)
 
 
 def test_a_job_without_its_run_directory_is_left_out_with_a_warning(db, tmp_path, smoke):
     job = _submit_and_run(db, tmp_path, smoke, "m3")
     (job.rep_dir(tmp_path, 0) / "results.json").unlink()
-    assert record_finished(db, StandingsBuilder(db, tmp_path, n_boot=N_BOOT), job, "w", {})
-    st = read_standings(db, smoke.name, smoke.version)
+    assert record_finished(db, StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT), job, "w", {})
+    st = read_standings(db.leaderboard, smoke.name, smoke.version)
     assert st.rows == [] and st.pending == 0
     assert any("m3: run directory" in w and "left out" in w for w in st.warnings)
 
 
 def test_page_views_read_the_stored_rows_and_compute_nothing(db, tmp_path, smoke, monkeypatch):
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     for name in ("truth", "m5"):
         assert record_finished(db, builder, _submit_and_run(db, tmp_path, smoke, name), "w", {})
     service = Service(db, Settings(home=tmp_path, default_benchmark="digits_smoke"), {"digits_smoke": smoke}, {})
@@ -188,11 +188,11 @@ def test_a_worker_stores_the_row_of_each_job_it_finishes(tmp_path, smoke):
 
 
 def test_the_page_and_the_api_are_paged_by_the_database(db, tmp_path, smoke, monkeypatch):
+    import genEval.service.records as records
     import genEval.service.server.pages as pages
-    import genEval.service.server.standings.store as store
 
-    monkeypatch.setattr(store, "MARK_NAMES", 1)  # a page names this many beaten models per metric
-    builder = StandingsBuilder(db, tmp_path, n_boot=N_BOOT)
+    monkeypatch.setattr(records, "MARK_NAMES", 1)  # a page names this many beaten models per metric
+    builder = StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
     for name in ("truth", "m3", "m5"):
         assert record_finished(db, builder, _submit_and_run(db, tmp_path, smoke, name), "w", {})
     service = Service(db, Settings(home=tmp_path, default_benchmark="digits_smoke"), {"digits_smoke": smoke}, {})
