@@ -22,6 +22,7 @@ from genEval.commands.bundles import bundle, execution_bundle
 from genEval.commands.settings import Setting, check_settings
 from genEval.runs.settings import SearchConfig
 from genEval.search.execution_settings import Execution, refuse_cuda_without_driver
+from genEval.service.worker_settings import WorkerSettings
 
 #: The main job's own settings (conf/config.yaml), checked before anything is built; its bundles (execution,
 #: scoring, output) check themselves when :func:`genEval.commands.bundles.bundle` builds them.
@@ -116,6 +117,28 @@ def _compare(cfg: DictConfig) -> None:
     raise ValueError(one_model(str(name)))
 
 
+def worker_settings(cfg: DictConfig, host: str | None = None) -> WorkerSettings:
+    """The :class:`~genEval.service.worker_settings.WorkerSettings` of a serve/worker config: the node
+    ``worker`` (``conf/worker/``), with the device of its execution (``conf/execution/``) and the name the worker
+    gives itself (the worker command's ``host=``; None: the machine's hostname)."""
+    return bundle(cfg, "worker", device=execution_bundle(cfg).device, host=host)
+
+
+def in_process_settings(cfg: DictConfig) -> WorkerSettings:
+    """The settings of ``geneval serve``'s in-process workers (:func:`worker_settings`): they run until the server
+    stops, so the batch worker's ``exit_when_idle=true`` and ``max_jobs=N`` are refused there, naming the command
+    they belong to (an in-process worker that ended would be restarted as dead, over and over)."""
+    settings = worker_settings(cfg)
+    for key, value in (("exit_when_idle", settings.exit_when_idle), ("max_jobs", settings.max_jobs)):
+        if value not in (False, None):
+            raise ValueError(
+                f"{key} is a setting of `geneval worker` (a batch worker that stops), not of geneval serve's "
+                f"in-process workers, which run until the server stops; leave it out, or start `geneval worker "
+                f"{key}=...` beside a `geneval serve workers=0`."
+            )
+    return settings
+
+
 def _both(*checks: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
     def run(cfg: DictConfig) -> None:
         for check in checks:
@@ -132,8 +155,8 @@ def _reading(name: str) -> Callable[[DictConfig], None]:
 EARLY: Mapping[str, Callable[[DictConfig], None]] = {
     "evaluate": _run,
     "compare": _compare,
-    "worker": execution_bundle,
-    "serve": execution_bundle,
+    "worker": worker_settings,
+    "serve": in_process_settings,
     "score": _both(_reading("score"), _snapshot_scoring),
     "transfer": _snapshot_scoring,
     "filter": _snapshot_scoring,

@@ -17,6 +17,7 @@ import uvicorn
 from omegaconf import DictConfig
 
 from genEval.commands import bundle, execution_bundle, require
+from genEval.commands.early import in_process_settings, worker_settings
 from genEval.commands.presets import SERVER_ENV, job_runner, load_benchmarks, registered_classifiers
 from genEval.fileio import ensure_writable_dir
 from genEval.sandbox import stop_all
@@ -38,28 +39,6 @@ def open_db(cfg: DictConfig) -> tuple[Path, Database]:
     """The service directory and database of a serve/worker/token config (SQLite under home by default)."""
     home = ensure_writable_dir(home_of(cfg))
     return home, Database(str(cfg.db) if cfg.get("db") else sqlite_url(home / "geneval.db"))
-
-
-def worker_settings(cfg: DictConfig, host: str | None = None) -> WorkerSettings:
-    """The :class:`~genEval.service.worker_settings.WorkerSettings` of a serve/worker config: the node
-    ``worker`` (``conf/worker/``), with the device of its execution (``conf/execution/``) and the name the worker
-    gives itself (the worker command's ``host=``; None: the machine's hostname)."""
-    return bundle(cfg, "worker", device=execution_bundle(cfg).device, host=host)
-
-
-def in_process_settings(cfg: DictConfig) -> WorkerSettings:
-    """The settings of ``geneval serve``'s in-process workers (:func:`worker_settings`): they run until the server
-    stops, so the batch worker's ``exit_when_idle=true`` and ``max_jobs=N`` are refused there, naming the command
-    they belong to (an in-process worker that ended would be restarted as dead, over and over)."""
-    settings = worker_settings(cfg)
-    for key, value in (("exit_when_idle", settings.exit_when_idle), ("max_jobs", settings.max_jobs)):
-        if value not in (False, None):
-            raise ValueError(
-                f"{key} is a setting of `geneval worker` (a batch worker that stops), not of geneval serve's "
-                f"in-process workers, which run until the server stops; leave it out, or start `geneval worker "
-                f"{key}=...` beside a `geneval serve workers=0`."
-            )
-    return settings
 
 
 def _worker(cfg: DictConfig, db: Database, home: Path, settings: WorkerSettings | None = None) -> Worker:

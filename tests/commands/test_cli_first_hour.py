@@ -88,6 +88,8 @@ def toy_run(tmp_path_factory) -> Path:
         ("score", "nope"),
         ("list", "classifiers"),
         ("compare", "classifiers=[digits_cnn]"),
+        ("worker", "home=svc", "heartbeat_s=100"),  # the worker node (conf/worker) checks itself before the stack
+        ("serve", "home=svc", "exit_when_idle=true"),
     ],
 )
 def test_help_typos_and_refusals_answer_without_importing_torch(args, tmp_path):

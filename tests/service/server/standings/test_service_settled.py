@@ -513,7 +513,9 @@ def test_a_job_stored_with_the_old_stop_key_runs_and_is_settled_like_a_new_one(d
     old = replace(job, config=legacy, run_dir="old")
     assert run_job(old, tmp_path, lambda *a: None, build=centroid_build)["repetitions"][0]["n"] == 40
     assert replace(old, status="queued").shown_seeds is None and replace(old, status="done").shown_seeds == old.seeds
-    _run_one(db, tmp_path, StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT))  # the new spelling, through the queue
+    _run_one(
+        db, tmp_path, StandingsBuilder(db.leaderboard, tmp_path, n_boot=N_BOOT)
+    )  # the new spelling, through the queue
     new_run, old_run = db.jobs.get(job.id).rep_dir(tmp_path, 0), old.rep_dir(tmp_path, 0)
     assert _results(old_run) == _results(new_run)  # the same record, config.comparison.sequential included
     assert _results(old_run)["config"]["comparison"]["sequential"] == settled.rule.to_dict()
