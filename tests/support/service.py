@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.harness.centroids import centroid_build
+from benchmarks.harness.centroids import CENTROIDS, CentroidClassifier, centroid_build  # noqa: F401 - tests take them
+from benchmarks.harness.net import free_port, hold_connection  # noqa: F401 - the tests take them from here
+from benchmarks.harness.pages import CHROMIUM_FLAGS, chromium, claim_smoke_job  # noqa: F401 - the tests take them
 from benchmarks.harness.postgres import PgCluster
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring

@@ -10,7 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.harness.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
+from benchmarks.harness.toys import (  # noqa: F401 - the tests take them from here
+    LinearClassifier,
+    ListDataset,
+    ModelOracle,
+    SigmoidGenerator,
+    toy_data,
+)
 from genEval.interfaces import Judgement
 
 
