@@ -250,7 +250,7 @@ def measure(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{base}/api/health", timeout=5).status_code == 200:
+                if httpx.get(f"{base}/api/health", timeout=5).status_code in (200, 503):  # 503: no worker (workers=0)
                     break
             except httpx.HTTPError:
                 time.sleep(0.5)
