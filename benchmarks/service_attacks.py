@@ -269,6 +269,22 @@ def attack_outage(code: Path, work: Path) -> dict:
         cluster.remove()
 
 
+def make_worker(worker_class, db, home, runner, **settings):
+    """A ``Worker`` of the checkout's API with the ``settings`` it knows: its keywords (before its settings became one
+    ``WorkerSettings``), or that object (after). Run in the attacks' worker children."""
+    import dataclasses
+    import inspect
+
+    try:
+        from genEval.service.worker_settings import WorkerSettings
+    except ImportError:  # a checkout from before: the settings are the Worker's keywords
+        known = inspect.signature(worker_class).parameters
+        return worker_class(db, home, runner, **{k: v for k, v in settings.items() if k in known})
+    known = {f.name for f in dataclasses.fields(WorkerSettings)}
+    settings = {"isolation": "none", **settings}  # the Worker's own default before (the sandbox is the command's)
+    return worker_class(db, home, runner, WorkerSettings(**{k: v for k, v in settings.items() if k in known}))
+
+
 WORKER = textwrap.dedent(
     """
     import sys, time
@@ -283,8 +299,8 @@ WORKER = textwrap.dedent(
     except ImportError:  # a checkout from before
         from genEval.service.db import Database
         from genEval.service.worker import Worker
-    from benchmarks.service_attacks import sleeping_runner
-    w = Worker(Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
+    from benchmarks.service_attacks import make_worker, sleeping_runner
+    w = make_worker(Worker, Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
     w.run()
     """
 )
@@ -511,15 +527,14 @@ def attack_pth(code: Path, work: Path) -> dict:
 
 WORKER_41 = textwrap.dedent(
     """
-    import inspect, sys
+    import json, sys
     from genEval.service.server.database import Database
     from genEval.service.server.worker import Worker
     from benchmarks.harness import hostile
+    from benchmarks.service_attacks import make_worker
     runner = getattr(hostile, sys.argv[3])
-    settings = dict(a.split("=") for a in sys.argv[4:])
-    known = inspect.signature(Worker).parameters
-    settings = {k: float(v) for k, v in settings.items() if k in known}
-    Worker(Database(sys.argv[1]), sys.argv[2], runner, poll_s=0.2, **settings).run()
+    settings = {k: json.loads(v) for k, v in (a.split("=") for a in sys.argv[4:])}
+    make_worker(Worker, Database(sys.argv[1]), sys.argv[2], runner, poll_s=0.2, **settings).run()
     """
 )
 _SUBMIT = (
