@@ -28,12 +28,18 @@
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/cifar_recipe_studies.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os
 import time
 from pathlib import Path
 
+from benchmarks.harness import results
 from generators.taef2 import TAEF2Generator
 from genEval import evaluate
 from genEval.classifiers.loaders import cifar_resnet
@@ -301,4 +307,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

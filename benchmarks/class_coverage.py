@@ -13,6 +13,11 @@ CIFAR-10 JPEG folder (``data=cifar10_jpg``, 10 classes, limit 5 and 15) when ``.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/class_coverage.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 from collections import Counter
 from pathlib import Path
@@ -20,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import chisquare
 
+from benchmarks.harness import results
 from genEval.data.base import ImageData
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

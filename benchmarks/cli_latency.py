@@ -22,6 +22,11 @@ lines (``progress throughout`` means this stays short) and the headline line it 
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/cli_latency.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os
@@ -33,6 +38,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -206,4 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import results
 from benchmarks.harness.ray_cluster import COMPARE, SHARDS, TINY, kill_mid_run, local_ray_cluster, start
 from benchmarks.harness.run_equality import decisions, scores, verdicts
 
@@ -85,4 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

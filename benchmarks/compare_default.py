@@ -13,6 +13,11 @@ benchmarks/RESULTS.md with the command and the device.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/compare_default.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os
@@ -22,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -13,6 +13,11 @@ the end (the fixed design also by its bootstrap differences). ``--designs settle
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/compare_settled.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import math
 import os
@@ -22,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import results
 from genEval.comparisons.leaderboard import Comparison
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(results.run(main, __file__))

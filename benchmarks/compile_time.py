@@ -22,6 +22,11 @@ and the judge run eagerly, as they do in a real run with ``compile_scope=regiona
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/compile_time.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os
@@ -33,6 +38,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -169,4 +176,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(results.run(main, __file__))

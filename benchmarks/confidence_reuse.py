@@ -10,12 +10,17 @@ ResNets (clean against perturbed, with an OOD set of digits), and the reuse budg
 model's label-free measures, their rho / tau_w against PA and FMR_v, and the sensitivity protocol. ``cifar`` writes
 the first ``--ood`` scikit-learn digits as an image folder and runs ``geneval data=cifar10_jpg ... ood_data=<it>``
 for ResNet-20, -32 and -56, each judged by a ResNet that is not itself (ResNet-56 for 20 and 32, ResNet-32 for 56).
-``service`` serves the settled digits benchmark on 127.0.0.1:8000 with in-process job running, submits ``--models``
-digits CNNs trained with different interventions over HTTP, and prints ``curl 127.0.0.1:8000/api/benchmarks``'s
-``reuse_budget`` and the leaderboard's budget line.
+``service`` serves the settled digits benchmark on 127.0.0.1:8000, submits ``--models`` digits CNNs trained with
+different interventions over HTTP, runs the queue (every round) with ``geneval worker exit_when_idle=true``, and
+prints ``curl 127.0.0.1:8000/api/benchmarks``'s ``reuse_budget`` and the leaderboard's budget line.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/confidence_reuse.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
 
 import argparse
 import json
@@ -26,6 +31,8 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,23 +136,21 @@ RECIPES = ("erm", "gaussian_noise", "pgd", "augmix", "augmix_noise", "erm")
 def service(a: argparse.Namespace) -> None:
     import uvicorn
 
-    from genEval.commands.presets import job_runner, load_benchmarks, registered_classifiers
-    from genEval.search.execution import Execution
+    from benchmarks.harness.presets import benchmark
     from genEval.service.server.app import create_app
     from genEval.service.server.database import Database, sqlite_url
     from genEval.service.server.facade import Service, Settings
-    from genEval.service.server.standings.compute import StandingsBuilder, record_finished
 
     home = Path(a.out) / "service"
     home.mkdir(parents=True, exist_ok=True)
     db = Database(sqlite_url(home / "geneval.db"))
     if a.table_only:  # the budget of an earlier measurement's runs at other epsilons (no new submissions)
         return reuse_table(db, home)
-    classifiers = registered_classifiers(None)
+    classifiers = {}
     for i, recipe in enumerate(RECIPES[: a.models]):  # the digits CNN under different interventions (and seeds)
         classifiers[f"digits_{recipe}_{i}"] = {"_target_": "genEval.classifiers.digits_intervention", "recipe": recipe,
                                                "arch": "cnn", "seed": i}  # fmt: skip
-    benchmarks = load_benchmarks(["digits_settled"])
+    benchmarks = {"digits_settled": benchmark("digits_settled")}
     svc = Service(db, Settings(home=home, default_benchmark="digits_settled", n_boot=200), benchmarks, classifiers)
     server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=a.port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
@@ -161,11 +166,11 @@ def service(a: argparse.Namespace) -> None:
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )  # fmt: skip
         urllib.request.urlopen(req).read()
-    builder, run = StandingsBuilder(db.leaderboard, home, n_boot=200), job_runner(Execution())
-    jobs = 0
-    while (job := db.queue.claim("bench", 3600)) is not None:  # the worker's steps, in this process
-        record_finished(db, builder, job, "bench", run(job, home, lambda *x: None))
-        jobs += 1
+    # the service's own worker, until the queue (every round it queues) is empty; no sandbox: the digits recipes
+    # train their CNN into the shared cache on first use
+    worker = [sys.executable, "-m", "genEval.cli", "worker", f"home={home}", "n_boot=200", "exit_when_idle=true"]
+    subprocess.run([*worker, "isolation=none", "poll_s=0.2"], check=True)
+    jobs = len(db.jobs.list(status="done"))
     print(f"{a.models} submissions, {jobs} jobs (rounds) in {time.perf_counter() - t0:.0f} s")
     shown = subprocess.run(["curl", "-s", f"127.0.0.1:{a.port}/api/benchmarks"], capture_output=True, text=True).stdout
     (bench,) = [b for b in json.loads(shown) if b["name"] == "digits_settled"]
@@ -231,4 +236,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

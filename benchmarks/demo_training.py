@@ -21,6 +21,11 @@ child's CPU seconds, its wall seconds and the search loop's seconds from ``resul
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/demo_training.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import logging
@@ -35,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.harness import results
 from generators.small_vq import (
     DIGITS_BATCH_SIZE,
     DIGITS_DDCONFIG,
@@ -177,4 +183,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -35,13 +35,13 @@ if __name__ == "__main__" and not __package__:  # run as `python benchmarks/gene
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchmarks.harness import results
 from benchmarks.harness.roles import GENERATOR_KINDS, AcceptAllOracle, SmallCNN, build_generator
 from benchmarks.harness.timing import timed
 from genEval.search.perturb import Sample, SearchConfig, perturb
@@ -243,4 +243,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(results.run(main, __file__))

@@ -27,15 +27,17 @@ Traffic goes only to 127.0.0.1.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/leaderboard_latency.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
-import glob
 import json
 import os
-import pwd
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,17 +46,12 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from benchmarks.harness import results
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = "digits_smoke"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ------------------------------------------------------------------------------------------------ fill
 def _template(out: Path) -> Path:
     """One real finished run with digits_smoke's settings (the offline default's roles, 20 images, 5 steps)."""
     if not (out / "results.json").is_file():
@@ -100,7 +97,7 @@ def _variant(template: Path, out: Path, k: int) -> None:
 
 
 def fill(args: argparse.Namespace) -> None:
-    from genEval.commands.serve import load_benchmarks
+    from benchmarks.harness.presets import benchmark
     from genEval.service.server.database import Database, sqlite_url
 
     try:
@@ -111,7 +108,7 @@ def fill(args: argparse.Namespace) -> None:
     home = Path(args.dir).resolve()
     home.mkdir(parents=True, exist_ok=True)
     template = _template(home / "template")
-    bench = load_benchmarks([BENCHMARK])[BENCHMARK]
+    bench = benchmark(BENCHMARK)
     db = Database(sqlite_url(home / "geneval.db"))
     db.benchmarks.register(bench.name, bench.version, bench.title, bench.record())
     owner = db.tokens.create("latency", "submitter")[1]
@@ -152,12 +149,12 @@ def fill(args: argparse.Namespace) -> None:
 def next_job(args: argparse.Namespace) -> None:
     """Time the worker's standings computation for one more finished job against the filled database (on a copy of
     it, so nothing is stored), repeated ``--repeat`` times with a fresh builder (its runs read from disk)."""
-    from genEval.commands.serve import load_benchmarks
+    from benchmarks.harness.presets import benchmark
     from genEval.service.server.database import Database, sqlite_url
     from genEval.service.server.standings.compute import StandingsBuilder
 
     home = Path(args.dir).resolve()
-    bench = load_benchmarks([BENCHMARK])[BENCHMARK]
+    bench = benchmark(BENCHMARK)
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(home / "geneval.db", Path(tmp) / "geneval.db")
         db = Database(sqlite_url(Path(tmp) / "geneval.db"))
@@ -198,33 +195,6 @@ def next_job(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------- measure
-def _pg_cluster(root: Path) -> tuple[str, list[str], Path]:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (as the ``postgres`` user when run as root)."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb") or ""]
-    if not found[-1]:
-        raise SystemExit("PostgreSQL server binaries not found (Debian: apt-get install postgresql)")
-    bindir = Path(found[-1]).parent
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        pw = pwd.getpwnam("postgres")
-        os.chown(root, pw.pw_uid, pw.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
-    subprocess.run(
-        [*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    opts = f"-p {port} -h 127.0.0.1 -k {root} -F -c max_connections=200"
-    subprocess.run(
-        [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o", opts, "start"],
-        check=True,
-        capture_output=True,
-    )
-    stop = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]
-    return f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", stop, root
-
-
 def _copy_tables(src_url: str, dst_url: str) -> None:
     """Every table of the service database, row for row (SQLAlchemy reflection; the schema is the checkout's)."""
     from sqlalchemy import MetaData, create_engine, insert, select
@@ -239,7 +209,7 @@ def _copy_tables(src_url: str, dst_url: str) -> None:
     dst_meta.reflect(dst)
     with src.connect() as a, dst.begin() as b:
         for table in meta.sorted_tables:
-            if table.name not in dst_meta.tables:
+            if table.name not in dst_meta.tables or table.name == "alembic_version":  # the new database's own stamp
                 continue
             rows = [dict(r._mapping) for r in a.execute(select(table))]
             if rows:
@@ -257,16 +227,18 @@ def _get(client, path: str, timeout: float) -> tuple[float, int, int]:
 def measure(args: argparse.Namespace) -> None:
     import httpx
 
+    from benchmarks.harness.net import free_port
+    from benchmarks.harness.postgres import PgCluster
     from genEval.service.server.database import sqlite_url
 
     home = Path(args.dir).resolve()
     code = Path(args.code).resolve()
-    url, stop, pg_root = sqlite_url(home / "geneval.db"), None, None
+    url, cluster = sqlite_url(home / "geneval.db"), None
     if args.db == "postgresql":
-        pg_root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
-        url, stop, _ = _pg_cluster(pg_root)
+        cluster = PgCluster().start()
+        url = cluster.create_database()
         _copy_tables(sqlite_url(home / "geneval.db"), url)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(code)}
     log = open(home / f"serve-{args.db}-{code.name}.log", "w")
     cmd = [sys.executable, "-m", "genEval.cli", "serve", "host=127.0.0.1", f"port={port}", f"home={home}"]
@@ -278,7 +250,7 @@ def measure(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{base}/api/health", timeout=5).status_code == 200:
+                if httpx.get(f"{base}/api/health", timeout=5).status_code in (200, 503):  # 503: no worker (workers=0)
                     break
             except httpx.HTTPError:
                 time.sleep(0.5)
@@ -307,9 +279,8 @@ def measure(args: argparse.Namespace) -> None:
             server.kill()
             server.wait()
         log.close()
-        if stop is not None:
-            subprocess.run(stop, capture_output=True)
-            shutil.rmtree(pg_root, ignore_errors=True)
+        if cluster is not None:
+            cluster.remove()
 
 
 def main() -> None:
@@ -335,4 +306,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -13,6 +13,11 @@ Traffic goes only to 127.0.0.1; every loop is bounded in count and time.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/load_test.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import asyncio
 import os
@@ -26,6 +31,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,4 +156,4 @@ def _healthy(base: str) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

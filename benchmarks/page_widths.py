@@ -1,12 +1,13 @@
 """How wide and how readable the tables and pages are (issue 42, items 6, 7 and 9; a measurement, not a test).
 
-    python benchmarks/page_widths.py --out /tmp/pages_after                   # this checkout
-    PYTHONPATH=/tmp/before python benchmarks/page_widths.py --out /tmp/pages_before   # another checkout
-    python benchmarks/page_widths.py --out /tmp/pages_after --docs            # also build the docs site, scan it
+    python -m benchmarks.page_widths --out /tmp/pages_after                         # this checkout
+    python -m benchmarks.page_widths --code /tmp/before --out /tmp/pages_before     # another checkout
+    python -m benchmarks.page_widths --out /tmp/pages_after --docs                  # also build the docs site, scan it
 
-Made from toy runs in seconds (``tests/support/pages.py``: three linear classifiers with names as people write them,
-3x16x16 images, budget 3, two repetitions; a service with one finished job per model), whichever ``genEval`` is
-first on ``PYTHONPATH``. Prints one line per measurement:
+Made from toy runs in seconds (``benchmarks/harness/pages.py``: three linear classifiers with names as people write
+them, 3x16x16 images, budget 3, two repetitions; a service with one finished job per model). ``--code`` measures
+another checkout's ``genEval`` with this checkout's toys: the study reruns itself in a child whose ``PYTHONPATH``
+puts that checkout's library first (``benchmarks/harness/checkout.py``). Prints one line per measurement:
 
 * the terminal comparison (``Comparison.summary()``): the width of its score table and its widest line (a note),
   in characters;
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,11 +38,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))  # the toys (after PYTHONPATH's genEval, which this measures)
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/page_widths.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
 
-import genEval  # noqa: E402
-from tests.support.pages import BASE, NAMES, TABLE_LAYOUT_JS, browser, route_to, toy_comparison, toy_service  # noqa: E402
+    _as_module.rerun(__file__)
+
+import genEval
+from benchmarks.harness import results
+from benchmarks.harness.checkout import module_command, pythonpath
+from benchmarks.harness.pages import BASE, NAMES, TABLE_LAYOUT_JS, browser, route_to, toy_comparison, toy_service
 
 WIDTH = 1280
 #: A report's main table: the leaderboard (a comparison's, or the one-row one of a run before issue 42) or a run's
@@ -231,12 +237,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="where pages and screenshots go (default: a temp dir)")
     ap.add_argument("--docs", action="store_true", help="also build the docs site and scan it for external loads")
     ap.add_argument("--docs-only", action="store_true", help="only build and scan the docs site")
+    ap.add_argument("--code", type=Path, default=None, help="measure this checkout's genEval (default: this one)")
     a = ap.parse_args()
-    out = a.out or Path(tempfile.mkdtemp(prefix="page-widths-"))
+    out = (a.out or Path(tempfile.mkdtemp(prefix="page-widths-"))).resolve()
+    if a.code is not None:  # the same study in a child whose genEval is the other checkout's
+        args = ["--out", str(out)] + ["--docs"] * a.docs + ["--docs-only"] * a.docs_only
+        env = {**os.environ, "PYTHONPATH": pythonpath(a.code)}
+        raise SystemExit(subprocess.run(module_command("benchmarks.page_widths", *args), env=env).returncode)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    show("genEval measured", str(Path(genEval.__file__).parent))
+    show("genEval measured", str(Path(genEval.__file__).resolve().parent))
     if a.docs_only:
         docs(out)
         return
@@ -251,4 +262,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -18,6 +18,11 @@ first start affordable on a CPU (80,000 prompts through ViT-B-32's text tower ta
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/prompt_cache.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import os
@@ -26,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -15,12 +15,18 @@ Three comparisons through the command line (bounded: ``search.budget=5``, ``data
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/robustness_across.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from benchmarks.harness import results
 from genEval.comparisons.ablation import load_comparison
 from genEval.comparisons.leaderboard import Comparison
 from genEval.comparisons.multi_id import attach_multi_id, load_id_sets
@@ -109,4 +115,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

@@ -22,6 +22,7 @@ import sys
 
 import torch
 
+from benchmarks.harness import results
 from benchmarks.harness.roles import Roles, build_generator, build_judges
 from benchmarks.harness.roofline import markdown, peak_for
 from benchmarks.throughput import GENERATORS, SETTINGS, step_roofline
@@ -67,4 +68,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(results.run(main, __file__))

@@ -21,6 +21,11 @@ accept-all oracle), each step in its own fresh process. A snapshot step that hel
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/scale_out.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import resource
@@ -30,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import results
 from genEval.runs.recording import RunOutput
 from genEval.search.execution import Execution
 
@@ -176,4 +182,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

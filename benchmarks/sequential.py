@@ -36,6 +36,11 @@ happened.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/sequential.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
+
+    _as_module.rerun(__file__)
+
 import argparse
 import json
 import math
@@ -49,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 import genEval
+from benchmarks.harness import results
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "fmr_validated"
@@ -463,4 +469,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(results.run(main, __file__))

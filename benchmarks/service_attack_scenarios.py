@@ -1,6 +1,6 @@
 """Issue 41's library-level scenarios for ``benchmarks/service_attacks.py`` (``round``, ``truncate``, ``lock``): run
 in a subprocess whose genEval is the checkout under test (``--code``), each printing what happened as JSON. The tiny
-components come from this checkout's tests (``tests/support/service.py``, ``tests/support/toys.py``)."""
+components and the preset come from this checkout's harness (``benchmarks/harness/{centroids,toys,presets}.py``)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from types import SimpleNamespace
 
 
 def _settled_service(home: Path):
-    from genEval.commands.serve import load_benchmarks
+    from benchmarks.harness.centroids import CENTROIDS
+    from benchmarks.harness.presets import benchmark
     from genEval.service.server.database import Database, sqlite_url
     from genEval.service.server.facade import Service, Settings
-    from tests.support.service import CENTROIDS
 
-    bench = load_benchmarks(["digits_settled"])["digits_settled"]
+    bench = benchmark("digits_settled")
     db = Database(sqlite_url(home / "geneval.db"))
     return Service(db, Settings(home=home, default_benchmark=bench.name), {bench.name: bench}, dict(CENTROIDS))
 
 
 def _run_queue(service, home: Path, limit: int | None = None) -> int:
+    from benchmarks.harness.centroids import centroid_build
     from genEval.service.execute import run_job
     from genEval.service.server.standings.compute import StandingsBuilder, record_finished
-    from tests.support.service import centroid_build
 
     builder, ran = StandingsBuilder(service.db.leaderboard, home, n_boot=100), 0
     while (limit is None or ran < limit) and (job := service.db.queue.claim("w", 600)) is not None:
@@ -65,6 +65,7 @@ def round_scenario() -> dict:
 def truncate_scenario() -> dict:
     """E13: two models' runs on the same 50 sources; one samples.jsonl cut to 43 lines after it finished. Does
     ``compare`` accept it, and on how many sources does a settled pair's verdict count them?"""
+    from benchmarks.harness.toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
     from genEval import evaluate
     from genEval.comparisons.aggregate import aggregate
     from genEval.comparisons.settings import ComparisonSettings, StopRule
@@ -72,7 +73,6 @@ def truncate_scenario() -> dict:
     from genEval.runs.recording import RunOutput
     from genEval.scores.outcomes import Outcomes
     from genEval.service.server.standings.settled import judge
-    from tests.support.toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
 
     root = Path(tempfile.mkdtemp(prefix="geneval-truncate-"))
     dirs = []

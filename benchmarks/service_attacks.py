@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -43,14 +42,14 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))
+if __name__ == "__main__" and not __package__:  # run as `python benchmarks/service_attacks.py`: rerun as a module
+    import _as_module  # benchmarks/_as_module.py, beside this file
 
+    _as_module.rerun(__file__)
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from benchmarks.harness import results
+from benchmarks.harness.checkout import ROOT, pythonpath
+from benchmarks.harness.net import free_port
 
 
 def rss_mb(pid: int) -> dict[str, float]:
@@ -70,7 +69,7 @@ class Server:
         self.code, self.python = code, python
         self.home = home or Path(tempfile.mkdtemp(prefix="geneval-attack-"))
         self.env = {**os.environ, "PYTHONPATH": str(code), "GENEVAL_SERVICE_HOME": str(self.home)}
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(self.home / "serve.log", "a")
         cmd = [python, "-m", "genEval.cli", "serve", f"port={self.port}", "log_level=warning", *overrides]
@@ -228,7 +227,7 @@ def _status(server: Server, job: str) -> dict:
 
 
 def attack_outage(code: Path, work: Path) -> dict:
-    from tests.support.service import PgCluster
+    from benchmarks.harness.postgres import PgCluster
 
     cluster = PgCluster().start()
     try:
@@ -270,12 +269,27 @@ def attack_outage(code: Path, work: Path) -> dict:
         cluster.remove()
 
 
+def make_worker(worker_class, db, home, runner, **settings):
+    """A ``Worker`` of the checkout's API with the ``settings`` it knows: its keywords (before its settings became one
+    ``WorkerSettings``), or that object (after). Run in the attacks' worker children."""
+    import dataclasses
+    import inspect
+
+    try:
+        from genEval.service.worker_settings import WorkerSettings
+    except ImportError:  # a checkout from before: the settings are the Worker's keywords
+        known = inspect.signature(worker_class).parameters
+        return worker_class(db, home, runner, **{k: v for k, v in settings.items() if k in known})
+    known = {f.name for f in dataclasses.fields(WorkerSettings)}
+    settings = {"isolation": "none", **settings}  # the Worker's own default before (the sandbox is the command's)
+    return worker_class(db, home, runner, WorkerSettings(**{k: v for k, v in settings.items() if k in known}))
+
+
 WORKER = textwrap.dedent(
     """
     import sys, time
-    sys.path.insert(0, sys.argv[3])
-    if float(sys.argv[4]):
-        skew = float(sys.argv[4])
+    if float(sys.argv[3]):
+        skew = float(sys.argv[3])
         real, real_ns = time.time, time.time_ns
         time.time = lambda: real() + skew
         time.time_ns = lambda: real_ns() + int(skew * 1e9)
@@ -285,8 +299,8 @@ WORKER = textwrap.dedent(
     except ImportError:  # a checkout from before
         from genEval.service.db import Database
         from genEval.service.worker import Worker
-    from service_attacks import sleeping_runner
-    w = Worker(Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
+    from benchmarks.service_attacks import make_worker, sleeping_runner
+    w = make_worker(Worker, Database(sys.argv[1]), sys.argv[2], sleeping_runner, lease_s=10, heartbeat_s=1, poll_s=0.5)
     w.run()
     """
 )
@@ -307,10 +321,9 @@ OPEN_DB = (
 
 
 def attack_skew(code: Path, work: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{ROOT / 'benchmarks'}"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(code)}  # code's genEval, this checkout's sleeping_runner
     home = Path(tempfile.mkdtemp(prefix="geneval-skew-"))
     url = f"sqlite:///{home / 'geneval.db'}"
-    sys.path.insert(0, str(code))
     code_check = (
         f"import sys; {OPEN_DB}; from genEval.service.records import TokenInfo;"
         "t = TokenInfo('o', 'o', 'submitter', 0.0, None);"
@@ -331,7 +344,7 @@ def attack_skew(code: Path, work: Path) -> dict:
 
     logs = [open(home / f"w{i}.log", "w") for i in range(2)]
     fair = subprocess.Popen(
-        [sys.executable, "-c", WORKER, url, str(home), str(ROOT / "benchmarks"), "0"],
+        [sys.executable, "-P", "-c", WORKER, url, str(home), "0"],
         env=env,
         stdout=logs[0],
         stderr=subprocess.STDOUT,
@@ -341,7 +354,7 @@ def attack_skew(code: Path, work: Path) -> dict:
         time.sleep(0.5)
     first = state()
     ahead = subprocess.Popen(
-        [sys.executable, "-c", WORKER, url, str(home), str(ROOT / "benchmarks"), "30"],
+        [sys.executable, "-P", "-c", WORKER, url, str(home), "30"],
         env=env,
         stdout=logs[1],
         stderr=subprocess.STDOUT,
@@ -419,7 +432,7 @@ def attack_quota(code: Path, work: Path) -> dict:
 def _slow_client(server: Server, head: bytes, every_s: float, cap_s: float) -> dict:
     """Send ``head`` one byte every ``every_s`` seconds (nothing when empty): how long the server keeps the connection
     (capped at ``cap_s``) and what it answered."""
-    from tests.support.service import hold_connection
+    from benchmarks.harness.net import hold_connection
 
     held, said = hold_connection(server.port, [head[i : i + 1] for i in range(len(head))], every_s, cap_s)
     if held >= cap_s:
@@ -455,12 +468,11 @@ def attack_echo(code: Path, work: Path) -> dict:
 
 # ------------------------------------------------------------------------------------ issue 41
 def _hostile():
-    """The hostile files and runners of issue 41 (tests/support/sandbox.py of this checkout: model files are data,
-    whichever checkout is attacked)."""
-    sys.path.append(str(ROOT))
-    from tests.support import sandbox as sandbox_support
+    """The hostile files and runners of issue 41 (benchmarks/harness/hostile.py of this checkout: model files are
+    data, whichever checkout is attacked)."""
+    from benchmarks.harness import hostile
 
-    return sandbox_support
+    return hostile
 
 
 def _knows(code: Path, setting: str) -> bool:
@@ -515,16 +527,14 @@ def attack_pth(code: Path, work: Path) -> dict:
 
 WORKER_41 = textwrap.dedent(
     """
-    import inspect, sys
-    sys.path[:0] = [sys.argv[3], sys.argv[4]]
+    import json, sys
     from genEval.service.server.database import Database
     from genEval.service.server.worker import Worker
-    from tests.support import sandbox as sandbox_support
-    runner = getattr(sandbox_support, sys.argv[5])
-    settings = dict(a.split("=") for a in sys.argv[6:])
-    known = inspect.signature(Worker).parameters
-    settings = {k: float(v) for k, v in settings.items() if k in known}
-    Worker(Database(sys.argv[1]), sys.argv[2], runner, poll_s=0.2, **settings).run()
+    from benchmarks.harness import hostile
+    from benchmarks.service_attacks import make_worker
+    runner = getattr(hostile, sys.argv[3])
+    settings = {k: json.loads(v) for k, v in (a.split("=") for a in sys.argv[4:])}
+    make_worker(Worker, Database(sys.argv[1]), sys.argv[2], runner, poll_s=0.2, **settings).run()
     """
 )
 _SUBMIT = (
@@ -541,7 +551,7 @@ class _Queue:
     def __init__(self, code: Path) -> None:
         self.code, self.home = code, Path(tempfile.mkdtemp(prefix="geneval-worker-attack-"))
         self.url = f"sqlite:///{self.home / 'geneval.db'}"
-        self.env = {**os.environ, "PYTHONPATH": str(code)}
+        self.env = {**os.environ, "PYTHONPATH": pythonpath(code)}  # code's genEval, this checkout's hostile runners
         self.procs: list[subprocess.Popen] = []
 
     def submit(self, name: str) -> str:
@@ -561,7 +571,7 @@ class _Queue:
     def worker(self, runner: str, **settings: float) -> subprocess.Popen:
         args = [f"{k}={v}" for k, v in settings.items()]
         log = open(self.home / f"worker-{len(self.procs)}.log", "w")
-        cmd = [sys.executable, "-c", WORKER_41, self.url, str(self.home), str(self.code), str(ROOT), runner]
+        cmd = [sys.executable, "-P", "-c", WORKER_41, self.url, str(self.home), runner]
         proc = subprocess.Popen(cmd + args, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
@@ -569,7 +579,6 @@ class _Queue:
     def cancel(self, job: str) -> None:
         """Cancel ``job`` from this process (an UPDATE of its row, the same in every checkout; a subprocess would
         take seconds to start on a loaded machine, blurring when the cancel was stored)."""
-        sys.path.insert(0, str(ROOT))
         from genEval.service.server.database import Database
 
         db = Database(self.url)
@@ -786,18 +795,17 @@ def attack_guard(code: Path, work: Path) -> dict:
 IN_PROCESS = textwrap.dedent(
     """
     import json, sys
-    sys.path.insert(0, sys.argv[1]); sys.path.append(sys.argv[2])  # this checkout's tests after code's genEval
-    from service_attack_scenarios import SCENARIOS
-    print(json.dumps(SCENARIOS[sys.argv[3]]()))
+    from benchmarks.service_attack_scenarios import SCENARIOS
+    print(json.dumps(SCENARIOS[sys.argv[1]]()))
     """
 )
 
 
 def _scenario(code: Path, name: str) -> dict:
     """One of the library-level scenarios (benchmarks/service_attack_scenarios.py) run with ``code``'s genEval."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": pythonpath(code)}  # code's genEval, this checkout's scenarios and toys
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(ROOT / "benchmarks"), str(ROOT), name],
+    done = subprocess.run([sys.executable, "-P", "-c", IN_PROCESS, name],
                           env=env, capture_output=True, text=True, cwd=tempfile.mkdtemp())  # fmt: skip
     if done.returncode != 0 or not done.stdout.strip():
         return {"error": done.stderr.strip()[-600:], "s": round(time.perf_counter() - t0, 1)}
@@ -849,4 +857,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(results.run(main, __file__))

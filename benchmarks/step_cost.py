@@ -21,12 +21,12 @@ if __name__ == "__main__" and not __package__:  # run as `python benchmarks/step
 import argparse
 import json
 import statistics
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness import results
 from benchmarks.harness.roles import AcceptAll
 
 
@@ -54,17 +54,14 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     args, overrides = ap.parse_known_args()
 
-    from hydra import compose, initialize_config_dir
-
-    from genEval.commands import CONF_DIR, build
+    from benchmarks.harness.presets import build, compose
     from genEval.search.execution import resolve_device
     from genEval.search.perturb import Sample, SearchConfig, perturb
 
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+    cfg = compose("config", overrides)
     dev = resolve_device(args.device)
-    data = build(cfg.data, "data")
-    clf, gen, orc = (build(cfg[k], k).to(dev).eval() for k in ("classifier", "generator", "oracle"))
+    data = build(cfg.data)
+    clf, gen, orc = (build(cfg[k]).to(dev).eval() for k in ("classifier", "generator", "oracle"))
     orc.prepare(list(data.class_names))
     items = [data[i] for i in range(min(args.batch, len(data)))]  # (image, label, source id)
     sources = [Sample(im, int(lb), sid, seed=i, index=i) for i, (im, lb, sid) in enumerate(items)]
@@ -146,4 +143,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(results.run(main, __file__))

@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.harness import results
 from benchmarks.harness.roles import NUM_CLASSES, Roles, ScriptedOracle, build_generator, build_judges
 from benchmarks.harness.roofline import KernelRow, kernel_rows, markdown, peak_for, profile_events, rows_as_dicts
 from benchmarks.harness.timing import sync, timed, timed_call
@@ -788,4 +789,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(results.run(main, __file__))

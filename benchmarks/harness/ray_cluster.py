@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.harness.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,12 +46,6 @@ COMPARE = (
     "progress=false",
     "report=false",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,28 @@ recorded from what its study printed: ``python -m benchmarks.<study> ... > out.m
 benchmarks.harness.results --study <study> --device <device> [--env torch=2.11.0 ...] < out.md`` (the next
 position; add the command as a ``bash`` block and the notes by hand where it printed none). Written by hand, not by a
 templating library: the rendering is a join of strings whose exact output the check compares byte for byte.
+
+Every study records itself too: its ``__main__`` is ``raise SystemExit(results.run(main, __file__))``, and
+``python -m benchmarks.<study> ... --results [ROOT]`` records what the run printed (also shown as it comes) as
+``ROOT/<study>/<date>-<device>.json`` (ROOT: ``benchmarks/results``) once the study has finished without an error:
+the command as a ``bash`` block, then the printed tables (:func:`blocks_from_markdown`; output without a markdown table
+is kept as one ``text`` block), with the seed, the versions (Python, torch, genEval, the checkout's commit) and the
+device in ``environment``. An existing file is refused before the study starts; an interrupted or failed run writes
+nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import io
 import json
+import platform
 import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,11 +240,124 @@ def write(result: Result, root: Path = RESULTS_DIR) -> Path:
     return path
 
 
+class _Tee(io.TextIOBase):
+    """Writes to ``out`` and keeps a copy (what the study printed, shown as it comes)."""
+
+    def __init__(self, out) -> None:
+        self.out, self.kept = out, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.kept.write(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of ``--name value`` or ``--name=value`` in ``args`` (the last one), else None."""
+    found = None
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith(name + "="):
+            found = a.split("=", 1)[1]
+    return found
+
+
+def take_results_option(args: list[str]) -> tuple[Path | None, list[str]]:
+    """``--results [ROOT]`` / ``--results=ROOT`` taken off ``args``: (ROOT, or the default for a bare flag, or None
+    when absent; the other arguments)."""
+    root, rest, i = None, [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--results":
+            has_value = i + 1 < len(args) and not args[i + 1].startswith("-")
+            root, i = (Path(args[i + 1]) if has_value else RESULTS_DIR), i + (2 if has_value else 1)
+            continue
+        if a.startswith("--results="):
+            root = Path(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+        i += 1
+    return root, rest
+
+
+def device_name(device: str | None) -> str:
+    """A short name of the machine a study ran on: ``cpu``, or the GPU's name (``nvidia-h200``) for ``cuda``/``auto``
+    where one is there."""
+    import torch
+
+    if (device or "auto") == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not str(device).startswith("cuda"):
+        return re.sub(r"[^a-z0-9]+", "-", str(device).lower()).strip("-")
+    name = torch.cuda.get_device_name(torch.device(device))
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def environment(seed: str | None) -> dict:
+    """What a recorded run states of itself: the seed (``--seed``, else the study's own), the versions, the commit."""
+    import torch
+
+    import genEval
+
+    root = Path(__file__).resolve().parents[2]
+    commit = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True).stdout
+    return {
+        "seed": seed if seed is not None else "the study's default",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "genEval": getattr(genEval, "__version__", "unknown"),
+        "commit": (commit + ("+changes" if dirty.strip() else "")) or "not a git checkout",
+        "machine": platform.platform(),
+    }
+
+
+def run(main: Callable[[], int | None], file: str, argv: list[str] | None = None) -> int:
+    """Run a study's ``main`` (it reads ``sys.argv``), recording what it printed when ``--results`` is given (see the
+    module docstring): the exit code (a refused ``--results`` is 2, naming the file)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    root, rest = take_results_option(args)
+    sys.argv[1:] = rest
+    if root is None or {"-h", "--help"} & set(rest):
+        return _code(main)
+    study = Path(file).stem
+    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    device = device_name(_option(rest, "--device"))
+    target = Path(root) / study / f"{date}-{device}.json"
+    if target.exists():
+        print(f"--results: {target} is recorded already; give another --results ROOT, or move it", file=sys.stderr)
+        return 2
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        code = _code(main)
+    if code != 0:
+        return code
+    printed = tee.kept.getvalue()
+    command = shlex.join(["python", "-m", f"benchmarks.{study}", *rest])
+    body = printed if re.search(r"^\|(---\|)+$", printed, re.M) else f"```text\n{printed.strip()}\n```"
+    path = record(f"```bash\n{command}\n```\n\n{body}", study, device, date, environment(_option(rest, "--seed")), root)
+    print(f"recorded {path}", file=sys.stderr)
+    return 0
+
+
+def _code(main: Callable[[], int | None]) -> int:
+    try:
+        code = main()
+    except SystemExit as stop:
+        code = stop.code
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.harness.results --study S --device D [--env key=value ...] < printed.md``: record."""
     import argparse
-    import datetime
-    import sys
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--study", required=True, help="the study's module name, e.g. throughput")

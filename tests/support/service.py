@@ -6,21 +6,20 @@ process (pickled by reference); the child imports this module from the tests dir
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.harness.centroids import CENTROIDS, CentroidClassifier, centroid_build  # noqa: F401 - tests take them
+from benchmarks.harness.net import free_port, hold_connection  # noqa: F401 - the tests take them from here
+from benchmarks.harness.pages import CHROMIUM_FLAGS, chromium, claim_smoke_job  # noqa: F401 - the tests take them
+from benchmarks.harness.postgres import PgCluster
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.service.records import JobInfo
@@ -61,46 +60,6 @@ def worker_process(home: Path, *overrides: str, env: dict | None = None, **popen
     )
 
 
-#: Chromium's flags for a headless page in a container (tests/page_toys.py, tests/test_service_e2e.py).
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def chromium() -> str | None:
-    """The system Chromium (Debian: apt-get install chromium), or None."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
-def claim_smoke_job(svc, name: str, seed: int, model: str | None = None) -> tuple[JobInfo, JobInfo]:
-    """Submit a ``digits_smoke`` job ``name`` (model ``model``, default ``name``) under a new submitter token and
-    claim it as worker ``w``: (the job as submitted, as claimed), for a toy run recorded as a worker would."""
-    owner = svc.db.tokens.create(f"{name}-owner", "submitter")[1]
-    bench = svc.benchmarks["digits_smoke"]
-    job = svc.db.jobs.submit(
-        benchmark=bench.name,
-        benchmark_version=bench.version,
-        name=name,
-        owner=owner,
-        model={"kind": "config", "name": model or name},
-        config={},
-        overrides={},
-        seeds=[seed],
-        upload_path=None,
-    )
-    while (claimed := svc.db.queue.claim("w", 60)).id != job.id:
-        pass
-    return job, claimed
-
-
 def submit_job(db: Database, name: str, model: dict | None = None, overrides: dict | None = None) -> str:
     """A queued job of a fresh submitter ``name`` on benchmark ``b`` version ``v`` (one seed); its id."""
     owner = db.tokens.create(name, "submitter")[1]
@@ -119,93 +78,6 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.05):
             return got
         time.sleep(every)
     pytest.fail(f"{what} did not happen within {timeout:.0f}s")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def hold_connection(port: int, pieces: list[bytes], every_s: float, cap_s: float = 15.0) -> tuple[float, bytes]:
-    """A slow client of the server on ``port``: sends ``pieces`` one every ``every_s`` seconds (then nothing). Returns
-    how long until the server closed the connection (``cap_s`` when it kept it that long) and what it answered."""
-    t0 = time.monotonic()
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.settimeout(0.05)
-        got, sent = b"", 0
-        while time.monotonic() - t0 < cap_s:
-            if sent < len(pieces) and time.monotonic() - t0 >= sent * every_s:
-                try:
-                    sock.sendall(pieces[sent])
-                except OSError:
-                    break
-                sent += 1
-            try:
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                return time.monotonic() - t0, got
-            got += chunk
-    return cap_s, got
-
-
-def _pg_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-class PgCluster:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth) in a temporary folder: :meth:`start`, :meth:`stop`
-    (and start again: a database outage), :meth:`remove`. ``url`` is its server URL (add ``/<database>``).
-
-    postgres refuses to run as root, so as root the cluster belongs to the ``postgres`` user (``runuser``).
-    """
-
-    def __init__(self) -> None:
-        bindir = _pg_bin()
-        if bindir is None:
-            raise FileNotFoundError("PostgreSQL server binaries not installed (Debian: apt-get install postgresql)")
-        self.bin, self.as_user = bindir, []
-        self.root = Path(tempfile.mkdtemp(prefix="geneval-pg-"))
-        if os.geteuid() == 0:
-            pw = pwd.getpwnam("postgres")  # KeyError: no user to own the cluster
-            os.chown(self.root, pw.pw_uid, pw.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self.data, self.port = self.root / "data", free_port()
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
-        initdb = [str(bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8"]
-        subprocess.run([*self.as_user, *initdb, "--no-sync"], check=True, capture_output=True)
-
-    def _ctl(self, *args: str, check: bool = True) -> None:
-        ctl = [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log")]
-        subprocess.run([*ctl, *args], check=check, capture_output=True)
-
-    def start(self) -> PgCluster:
-        self._ctl("-w", "-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -F -c max_connections=200", "start")
-        return self
-
-    def stop(self, mode: str = "fast") -> None:
-        self._ctl("-w", "-m", mode, "stop", check=False)
-
-    def remove(self) -> None:
-        self.stop("immediate")
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def create_database(self) -> str:
-        """A fresh, empty database on the cluster: its URL."""
-        import psycopg
-
-        name = f"t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-        return f"{self.url}/{name}"
 
 
 def _cluster() -> PgCluster:
@@ -313,7 +185,6 @@ def crashing_runner(job: JobInfo, home: Path, report) -> dict:
 def toy_eval_runner(job: JobInfo, home: Path, report) -> dict:
     """A real (tiny) evaluation of a linear classifier seeded by the job's name length, into the job's run
     directory (``job.seeds[0]`` seeds it), as the production runner does with a benchmark's components."""
-    import torch
 
     from genEval.search.driver import evaluate
     from tests.support.toys import LinearClassifier, ModelOracle, SigmoidGenerator, toy_data
@@ -343,59 +214,6 @@ def leaky_runner(job: JobInfo, home: Path, report) -> dict:
         f"while building classifier: checkpoint '{home}/uploads/{job.id}.safetensors' does not match the model "
         f"architecture; missing keys: fc.weight (run directory '{home}/runs/{job.id}' on host "
         f"'{socket.gethostname()}', process {os.getpid()})"
-    )
-
-
-# ------------------------------------------------------------------------------------ a settled benchmark's toys
-class CentroidClassifier(torch.nn.Module):
-    """A nearest-centroid digits classifier (a linear layer on the 16-px train split's class means, SA about 97%),
-    its centroids moved by Gaussian ``noise`` (seeded by ``seed``): noise 0 is the settled tests' oracle, noise 0.5 a
-    model with an FMR_v about 50 points lower; two of equal noise and seed are the same model."""
-
-    def __init__(self, noise: float = 0.0, seed: int = 0, in_features: int = 256, num_classes: int = 10) -> None:
-        super().__init__()
-        from genEval.data.standard import DigitsData
-
-        train = DigitsData(split="train", image_size=16, channels=1)
-        x = torch.stack([train[i][0] for i in range(len(train))]).flatten(1)
-        y = torch.tensor([train[i][1] for i in range(len(train))])
-        mu = torch.stack([x[y == c].mean(0) for c in range(num_classes)])
-        w = mu + noise * torch.randn(mu.shape, generator=torch.Generator().manual_seed(seed))
-        self.l = torch.nn.Linear(in_features, num_classes)
-        with torch.no_grad():  # argmax of -|x - w|^2 / 2, sharpened
-            self.l.weight.copy_(10 * w)
-            self.l.bias.copy_(-5 * (w * w).sum(1))
-        self.num_classes, self.name = num_classes, f"centroid(noise={noise}, seed={seed})"
-
-    def forward(self, x):
-        return self.l(x.flatten(1))
-
-
-#: The settled tests' registered classifier configs (``kind=config`` names): ``builds`` reads noise and seed.
-CENTROIDS = {
-    "sharp": {"_target_": "tests.support.service.CentroidClassifier", "noise": 0.0, "seed": 0},
-    "blurred": {"_target_": "tests.support.service.CentroidClassifier", "noise": 0.5, "seed": 1},
-}
-
-
-def centroid_build(config: dict):
-    """A job config of the digits_settled benchmark -> tiny components: its data as configured (a class-balanced
-    draw of ``data.limit`` images with the run's seed), the job's centroid classifier, an exact sigmoid latent space
-    and the noise-0 centroid classifier as the oracle; the preset's search with a step that moves logit latents."""
-    from genEval.data.standard import DigitsData
-    from genEval.search.perturb import SearchConfig
-    from genEval.service.execute import Components
-    from tests.support.toys import ModelOracle, SigmoidGenerator
-
-    cls = {k: v for k, v in config["classifier"].items() if k != "_target_"}
-    data = {k: v for k, v in config["data"].items() if k != "_target_"}
-    return Components(
-        classifier=CentroidClassifier(**cls),
-        data=DigitsData(**data),
-        generator=SigmoidGenerator(),
-        oracle=ModelOracle(CentroidClassifier()),
-        search=SearchConfig.coerce({**config["search"], "step_size": 1.0}),
-        mask=None,
     )
 
 

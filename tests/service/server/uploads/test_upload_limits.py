@@ -19,7 +19,6 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
 from genEval.service.server.facade import MiB, Service, Settings
@@ -27,11 +26,6 @@ from tests.support.assets import ROOT
 from tests.support.service import free_port
 
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
-
-
-@pytest.fixture(scope="module")
-def presets():
-    return load_benchmarks(["digits_smoke"]), registered_classifiers(None)
 
 
 @pytest.fixture
