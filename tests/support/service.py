@@ -33,6 +33,33 @@ UNLIMITED = {"isolation": "none", "allow_unsandboxed_models": True, "max_job_s":
              "job_memory_mb": 0}  # fmt: skip
 
 
+# ------------------------------------------------------------------------------------------ a digits_smoke service
+def smoke_service(home: Path, presets, url: str | None = None, **settings):
+    """A :class:`~genEval.service.server.facade.Service` offering the ``digits_smoke`` preset (``presets``: the
+    answers of ``load_benchmarks`` and ``registered_classifiers``) on its database (``url``; None: SQLite under
+    ``home``), with ``settings`` on top of the server's defaults (``max_upload_mb=0.25``, ``max_checks=2`` ...)."""
+    from genEval.service.server.facade import Service, Settings
+
+    Path(home).mkdir(parents=True, exist_ok=True)
+    db = Database(url or sqlite_url(Path(home) / "geneval.db"))
+    return Service(db, Settings(home=home, default_benchmark="digits_smoke", **settings), *presets)
+
+
+def smoke_client(home: Path, presets, url: str | None = None, **settings):
+    """(FastAPI's TestClient of :func:`smoke_service`'s app, that service)."""
+    from fastapi.testclient import TestClient
+
+    from genEval.service.server.app import create_app
+
+    service = smoke_service(home, presets, url, **settings)
+    return TestClient(create_app(service)), service
+
+
+def bearer(db: Database, role: str = "submitter", name: str = "alice") -> dict:
+    """The Authorization header of a new API token of ``role`` for ``name`` in ``db``."""
+    return {"Authorization": f"Bearer {db.tokens.create(name, role)[0]}"}
+
+
 def worker_settings(**changes) -> WorkerSettings:
     """The settings of a test's worker: :data:`UNLIMITED`, then ``changes`` (``heartbeat_s=0.5, poll_s=0.1``)."""
     return WorkerSettings(**{**UNLIMITED, **changes})

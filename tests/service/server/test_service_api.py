@@ -17,10 +17,9 @@ from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
 from genEval.service.server.app import create_app
-from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import MiB, Service, Settings
+from genEval.service.server.facade import MiB
 from genEval.service.server.standings.compute import StandingsBuilder, record_finished
-from tests.support.service import claim_smoke_job
+from tests.support.service import bearer, claim_smoke_job, smoke_service
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
 LIMIT = 64 * 1024
@@ -34,21 +33,14 @@ def presets():
 
 @pytest.fixture
 def svc(tmp_path, presets):
-    db = Database(sqlite_url(tmp_path / "geneval.db"))
-    service = Service(
-        db, Settings(home=tmp_path, max_upload_mb=LIMIT / MiB, default_benchmark="digits_smoke"), *presets
-    )
+    service = smoke_service(tmp_path, presets, max_upload_mb=LIMIT / MiB)
     yield service
-    db.close()
+    service.db.close()
 
 
 @pytest.fixture
 def client(svc):
     return TestClient(create_app(svc))
-
-
-def _auth(svc, role="submitter", name="alice"):
-    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
 
 
 def test_fresh_service_answers(client, svc):
@@ -79,11 +71,11 @@ def test_tokens_and_roles(client, svc):
     assert client.post("/api/jobs").status_code == 401
     assert client.post("/api/jobs", json=JOB).status_code == 401
     assert client.post("/api/jobs", json=JOB, headers={"Authorization": "Bearer gev_wrong"}).status_code == 401
-    assert client.post("/api/jobs", json=JOB, headers=_auth(svc, "viewer", "v")).status_code == 403
-    submitter = _auth(svc)
+    assert client.post("/api/jobs", json=JOB, headers=bearer(svc.db, "viewer", "v")).status_code == 403
+    submitter = bearer(svc.db)
     assert client.get("/api/tokens", headers=submitter).status_code == 403
     assert client.post("/api/tokens", json={"name": "x", "role": "admin"}, headers=submitter).status_code == 403
-    admin = _auth(svc, "admin", "root")
+    admin = bearer(svc.db, "admin", "root")
     made = client.post("/api/tokens", json={"name": "bob", "role": "submitter"}, headers=admin)
     assert made.status_code == 201
     bob = {"Authorization": f"Bearer {made.json()['token']}"}
@@ -113,7 +105,7 @@ def test_tokens_and_roles(client, svc):
     ],
 )
 def test_requests_cannot_reach_code_or_unlisted_keys(client, svc, body, key):
-    r = client.post("/api/jobs", json=body, headers=_auth(svc))
+    r = client.post("/api/jobs", json=body, headers=bearer(svc.db))
     assert r.status_code == 422, r.text
     got = r.json()
     assert key == got.get("key") or key in got.get("keys", []), got
@@ -122,7 +114,7 @@ def test_requests_cannot_reach_code_or_unlisted_keys(client, svc, body, key):
 
 
 def test_allowlisted_override_and_name_conflict(client, svc):
-    h = _auth(svc)
+    h = bearer(svc.db)
     r = client.post("/api/jobs", json={**JOB, "overrides": {"batch_size": 4}}, headers=h)
     assert r.status_code == 201
     job = svc.db.jobs.get(r.json()["id"])
@@ -134,7 +126,7 @@ def test_allowlisted_override_and_name_conflict(client, svc):
 
 
 def test_cancel_and_requeue_permissions(client, svc):
-    alice, mallory, admin = _auth(svc), _auth(svc, name="mallory"), _auth(svc, "admin", "root")
+    alice, mallory, admin = bearer(svc.db), bearer(svc.db, name="mallory"), bearer(svc.db, "admin", "root")
     job_id = client.post("/api/jobs", json=JOB, headers=alice).json()["id"]
     assert client.get(f"/api/jobs/{job_id}/results.json").status_code == 409
     assert client.post(f"/api/jobs/{job_id}/cancel", headers=mallory).status_code == 403

@@ -13,16 +13,14 @@ import time
 
 import pytest
 import uvicorn
-from fastapi.testclient import TestClient
 
 from genEval.commands.serve import load_benchmarks, registered_classifiers
-from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import Service, Settings
 from genEval.service.server.slow_clients import timed_h11
 from genEval.service.server.supervisor import Supervisor
 from genEval.service.server.worker import Worker, run_worker_in_thread
 from tests.support.service import (  # noqa: F401 (fixtures)
+    bearer,
     db,
     db_url,
     free_port,
@@ -33,6 +31,7 @@ from tests.support.service import (  # noqa: F401 (fixtures)
     postgres_cluster,
     postgres_server,
     record_runner,
+    smoke_client,
     submit_job,
     wait_for,
     worker_settings,
@@ -46,19 +45,6 @@ def presets():
     return load_benchmarks(["digits_smoke"]), registered_classifiers(None)
 
 
-def _client(tmp_path, presets, url=None, **settings) -> tuple[TestClient, Service]:
-    service = Service(
-        Database(url or sqlite_url(tmp_path / "geneval.db")),
-        Settings(home=tmp_path, default_benchmark="digits_smoke", **settings),
-        *presets,
-    )
-    return TestClient(create_app(service)), service
-
-
-def _auth(svc: Service, role: str = "submitter", name: str = "alice") -> dict:
-    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
-
-
 # ------------------------------------------------------------------------------------ a database outage
 @pytest.mark.slow
 def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, presets, caplog):
@@ -66,7 +52,7 @@ def test_a_worker_lives_through_a_postgresql_restart(own_postgres, tmp_path, pre
     queued forever. Now the worker retries with backoff, logs the outage once, and both jobs finish, the running one
     without losing its attempt; meanwhile /api/health says degraded (503)."""
     url = own_postgres.create_database()
-    client, svc = _client(tmp_path, presets, url)
+    client, svc = smoke_client(tmp_path, presets, url)
     db = svc.db
     jobs = [submit_job(db, f"model{i}") for i in range(2)]
     worker = Worker(db, tmp_path, napping_runner, worker_settings(lease_s=4, heartbeat_s=0.3, poll_s=0.2))
@@ -143,22 +129,22 @@ def test_a_worker_whose_clock_runs_ahead_takes_no_live_job(db, monkeypatch):
 
 # ------------------------------------------------------------------------------------ quotas and limits
 def test_a_token_over_its_job_quota_is_answered_429_with_retry_after(tmp_path, presets):
-    client, svc = _client(tmp_path, presets, max_active_jobs=2)
-    alice, admin = _auth(svc), _auth(svc, "admin", "root")
+    client, svc = smoke_client(tmp_path, presets, max_active_jobs=2)
+    alice, admin = bearer(svc.db), bearer(svc.db, "admin", "root")
     for name in ("a", "b"):
         assert client.post("/api/jobs", json={**JOB, "name": name}, headers=alice).status_code == 201
     over = client.post("/api/jobs", json={**JOB, "name": "c"}, headers=alice)
     assert over.status_code == 429 and over.headers["retry-after"] == "60"
     assert "2 jobs queued or running, its limit (server setting max_active_jobs)" in over.json()["detail"]
-    assert client.post("/api/jobs", json={**JOB, "name": "c"}, headers=_auth(svc, name="bob")).status_code == 201
+    assert client.post("/api/jobs", json={**JOB, "name": "c"}, headers=bearer(svc.db, name="bob")).status_code == 201
     assert client.post("/api/jobs", json={**JOB, "name": "d"}, headers=admin).status_code == 201  # admins: no quota
     svc.jobs.cancel(svc.jobs.jobs(status="queued")[-1].id, by=svc.db.tokens.find(alice["Authorization"][7:]))
     assert client.post("/api/jobs", json={**JOB, "name": "c2"}, headers=alice).status_code == 201  # room again
 
 
 def test_failed_authentications_are_rate_limited_per_client_address(tmp_path, presets):
-    client, svc = _client(tmp_path, presets, max_auth_failures=3, auth_window_s=30)
-    good = _auth(svc, "viewer")
+    client, svc = smoke_client(tmp_path, presets, max_auth_failures=3, auth_window_s=30)
+    good = bearer(svc.db, "viewer")
     answers = [client.get("/api/jobs", headers={"Authorization": f"Bearer gev_guess{i}"}) for i in range(5)]
     assert [a.status_code for a in answers] == [401, 401, 401, 429, 429]
     assert 25 <= int(answers[-1].headers["retry-after"]) <= 30
@@ -169,8 +155,8 @@ def test_failed_authentications_are_rate_limited_per_client_address(tmp_path, pr
 
 def test_a_422_never_echoes_a_large_request(tmp_path, presets):
     """Issue 37: a 1 MB key came back as a 1 MB answer, 60,000 keys (840 KB sent) as a 6 MB one."""
-    client, svc = _client(tmp_path, presets)
-    alice = {**_auth(svc), "content-type": "application/json"}
+    client, svc = smoke_client(tmp_path, presets)
+    alice = {**bearer(svc.db), "content-type": "application/json"}
     one_key = client.post("/api/jobs", content=json.dumps({**JOB, "k" * 1_000_000: 1}), headers=alice)
     assert one_key.status_code == 422 and len(one_key.content) < 2048
     assert one_key.json()["keys"] == ["k" * 61 + "..."]

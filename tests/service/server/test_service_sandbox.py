@@ -21,27 +21,15 @@ from fastapi.testclient import TestClient
 from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.service.server.app import create_app
 from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import Service, Settings
 from genEval.service.server.worker import Worker, run_worker_in_thread
 from tests.support.assets import ROOT
 from tests.support.sandbox import ReadsAFile, hanging_runner, script, slow_exit_runner, snooping_runner
-from tests.support.service import free_port, slow_runner, submit_job, wait_for, worker_settings
+from tests.support.service import free_port, slow_runner, smoke_service, submit_job, wait_for, worker_settings
 
 
 @pytest.fixture(scope="module")
 def presets():
     return load_benchmarks(["digits_smoke"]), registered_classifiers(None)
-
-
-def _service(home: Path, presets, url: str | None = None, **settings) -> Service:
-    home.mkdir(parents=True, exist_ok=True)
-    db = Database(url or sqlite_url(home / "geneval.db"))
-    return Service(db, Settings(home=home, default_benchmark="digits_smoke", **settings), *presets)
-
-
-def _token(svc: Service, role: str = "submitter", name: str = "alice") -> tuple[str, dict]:
-    secret, info = svc.db.tokens.create(name, role)
-    return secret, info
 
 
 def _auth(secret: str) -> dict:
@@ -57,7 +45,7 @@ def _needs_sandbox() -> None:
 
 
 # ------------------------------------------------------------------------------------ an evaluation's sandbox
-def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_the_service(tmp_path):
+def test_an_evaluation_child_sees_its_run_directory_and_nothing_else_of_thesmoke_service(tmp_path):
     """Issue 41: the evaluation child loaded the model again outside any sandbox, as the service's user, in its home.
     Now it sees its own run directory (writable) and no database, no other file of the home, no site-packages to
     write to and no network, as uid 65534."""
@@ -206,9 +194,9 @@ def test_a_finished_job_is_not_lost_while_its_child_takes_its_time_to_exit(tmp_p
 def test_a_valid_token_is_never_refused_for_other_clients_failures(tmp_path, presets):
     """Issue 41 (E7): 20 bad tokens from one address locked the admin's valid token out (429). Now the token is
     checked first; unknown tokens from that address still get 429 once it failed max_auth_failures times."""
-    svc = _service(tmp_path, presets, max_auth_failures=5, auth_window_s=60)
+    svc = smoke_service(tmp_path, presets, max_auth_failures=5, auth_window_s=60)
     client = TestClient(create_app(svc))
-    admin = _token(svc, "admin", "root")[0]
+    admin = svc.db.tokens.create("root", "admin")[0]
     codes = [client.get("/api/jobs", headers=_auth(f"gev_guess{i}")).status_code for i in range(7)]
     assert codes == [401] * 5 + [429] * 2
     assert client.get("/api/jobs", headers=_auth(admin)).status_code == 200
@@ -240,7 +228,7 @@ def test_proxy_headers_are_trusted_only_from_forwarded_allow_ips(tmp_path, prese
 
     for trusted, runs in ((None, [("127.0.0.1", [401] * 5 + [429] * 3)]),
                           ("127.0.0.2", [("127.0.0.2", [401] * 8), ("127.0.0.1", [401] * 5 + [429] * 3)])):  # fmt: skip
-        svc = _service(tmp_path / str(trusted), presets, max_auth_failures=5, auth_window_s=60)
+        svc = smoke_service(tmp_path / str(trusted), presets, max_auth_failures=5, auth_window_s=60)
         server, thread, base = _live(create_app(svc), **proxy_options(trusted))
         try:
             for local, codes in runs:  # ignored header: one address, limited; a trusted proxy's: a count per client
@@ -327,6 +315,7 @@ def test_a_run_directorys_links_are_never_served(tmp_path):
     """Issue 41 (E1): a run directory is written by the job's sandboxed child, which may leave a link there; the
     server, outside the sandbox, must not follow it: a results.json, report.html or grid.png that links to the
     database is not served (the job page still renders, saying the results cannot be read)."""
+
     from tests.support.pages import toy_service
 
     home = tmp_path / "home"

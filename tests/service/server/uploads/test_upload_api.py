@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from safetensors.torch import save_file
 
 from genEval.service.server.app import create_app
-from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import MiB, Service, Settings
+from genEval.service.server.facade import MiB
+from tests.support.service import bearer, smoke_service
 
 LIMIT = 64 * 1024
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
@@ -21,21 +21,14 @@ JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "
 
 @pytest.fixture
 def svc(tmp_path, presets):
-    db = Database(sqlite_url(tmp_path / "geneval.db"))
-    service = Service(
-        db, Settings(home=tmp_path, max_upload_mb=LIMIT / MiB, default_benchmark="digits_smoke"), *presets
-    )
+    service = smoke_service(tmp_path, presets, max_upload_mb=LIMIT / MiB)
     yield service
-    db.close()
+    service.db.close()
 
 
 @pytest.fixture
 def client(svc):
     return TestClient(create_app(svc))
-
-
-def _auth(svc, role="submitter", name="alice"):
-    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
 
 
 def _upload(client, headers, data: bytes, filename="model.bin"):
@@ -48,7 +41,7 @@ def _safetensors_bytes(tmp_path) -> bytes:
 
 
 def test_uploads(client, svc, tmp_path):
-    h = _auth(svc)
+    h = bearer(svc.db)
     assert _upload(client, {}, b"x").status_code == 401
     buf = io.BytesIO()
     torch.save({"w": torch.zeros(2)}, buf)
@@ -73,7 +66,7 @@ def test_uploads(client, svc, tmp_path):
     r = client.post("/api/jobs", json=body, headers=h)
     assert r.status_code == 422 and r.json()["key"] == "model.upload" and "use kind timm" in r.json()["detail"]
     body["model"] = {"kind": "torchvision", "name": "resnet18", "num_classes": 10, "upload": info["id"]}
-    assert client.post("/api/jobs", json=body, headers=_auth(svc, name="mallory")).status_code == 422
+    assert client.post("/api/jobs", json=body, headers=bearer(svc.db, name="mallory")).status_code == 422
     r = client.post("/api/jobs", json=body, headers=h)
     assert r.status_code == 201
     job = svc.db.jobs.get(r.json()["id"])

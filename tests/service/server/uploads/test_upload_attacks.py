@@ -15,34 +15,17 @@ import time
 import httpx
 import pytest
 import torch
-from fastapi.testclient import TestClient
 from safetensors.torch import save_file
 
 from genEval.checkpoints import MAX_SAFETENSORS_TENSORS
-from genEval.service.server.app import create_app
-from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import Service, Settings
 from tests.support.assets import ROOT
 from tests.support.sandbox import Looping
-from tests.support.service import free_port, wait_for
-
-
-def _client(tmp_path, presets, url=None, **settings) -> tuple[TestClient, Service]:
-    service = Service(
-        Database(url or sqlite_url(tmp_path / "geneval.db")),
-        Settings(home=tmp_path, default_benchmark="digits_smoke", **settings),
-        *presets,
-    )
-    return TestClient(create_app(service)), service
-
-
-def _auth(svc: Service, role: str = "submitter", name: str = "alice") -> dict:
-    return {"Authorization": f"Bearer {svc.db.tokens.create(name, role)[0]}"}
+from tests.support.service import bearer, free_port, smoke_client, wait_for
 
 
 def test_a_token_over_its_upload_quota_is_answered_429_before_its_file_is_read(tmp_path, presets):
-    client, svc = _client(tmp_path, presets, max_uploads_per_hour=1)
-    alice = _auth(svc)
+    client, svc = smoke_client(tmp_path, presets, max_uploads_per_hour=1)
+    alice = bearer(svc.db)
     save_file({"w": torch.zeros(3)}, tmp_path / "w.safetensors")
     first = client.post(
         "/api/uploads", files={"file": ("w.safetensors", (tmp_path / "w.safetensors").read_bytes())}, headers=alice
@@ -55,11 +38,11 @@ def test_a_token_over_its_upload_quota_is_answered_429_before_its_file_is_read(t
 
 
 def test_a_safetensors_header_bomb_upload_is_refused(tmp_path, presets):
-    client, svc = _client(tmp_path, presets)
+    client, svc = smoke_client(tmp_path, presets)
     entry = '"t{}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}'
     header = ("{" + ",".join(entry.format(i) for i in range(MAX_SAFETENSORS_TENSORS + 1)) + "}").encode()
     bomb = struct.pack("<Q", len(header)) + header
-    answer = client.post("/api/uploads", files={"file": ("bomb.safetensors", bomb)}, headers=_auth(svc))
+    answer = client.post("/api/uploads", files={"file": ("bomb.safetensors", bomb)}, headers=bearer(svc.db))
     assert answer.status_code == 415 and f"more than {MAX_SAFETENSORS_TENSORS} tensors" in answer.json()["detail"]
     assert not list((tmp_path / "uploads").iterdir())
 

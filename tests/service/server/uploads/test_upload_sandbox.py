@@ -4,31 +4,14 @@ one process's memory and one token's hanging checks (E6, E3). Each failed on the
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
 from genEval.service.refusals import TooMany
 from genEval.service.server.app import create_app
-from genEval.service.server.database import Database, sqlite_url
-from genEval.service.server.facade import Service, Settings
+from genEval.service.server.database import sqlite_url
 from tests.support.sandbox import ReadsAFile, script
-
-
-def _service(home: Path, presets, url: str | None = None, **settings) -> Service:
-    home.mkdir(parents=True, exist_ok=True)
-    db = Database(url or sqlite_url(home / "geneval.db"))
-    return Service(db, Settings(home=home, default_benchmark="digits_smoke", **settings), *presets)
-
-
-def _token(svc: Service, role: str = "submitter", name: str = "alice") -> tuple[str, dict]:
-    secret, info = svc.db.tokens.create(name, role)
-    return secret, info
-
-
-def _auth(secret: str) -> dict:
-    return {"Authorization": f"Bearer {secret}"}
+from tests.support.service import bearer, smoke_service
 
 
 # ------------------------------------------------------------------------------------ E1: an upload reads a file
@@ -38,10 +21,10 @@ def test_an_upload_that_reads_a_file_is_refused_naming_the_op_and_leaves_nothing
     secret = tmp_path / "secret.txt"
     secret.write_text("db-password=hunter2-0123456789")
     model = script(ReadsAFile(str(secret)), tmp_path / "reads_a_file.pt")
-    svc = _service(tmp_path / "home", presets, check_timeout_s=60)
+    svc = smoke_service(tmp_path / "home", presets, check_timeout_s=60)
     client = TestClient(create_app(svc))
     answer = client.post("/api/uploads", files={"file": ("reads_a_file.pt", model.read_bytes())},
-                         headers=_auth(_token(svc)[0]))  # fmt: skip
+                         headers=bearer(svc.db))  # fmt: skip
     assert answer.status_code == 422, answer.text
     assert "aten::from_file" in answer.json()["detail"] and "hunter2" not in answer.text
     assert not list((tmp_path / "home" / "uploads").iterdir())
@@ -51,13 +34,13 @@ def test_an_upload_that_reads_a_file_is_refused_naming_the_op_and_leaves_nothing
 def test_the_upload_quota_is_counted_in_the_database_across_servers_and_restarts(tmp_path, presets):
     """Issue 41 (E6): the quota lived in the server's memory, so a restart or a second server granted 20 more."""
     url = sqlite_url(tmp_path / "geneval.db")
-    first = _service(tmp_path, presets, url, max_uploads_per_hour=3)
+    first = smoke_service(tmp_path, presets, url, max_uploads_per_hour=3)
     owner = first.db.tokens.create("alice", "submitter")[1]
     for _ in range(2):
         first.uploads.may_upload(owner)
-    second = _service(tmp_path, presets, url, max_uploads_per_hour=3)  # another server process on the database
+    second = smoke_service(tmp_path, presets, url, max_uploads_per_hour=3)  # another server process on the database
     second.uploads.may_upload(owner)
-    for svc in (first, second, _service(tmp_path, presets, url, max_uploads_per_hour=3)):  # and one restarted
+    for svc in (first, second, smoke_service(tmp_path, presets, url, max_uploads_per_hour=3)):  # and one restarted
         with pytest.raises(TooMany, match="made 3 uploads in the last hour.*max_uploads_per_hour"):
             svc.uploads.may_upload(owner)
     admin = first.db.tokens.create("root", "admin")[1]
@@ -67,7 +50,7 @@ def test_the_upload_quota_is_counted_in_the_database_across_servers_and_restarts
 
 def test_one_token_cannot_hold_every_check_slot(tmp_path, presets):
     """Issue 41 (E3): max_checks was global, so two submitters with hanging uploads kept both slots busy."""
-    svc = _service(tmp_path, presets, max_checks=2, max_checks_per_token=1)
+    svc = smoke_service(tmp_path, presets, max_checks=2, max_checks_per_token=1)
     alice, bob = (svc.db.tokens.create(n, "submitter")[1] for n in ("alice", "bob"))
     with svc.uploads._check_slot(alice):
         with pytest.raises(TooMany, match="token 'alice' has 1 upload.*max_checks_per_token"):
