@@ -90,7 +90,7 @@ def main() -> None:
             orc.judge(x_dec, y)
 
     judge_all = AcceptAll(orc)
-    search = SearchConfig(**{**dict(cfg.search), "budget": args.budget, "early_stop": False})
+    search = SearchConfig.coerce({**dict(cfg.search), "budget": args.budget, "early_stop": False})
 
     def run(b: int) -> None:  # one batch of the sources through the loop (perturb yields their outcomes)
         cfg_b = SearchConfig(**{**search.__dict__, "budget": b})
