@@ -1,5 +1,5 @@
 -- The service database's schema at main f38ff7b (before Alembic), as genEval's create_all made it on sqlite:
--- written once by compiling main's tables (CreateTable/CreateIndex); tests/test_service_migrations.py upgrades it.
+-- written once by compiling main's tables (CreateTable/CreateIndex); tests/service/server/migrations/test_service_migrations.py upgrades it.
 CREATE TABLE benchmarks (
 	name VARCHAR(100) NOT NULL,
 	version VARCHAR(64) NOT NULL,

@@ -13,9 +13,10 @@ stores declare, and :func:`upgrade` runs them when a server or worker opens the 
 A schema change is a revision of its own, next in the chain: change the store's table, write the revision in
 ``versions/`` by hand (``op.add_column`` ..., data moved with ``op.get_bind()``; ``alembic revision`` with this
 folder as ``script_location`` writes the skeleton from ``script.py.mako``), and test it from the previous schema
-(``tests/service/server/test_service_migrations.py``, which also checks that the chain ends at the tables the stores
-declare). A one-time *data* migration (``0003_remap_versions``) is the same: a revision whose ``upgrade()`` calls
-the function that does it with ``op.get_bind()``, run once per database and recorded in ``alembic_version``.
+(``tests/service/server/migrations/test_service_migrations.py``, which also checks that the chain ends at the tables
+the stores declare). A one-time *data* migration (``0003_remap_versions``) is the same: a revision whose
+``upgrade()`` calls the function that does it with ``op.get_bind()``, run once per database and recorded in
+``alembic_version``.
 
 Concurrent starts are serialised: the whole upgrade is one write transaction (SQLite: ``BEGIN IMMEDIATE``;
 PostgreSQL: a transaction-level advisory lock, then transactional DDL), so two servers opening a fresh database at
