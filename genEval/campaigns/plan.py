@@ -50,25 +50,35 @@ class EvaluationPlan:
     progress: bool | None = True
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], **given: Any) -> EvaluationPlan:
+    def from_config(
+        cls,
+        config: Mapping[str, Any],
+        *,
+        search: SearchConfig | Mapping | None = None,
+        mask: Any = None,
+        execution: Execution | None = None,
+        output: RunOutput | None = None,
+        reference: str | None = None,
+    ) -> EvaluationPlan:
         """The plan of an evaluation config as a benchmark preset, and so a service job, spells it
         (``conf/benchmark/*.yaml``, docs/service.md): its ``search`` node, and the run bundles' keys at its top level
         (``batch_size: 64``, ``precision: fp32`` of :class:`Execution`; ``n_boot``, ``interval`` of :class:`Scoring`;
         ``grid_size`` of :class:`RunOutput`). The roles are not built here.
 
-        ``given``: the plan's other fields, and the bundles those keys refine: a key the config sets (not null) takes
-        the place of the given bundle's (a worker's ``execution``: its device and compile stay, the preset's batch size
-        and precision win; the service's ``output``), a key it leaves out keeps it; ``search`` given (a built one)
-        takes the place of the config's. Each bundle validates its own values (a bad one is refused naming its key).
+        ``execution`` and ``output``: the bundles those keys refine: a key the config sets (not null) takes the place of
+        the given bundle's (a worker's ``execution``: its device and compile stay, the preset's batch size and precision
+        win; the service's ``output``), a key it leaves out keeps it. ``search`` given (a built one) takes the place of
+        the config's; ``mask`` and ``reference`` are the plan's own. Each bundle validates its own values (a bad one is
+        refused naming its key).
         """
-        execution, output = Execution.coerce(given.pop("execution", None)), RunOutput.coerce(given.pop("output", None))
-        search = given.pop("search", None)
+        execution, output = Execution.coerce(execution), RunOutput.coerce(output)
         return cls(
             search=SearchConfig.coerce(config.get("search") if search is None else search),
+            mask=mask,
             execution=replace(execution, **_set_in(config, Execution)),
             output=replace(output, **_set_in(config, RunOutput)),
             scoring=Scoring.coerce(config),  # its own reading of a flat config (null oracle_warn_accuracy: never warn)
-            **given,
+            reference=reference,
         )
 
 
