@@ -10,37 +10,21 @@ import tarfile
 
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 import genEval
 from genEval.commands.serve import load_benchmarks, registered_classifiers
 from genEval.runs.recording import RunOutput
 from genEval.scores.run_scores import Scoring
-from genEval.service.server.app import create_app
-from genEval.service.server.facade import MiB
 from genEval.service.server.standings.compute import StandingsBuilder, record_finished
-from tests.support.service import bearer, claim_smoke_job, smoke_service
+from tests.support.service import bearer, claim_smoke_job
 from tests.support.toys import LinearClassifier, ListDataset, ModelOracle, SigmoidGenerator
 
-LIMIT = 64 * 1024
 JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "name": "digits_cnn"}}
 
 
 @pytest.fixture(scope="module")
 def presets():
     return load_benchmarks(), registered_classifiers(None)
-
-
-@pytest.fixture
-def svc(tmp_path, presets):
-    service = smoke_service(tmp_path, presets, max_upload_mb=LIMIT / MiB)
-    yield service
-    service.db.close()
-
-
-@pytest.fixture
-def client(svc):
-    return TestClient(create_app(svc))
 
 
 def test_fresh_service_answers(client, svc):

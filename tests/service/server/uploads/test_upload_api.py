@@ -8,10 +8,8 @@ import pickle
 
 import pytest
 import torch
-from fastapi.testclient import TestClient
 from safetensors.torch import save_file
 
-from genEval.service.server.app import create_app
 from genEval.service.server.facade import MiB
 from tests.support.service import bearer, smoke_service
 
@@ -20,15 +18,10 @@ JOB = {"benchmark": "digits_smoke", "name": "cnn", "model": {"kind": "config", "
 
 
 @pytest.fixture
-def svc(tmp_path, presets):
+def svc(tmp_path, presets):  # the upload limit these tests reach (tests/service/server/conftest.py has `client`)
     service = smoke_service(tmp_path, presets, max_upload_mb=LIMIT / MiB)
     yield service
     service.db.close()
-
-
-@pytest.fixture
-def client(svc):
-    return TestClient(create_app(svc))
 
 
 def _upload(client, headers, data: bytes, filename="model.bin"):
