@@ -7,7 +7,6 @@ typed (:attr:`genEval.runs.results.RunConfig.search`); ``genEval.search.perturb.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -92,13 +91,10 @@ class SearchConfig:
     @classmethod
     def _names_me(cls, target: Any) -> bool:
         """Whether ``target`` (a node's ``_target_``: ``conf/search/default.yaml`` is built by Hydra like any role)
-        imports this class, under its own path or the search's (``genEval.search.perturb.SearchConfig``). Another
-        target stays an unknown key, named in the error."""
-        module, _, name = str(target).rpartition(".")
-        try:
-            return getattr(importlib.import_module(module), name, None) is cls
-        except ImportError:
-            return False
+        names this class, under its own path or the search's re-export (``genEval.search.perturb.SearchConfig``),
+        compared as text (nothing a config names is imported here). Another target stays an unknown key, named in
+        the error."""
+        return str(target) in (f"{cls.__module__}.{cls.__qualname__}", f"genEval.search.perturb.{cls.__qualname__}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as a run records it (``adam_betas`` as a list)."""

@@ -91,7 +91,7 @@ class WorkerSettings:
         ):
             put(self, key, _seconds(key, getattr(self, key), example, note=note))
         put(self, "max_attempts", _whole("max_attempts", self.max_attempts, 1, "3"))
-        put(self, "n_boot", _whole("n_boot", self.n_boot, 1, "1000"))
+        put(self, "n_boot", _whole("n_boot", self.n_boot, 1, str(N_BOOT)))
         put(self, "stall_heartbeats", _whole("stall_heartbeats", self.stall_heartbeats, 0, "120", "0: never stalled"))
         put(self, "job_memory_mb", _whole("job_memory_mb", self.job_memory_mb or 0, 0, "16384", "0: no limit"))
         if self.max_jobs is not None:

@@ -73,7 +73,7 @@ class Settings:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise SettingError(key, value, "a number > 0", example)
         if not is_whole(self.n_boot, 1):
-            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", "1000")
+            raise SettingError("n_boot", self.n_boot, "a whole number >= 1", str(N_BOOT))
         for key in ("check_memory_mb", "max_checks", "max_checks_per_token", *QUOTAS):
             if not is_whole(getattr(self, key), 0):
                 raise SettingError(key, getattr(self, key), "a whole number >= 0", str(getattr(Settings, key)))
